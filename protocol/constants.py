@@ -1,0 +1,69 @@
+"""Names shared by broker and clients: reserved message properties, system topics, tag hashing."""
+
+from __future__ import annotations
+
+import zlib
+
+# Reserved message property names (stored in the record's properties section).
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"  # keys joined by KEY_SEPARATOR
+PROPERTY_MSG_ID = "UNIQ_KEY"
+PROPERTY_TRACE_ID = "TRACE_ID"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"  # original topic of a message sent back for retry
+PROPERTY_ORIGIN_MSG_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_DELAY_LEVEL = "DELAY"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+KEY_SEPARATOR = " "
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+SUB_ALL = "*"
+TAG_SEPARATOR = "||"
+
+# Delay levels as in RocketMQ: level n (1-based) waits DELAY_LEVELS_S[n - 1] seconds.
+DELAY_LEVELS_S: tuple[float, ...] = (
+    1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+)
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+# Bounds a topic name must respect (ASCII letters, digits, %, -, _, | and a length limit).
+TOPIC_MAX_LENGTH = 127
+TOPIC_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%-_|")
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def tag_hash(tag: str) -> int:
+    """Stable hash of a tag, as stored in consume-queue units (0 for no tag)."""
+    if not tag:
+        return 0
+    return zlib.crc32(tag.encode("utf-8")) or 1
+
+
+def parse_sub_expression(expression: str) -> frozenset[str] | None:
+    """Tags of a subscription expression (``"*"`` or ``"a || b"``); ``None`` means every tag."""
+    expression = (expression or SUB_ALL).strip()
+    if expression == SUB_ALL or not expression:
+        return None
+    tags = frozenset(t.strip() for t in expression.split(TAG_SEPARATOR) if t.strip())
+    return tags or None
+
+
+def check_topic_name(topic: str) -> str | None:
+    """Why ``topic`` is not a valid topic name, or ``None`` when it is."""
+    if not topic:
+        return "topic name is empty"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"topic name longer than {TOPIC_MAX_LENGTH} characters"
+    bad = sorted(set(topic) - TOPIC_ALLOWED)
+    if bad:
+        return f"topic name {topic!r} contains characters outside [a-zA-Z0-9%|_-]: {''.join(bad)!r}"
+    return None

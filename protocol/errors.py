@@ -1,0 +1,158 @@
+"""The graymq error hierarchy: one root, a retriable flag, wire codes mapped to classes in one registry."""
+
+from __future__ import annotations
+
+from typing import ClassVar, TypeVar
+
+from protocol import graymq_pb2 as pb
+
+_E = TypeVar("_E", bound="type[GrayMQError]")
+_BY_CODE: dict[int, type[GrayMQError]] = {}
+
+
+class GrayMQError(Exception):
+    """Root of every error graymq raises on purpose.
+
+    ``code`` is the wire ``ErrorCode``; ``retriable`` says whether the same call may succeed
+    when repeated (on another broker, or later).
+    """
+
+    code: ClassVar[int] = pb.SYSTEM_ERROR
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or type(self).__name__)
+        self.message = message or type(self).__name__
+
+    @property
+    def code_name(self) -> str:
+        return pb.ErrorCode.Name(self.code)
+
+
+def register(cls: _E) -> _E:
+    """Class decorator: make ``cls`` the class raised for its wire code."""
+    if cls.code in _BY_CODE:
+        raise ValueError(f"error code {cls.code} is registered twice")
+    _BY_CODE[cls.code] = cls
+    return cls
+
+
+def error_from_code(code: int, message: str) -> GrayMQError:
+    """The error instance for a wire code; unknown codes become a plain ``GrayMQError``."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return GrayMQError(f"error code {code}: {message}")
+    return cls(message)
+
+
+register(GrayMQError)
+
+
+@register
+class SystemBusyError(GrayMQError):
+    code = pb.SYSTEM_BUSY
+    retriable = True
+
+
+@register
+class UnknownMethodError(GrayMQError):
+    code = pb.UNKNOWN_METHOD
+
+
+@register
+class BadRequestError(GrayMQError):
+    code = pb.BAD_REQUEST
+
+
+@register
+class TopicNotExistError(GrayMQError):
+    code = pb.TOPIC_NOT_EXIST
+
+
+@register
+class QueueNotExistError(GrayMQError):
+    code = pb.QUEUE_NOT_EXIST
+
+
+@register
+class MessageTooLargeError(GrayMQError):
+    code = pb.MESSAGE_TOO_LARGE
+
+
+@register
+class NoPermissionError(GrayMQError):
+    code = pb.NO_PERMISSION
+
+
+@register
+class DiskFullError(GrayMQError):
+    code = pb.DISK_FULL
+    retriable = True
+
+
+@register
+class GrayIsolationError(GrayMQError):
+    """A normal client pulled a gray queue (or the reverse) while the group's gray switch is on."""
+
+    code = pb.GRAY_ISOLATION_VIOLATION
+
+
+@register
+class SubscriptionNotExistError(GrayMQError):
+    code = pb.SUBSCRIPTION_NOT_EXIST
+
+
+@register
+class ConsumerNotOnlineError(GrayMQError):
+    code = pb.CONSUMER_NOT_ONLINE
+
+
+@register
+class OffsetIllegalError(GrayMQError):
+    code = pb.OFFSET_ILLEGAL
+
+
+@register
+class ServiceNotAvailableError(GrayMQError):
+    code = pb.SERVICE_NOT_AVAILABLE
+    retriable = True
+
+
+@register
+class FlushTimeoutError(GrayMQError):
+    code = pb.FLUSH_TIMEOUT
+    retriable = True
+
+
+@register
+class RequestTimeoutError(GrayMQError):
+    code = pb.TIMEOUT
+    retriable = True
+
+
+@register
+class ConnectionClosedError(GrayMQError):
+    code = pb.CONNECTION_CLOSED
+    retriable = True
+
+
+@register
+class ProtocolError(GrayMQError):
+    """A frame that breaks the wire format: wrong token, bad length, truncated, undecodable."""
+
+    code = pb.PROTOCOL_ERROR
+
+
+@register
+class MessageNotFoundError(GrayMQError):
+    code = pb.MESSAGE_NOT_FOUND
+
+
+class NameServerError(GrayMQError):
+    """Every configured name server failed or answered with an error."""
+
+    retriable = True
+
+
+class ConfigError(GrayMQError):
+    """Invalid configuration or arguments."""

@@ -1,0 +1,534 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Method(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    METHOD_UNSPECIFIED: _ClassVar[Method]
+    SEND_MESSAGE: _ClassVar[Method]
+    SEND_BATCH: _ClassVar[Method]
+    PULL_MESSAGE: _ClassVar[Method]
+    HEARTBEAT: _ClassVar[Method]
+    UNREGISTER_CLIENT: _ClassVar[Method]
+    QUERY_CONSUMER_OFFSET: _ClassVar[Method]
+    UPDATE_CONSUMER_OFFSET: _ClassVar[Method]
+    GET_MIN_OFFSET: _ClassVar[Method]
+    GET_MAX_OFFSET: _ClassVar[Method]
+    GET_CONSUMER_LIST: _ClassVar[Method]
+    CONSUMER_SEND_BACK: _ClassVar[Method]
+    QUERY_MESSAGE_BY_KEY: _ClassVar[Method]
+    VIEW_MESSAGE_BY_OFFSET: _ClassVar[Method]
+    UPDATE_TOPIC: _ClassVar[Method]
+    GET_TOPIC: _ClassVar[Method]
+    SEARCH_OFFSET_BY_TIME: _ClassVar[Method]
+    GET_GROUP_BACKLOG: _ClassVar[Method]
+    NOTIFY_GROUP_CHANGED: _ClassVar[Method]
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OK: _ClassVar[ErrorCode]
+    SYSTEM_ERROR: _ClassVar[ErrorCode]
+    SYSTEM_BUSY: _ClassVar[ErrorCode]
+    UNKNOWN_METHOD: _ClassVar[ErrorCode]
+    BAD_REQUEST: _ClassVar[ErrorCode]
+    TOPIC_NOT_EXIST: _ClassVar[ErrorCode]
+    QUEUE_NOT_EXIST: _ClassVar[ErrorCode]
+    MESSAGE_TOO_LARGE: _ClassVar[ErrorCode]
+    NO_PERMISSION: _ClassVar[ErrorCode]
+    DISK_FULL: _ClassVar[ErrorCode]
+    GRAY_ISOLATION_VIOLATION: _ClassVar[ErrorCode]
+    SUBSCRIPTION_NOT_EXIST: _ClassVar[ErrorCode]
+    CONSUMER_NOT_ONLINE: _ClassVar[ErrorCode]
+    OFFSET_ILLEGAL: _ClassVar[ErrorCode]
+    SERVICE_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    FLUSH_TIMEOUT: _ClassVar[ErrorCode]
+    TIMEOUT: _ClassVar[ErrorCode]
+    CONNECTION_CLOSED: _ClassVar[ErrorCode]
+    PROTOCOL_ERROR: _ClassVar[ErrorCode]
+    MESSAGE_NOT_FOUND: _ClassVar[ErrorCode]
+
+class SendStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEND_OK: _ClassVar[SendStatus]
+    FLUSH_DISK_TIMEOUT: _ClassVar[SendStatus]
+    SERVICE_NOT_AVAILABLE_STATUS: _ClassVar[SendStatus]
+
+class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FOUND: _ClassVar[PullStatus]
+    NO_NEW_MSG: _ClassVar[PullStatus]
+    NO_MATCHED_MSG: _ClassVar[PullStatus]
+    OFFSET_ILLEGAL_STATUS: _ClassVar[PullStatus]
+
+class ConsumeModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLUSTERING: _ClassVar[ConsumeModel]
+    BROADCASTING: _ClassVar[ConsumeModel]
+
+class ConsumeFromWhere(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONSUME_FROM_LAST_OFFSET: _ClassVar[ConsumeFromWhere]
+    CONSUME_FROM_FIRST_OFFSET: _ClassVar[ConsumeFromWhere]
+    CONSUME_FROM_TIMESTAMP: _ClassVar[ConsumeFromWhere]
+
+class TopicPerm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PERM_UNSPECIFIED: _ClassVar[TopicPerm]
+    PERM_READ: _ClassVar[TopicPerm]
+    PERM_WRITE: _ClassVar[TopicPerm]
+    PERM_READ_WRITE: _ClassVar[TopicPerm]
+METHOD_UNSPECIFIED: Method
+SEND_MESSAGE: Method
+SEND_BATCH: Method
+PULL_MESSAGE: Method
+HEARTBEAT: Method
+UNREGISTER_CLIENT: Method
+QUERY_CONSUMER_OFFSET: Method
+UPDATE_CONSUMER_OFFSET: Method
+GET_MIN_OFFSET: Method
+GET_MAX_OFFSET: Method
+GET_CONSUMER_LIST: Method
+CONSUMER_SEND_BACK: Method
+QUERY_MESSAGE_BY_KEY: Method
+VIEW_MESSAGE_BY_OFFSET: Method
+UPDATE_TOPIC: Method
+GET_TOPIC: Method
+SEARCH_OFFSET_BY_TIME: Method
+GET_GROUP_BACKLOG: Method
+NOTIFY_GROUP_CHANGED: Method
+OK: ErrorCode
+SYSTEM_ERROR: ErrorCode
+SYSTEM_BUSY: ErrorCode
+UNKNOWN_METHOD: ErrorCode
+BAD_REQUEST: ErrorCode
+TOPIC_NOT_EXIST: ErrorCode
+QUEUE_NOT_EXIST: ErrorCode
+MESSAGE_TOO_LARGE: ErrorCode
+NO_PERMISSION: ErrorCode
+DISK_FULL: ErrorCode
+GRAY_ISOLATION_VIOLATION: ErrorCode
+SUBSCRIPTION_NOT_EXIST: ErrorCode
+CONSUMER_NOT_ONLINE: ErrorCode
+OFFSET_ILLEGAL: ErrorCode
+SERVICE_NOT_AVAILABLE: ErrorCode
+FLUSH_TIMEOUT: ErrorCode
+TIMEOUT: ErrorCode
+CONNECTION_CLOSED: ErrorCode
+PROTOCOL_ERROR: ErrorCode
+MESSAGE_NOT_FOUND: ErrorCode
+SEND_OK: SendStatus
+FLUSH_DISK_TIMEOUT: SendStatus
+SERVICE_NOT_AVAILABLE_STATUS: SendStatus
+FOUND: PullStatus
+NO_NEW_MSG: PullStatus
+NO_MATCHED_MSG: PullStatus
+OFFSET_ILLEGAL_STATUS: PullStatus
+CLUSTERING: ConsumeModel
+BROADCASTING: ConsumeModel
+CONSUME_FROM_LAST_OFFSET: ConsumeFromWhere
+CONSUME_FROM_FIRST_OFFSET: ConsumeFromWhere
+CONSUME_FROM_TIMESTAMP: ConsumeFromWhere
+PERM_UNSPECIFIED: TopicPerm
+PERM_READ: TopicPerm
+PERM_WRITE: TopicPerm
+PERM_READ_WRITE: TopicPerm
+
+class Envelope(_message.Message):
+    __slots__ = ("method", "is_response", "oneway", "code", "error_message", "body")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    IS_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ONEWAY_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    method: Method
+    is_response: bool
+    oneway: bool
+    code: ErrorCode
+    error_message: str
+    body: bytes
+    def __init__(self, method: _Optional[_Union[Method, str]] = ..., is_response: _Optional[bool] = ..., oneway: _Optional[bool] = ..., code: _Optional[_Union[ErrorCode, str]] = ..., error_message: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ("topic", "body", "tags", "keys", "properties", "gray", "trace_id", "msg_id", "born_timestamp", "born_host")
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    BORN_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    BORN_HOST_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    body: bytes
+    tags: str
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    properties: _containers.ScalarMap[str, str]
+    gray: bool
+    trace_id: str
+    msg_id: str
+    born_timestamp: int
+    born_host: str
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., properties: _Optional[_Mapping[str, str]] = ..., gray: _Optional[bool] = ..., trace_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., born_host: _Optional[str] = ...) -> None: ...
+
+class SendRequest(_message.Message):
+    __slots__ = ("producer_group", "message", "queue_id", "reconsume_times")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    message: Message
+    queue_id: int
+    reconsume_times: int
+    def __init__(self, producer_group: _Optional[str] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_id: _Optional[int] = ..., reconsume_times: _Optional[int] = ...) -> None: ...
+
+class SendResponse(_message.Message):
+    __slots__ = ("status", "msg_id", "broker_name", "queue_id", "queue_offset", "commit_log_offset")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    status: SendStatus
+    msg_id: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_id: _Optional[str] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ...) -> None: ...
+
+class SendBatchRequest(_message.Message):
+    __slots__ = ("producer_group", "topic", "queue_id", "messages")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    topic: str
+    queue_id: int
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, producer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class SendBatchResponse(_message.Message):
+    __slots__ = ("status", "msg_ids", "broker_name", "queue_id", "first_queue_offset")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MSG_IDS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    status: SendStatus
+    msg_ids: _containers.RepeatedScalarFieldContainer[str]
+    broker_name: str
+    queue_id: int
+    first_queue_offset: int
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_ids: _Optional[_Iterable[str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ...) -> None: ...
+
+class PullRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "topic", "queue_id", "queue_offset", "max_msg_nums", "suspend_timeout_ms", "gray_flag", "adopted", "commit_offset", "sub_expression")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_MSG_NUMS_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SUB_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    suspend_timeout_ms: int
+    gray_flag: bool
+    adopted: bool
+    commit_offset: int
+    sub_expression: str
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., gray_flag: _Optional[bool] = ..., adopted: _Optional[bool] = ..., commit_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ...) -> None: ...
+
+class PullResponse(_message.Message):
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEGIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: bytes
+    record_count: int
+    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
+
+class SubscriptionData(_message.Message):
+    __slots__ = ("topic", "sub_string", "sub_version")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUB_STRING_FIELD_NUMBER: _ClassVar[int]
+    SUB_VERSION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    sub_string: str
+    sub_version: int
+    def __init__(self, topic: _Optional[str] = ..., sub_string: _Optional[str] = ..., sub_version: _Optional[int] = ...) -> None: ...
+
+class ConsumerData(_message.Message):
+    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_FROM_WHERE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
+    GRAY_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    consume_model: ConsumeModel
+    consume_from_where: ConsumeFromWhere
+    subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
+    gray_flag: bool
+    gray_switch: bool
+    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ...) -> None: ...
+
+class ProducerData(_message.Message):
+    __slots__ = ("group", "gray_flag")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    gray_flag: bool
+    def __init__(self, group: _Optional[str] = ..., gray_flag: _Optional[bool] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("client_id", "consumers", "producers")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    consumers: _containers.RepeatedCompositeFieldContainer[ConsumerData]
+    producers: _containers.RepeatedCompositeFieldContainer[ProducerData]
+    def __init__(self, client_id: _Optional[str] = ..., consumers: _Optional[_Iterable[_Union[ConsumerData, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerData, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("broker_time_ms",)
+    BROKER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_time_ms: int
+    def __init__(self, broker_time_ms: _Optional[int] = ...) -> None: ...
+
+class UnregisterRequest(_message.Message):
+    __slots__ = ("client_id", "consumer_group", "producer_group")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    consumer_group: str
+    producer_group: str
+    def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., producer_group: _Optional[str] = ...) -> None: ...
+
+class QueryConsumerOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_id")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_id: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class QueryConsumerOffsetResponse(_message.Message):
+    __slots__ = ("offset",)
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    def __init__(self, offset: _Optional[int] = ...) -> None: ...
+
+class UpdateConsumerOffsetRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_id", "offset")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_id: int
+    offset: int
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class QueueRequest(_message.Message):
+    __slots__ = ("topic", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class SearchOffsetRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class OffsetResponse(_message.Message):
+    __slots__ = ("offset",)
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    def __init__(self, offset: _Optional[int] = ...) -> None: ...
+
+class ConsumerListRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class ClientInfo(_message.Message):
+    __slots__ = ("client_id", "gray_flag", "last_heartbeat_ms")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    gray_flag: bool
+    last_heartbeat_ms: int
+    def __init__(self, client_id: _Optional[str] = ..., gray_flag: _Optional[bool] = ..., last_heartbeat_ms: _Optional[int] = ...) -> None: ...
+
+class ConsumerListResponse(_message.Message):
+    __slots__ = ("clients", "subscriptions", "gray_subscriptions", "gray_switch")
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    GRAY_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    GRAY_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    clients: _containers.RepeatedCompositeFieldContainer[ClientInfo]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
+    gray_subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
+    gray_switch: bool
+    def __init__(self, clients: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_switch: _Optional[bool] = ...) -> None: ...
+
+class SendBackRequest(_message.Message):
+    __slots__ = ("consumer_group", "commit_log_offset", "delay_level", "max_reconsume_times", "gray_flag", "origin_topic")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    commit_log_offset: int
+    delay_level: int
+    max_reconsume_times: int
+    gray_flag: bool
+    origin_topic: str
+    def __init__(self, consumer_group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ..., gray_flag: _Optional[bool] = ..., origin_topic: _Optional[str] = ...) -> None: ...
+
+class QueryByKeyRequest(_message.Message):
+    __slots__ = ("topic", "key", "max_num", "begin_timestamp_ms", "end_timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., max_num: _Optional[int] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ViewByOffsetRequest(_message.Message):
+    __slots__ = ("commit_log_offset",)
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    commit_log_offset: int
+    def __init__(self, commit_log_offset: _Optional[int] = ...) -> None: ...
+
+class MessagesResponse(_message.Message):
+    __slots__ = ("records", "record_count")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    record_count: int
+    def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
+
+class TopicConfig(_message.Message):
+    __slots__ = ("topic", "queue_nums", "gray_queue_nums", "perm", "order")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    GRAY_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    PERM_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_nums: int
+    gray_queue_nums: int
+    perm: TopicPerm
+    order: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_nums: _Optional[int] = ..., gray_queue_nums: _Optional[int] = ..., perm: _Optional[_Union[TopicPerm, str]] = ..., order: _Optional[bool] = ...) -> None: ...
+
+class UpdateTopicRequest(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: TopicConfig
+    def __init__(self, config: _Optional[_Union[TopicConfig, _Mapping]] = ...) -> None: ...
+
+class GetTopicRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class GroupBacklogRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class QueueBacklog(_message.Message):
+    __slots__ = ("topic", "queue_id", "gray", "consumer_offset", "max_offset", "min_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    gray: bool
+    consumer_offset: int
+    max_offset: int
+    min_offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., gray: _Optional[bool] = ..., consumer_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., min_offset: _Optional[int] = ...) -> None: ...
+
+class GroupBacklogResponse(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueBacklog]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueBacklog, _Mapping]]] = ...) -> None: ...
+
+class GroupChangedNotice(_message.Message):
+    __slots__ = ("consumer_group", "reason")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    reason: str
+    def __init__(self, consumer_group: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...

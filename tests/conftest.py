@@ -1,0 +1,48 @@
+"""Shared fixtures: a real PostgreSQL for the session, a fresh database per module, graymq processes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import GraymqProcess
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[object]:
+    """A PostgreSQL server started from the machine's binaries, torn down at the end."""
+    from tests.support.postgres import PostgresServer
+
+    server = PostgresServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(scope="module")
+def pg_url(postgres, request) -> str:  # type: ignore[no-untyped-def]
+    """SQLAlchemy URL of a database created fresh for the calling test module."""
+    name = "t_" + re.sub(r"[^a-z0-9_]", "_", request.module.__name__.lower())[-50:]
+    return str(postgres.create_database(name))
+
+
+@pytest.fixture
+def graymq_process(tmp_path: Path) -> Iterator[Callable[..., GraymqProcess]]:
+    """Factory that starts ``graymq <args>`` and stops every process it started at teardown."""
+    started: list[GraymqProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 30.0) -> GraymqProcess:
+        proc = GraymqProcess(args, env=env, cwd=tmp_path)
+        started.append(proc)
+        if wait:
+            proc.wait_ready(timeout)
+        return proc
+
+    yield start
+    for proc in reversed(started):
+        proc.terminate()

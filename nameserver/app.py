@@ -1,0 +1,82 @@
+"""The FastAPI application: routers, error handlers, request metrics, and the database engine's lifetime."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from nameserver.db import create_db_engine, session_factory
+from nameserver.errors import install_error_handlers
+from nameserver.metrics import Metrics
+from nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
+from nameserver.settings import NameServerSettings
+
+
+class RequestMetricsMiddleware:
+    """Counts every HTTP request by method, route template (not raw path) and status."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.metrics.request(scope["method"], template, status)
+
+
+def _version() -> str:
+    try:
+        return version("graymq")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def create_app(settings: NameServerSettings) -> FastAPI:
+    """Build the name server; refuses (``InsecureConfigError``) an admin token setup unsafe to serve."""
+    token_actors = settings.token_actors()
+    engine = create_db_engine(settings.db_url)
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="graymq name server",
+        version=_version(),
+        description="Broker registry, topic routes, per-client grayFlags, gray switches and rules, "
+        "cutover records and the audit log. Admin mutations need `Authorization: Bearer <token>`.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = session_factory(engine)
+    app.state.token_actors = token_actors
+    app.state.metrics = metrics
+    install_error_handlers(app, metrics)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
+    for module in (brokers, topics, clients, groups, cutovers, audit, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,80 @@
+"""Engine and session setup, and the errors that mean "the database is unreachable"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+# Seconds to wait for a PostgreSQL connection before answering 503.
+CONNECT_TIMEOUT_S = 2
+# Seconds a request waits for a pooled connection (every one busy) before answering 503.
+POOL_TIMEOUT_S = 5
+# Seconds SQLite waits for the write lock held by another connection.
+SQLITE_BUSY_TIMEOUT_S = 30
+
+# Raised when the server cannot be reached or drops the connection (not for bad SQL or constraint
+# violations, which are bugs or races the caller handles).
+DB_UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    exc.OperationalError,
+    exc.InterfaceError,
+    exc.TimeoutError,
+)
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for a (normalized) PostgreSQL or SQLite URL.
+
+    PostgreSQL: short connect timeout and pre-ping, so a restarted server is picked up again
+    without restarting the name server. SQLite: the file's directory is created, foreign keys
+    are enforced, and every transaction takes the write lock at BEGIN (``BEGIN IMMEDIATE``)
+    so concurrent read-then-write transactions queue instead of failing with "database is locked".
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        assert parsed.database is not None
+        Path(parsed.database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        return engine
+    return create_engine(
+        parsed,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=20,
+        pool_timeout=POOL_TIMEOUT_S,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "graymq-nameserver"},
+    )
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # Let SQLAlchemy's "begin" listener issue BEGIN instead of the sqlite3 module.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions whose objects stay readable after commit (responses are built after it)."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def upsert_insert(session: Session, model: type[Any]) -> Any:
+    """An ``INSERT`` for ``model`` that supports ``ON CONFLICT`` on the session's backend."""
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(model)
+    return sqlite.insert(model)
+
+
+def describe_db_error(error: BaseException) -> str:
+    """The driver's message of a database error, without SQLAlchemy's boilerplate."""
+    cause = getattr(error, "orig", None) or error
+    return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__

@@ -1,0 +1,70 @@
+"""Request-scoped dependencies: settings, a database session, and the services built on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from nameserver.services.audit import AuditService
+from nameserver.services.clients import ClientService
+from nameserver.services.cutovers import CutoverService
+from nameserver.services.groups import GroupService
+from nameserver.services.health import HealthService
+from nameserver.services.registry import RegistryService
+from nameserver.services.topics import TopicService
+from nameserver.settings import NameServerSettings
+
+
+def get_settings(request: Request) -> NameServerSettings:
+    settings: NameServerSettings = request.app.state.settings
+    return settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One session per request; services commit their changes, anything uncommitted is rolled back."""
+    with request.app.state.sessions() as session:
+        yield session
+
+
+SettingsDep = Annotated[NameServerSettings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def registry_service(session: SessionDep, settings: SettingsDep) -> RegistryService:
+    return RegistryService(session, settings)
+
+
+def topic_service(session: SessionDep) -> TopicService:
+    return TopicService(session)
+
+
+def client_service(session: SessionDep, settings: SettingsDep) -> ClientService:
+    return ClientService(session, settings)
+
+
+def group_service(session: SessionDep, settings: SettingsDep) -> GroupService:
+    return GroupService(session, settings)
+
+
+def cutover_service(session: SessionDep) -> CutoverService:
+    return CutoverService(session)
+
+
+def audit_service(session: SessionDep) -> AuditService:
+    return AuditService(session)
+
+
+def health_service(session: SessionDep, settings: SettingsDep) -> HealthService:
+    return HealthService(session, settings)
+
+
+Registry = Annotated[RegistryService, Depends(registry_service)]
+Topics = Annotated[TopicService, Depends(topic_service)]
+Clients = Annotated[ClientService, Depends(client_service)]
+Groups = Annotated[GroupService, Depends(group_service)]
+Cutovers = Annotated[CutoverService, Depends(cutover_service)]
+Audit = Annotated[AuditService, Depends(audit_service)]
+Health = Annotated[HealthService, Depends(health_service)]

@@ -1,0 +1,46 @@
+"""Which grayFlag a client should have: the group's switch, the client's explicit flag, the group's rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+
+class Rule(Protocol):
+    @property
+    def selector(self) -> Mapping[str, str]: ...
+
+    @property
+    def gray(self) -> bool: ...
+
+
+def rule_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """Whether every label of the selector is present, with the same value, in ``labels``."""
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def desired_gray(
+    gray_switch: bool, explicit_gray: bool | None, rules: Sequence[Rule], labels: Mapping[str, str]
+) -> bool:
+    """The grayFlag the client should run with.
+
+    Switch off → ``False`` for everyone. Otherwise the explicit per-client value when set, else
+    the ``gray`` of the first rule (in order) whose selector the client's labels satisfy, else ``False``.
+
+    >>> class R:
+    ...     def __init__(self, selector, gray): self.selector, self.gray = selector, gray
+    >>> desired_gray(True, None, [R({"version": "v2"}, True)], {"version": "v2", "zone": "a"})
+    True
+    >>> desired_gray(True, False, [R({"version": "v2"}, True)], {"version": "v2"})
+    False
+    >>> desired_gray(False, True, [], {})
+    False
+    """
+    if not gray_switch:
+        return False
+    if explicit_gray is not None:
+        return explicit_gray
+    for rule in rules:
+        if rule_matches(rule.selector, labels):
+            return rule.gray
+    return False

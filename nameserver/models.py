@@ -1,0 +1,216 @@
+"""The name server's tables (SQLAlchemy 2 declarative). Alembic creates them; see ``migrations/``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from nameserver.clock import utc_now
+from nameserver.sqltypes import JsonType, UtcDateTime
+
+# Stable constraint names so Alembic migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+NAME_LENGTH = 255
+ROLES = ("consumer", "producer", "spark")
+CLIENT_STATES = ("GRAY", "DRAINING", "NORMAL")
+ORPHAN_POLICIES = ("hold", "adopt")
+CUTOVER_KINDS = ("promote", "rollback")
+CUTOVER_MODES = ("drain", "adopt")
+CUTOVER_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")
+RUNNING = "RUNNING"
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Broker(Base):
+    """A broker known from its heartbeats; live while ``lease_expires_at`` is in the future."""
+
+    __tablename__ = "brokers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    address: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    registered_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime)
+    lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+
+    routes: Mapped[list[BrokerTopicRoute]] = relationship(
+        back_populates="broker", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class BrokerTopicRoute(Base):
+    """One topic as a broker last reported it (its queue layout on that broker)."""
+
+    __tablename__ = "broker_topic_routes"
+    __table_args__ = (UniqueConstraint("broker_id", "topic"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_id: Mapped[int] = mapped_column(ForeignKey("brokers.id", ondelete="CASCADE"))
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
+    queue_nums: Mapped[int] = mapped_column(Integer)
+    gray_queue_nums: Mapped[int] = mapped_column(Integer)
+    perm: Mapped[int] = mapped_column(Integer)
+
+    broker: Mapped[Broker] = relationship(back_populates="routes")
+
+
+class Topic(Base):
+    """A topic's configured layout, pushed to every broker in heartbeat responses."""
+
+    __tablename__ = "topics"
+    __table_args__ = (
+        CheckConstraint("queue_nums >= 1", name="queue_nums_positive"),
+        CheckConstraint(
+            "gray_queue_nums >= 0 AND gray_queue_nums <= queue_nums", name="gray_queue_nums_range"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    queue_nums: Mapped[int] = mapped_column(Integer)
+    gray_queue_nums: Mapped[int] = mapped_column(Integer)
+    perm: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
+
+
+class Group(Base):
+    """A consumer or producer group: its gray switch and the policy for gray queues no gray client serves."""
+
+    __tablename__ = "groups"
+    __table_args__ = (CheckConstraint(_one_of("orphan_policy", ORPHAN_POLICIES), name="orphan_policy"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    gray_switch: Mapped[bool] = mapped_column(Boolean)
+    orphan_policy: Mapped[str] = mapped_column(String(16), default="hold")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
+
+
+class Client(Base):
+    """One client (consumer, producer or Spark job) of a group, as its heartbeats describe it.
+
+    ``explicit_gray`` is what operators set (``None``: follow the group's rules); ``gray`` and
+    ``state`` are what the client reports it is doing — the name server never changes them.
+    """
+
+    __tablename__ = "clients"
+    __table_args__ = (
+        UniqueConstraint("group_id", "client_id", "role"),
+        CheckConstraint(_one_of("role", ROLES), name="role"),
+        CheckConstraint(_one_of("state", CLIENT_STATES), name="state"),
+        Index("ix_clients_group_id_last_seen", "group_id", "last_seen"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"))
+    client_id: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    role: Mapped[str] = mapped_column(String(16))
+    labels: Mapped[dict[str, str]] = mapped_column(JsonType)
+    explicit_gray: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    gray: Mapped[bool] = mapped_column(Boolean)
+    state: Mapped[str] = mapped_column(String(16))
+    queues: Mapped[list[str]] = mapped_column(JsonType)
+    topics: Mapped[list[str]] = mapped_column(JsonType)
+    first_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class GrayRule(Base):
+    """A label selector giving matching clients their grayFlag; the lowest ``position`` that matches wins."""
+
+    __tablename__ = "gray_rules"
+    __table_args__ = (Index("ix_gray_rules_group_id_position", "group_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"))
+    selector: Mapped[dict[str, str]] = mapped_column(JsonType)
+    gray: Mapped[bool] = mapped_column(Boolean)
+    position: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class CutoverOperation(Base):
+    """A promote or rollback of a group, recorded by the gray controller step by step.
+
+    At most one operation per group is ``RUNNING`` (a partial unique index enforces it).
+    """
+
+    __tablename__ = "cutover_operations"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", CUTOVER_KINDS), name="kind"),
+        CheckConstraint(_one_of("mode", CUTOVER_MODES), name="mode"),
+        CheckConstraint(_one_of("state", CUTOVER_STATES), name="state"),
+        Index(
+            "uq_cutover_operations_one_running",
+            "group_id",
+            unique=True,
+            postgresql_where=text("state = 'RUNNING'"),
+            sqlite_where=text("state = 'RUNNING'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))
+    producer_groups: Mapped[list[str]] = mapped_column(JsonType)
+    state: Mapped[str] = mapped_column(String(16))
+    step: Mapped[str | None] = mapped_column(Text, nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    started_by: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+    group: Mapped[Group] = relationship()
+
+
+class AuditEntry(Base):
+    """Who changed what, when, from which value to which, and why. Never updated or deleted."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_log_group_name_id", "group_name", "id"),
+        Index("ix_audit_log_object_type_object_id", "object_type", "object_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    actor: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    object_type: Mapped[str] = mapped_column(String(32))
+    object_id: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    group_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    action: Mapped[str] = mapped_column(String(32))
+    before: Mapped[Any] = mapped_column(JsonType, nullable=True)
+    after: Mapped[Any] = mapped_column(JsonType, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)

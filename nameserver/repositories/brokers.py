@@ -1,0 +1,91 @@
+"""Brokers and the topic routes they report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from nameserver.db import upsert_insert
+from nameserver.models import Broker, BrokerTopicRoute
+from nameserver.schemas import TopicConfig
+
+
+class BrokerRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def upsert(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
+        """Record a heartbeat; returns the broker's row id."""
+        stmt = upsert_insert(self.session, Broker).values(
+            broker_name=broker_name,
+            address=address,
+            registered_at=now,
+            last_heartbeat=now,
+            lease_expires_at=lease_expires_at,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[Broker.broker_name],
+            set_={
+                "address": stmt.excluded.address,
+                "last_heartbeat": stmt.excluded.last_heartbeat,
+                "lease_expires_at": stmt.excluded.lease_expires_at,
+            },
+        ).returning(Broker.id)
+        return int(self.session.execute(stmt).scalar_one())
+
+    def replace_routes(self, broker_id: int, topics: Sequence[TopicConfig]) -> None:
+        """Make the broker's routes exactly ``topics`` (what its latest heartbeat reported)."""
+        names = [t.topic for t in topics]
+        self.session.execute(
+            delete(BrokerTopicRoute).where(
+                BrokerTopicRoute.broker_id == broker_id, BrokerTopicRoute.topic.not_in(names)
+            )
+        )
+        if not topics:
+            return
+        stmt = upsert_insert(self.session, BrokerTopicRoute).values(
+            [
+                {
+                    "broker_id": broker_id,
+                    "topic": t.topic,
+                    "queue_nums": t.queue_nums,
+                    "gray_queue_nums": t.gray_queue_nums,
+                    "perm": t.perm,
+                }
+                for t in topics
+            ]
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[BrokerTopicRoute.broker_id, BrokerTopicRoute.topic],
+            set_={
+                "queue_nums": stmt.excluded.queue_nums,
+                "gray_queue_nums": stmt.excluded.gray_queue_nums,
+                "perm": stmt.excluded.perm,
+            },
+        )
+        self.session.execute(stmt)
+
+    def live(self, now: datetime) -> Sequence[Broker]:
+        return self.session.scalars(
+            select(Broker).where(Broker.lease_expires_at > now).order_by(Broker.broker_name)
+        ).all()
+
+    def count_live(self, now: datetime) -> int:
+        return int(self.session.scalar(select(func.count()).where(Broker.lease_expires_at > now)) or 0)
+
+    def live_routes(
+        self, now: datetime, topic: str | None = None
+    ) -> Sequence[tuple[Broker, BrokerTopicRoute]]:
+        """(broker, route) pairs of live brokers, for one topic or all, by broker name."""
+        stmt = (
+            select(Broker, BrokerTopicRoute)
+            .join(BrokerTopicRoute, BrokerTopicRoute.broker_id == Broker.id)
+            .where(Broker.lease_expires_at > now)
+            .order_by(Broker.broker_name, BrokerTopicRoute.topic)
+        )
+        if topic is not None:
+            stmt = stmt.where(BrokerTopicRoute.topic == topic)
+        return [(broker, route) for broker, route in self.session.execute(stmt).tuples()]

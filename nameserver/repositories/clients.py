@@ -1,0 +1,64 @@
+"""Clients of groups, as their heartbeats describe them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from nameserver.db import upsert_insert
+from nameserver.models import Client, Group
+from nameserver.schemas import ClientHeartbeat
+
+
+class ClientRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def upsert(self, group_id: int, report: ClientHeartbeat, now: datetime) -> Client:
+        """Store what the client reports; ``explicit_gray`` (set by operators) is left untouched."""
+        reported = {
+            "labels": report.labels,
+            "gray": report.gray,
+            "state": report.state,
+            "queues": report.queues,
+            "topics": report.topics,
+            "last_seen": now,
+        }
+        stmt = upsert_insert(self.session, Client).values(
+            group_id=group_id, client_id=report.client_id, role=report.role, first_seen=now, **reported
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[Client.group_id, Client.client_id, Client.role],
+            set_={column: getattr(stmt.excluded, column) for column in reported},
+        ).returning(Client)
+        return self.session.scalars(stmt, execution_options={"populate_existing": True}).one()
+
+    def of_client(self, group_id: int, client_id: str) -> Sequence[Client]:
+        """Every role row of one client id in the group (live or not), by role."""
+        stmt = (
+            select(Client)
+            .where(Client.group_id == group_id, Client.client_id == client_id)
+            .order_by(Client.role)
+        )
+        return self.session.scalars(stmt).all()
+
+    def live(self, group_id: int, seen_after: datetime, role: str | None = None) -> Sequence[Client]:
+        stmt = select(Client).where(Client.group_id == group_id, Client.last_seen > seen_after)
+        if role is not None:
+            stmt = stmt.where(Client.role == role)
+        return self.session.scalars(stmt.order_by(Client.client_id, Client.role)).all()
+
+    def live_counts(self, seen_after: datetime) -> list[tuple[str, str, bool, int]]:
+        """(group, role, reported gray, count) of live clients across every group."""
+        stmt = (
+            select(Group.name, Client.role, Client.gray, func.count())
+            .join(Group, Group.id == Client.group_id)
+            .where(Client.last_seen > seen_after)
+            .group_by(Group.name, Client.role, Client.gray)
+        )
+        return [
+            (name, role, bool(gray), int(count)) for name, role, gray, count in self.session.execute(stmt)
+        ]

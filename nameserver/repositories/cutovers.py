@@ -1,0 +1,46 @@
+"""Cutover operations (promote, rollback)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, joinedload
+
+from nameserver.models import RUNNING, CutoverOperation
+
+
+class CutoverRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def running(self, group_id: int) -> CutoverOperation | None:
+        return self.session.scalars(
+            select(CutoverOperation)
+            .options(joinedload(CutoverOperation.group))
+            .where(CutoverOperation.group_id == group_id, CutoverOperation.state == RUNNING)
+        ).one_or_none()
+
+    def get(self, operation_id: int, *, lock: bool = False) -> CutoverOperation | None:
+        stmt = (
+            select(CutoverOperation)
+            .options(joinedload(CutoverOperation.group))
+            .where(CutoverOperation.id == operation_id)
+        )
+        return self.session.scalars(stmt.with_for_update(of=CutoverOperation) if lock else stmt).one_or_none()
+
+    def of_group(self, group_id: int, state: str | None = None) -> Sequence[CutoverOperation]:
+        """The group's operations, newest first."""
+        stmt = (
+            select(CutoverOperation)
+            .options(joinedload(CutoverOperation.group))
+            .where(CutoverOperation.group_id == group_id)
+        )
+        if state is not None:
+            stmt = stmt.where(CutoverOperation.state == state)
+        return self.session.scalars(stmt.order_by(CutoverOperation.id.desc())).all()
+
+    def add(self, operation: CutoverOperation) -> CutoverOperation:
+        self.session.add(operation)
+        self.session.flush()
+        return operation

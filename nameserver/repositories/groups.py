@@ -1,0 +1,34 @@
+"""Groups (gray switch, orphan policy)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nameserver.db import upsert_insert
+from nameserver.models import Group
+
+
+class GroupRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, name: str, *, lock: bool = False) -> Group | None:
+        """The group, optionally locked (``SELECT ... FOR UPDATE``) until the transaction ends."""
+        stmt = select(Group).where(Group.name == name)
+        return self.session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
+
+    def ensure(self, name: str, gray_switch: bool, *, lock: bool = False) -> Group:
+        """The group, created with ``gray_switch`` when missing (safe when replicas race to create it)."""
+        stmt = upsert_insert(self.session, Group).values(
+            name=name, gray_switch=gray_switch, orphan_policy="hold"
+        )
+        self.session.execute(stmt.on_conflict_do_nothing(index_elements=[Group.name]))
+        group = self.get(name, lock=lock)
+        assert group is not None
+        return group
+
+    def all(self) -> Sequence[Group]:
+        return self.session.scalars(select(Group).order_by(Group.name)).all()

@@ -1,0 +1,45 @@
+"""Configured topics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nameserver.db import upsert_insert
+from nameserver.models import Topic
+from nameserver.schemas import TopicConfig
+
+
+class TopicRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, name: str, *, lock: bool = False) -> Topic | None:
+        stmt = select(Topic).where(Topic.name == name)
+        return self.session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
+
+    def all(self) -> Sequence[Topic]:
+        return self.session.scalars(select(Topic).order_by(Topic.name)).all()
+
+    def by_names(self, names: Iterable[str]) -> Sequence[Topic]:
+        return self.session.scalars(select(Topic).where(Topic.name.in_(list(names)))).all()
+
+    def add_missing(self, configs: Sequence[TopicConfig]) -> set[str]:
+        """Insert the topics not configured yet, leaving existing ones as they are; returns the new names."""
+        if not configs:
+            return set()
+        stmt = upsert_insert(self.session, Topic).values(
+            [
+                {
+                    "name": c.topic,
+                    "queue_nums": c.queue_nums,
+                    "gray_queue_nums": c.gray_queue_nums,
+                    "perm": c.perm,
+                }
+                for c in configs
+            ]
+        )
+        stmt = stmt.on_conflict_do_nothing(index_elements=[Topic.name]).returning(Topic.name)
+        return set(self.session.scalars(stmt))

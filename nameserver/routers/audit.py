@@ -1,0 +1,24 @@
+"""The audit log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from nameserver.deps import Audit
+from nameserver.schemas import AuditView
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+
+@router.get("")
+def audit_log(
+    audit: Audit,
+    group: str | None = None,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[AuditView]:
+    """Entries newest first, optionally for one group, object type or object."""
+    return audit.query(group=group, object_type=object_type, object_id=object_id, limit=limit)

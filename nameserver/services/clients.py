@@ -1,0 +1,137 @@
+"""Client heartbeats, the group's client table, and operators' per-client grayFlags."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from nameserver.clock import utc_now
+from nameserver.errors import Conflict, NotFound
+from nameserver.gray_policy import desired_gray
+from nameserver.models import Group
+from nameserver.repositories.clients import ClientRepository
+from nameserver.repositories.cutovers import CutoverRepository
+from nameserver.repositories.groups import GroupRepository
+from nameserver.repositories.rules import RuleRepository
+from nameserver.repositories.topics import TopicRepository
+from nameserver.schemas import (
+    ClientHeartbeat,
+    ClientHeartbeatResponse,
+    FlagPut,
+    FlagResult,
+    GroupClients,
+    QueueCounts,
+)
+from nameserver.services.audit import AuditService
+from nameserver.services.views import client_view, cutover_view
+from nameserver.settings import NameServerSettings
+
+
+class ClientService:
+    def __init__(self, session: Session, settings: NameServerSettings) -> None:
+        self.session = session
+        self.settings = settings
+        self.groups = GroupRepository(session)
+        self.clients = ClientRepository(session)
+        self.rules = RuleRepository(session)
+        self.topics = TopicRepository(session)
+        self.cutovers = CutoverRepository(session)
+        self.audit = AuditService(session)
+
+    def _seen_after(self) -> datetime:
+        return utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
+
+    def heartbeat(self, report: ClientHeartbeat) -> ClientHeartbeatResponse:
+        """Store what the client reports and tell it the flag it should have.
+
+        The group is created on first contact with ``GRAYMQ_DEFAULT_GRAY_SWITCH``. The reported
+        ``gray``/``state`` are stored as given: a client is flipped only by itself (after draining).
+        """
+        group = self.groups.ensure(report.group, self.settings.default_gray_switch)
+        client = self.clients.upsert(group.id, report, utc_now())
+        rules = self.rules.of_group(group.id)
+        topics = self.topics.by_names(report.topics) if report.topics else []
+        self.session.commit()
+        return ClientHeartbeatResponse(
+            group=group.name,
+            client_id=client.client_id,
+            role=report.role,
+            gray_switch=group.gray_switch,
+            desired_gray=desired_gray(group.gray_switch, client.explicit_gray, rules, client.labels),
+            explicit_gray=client.explicit_gray,
+            gray=client.gray,
+            state=report.state,
+            orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
+            topics={
+                t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)
+                for t in topics
+            },
+        )
+
+    def _group(self, name: str, *, lock: bool = False) -> Group:
+        group = self.groups.get(name, lock=lock)
+        if group is None:
+            raise NotFound(f"group {name} is unknown")
+        return group
+
+    def group_clients(self, group_name: str, role: str | None = None) -> GroupClients:
+        """Every live client of the group with its desired flag, in three statements whatever its size."""
+        group = self._group(group_name)
+        rules = self.rules.of_group(group.id)
+        clients = self.clients.live(group.id, self._seen_after(), role)
+        return GroupClients(
+            group=group.name,
+            gray_switch=group.gray_switch,
+            orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
+            clients=[client_view(c, group, rules) for c in clients],
+        )
+
+    def set_flag(
+        self, group_name: str, client_id: str, body: FlagPut, actor: str, operation_id: str | None
+    ) -> FlagResult:
+        """Set the explicit grayFlag of every role of a client id (``None``: follow the rules).
+
+        Flips on one group are serialized by locking the group row. While a cutover runs on the
+        group only that operation may flip (it names itself in ``X-Graymq-Operation``).
+        """
+        group = self._group(group_name, lock=True)
+        running = self.cutovers.running(group.id)
+        if operation_id is not None and (running is None or str(running.id) != operation_id):
+            raise Conflict(
+                f"operation {operation_id} is not running on group {group.name}",
+                cutover_view(running) if running is not None else None,
+            )
+        if running is not None and operation_id is None:
+            raise Conflict(
+                f"cutover {running.id} ({running.kind}) is running on group {group.name}; "
+                "flags change only through it",
+                cutover_view(running),
+            )
+        rows = self.clients.of_client(group.id, client_id)
+        if not rows:
+            raise NotFound(f"client {client_id} is unknown in group {group.name}")
+        before = {row.role: row.explicit_gray for row in rows}
+        for row in rows:
+            row.explicit_gray = body.gray
+        after: dict[str, object] = {"explicit_gray": {row.role: body.gray for row in rows}}
+        if operation_id is not None:
+            after["operation_id"] = int(operation_id)
+        self.audit.record(
+            actor=actor,
+            object_type="client",
+            object_id=client_id,
+            action="set_flag",
+            group=group.name,
+            before={"explicit_gray": before},
+            after=after,
+            reason=body.reason,
+        )
+        rules = self.rules.of_group(group.id)
+        self.session.commit()
+        return FlagResult(
+            group=group.name,
+            client_id=client_id,
+            explicit_gray=body.gray,
+            clients=[client_view(row, group, rules) for row in rows],
+        )

@@ -1,0 +1,104 @@
+"""Cutover operations: at most one RUNNING per group, recorded step by step by the gray controller."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from nameserver.clock import utc_now
+from nameserver.errors import Conflict, NotFound
+from nameserver.models import RUNNING, CutoverOperation, Group
+from nameserver.repositories.cutovers import CutoverRepository
+from nameserver.repositories.groups import GroupRepository
+from nameserver.schemas import CutoverCreate, CutoverPatch, CutoverView
+from nameserver.services.audit import AuditService
+from nameserver.services.views import cutover_view
+
+
+class CutoverService:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.groups = GroupRepository(session)
+        self.cutovers = CutoverRepository(session)
+        self.audit = AuditService(session)
+
+    def _group(self, name: str, *, lock: bool = False) -> Group:
+        group = self.groups.get(name, lock=lock)
+        if group is None:
+            raise NotFound(f"group {name} is unknown")
+        return group
+
+    def start(self, group_name: str, body: CutoverCreate, actor: str) -> CutoverView:
+        """Record a new RUNNING operation; 409 with the running one when the group already has one."""
+        group = self._group(group_name, lock=True)
+        running = self.cutovers.running(group.id)
+        if running is not None:
+            raise Conflict(
+                f"cutover {running.id} is already running on group {group.name}", cutover_view(running)
+            )
+        now = utc_now()
+        operation = self.cutovers.add(
+            CutoverOperation(
+                group=group,
+                kind=body.kind,
+                mode=body.mode,
+                producer_groups=body.producer_groups,
+                state=RUNNING,
+                started_by=actor,
+                started_at=now,
+                updated_at=now,
+            )
+        )
+        view = cutover_view(operation)
+        self.audit.record(
+            actor=actor,
+            object_type="cutover",
+            object_id=operation.id,
+            action="start",
+            group=group.name,
+            after=view.model_dump(),
+        )
+        self.session.commit()
+        return view
+
+    def of_group(self, group_name: str, state: str | None) -> list[CutoverView]:
+        group = self._group(group_name)
+        return [cutover_view(op) for op in self.cutovers.of_group(group.id, state)]
+
+    def get(self, operation_id: int) -> CutoverView:
+        operation = self.cutovers.get(operation_id)
+        if operation is None:
+            raise NotFound(f"cutover {operation_id} is unknown")
+        return cutover_view(operation)
+
+    def update(self, operation_id: int, patch: CutoverPatch, actor: str) -> CutoverView:
+        """Record progress or the outcome; a finished operation (any state but RUNNING) is immutable."""
+        operation = self.cutovers.get(operation_id, lock=True)
+        if operation is None:
+            raise NotFound(f"cutover {operation_id} is unknown")
+        if operation.state != RUNNING:
+            raise Conflict(
+                f"cutover {operation_id} already finished ({operation.state})", cutover_view(operation)
+            )
+        before = cutover_view(operation)
+        changes = patch.model_dump(exclude_unset=True)
+        if changes.get("state", RUNNING) is None:
+            del changes["state"]
+        for field, value in changes.items():
+            setattr(operation, field, value)
+        now = utc_now()
+        operation.updated_at = now
+        if operation.state != RUNNING:
+            operation.finished_at = now
+        self.session.flush()
+        after = cutover_view(operation)
+        self.audit.record(
+            actor=actor,
+            object_type="cutover",
+            object_id=operation.id,
+            action="update",
+            group=operation.group.name,
+            before=before.model_dump(include=set(changes)),
+            after=after.model_dump(include=set(changes)),
+        )
+        self.session.commit()
+        return after

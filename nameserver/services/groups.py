@@ -1,0 +1,142 @@
+"""Group settings: gray switch, orphan policy and gray rules."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from nameserver.clock import utc_now
+from nameserver.errors import NotFound
+from nameserver.models import GrayRule, Group
+from nameserver.repositories.cutovers import CutoverRepository
+from nameserver.repositories.groups import GroupRepository
+from nameserver.repositories.rules import RuleRepository
+from nameserver.schemas import GroupDetail, GroupView, OrphanPolicyPut, RuleCreate, RuleView, SwitchPut
+from nameserver.services.audit import AuditService
+from nameserver.services.views import cutover_view, group_view, rule_view
+from nameserver.settings import NameServerSettings
+
+
+class GroupService:
+    """Reads need the group to exist; changes create it (operators may prepare a group before its clients)."""
+
+    def __init__(self, session: Session, settings: NameServerSettings) -> None:
+        self.session = session
+        self.settings = settings
+        self.groups = GroupRepository(session)
+        self.rules = RuleRepository(session)
+        self.cutovers = CutoverRepository(session)
+        self.audit = AuditService(session)
+
+    def _existing(self, name: str, *, lock: bool = False) -> Group:
+        group = self.groups.get(name, lock=lock)
+        if group is None:
+            raise NotFound(f"group {name} is unknown")
+        return group
+
+    def _for_change(self, name: str) -> Group:
+        return self.groups.ensure(name, self.settings.default_gray_switch, lock=True)
+
+    def all(self) -> list[GroupView]:
+        return [group_view(g) for g in self.groups.all()]
+
+    def detail(self, name: str) -> GroupDetail:
+        group = self._existing(name)
+        running = self.cutovers.running(group.id)
+        return GroupDetail(
+            **group_view(group).model_dump(),
+            rules=[rule_view(r, group) for r in self.rules.of_group(group.id)],
+            running_cutover=cutover_view(running) if running is not None else None,
+        )
+
+    def set_switch(self, name: str, body: SwitchPut, actor: str) -> GroupView:
+        group = self._for_change(name)
+        before = group.gray_switch
+        group.gray_switch = body.enabled
+        group.updated_at = utc_now()
+        self.audit.record(
+            actor=actor,
+            object_type="group",
+            object_id=group.name,
+            action="set_switch",
+            group=group.name,
+            before={"gray_switch": before},
+            after={"gray_switch": body.enabled},
+            reason=body.reason,
+        )
+        self.session.commit()
+        return group_view(group)
+
+    def set_orphan_policy(self, name: str, body: OrphanPolicyPut, actor: str) -> GroupView:
+        group = self._for_change(name)
+        before = group.orphan_policy
+        group.orphan_policy = body.policy
+        group.updated_at = utc_now()
+        self.audit.record(
+            actor=actor,
+            object_type="group",
+            object_id=group.name,
+            action="set_orphan_policy",
+            group=group.name,
+            before={"orphan_policy": before},
+            after={"orphan_policy": body.policy},
+            reason=body.reason,
+        )
+        self.session.commit()
+        return group_view(group)
+
+    def rules_of(self, name: str) -> list[RuleView]:
+        group = self._existing(name)
+        return [rule_view(r, group) for r in self.rules.of_group(group.id)]
+
+    def put_rule(self, name: str, body: RuleCreate, actor: str) -> tuple[RuleView, bool]:
+        """Add a rule at the end of the group's list, or change the rule with the same selector in place
+        (so ``gray rule G --label k=v off`` after ``on`` takes effect); returns it and whether it is new."""
+        group = self._for_change(name)
+        existing = next((r for r in self.rules.of_group(group.id) if r.selector == body.selector), None)
+        if existing is None:
+            rule = self.rules.add(
+                GrayRule(
+                    group_id=group.id,
+                    selector=body.selector,
+                    gray=body.gray,
+                    position=self.rules.next_position(group.id),
+                    created_at=utc_now(),
+                )
+            )
+            before = None
+        else:
+            rule = existing
+            before = rule_view(rule, group).model_dump()
+            rule.gray = body.gray
+            self.session.flush()
+        after = rule_view(rule, group)
+        self.audit.record(
+            actor=actor,
+            object_type="rule",
+            object_id=rule.id,
+            action="create" if existing is None else "update",
+            group=group.name,
+            before=before,
+            after=after.model_dump(),
+            reason=body.reason,
+        )
+        self.session.commit()
+        return after, existing is None
+
+    def delete_rule(self, name: str, rule_id: int, actor: str, reason: str | None) -> None:
+        group = self._existing(name, lock=True)
+        rule = self.rules.get(group.id, rule_id)
+        if rule is None:
+            raise NotFound(f"rule {rule_id} is unknown in group {group.name}")
+        before = rule_view(rule, group).model_dump()
+        self.rules.delete(rule)
+        self.audit.record(
+            actor=actor,
+            object_type="rule",
+            object_id=rule_id,
+            action="delete",
+            group=group.name,
+            before=before,
+            reason=reason,
+        )
+        self.session.commit()

@@ -1,0 +1,30 @@
+"""Readiness and the cluster gauges behind ``/metrics``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from nameserver.clock import utc_now
+from nameserver.repositories.brokers import BrokerRepository
+from nameserver.repositories.clients import ClientRepository
+from nameserver.settings import NameServerSettings
+
+
+class HealthService:
+    def __init__(self, session: Session, settings: NameServerSettings) -> None:
+        self.session = session
+        self.settings = settings
+
+    def check_database(self) -> None:
+        """Raise when the database cannot answer ``SELECT 1``."""
+        self.session.execute(select(1))
+
+    def live_brokers(self) -> int:
+        return BrokerRepository(self.session).count_live(utc_now())
+
+    def live_clients(self) -> list[tuple[str, str, bool, int]]:
+        seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
+        return ClientRepository(self.session).live_counts(seen_after)

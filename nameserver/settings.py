@@ -1,0 +1,126 @@
+"""Name server configuration from ``GRAYMQ_*`` environment variables (and CLI overrides)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+DEFAULT_DB_URL = "sqlite:///./graymq-data/nameserver.db"
+DEV_TOKEN = "dev-token"
+DEV_TOKEN_NAME = "dev"
+_TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+class InsecureConfigError(ValueError):
+    """The admin token configuration must not be served (no tokens, or the dev token, outside dev mode)."""
+
+
+def normalize_db_url(url: str) -> str:
+    """Check a database URL and pin PostgreSQL to the psycopg 3 driver.
+
+    ``postgres://`` and ``postgresql://`` (what most deployments hand out) become
+    ``postgresql+psycopg://``; SQLite must name a file.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ValueError(f"not a database URL: {url!r}") from exc
+    backend = parsed.get_backend_name()
+    if backend in ("postgres", "postgresql"):
+        if parsed.get_driver_name() not in ("psycopg", "psycopg2"):
+            raise ValueError(
+                f"unsupported PostgreSQL driver {parsed.get_driver_name()!r}; use postgresql+psycopg://"
+            )
+        if not parsed.host and not parsed.query.get("host"):
+            raise ValueError("a PostgreSQL URL needs a host: postgresql+psycopg://USER@HOST:PORT/DB")
+        if not parsed.database:
+            raise ValueError("a PostgreSQL URL needs a database name: postgresql+psycopg://USER@HOST:PORT/DB")
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ValueError("an in-memory SQLite database cannot be shared; give a file: sqlite:///PATH")
+    else:
+        raise ValueError(f"unsupported database {backend!r}: use postgresql+psycopg://... or sqlite:///PATH")
+    return parsed.render_as_string(hide_password=False)
+
+
+def parse_admin_tokens(raw: str) -> dict[str, str]:
+    """``"ops=secret1,ci=secret2"`` → ``{"ops": "secret1", "ci": "secret2"}`` (name → secret)."""
+    tokens: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in raw.split(","))):
+        name, sep, secret = entry.partition("=")
+        name, secret = name.strip(), secret.strip()
+        if not sep or not name or not secret:
+            raise ValueError(
+                "admin tokens are NAME=SECRET pairs separated by commas, e.g. ops=s3cret,ci=t0ken"
+            )
+        if not _TOKEN_NAME.match(name):
+            raise ValueError(f"admin token name {name!r} may only hold letters, digits, '.', '_' and '-'")
+        if name in tokens:
+            raise ValueError(f"admin token name {name!r} is given twice")
+        tokens[name] = secret
+    return tokens
+
+
+class DatabaseSettings(BaseSettings):
+    """Where the name server's database is (``GRAYMQ_DB_URL``); all that migrations need."""
+
+    model_config = SettingsConfigDict(env_prefix="GRAYMQ_", extra="ignore")
+
+    db_url: str = DEFAULT_DB_URL
+
+    @field_validator("db_url")
+    @classmethod
+    def _check_db_url(cls, value: str) -> str:
+        return normalize_db_url(value)
+
+
+class NameServerSettings(DatabaseSettings):
+    """Everything the name server reads from its environment; names are part of the Helm chart's contract."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=9876, ge=0, le=65535, description="0 picks a free port")
+    admin_tokens: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    dev_mode: bool = False
+    broker_lease_seconds: int = Field(default=120, ge=1)
+    client_expiry_seconds: int = Field(default=60, ge=1)
+    auto_migrate: bool = False
+    default_gray_switch: bool = Field(
+        default=True, description="gray switch of a group created by a client's first heartbeat"
+    )
+    log_level: str = "INFO"
+
+    @field_validator("admin_tokens", mode="before")
+    @classmethod
+    def _parse_tokens(cls, value: object) -> object:
+        return parse_admin_tokens(value) if isinstance(value, str) else value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        if value.upper() not in _LOG_LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
+        return value.upper()
+
+    def token_actors(self) -> dict[str, str]:
+        """Secret → actor name of every accepted bearer token; refuses configurations unsafe to serve."""
+        if not self.dev_mode:
+            if not self.admin_tokens:
+                raise InsecureConfigError(
+                    "no admin tokens configured: set GRAYMQ_ADMIN_TOKENS=name=secret[,...] "
+                    "(or run with --dev / GRAYMQ_DEV_MODE=true for local use)"
+                )
+            if DEV_TOKEN in self.admin_tokens.values():
+                raise InsecureConfigError(
+                    f"the built-in token {DEV_TOKEN!r} is only accepted in dev mode; configure a real secret"
+                )
+        actors = {secret: name for name, secret in self.admin_tokens.items()}
+        if self.dev_mode:
+            actors.setdefault(DEV_TOKEN, DEV_TOKEN_NAME)
+        return actors

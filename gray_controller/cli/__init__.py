@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from protocol.errors import GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = ("nameserver_cmd",)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,124 @@
+"""``graymq nameserver``: run the name server; ``graymq nameserver migrate``: upgrade its database schema.
+
+Exit codes: 0 stopped cleanly (SIGTERM) or migrated; 1 the database is unreachable or the address
+is taken; 2 bad configuration (database URL, admin tokens) or a schema that needs migrating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+EXIT_UNAVAILABLE = 1
+EXIT_CONFIG = 2
+READY_PREFIX = "graymq-ready "
+
+# Settings fields → the flag or variable that sets them, for error messages.
+_SOURCES = {
+    "db_url": "--db / GRAYMQ_DB_URL",
+    "host": "--host / GRAYMQ_HOST",
+    "port": "--port / GRAYMQ_PORT",
+    "admin_tokens": "GRAYMQ_ADMIN_TOKENS",
+}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "nameserver",
+        help="run the name server (routes, grayFlags, switches, cutovers, audit)",
+        description="Run the name server REST API. GRAYMQ_* variables configure it; flags override them.",
+    )
+    parser.add_argument("--host", help="listen address (GRAYMQ_HOST, default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port, 0 = any free port (GRAYMQ_PORT, default 9876)")
+    parser.add_argument("--db", metavar="URL", help="postgresql+psycopg://... or sqlite:///PATH (GRAYMQ_DB_URL)")
+    parser.add_argument(
+        "--migrate", action="store_true", help="upgrade the schema before serving (GRAYMQ_AUTO_MIGRATE)"
+    )
+    parser.add_argument(
+        "--dev", action="store_true", help="dev mode: accept the built-in token dev-token (GRAYMQ_DEV_MODE)"
+    )
+    parser.set_defaults(handler=run)
+    commands = parser.add_subparsers(dest="nameserver_command", metavar="SUBCOMMAND")
+    migrate = commands.add_parser(
+        "migrate",
+        help="upgrade the database schema to this version (alembic upgrade head)",
+        description="Upgrade the name server's database schema to the latest revision.",
+    )
+    migrate.add_argument("--db", metavar="URL", default=argparse.SUPPRESS, help="database (GRAYMQ_DB_URL)")
+    migrate.set_defaults(handler=run_migrate)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"graymq nameserver: {message}", file=sys.stderr)
+    return code
+
+
+def _settings_error(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as one line per setting, naming the flag or variable to fix."""
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{_SOURCES.get(field, 'GRAYMQ_' + field.upper())}: {message}")
+    return "invalid configuration: " + "; ".join(problems)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from nameserver.server import DatabaseUnreachable, StartupRefused, serve
+    from nameserver.settings import InsecureConfigError, NameServerSettings
+
+    overrides: dict[str, Any] = {"host": args.host, "port": args.port, "db_url": args.db}
+    if args.migrate:
+        overrides["auto_migrate"] = True
+    if args.dev:
+        overrides["dev_mode"] = True
+    try:
+        settings = NameServerSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        return _fail(_settings_error(exc), EXIT_CONFIG)
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+
+    def announce(host: str, port: int) -> None:
+        address = f"{host}:{port}"
+        info = {"kind": "nameserver", "address": address, "url": f"http://{address}"}
+        print(READY_PREFIX + json.dumps(info), flush=True)
+
+    try:
+        serve(settings, announce)
+    except (InsecureConfigError, StartupRefused) as exc:
+        return _fail(str(exc), EXIT_CONFIG)
+    except DatabaseUnreachable as exc:
+        return _fail(str(exc), EXIT_UNAVAILABLE)
+    except OSError as exc:
+        where = f"{settings.host}:{settings.port}"
+        return _fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_UNAVAILABLE)
+    return 0
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+    from sqlalchemy.engine import make_url
+
+    from nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
+    from nameserver.schema import upgrade
+    from nameserver.settings import DatabaseSettings
+
+    try:
+        settings = DatabaseSettings(**({"db_url": args.db} if getattr(args, "db", None) else {}))
+    except ValidationError as exc:
+        return _fail(_settings_error(exc), EXIT_CONFIG)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    shown = make_url(settings.db_url).render_as_string(hide_password=True)
+    try:
+        upgrade(settings.db_url)
+    except DB_UNAVAILABLE_ERRORS as exc:
+        return _fail(f"cannot reach the database {shown}: {describe_db_error(exc)}", EXIT_UNAVAILABLE)
+    print(f"graymq nameserver: schema of {shown} is up to date")
+    return 0

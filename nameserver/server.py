@@ -1,0 +1,99 @@
+"""Running the name server: schema check (or migration), then uvicorn on a pre-bound socket."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from nameserver.app import create_app
+from nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
+from nameserver.schema import schema_status, upgrade
+from nameserver.settings import NameServerSettings
+
+log = logging.getLogger(__name__)
+
+
+class StartupRefused(Exception):
+    """The configuration or the database is not fit to serve; the message says what to do."""
+
+
+class DatabaseUnreachable(Exception):
+    """The database could not be reached at start-up."""
+
+
+def prepare_database(settings: NameServerSettings) -> None:
+    """Make sure the schema is current: migrate when allowed, refuse otherwise."""
+    engine = create_db_engine(settings.db_url)
+    try:
+        status = schema_status(engine)
+        if status.up_to_date:
+            return
+        if not settings.auto_migrate:
+            raise StartupRefused(
+                f"{status.describe()}: run `graymq nameserver migrate --db URL` first "
+                "(or start with --migrate / GRAYMQ_AUTO_MIGRATE=true)"
+            )
+        log.info("%s: migrating", status.describe())
+        upgrade(settings.db_url)
+    except DB_UNAVAILABLE_ERRORS as exc:
+        shown = engine.url.render_as_string(hide_password=True)
+        raise DatabaseUnreachable(f"cannot reach the database {shown}: {describe_db_error(exc)}") from exc
+    finally:
+        engine.dispose()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on ``host:port`` (port 0: a free port chosen by the kernel)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, calling ``on_ready`` once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_ready()
+
+
+def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) -> None:
+    """Serve until SIGTERM/SIGINT; ``on_ready(host, port)`` runs once the socket accepts requests.
+
+    Raises ``StartupRefused`` (bad token setup, stale schema), ``DatabaseUnreachable`` or ``OSError``
+    (address in use) before serving.
+    """
+    app = create_app(settings)
+    prepare_database(settings)
+    sock = bind_socket(settings.host, settings.port)
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        app,
+        log_level=settings.log_level.lower(),
+        access_log=settings.log_level == "DEBUG",
+        timeout_graceful_shutdown=10,
+    )
+    server = _Server(config, lambda: on_ready(host, port))
+    # uvicorn re-raises the signal it stopped for once it has shut down; with this handler in place
+    # that is a no-op, so SIGTERM ends the process with status 0 instead of killing it.
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sock.close()

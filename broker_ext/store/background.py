@@ -1,0 +1,30 @@
+"""Blocking file work (fsync, checkpoint writes) run off the event loop, tracked until it ends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class BlockingWork:
+    """Runs functions in the default executor.
+
+    Cancelling the task that awaits ``run`` does not stop the thread; ``drain`` waits for work
+    left running that way, so files are never closed under a running fsync.
+    """
+
+    def __init__(self) -> None:
+        self._pending: set[asyncio.Future[Any]] = set()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return await asyncio.shield(future)
+
+    async def drain(self) -> None:
+        if self._pending:
+            await asyncio.wait(list(self._pending))

@@ -1,0 +1,189 @@
+"""The commit log: every record of every topic, appended to fixed-size segments.
+
+Segments live in ``commitlog/`` and are named by their start offset; physical offsets are
+global, so segment k covers ``[k * segment_size, (k + 1) * segment_size)``. A record never
+straddles two segments: when a batch does not fit in the active segment, the rest of it is
+marked with an end-of-segment marker and the batch goes to the next segment. Records use the
+``protocol.record`` layout unchanged, so a read returns stored bytes as they go on the wire.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+from broker_ext.store.mapped_file import MappedFile, file_name, list_files
+from protocol.constants import PROPERTY_TAGS
+from protocol.errors import MessageTooLargeError, ProtocolError
+from protocol.record import RECORD_HEADER, RECORD_MAGIC, check_record, decode_properties
+
+# The first 8 bytes of a record (total_size uint32, magic uint32: the leading fields of
+# RECORD_HEADER) and of the end-of-segment marker (bytes left in the segment uint32, BLANK_MAGIC).
+# A segment whose tail has fewer than 8 bytes left needs no marker: readers treat it as ended.
+SIZE_AND_MAGIC = struct.Struct(">II")
+BLANK_MAGIC = 0xBBCCDDEE
+
+
+class RecordHeader(NamedTuple):
+    """RECORD_HEADER's fields by name."""
+
+    total_size: int
+    magic: int
+    crc32: int
+    queue_id: int
+    sys_flag: int
+    queue_offset: int
+    physical_offset: int
+    born_timestamp: int
+    store_timestamp: int
+    reconsume_times: int
+    topic_len: int
+    born_host_len: int
+    store_host_len: int
+    body_len: int
+    properties_len: int
+
+
+def read_header(buf: memoryview, pos: int = 0) -> RecordHeader:
+    return RecordHeader._make(RECORD_HEADER.unpack_from(buf, pos))
+
+
+def record_topic(buf: memoryview, pos: int, header: RecordHeader) -> str:
+    start = pos + RECORD_HEADER.size
+    return str(buf[start : start + header.topic_len], "utf-8")
+
+
+def record_tags(record: memoryview) -> str:
+    """The TAGS property of a stored record, without decoding its body."""
+    h = read_header(record)
+    start = RECORD_HEADER.size + h.topic_len + h.born_host_len + h.store_host_len + h.body_len
+    return decode_properties(bytes(record[start : start + h.properties_len])).get(PROPERTY_TAGS, "")
+
+
+class CommitLog:
+    """Segments of ``segment_size`` bytes under ``directory``; ``max_offset`` is where the next record goes."""
+
+    def __init__(self, directory: Path, segment_size: int) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        self.segments: list[MappedFile] = []
+        self.max_offset = 0
+
+    def load(self) -> None:
+        """Map the existing segments; the write position is set by recovery (``truncate`` / ``set_end``)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for start, path in list_files(self.directory):
+            expected = self.segments[-1].end if self.segments else start - start % self.segment_size
+            if start != expected:
+                raise ValueError(
+                    f"commit log segment {path} does not start at {expected}: "
+                    f"a segment is missing or segment_size ({self.segment_size}) was changed"
+                )
+            self.segments.append(MappedFile(path, start, self.segment_size))
+        if self.segments:
+            self.max_offset = self.segments[-1].end
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].start if self.segments else self.max_offset
+
+    def room_left(self) -> int:
+        """Bytes that still fit in the active segment."""
+        return self.segments[-1].end - self.max_offset if self.segments else 0
+
+    def roll(self, needed: int) -> None:
+        """Open the next segment for a batch of ``needed`` bytes, sealing the active one with the marker."""
+        if needed > self.segment_size:
+            raise MessageTooLargeError(
+                f"{needed} bytes do not fit in a commit log segment of {self.segment_size} bytes"
+            )
+        start = self.segments[-1].end if self.segments else self.max_offset
+        segment = MappedFile(self.directory / file_name(start), start, self.segment_size)
+        if self.segments:
+            active = self.segments[-1]
+            pos = self.max_offset - active.start
+            left = active.size - pos
+            if left >= SIZE_AND_MAGIC.size:
+                SIZE_AND_MAGIC.pack_into(active.mm, pos, left, BLANK_MAGIC)
+        self.segments.append(segment)
+        self.max_offset = start
+
+    def append(self, data: bytes) -> None:
+        """Copy ``data`` to the end of the active segment in one slice assignment (room checked by the caller)."""
+        segment = self.segments[-1]
+        pos = self.max_offset - segment.start
+        segment.mm[pos : pos + len(data)] = data
+        self.max_offset += len(data)
+
+    def segment_for(self, offset: int) -> MappedFile | None:
+        segments = self.segments
+        if not segments or offset < segments[0].start or offset >= self.max_offset:
+            return None
+        return segments[(offset - segments[0].start) // self.segment_size]
+
+    def record_view(self, offset: int, size: int) -> memoryview | None:
+        """Zero-copy view of the record at ``offset`` if its header declares ``size`` bytes, else ``None``."""
+        segment = self.segment_for(offset)
+        if segment is None or size < RECORD_HEADER.size or offset + size > self.max_offset:
+            return None
+        pos = offset - segment.start
+        if SIZE_AND_MAGIC.unpack_from(segment.mm, pos) != (size, RECORD_MAGIC):
+            return None
+        return segment.view[pos : pos + size]
+
+    def read_record(self, offset: int) -> bytes | None:
+        """A copy of the record at ``offset`` after checking magic, size, CRC and its physical offset."""
+        segment = self.segment_for(offset)
+        if segment is None:
+            return None
+        pos = offset - segment.start
+        try:
+            size = check_record(segment.view, pos)
+        except ProtocolError:
+            return None
+        if read_header(segment.view, pos).physical_offset != offset or offset + size > self.max_offset:
+            return None
+        return bytes(segment.view[pos : pos + size])
+
+    def store_timestamp(self, offset: int) -> int | None:
+        """Store timestamp of the record at ``offset`` (header only, not CRC-checked)."""
+        segment = self.segment_for(offset)
+        if segment is None or offset + RECORD_HEADER.size > segment.end:
+            return None
+        header = read_header(segment.view, offset - segment.start)
+        return header.store_timestamp if header.magic == RECORD_MAGIC else None
+
+    def flush(self, start: int, end: int) -> None:
+        """fdatasync every segment holding bytes of ``[start, end)``; runs in a worker thread."""
+        for segment in list(self.segments):
+            if segment.end > start and segment.start < end:
+                segment.sync()
+
+    def set_end(self, end: int) -> list[int]:
+        """Make ``end`` the write position; segments starting after it are deleted (their starts returned)."""
+        keep = sum(1 for s in self.segments if s.start <= end)
+        dropped = self.segments[keep:]
+        del self.segments[keep:]
+        for segment in dropped:
+            segment.delete()
+        self.max_offset = end
+        return [s.start for s in dropped]
+
+    def truncate(self, end: int) -> list[int]:
+        """``set_end`` and discard whatever follows ``end`` in its segment (a torn tail, garbage)."""
+        dropped = self.set_end(end)
+        if self.segments and end < self.segments[-1].end:
+            self.segments[-1].zero_from(end - self.segments[-1].start)
+        return dropped
+
+    def delete_oldest(self) -> int:
+        """Delete the oldest segment; returns its start offset."""
+        segment = self.segments.pop(0)
+        segment.delete()
+        return segment.start
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.segments.clear()

@@ -1,0 +1,115 @@
+"""Commit-log flushing: a periodic flush (async mode) or group commit (sync mode).
+
+Group commit: a sync send appends its records, then awaits ``wait_flushed(end_offset)``. The
+flush loop wakes up, takes the log's current end as its target and runs one fdatasync round in
+a worker thread while the event loop keeps appending; when it returns, every waiter whose end
+offset is covered is released at once. Waiters that arrived meanwhile are served by the next
+round, so any number of concurrent sends share one fsync. Both modes also flush every
+``interval_s``; nothing is fsynced per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+
+from broker_ext.store.background import BlockingWork
+from broker_ext.store.commitlog import CommitLog
+from broker_ext.store.stats import StoreStats
+from protocol.errors import FlushTimeoutError
+
+log = logging.getLogger(__name__)
+
+
+class FlushService:
+    """Owns ``flushed_offset``: the commit log is durable below it."""
+
+    def __init__(self, commitlog: CommitLog, stats: StoreStats, *, sync: bool, interval_s: float,
+                 timeout_s: float) -> None:
+        self.commitlog = commitlog
+        self.stats = stats
+        self.sync = sync
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.flushed_offset = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._sequence = itertools.count()
+        self._wakeup: asyncio.Event | None = None  # created in start(), inside the running loop
+        self._work = BlockingWork()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="graymq-store-flush")
+
+    async def stop(self) -> None:
+        """Stop the loop, let a running fsync finish, then flush what is left."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._work.drain()
+        await self.flush()
+
+    async def wait_flushed(self, end_offset: int) -> None:
+        """Sync mode: wait until the log is durable up to ``end_offset``; async mode: return at once."""
+        if not self.sync or end_offset <= self.flushed_offset:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (end_offset, next(self._sequence), waiter))
+        if self._wakeup is not None:
+            self._wakeup.set()
+        try:
+            await asyncio.wait_for(waiter, self.timeout_s)
+        except TimeoutError:
+            raise FlushTimeoutError(
+                f"commit log not flushed up to {end_offset} within {self.timeout_s * 1000:.0f} ms"
+            ) from None
+
+    async def flush(self) -> None:
+        """One round: make the log durable up to its current end, then release the covered waiters.
+
+        Rounds may overlap (the loop and an explicit call): each fsyncs its whole range and the
+        flushed offset only moves forward.
+        """
+        target = self.commitlog.max_offset
+        if target > self.flushed_offset:
+            try:
+                seconds = await self._work.run(self._sync_range, self.flushed_offset, target)
+            except OSError as exc:
+                log.error("commit log flush up to %d failed: %s", target, exc)
+                self._fail_waiters(target, exc)
+                return
+            self.flushed_offset = max(self.flushed_offset, target)
+            self.stats.flush_count += 1
+            self.stats.flush_seconds_total += seconds
+            self.stats.last_flush_ms = seconds * 1000
+        while self._waiters and self._waiters[0][0] <= self.flushed_offset:
+            waiter = heapq.heappop(self._waiters)[2]
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _sync_range(self, start: int, end: int) -> float:
+        began = time.perf_counter()
+        self.commitlog.flush(start, end)
+        return time.perf_counter() - began
+
+    def _fail_waiters(self, target: int, exc: OSError) -> None:
+        while self._waiters and self._waiters[0][0] <= target:
+            waiter = heapq.heappop(self._waiters)[2]
+            if not waiter.done():
+                waiter.set_exception(FlushTimeoutError(f"commit log flush failed: {exc}"))
+
+    async def _run(self) -> None:
+        wakeup = self._wakeup
+        assert wakeup is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wakeup.wait(), self.interval_s)
+            wakeup.clear()
+            await self.flush()

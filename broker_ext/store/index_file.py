@@ -1,0 +1,166 @@
+"""Key index: find messages by key (KEYS property) or msg id (UNIQ_KEY) within a topic.
+
+Layout: one append-only file per commit-log segment under ``index/``, named like the segment,
+holding fixed ENTRY records in commit-log order (one per key of each message). A put appends the
+batch's entries with a single ``write``. There is no hash table to maintain: a lookup searches
+the newest file first for the 4-byte key hash with ``mmap.rfind`` (C speed, no Python loop over
+entries), keeps hits aligned on an entry boundary, and walks back in time; store timestamps never
+decrease, so the scan stops at ``begin_ms``. Hits are only candidates (32-bit hashes collide):
+the caller verifies each by reading the record. The top bit of every hash is set, which the high
+bytes of offsets and timestamps never are, so unaligned false hits are rare.
+
+Entries are rebuilt by recovery from the commit log: entries pointing past the log end are cut,
+missing ones are appended for records after the last entry of a segment's file. The files of a
+segment are deleted with it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from broker_ext.store.mapped_file import file_name, list_files
+from protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
+
+# One entry: key hash uint32 (top bit set), commit-log offset int64, store timestamp int64 (ms).
+ENTRY = struct.Struct(">Iqq")
+KEY_HASH = struct.Struct(">I")
+
+
+def key_hash(topic: str, key: str) -> int:
+    return zlib.crc32(f"{topic}\x01{key}".encode()) | 0x8000_0000
+
+
+def index_entries(topic: str, properties: Mapping[str, str], physical_offset: int, store_timestamp: int) -> bytes:
+    """The entries of one message: one per key and one for its msg id."""
+    keys = properties.get(PROPERTY_KEYS)
+    msg_id = properties.get(PROPERTY_MSG_ID)
+    if not keys and not msg_id:
+        return b""
+    names = set(keys.split(KEY_SEPARATOR)) if keys else set()
+    if msg_id:
+        names.add(msg_id)
+    names.discard("")
+    return b"".join(ENTRY.pack(key_hash(topic, k), physical_offset, store_timestamp) for k in names)
+
+
+class IndexFile:
+    """The entries of one commit-log segment, appended through an O_APPEND descriptor."""
+
+    __slots__ = ("path", "segment_start", "fd", "size", "dirty")
+
+    def __init__(self, path: Path, segment_start: int) -> None:
+        self.path = path
+        self.segment_start = segment_start
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        size = os.fstat(self.fd).st_size
+        self.size = size - size % ENTRY.size
+        if self.size != size:  # torn last entry
+            os.ftruncate(self.fd, self.size)
+        self.dirty = False
+
+    def append(self, entries: bytes) -> None:
+        written = os.write(self.fd, entries)
+        if written != len(entries):
+            raise OSError(f"short write to {self.path}: {written} of {len(entries)} bytes")
+        self.size += written
+        self.dirty = True
+
+    def entry(self, index: int) -> tuple[int, int, int]:
+        return ENTRY.unpack(os.pread(self.fd, ENTRY.size, index * ENTRY.size))
+
+    def last_offset(self) -> int:
+        """Commit-log offset of the last entry, -1 when empty."""
+        return self.entry(self.size // ENTRY.size - 1)[1] if self.size else -1
+
+    def truncate_from(self, physical_offset: int) -> None:
+        """Drop the entries pointing at or past ``physical_offset``."""
+        count = self.size // ENTRY.size
+        keep = bisect.bisect_left(range(count), physical_offset, key=lambda i: self.entry(i)[1])
+        if keep < count:
+            self.size = keep * ENTRY.size
+            os.ftruncate(self.fd, self.size)
+
+    def search(self, needle: bytes) -> Iterator[tuple[int, int, int]]:
+        """Entries whose hash bytes equal ``needle``, newest first."""
+        if not self.size:
+            return
+        with mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ) as mm:
+            end = self.size
+            while (pos := mm.rfind(needle, 0, end)) >= 0:
+                end = pos + len(needle) - 1
+                if pos % ENTRY.size == 0:
+                    yield ENTRY.unpack_from(mm, pos)
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class KeyIndex:
+    """The index files of a store, one per commit-log segment."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.files: dict[int, IndexFile] = {}
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for start, path in list_files(self.directory):
+            self.files[start] = IndexFile(path, start)
+
+    def add(self, segment_start: int, entries: bytes) -> None:
+        file = self.files.get(segment_start)
+        if file is None:
+            file = self.files[segment_start] = IndexFile(self.directory / file_name(segment_start), segment_start)
+        file.append(entries)
+
+    def last_offset(self, segment_start: int) -> int:
+        file = self.files.get(segment_start)
+        return file.last_offset() if file else -1
+
+    def candidates(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
+        """Commit-log offsets of entries matching (topic, key) stored in [begin_ms, end_ms], newest first."""
+        needle = KEY_HASH.pack(key_hash(topic, key))
+        for start in sorted(self.files, reverse=True):
+            for _, physical_offset, store_timestamp in self.files[start].search(needle):
+                if store_timestamp < begin_ms:
+                    return
+                if store_timestamp <= end_ms:
+                    yield physical_offset
+
+    def truncate_from(self, physical_offset: int) -> None:
+        """Drop entries pointing at or past ``physical_offset`` (files left empty are deleted)."""
+        for start, file in list(self.files.items()):
+            file.truncate_from(physical_offset)
+            if not file.size:
+                self.delete(start)
+
+    def delete(self, segment_start: int) -> None:
+        file = self.files.pop(segment_start, None)
+        if file is not None:
+            file.close()
+            file.path.unlink(missing_ok=True)
+
+    def delete_below(self, physical_offset: int) -> None:
+        """Delete the files of segments that start below ``physical_offset`` (the commit log's min)."""
+        for start in [s for s in self.files if s < physical_offset]:
+            self.delete(start)
+
+    def sync(self) -> None:
+        for file in list(self.files.values()):
+            file.sync()
+
+    def close(self) -> None:
+        for file in self.files.values():
+            file.close()
+        self.files.clear()

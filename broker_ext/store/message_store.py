@@ -1,0 +1,478 @@
+"""The broker's message store: commit log, consume queues and key index, flushed, checkpointed,
+recovered at load and cleaned by retention.
+
+On disk under ``store_dir``: ``commitlog/`` (commitlog.py), ``consumequeue/<topic>/<queue_id>/``
+(consume_queue.py), ``index/`` (index_file.py), ``checkpoint`` (checkpoint.py) and ``abort``,
+present while the store is open and removed by a clean ``stop`` (recovery.py reads both).
+
+Everything but fsync runs on the event loop thread: puts, reads and retention never race each
+other; fsyncs and checkpoint writes run in worker threads (flush.py, background.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import enum
+import logging
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from broker_ext.store.atomic_file import fsync_dir, write_atomic
+from broker_ext.store.background import BlockingWork
+from broker_ext.store.checkpoint import Checkpoint
+from broker_ext.store.commitlog import CommitLog, record_tags
+from broker_ext.store.consume_queue import ConsumeQueue, ConsumeQueues
+from broker_ext.store.flush import FlushService
+from broker_ext.store.index_file import KeyIndex, index_entries
+from broker_ext.store.recovery import recover
+from broker_ext.store.retention import RetentionPolicy, disk_usage
+from broker_ext.store.stats import StoreStats
+from protocol.constants import PROPERTY_TAGS, check_topic_name, tag_hash
+from protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
+from protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_ID = 65535
+MAX_SCAN_UNITS = 2000  # consume-queue units one get_messages call may scan past the filter
+NO_TIMESTAMP = 1 << 63
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    store_dir: Path
+    segment_size: int = 1 << 30  # commit log segment bytes
+    cq_units_per_file: int = 300_000  # consume-queue units (20 bytes each) per file
+    flush: Literal["async", "sync"] = "async"
+    flush_interval_ms: int = 200  # async flush period (sync mode: idle flush period)
+    sync_flush_timeout_ms: int = 5_000
+    retention_hours: float = 72.0
+    disk_warn_ratio: float = 0.75  # above: delete oldest segments even if young
+    disk_critical_ratio: float = 0.90  # above: refuse writes with DiskFullError
+    max_message_size: int = 4 * 1024 * 1024  # body bytes
+    store_host: str = ""  # "host:port" stamped into records
+    checkpoint_interval_ms: int = 1_000
+    retention_interval_ms: int = 10_000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "store_dir", Path(self.store_dir))
+        problems = []
+        if self.segment_size < 4096:
+            problems.append(f"segment_size {self.segment_size} < 4096")
+        if self.cq_units_per_file < 1:
+            problems.append(f"cq_units_per_file {self.cq_units_per_file} < 1")
+        if self.flush not in ("async", "sync"):
+            problems.append(f"flush {self.flush!r} is neither 'async' nor 'sync'")
+        for name in ("flush_interval_ms", "sync_flush_timeout_ms", "checkpoint_interval_ms",
+                     "retention_interval_ms", "retention_hours"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        if not 0 < self.disk_warn_ratio <= self.disk_critical_ratio <= 1:
+            problems.append("need 0 < disk_warn_ratio <= disk_critical_ratio <= 1")
+        if not 0 < self.max_message_size <= MAX_RECORD_SIZE // 2:
+            problems.append(f"max_message_size must be in (0, {MAX_RECORD_SIZE // 2}]")
+        if problems:
+            raise ConfigError("invalid store config: " + "; ".join(problems))
+
+
+@dataclass(slots=True)
+class PutMessage:
+    """One message to append; ``properties`` already include TAGS / KEYS / UNIQ_KEY."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str]
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    reconsume_times: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    physical_offset: int  # where the record starts in the commit log
+    size: int
+    queue_offset: int
+    store_timestamp: int
+    end_offset: int  # physical_offset + size: what a sync send waits to be flushed
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes | memoryview]  # stored records (protocol.record layout), zero-copy views
+
+
+class MessageStore:
+    """Appends, reads, flushes and cleans messages of every topic of one broker.
+
+    ``disk_usage`` measures the used fraction of the file system holding the store (injectable
+    for tests). The critical-watermark guard of ``put_messages`` uses the last measurement, taken
+    every ``checkpoint_interval_ms``, at every segment roll and by ``disk_usage_ratio()``.
+    """
+
+    def __init__(self, config: StoreConfig, *, disk_usage: Callable[[Path], float] = disk_usage) -> None:
+        self.config = config
+        store_dir = config.store_dir
+        self.commitlog = CommitLog(store_dir / "commitlog", config.segment_size)
+        self.queues = ConsumeQueues(store_dir / "consumequeue", config.cq_units_per_file)
+        self.index = KeyIndex(store_dir / "index")
+        self.stats = StoreStats()
+        self._flush = FlushService(
+            self.commitlog, self.stats, sync=config.flush == "sync",
+            interval_s=config.flush_interval_ms / 1000, timeout_s=config.sync_flush_timeout_ms / 1000,
+        )
+        self._retention = RetentionPolicy(config.retention_hours, config.disk_warn_ratio)
+        self._disk_usage = disk_usage
+        self._disk_ratio = 0.0
+        self._store_host = config.store_host.encode()
+        self._record_limit = min(config.segment_size, MAX_RECORD_SIZE)
+        self._last_store_timestamp = 0
+        self._work = BlockingWork()
+        self._maintenance: asyncio.Task[None] | None = None
+        self._checkpoint_path = store_dir / "checkpoint"
+        self._abort_path = store_dir / "abort"
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def load(self) -> None:
+        """Open the files and recover (recovery.py); call before anything else."""
+        self.config.store_dir.mkdir(parents=True, exist_ok=True)
+        clean = not self._abort_path.exists()
+        checkpoint = Checkpoint.load(self._checkpoint_path)
+        self.commitlog.load()
+        self.queues.load()
+        self.index.load()
+        result = recover(self.commitlog, self.queues, self.index, checkpoint, clean)
+        min_offset = self.commitlog.min_offset
+        self.queues.delete_below(min_offset)
+        self.queues.remove_empty_dirs()
+        self.index.delete_below(min_offset)
+        self._last_store_timestamp = result.last_store_timestamp
+        self._flush.flushed_offset = result.end_offset
+        if result.scanned_from is not None:
+            self.commitlog.flush(result.scanned_from, result.end_offset)
+        self._sync_and_save(self._checkpoint())
+        write_atomic(self._abort_path, b"")
+        self.stats.segments = len(self.commitlog.segments)
+        self.disk_usage_ratio()
+        log.info("store %s loaded: commit log [%d, %d), %d queues, clean=%s",
+                 self.config.store_dir, min_offset, result.end_offset, len(self.queues.queues), clean)
+
+    async def start(self) -> None:
+        """Start the flush loop (periodic flush or group commit) and the checkpoint/retention loop."""
+        self._flush.start()
+        self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="graymq-store-maintenance")
+
+    async def stop(self) -> None:
+        """Stop the loops, flush everything, write the checkpoint, mark a clean stop, close the files."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
+        await self._work.drain()
+        await self._flush.stop()
+        await self._work.run(self._sync_and_save, self._checkpoint())
+        self.commitlog.close()
+        self.queues.close()
+        self.index.close()
+        self._abort_path.unlink(missing_ok=True)
+        fsync_dir(self.config.store_dir)
+
+    async def flush(self) -> None:
+        """Make the commit log durable up to its current end now (one fsync round)."""
+        await self._flush.flush()
+
+    async def wait_flushed(self, end_offset: int) -> None:
+        """Sync flush: resolve once the commit log is durable up to ``end_offset`` (group commit; needs
+        ``start()``); raises ``FlushTimeoutError`` after ``sync_flush_timeout_ms``. Async flush: returns at once."""
+        await self._flush.wait_flushed(end_offset)
+
+    def _checkpoint(self) -> Checkpoint:
+        return Checkpoint(
+            commitlog_offset=self._flush.flushed_offset,
+            timestamp_ms=max(time.time_ns() // 1_000_000, self._last_store_timestamp),
+            queue_offsets=self.queues.table(),
+        )
+
+    def _sync_and_save(self, checkpoint: Checkpoint) -> None:
+        """Make queues and index durable, then the checkpoint describing them (worker thread)."""
+        self.queues.sync()
+        self.index.sync()
+        checkpoint.save(self._checkpoint_path)
+
+    async def _maintain(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_retention = loop.time() + self.config.retention_interval_ms / 1000
+        while True:
+            await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
+            try:
+                await self._work.run(self._sync_and_save, self._checkpoint())
+                self.disk_usage_ratio()
+                if loop.time() >= next_retention:
+                    next_retention = loop.time() + self.config.retention_interval_ms / 1000
+                    self.run_retention()
+            except OSError:
+                log.exception("store checkpoint/retention round failed; retrying next round")
+
+    # ----------------------------------------------------------------- writes
+
+    def put_messages(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
+        """Append ``messages`` contiguously (one copy into the commit log, never split across segments),
+        assign queue offsets and dispatch to consume queues and key index before returning. No fsync."""
+        if not messages:
+            return []
+        if self._disk_ratio > self.config.disk_critical_ratio:
+            raise DiskFullError(
+                f"disk usage {self._disk_ratio:.1%} of {self.config.store_dir} is above the critical "
+                f"watermark {self.config.disk_critical_ratio:.0%}: writes are refused"
+            )
+        queue_offsets, batch_ends = self._assign_queue_offsets(messages)
+        store_timestamp = max(time.time_ns() // 1_000_000, self._last_store_timestamp)
+        records = self._encode(messages, queue_offsets, self.commitlog.max_offset, store_timestamp)
+        total = sum(map(len, records))
+        if total > self.commitlog.room_left():
+            self.commitlog.roll(total)
+            self.stats.segments = len(self.commitlog.segments)
+            self.disk_usage_ratio()
+            records = self._encode(messages, queue_offsets, self.commitlog.max_offset, store_timestamp)
+        queues = {}
+        for key, end in batch_ends.items():
+            queue = self.queues.get(*key) or self.queues.create(*key)
+            queue.prepare(end - queue.max_offset)
+            queues[key] = queue
+        start = self.commitlog.max_offset
+        segment_start = self.commitlog.segments[-1].start
+        self.commitlog.append(b"".join(records))
+
+        results = []
+        entries = []
+        physical_offset = start
+        for message, queue_offset, record in zip(messages, queue_offsets, records, strict=True):
+            size = len(record)
+            queues[(message.topic, message.queue_id)].append(
+                physical_offset, size, tag_hash(message.properties.get(PROPERTY_TAGS, ""))
+            )
+            entry = index_entries(message.topic, message.properties, physical_offset, store_timestamp)
+            if entry:
+                entries.append(entry)
+            results.append(AppendResult(physical_offset, size, queue_offset, store_timestamp, physical_offset + size))
+            physical_offset += size
+        if entries:
+            try:
+                self.index.add(segment_start, b"".join(entries))
+            except OSError:
+                log.exception("key index write failed at %d; these messages cannot be found by key", start)
+        self._last_store_timestamp = store_timestamp
+        self.stats.put_count += len(messages)
+        self.stats.put_bytes += total
+        return results
+
+    def _assign_queue_offsets(
+        self, messages: Sequence[PutMessage]
+    ) -> tuple[list[int], dict[tuple[str, int], int]]:
+        """Queue offset of each message and, per queue, the offset after the batch; validates first."""
+        offsets = []
+        ends: dict[tuple[str, int], int] = {}
+        limit = self.config.max_message_size
+        for message in messages:
+            key = (message.topic, message.queue_id)
+            offset = ends.get(key)
+            if offset is None:
+                queue = self.queues.get(*key)
+                if queue is None:
+                    _check_new_queue(*key)
+                offset = queue.max_offset if queue else 0
+            if len(message.body) > limit:
+                raise MessageTooLargeError(f"message body of {len(message.body)} bytes exceeds {limit} bytes")
+            offsets.append(offset)
+            ends[key] = offset + 1
+        return offsets, ends
+
+    def _encode(
+        self, messages: Sequence[PutMessage], queue_offsets: list[int], start: int, store_timestamp: int
+    ) -> list[bytes]:
+        records = []
+        physical_offset = start
+        for i, (message, queue_offset) in enumerate(zip(messages, queue_offsets, strict=True)):
+            try:
+                record = encode_record(
+                    topic=message.topic.encode(), body=message.body,
+                    properties=encode_properties(message.properties), queue_id=message.queue_id,
+                    queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=message.sys_flag,
+                    born_timestamp=message.born_timestamp, store_timestamp=store_timestamp,
+                    reconsume_times=message.reconsume_times, born_host=message.born_host.encode(),
+                    store_host=self._store_host,
+                )
+            except struct.error as exc:
+                raise ValueError(f"message {i} of the batch has a field out of range: {exc}") from exc
+            if len(record) > self._record_limit:
+                raise MessageTooLargeError(
+                    f"message {i} of the batch is a {len(record)}-byte record, over {self._record_limit} bytes"
+                )
+            records.append(record)
+            physical_offset += len(record)
+        return records
+
+    # ----------------------------------------------------------------- reads
+
+    def get_messages(
+        self, topic: str, queue_id: int, offset: int, max_nums: int,
+        tags: frozenset[str] | None = None, max_bytes: int = 4 << 20,
+    ) -> GetResult:
+        """Up to ``max_nums`` records of the queue from ``offset`` (see GetStatus for the outcomes).
+
+        With ``tags``, units are filtered by tag hash, then records exactly by their TAGS property;
+        skipped messages still advance ``next_begin_offset``. Holes and records gone or damaged are
+        skipped. At most ``max(max_nums, MAX_SCAN_UNITS)`` units are scanned per call.
+        """
+        if max_nums < 1:
+            raise ValueError(f"max_nums must be at least 1, got {max_nums}")
+        queue = self.queues.get(topic, queue_id)
+        min_offset, max_offset = (queue.min_offset, queue.max_offset) if queue else (0, 0)
+        if offset < min_offset or offset > max_offset:
+            corrected = min_offset if offset < min_offset else max_offset
+            return GetResult(GetStatus.OFFSET_ILLEGAL, corrected, min_offset, max_offset, [])
+        if offset == max_offset or queue is None:
+            return GetResult(GetStatus.NO_NEW_MSG, offset, min_offset, max_offset, [])
+
+        hashes = {tag_hash(t) for t in tags} if tags else None
+        commitlog = self.commitlog
+        log_min = commitlog.min_offset
+        records: list[bytes | memoryview] = []
+        size_total = 0
+        next_offset = offset
+        for physical_offset, size, unit_tag_hash in queue.units(
+            offset, min(max_offset - offset, max(max_nums, MAX_SCAN_UNITS))
+        ):
+            if size > 0 and physical_offset >= log_min and (hashes is None or unit_tag_hash in hashes):
+                record = commitlog.record_view(physical_offset, size)
+                if record is not None and (tags is None or record_tags(record) in tags):
+                    if records and size_total + size > max_bytes:
+                        break
+                    records.append(record)
+                    size_total += size
+            next_offset += 1
+            if len(records) == max_nums:
+                break
+        status = GetStatus.FOUND if records else GetStatus.NO_MATCHED_MSG
+        return GetResult(status, next_offset, min_offset, max_offset, records)
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.get(topic, queue_id)
+        return queue.min_offset if queue else 0
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        """The next queue offset to be written (0 for an unknown queue)."""
+        queue = self.queues.get(topic, queue_id)
+        return queue.max_offset if queue else 0
+
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms`` (max offset if none)."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        lo, hi = queue.min_offset, queue.max_offset
+        return lo + bisect.bisect_left(
+            range(lo, hi), timestamp_ms, key=lambda offset: self._stored_at(queue, offset)
+        )
+
+    def _stored_at(self, queue: ConsumeQueue, offset: int) -> int:
+        """Store timestamp of the first readable message at or after ``offset`` (store times never decrease)."""
+        for physical_offset, size, _ in queue.units(offset, queue.max_offset - offset):
+            if size > 0:
+                timestamp = self.commitlog.store_timestamp(physical_offset)
+                if timestamp is not None:
+                    return timestamp
+        return NO_TIMESTAMP
+
+    def read_record(self, physical_offset: int) -> bytes | None:
+        """One record by commit-log offset, CRC-checked; ``None`` when absent or damaged."""
+        return self.commitlog.read_record(physical_offset)
+
+    def query_by_key(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int = 2**62
+    ) -> list[bytes]:
+        """Records of ``topic`` with ``key`` among their keys or as their msg id, newest first."""
+        found: list[bytes] = []
+        seen = set()
+        for physical_offset in self.index.candidates(topic, key, begin_ms, end_ms):
+            if physical_offset in seen:
+                continue
+            seen.add(physical_offset)
+            record = self.commitlog.read_record(physical_offset)
+            if record is None:
+                continue
+            message = decode_record(record)
+            if message.topic == topic and (message.msg_id == key or key in message.keys):
+                found.append(record)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def queue_table(self) -> dict[str, dict[int, int]]:
+        """topic -> queue id -> max offset, for every consume queue."""
+        return self.queues.table()
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flush.flushed_offset
+
+    # ----------------------------------------------------------------- retention
+
+    def disk_usage_ratio(self) -> float:
+        """Measure the used fraction of the store's file system now; also updates the write guard."""
+        self._disk_ratio = self._disk_usage(self.config.store_dir)
+        return self._disk_ratio
+
+    def run_retention(self, now: float | None = None) -> int:
+        """Delete the segments retention allows (retention.py); returns how many were deleted."""
+        now = time.time() if now is None else now
+        deleted = 0
+        while reason := self._retention.reason_to_delete_oldest(
+            self.commitlog.segments, self.flushed_offset, now, self.disk_usage_ratio
+        ):
+            start = self.commitlog.delete_oldest()
+            self.index.delete(start)
+            deleted += 1
+            log.info("deleted commit log segment %d: %s", start, reason)
+        if deleted:
+            self.queues.delete_below(self.commitlog.min_offset)
+            self.stats.deleted_segments += deleted
+            self.stats.segments = len(self.commitlog.segments)
+            self.disk_usage_ratio()
+        return deleted
+
+
+def _check_new_queue(topic: str, queue_id: int) -> None:
+    problem = check_topic_name(topic)
+    if problem:
+        raise ValueError(problem)
+    if not 0 <= queue_id <= MAX_QUEUE_ID:
+        raise ValueError(f"queue id {queue_id} of topic {topic!r} is outside [0, {MAX_QUEUE_ID}]")

@@ -88,4 +88,4 @@ class BrokerRepository:
         )
         if topic is not None:
             stmt = stmt.where(BrokerTopicRoute.topic == topic)
-        return [(broker, route) for broker, route in self.session.execute(stmt).tuples()]
+        return [(broker, route) for broker, route in self.session.execute(stmt)]

@@ -1,0 +1,56 @@
+"""Helpers shared by the name server tests (tokens, heartbeats, polling)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+
+from nameserver.settings import NameServerSettings
+
+OPS_TOKEN = "ops-secret-1"
+CI_TOKEN = "ci-secret-2"
+ADMIN_TOKENS = f"ops={OPS_TOKEN},ci={CI_TOKEN}"
+OPS = {"Authorization": f"Bearer {OPS_TOKEN}"}
+CI = {"Authorization": f"Bearer {CI_TOKEN}"}
+
+
+def make_settings(db_url: str, **overrides: Any) -> NameServerSettings:
+    values: dict[str, Any] = {"db_url": db_url, "admin_tokens": ADMIN_TOKENS, **overrides}
+    return NameServerSettings(**values)
+
+
+def client_heartbeat(
+    http: TestClient | httpx.Client, group: str, client_id: str, **fields: Any
+) -> dict[str, Any]:
+    body = {"group": group, "client_id": client_id, "role": "consumer", **fields}
+    response = http.post("/v1/clients/heartbeat", json=body)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def broker_heartbeat(
+    http: TestClient | httpx.Client, name: str, *topics: tuple[str, int, int]
+) -> dict[str, Any]:
+    body = {
+        "broker_name": name,
+        "address": f"10.0.0.{len(name)}:10911",
+        "topics": [{"topic": t, "queue_nums": n, "gray_queue_nums": g} for t, n, g in topics],
+    }
+    response = http.post("/v1/brokers/heartbeat", json=body)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not hold within {timeout}s")
+        time.sleep(0.05)

@@ -123,12 +123,16 @@ class GetResult:
 class MessageStore:
     """Appends, reads, flushes and cleans messages of every topic of one broker.
 
-    ``disk_usage`` measures the used fraction of the file system holding the store (injectable
-    for tests). The critical-watermark guard of ``put_messages`` uses the last measurement, taken
-    every ``checkpoint_interval_ms``, at every segment roll and by ``disk_usage_ratio()``.
+    ``disk_usage`` measures the used fraction of the file system holding the store and
+    ``clock_ms`` gives store timestamps (both injectable for tests). The critical-watermark guard
+    of ``put_messages`` uses the last measurement, taken every ``checkpoint_interval_ms``, at every
+    segment roll and by ``disk_usage_ratio()``.
     """
 
-    def __init__(self, config: StoreConfig, *, disk_usage: Callable[[Path], float] = disk_usage) -> None:
+    def __init__(
+        self, config: StoreConfig, *, disk_usage: Callable[[Path], float] = disk_usage,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
         self.config = config
         store_dir = config.store_dir
         self.commitlog = CommitLog(store_dir / "commitlog", config.segment_size)
@@ -141,6 +145,7 @@ class MessageStore:
         )
         self._retention = RetentionPolicy(config.retention_hours, config.disk_warn_ratio)
         self._disk_usage = disk_usage
+        self._clock_ms = clock_ms
         self._disk_ratio = 0.0
         self._store_host = config.store_host.encode()
         self._record_limit = min(config.segment_size, MAX_RECORD_SIZE)
@@ -190,7 +195,7 @@ class MessageStore:
             self._maintenance = None
         await self._work.drain()
         await self._flush.stop()
-        await self._work.run(self._sync_and_save, self._checkpoint())
+        await self.write_checkpoint()
         self.commitlog.close()
         self.queues.close()
         self.index.close()
@@ -206,10 +211,14 @@ class MessageStore:
         ``start()``); raises ``FlushTimeoutError`` after ``sync_flush_timeout_ms``. Async flush: returns at once."""
         await self._flush.wait_flushed(end_offset)
 
+    async def write_checkpoint(self) -> None:
+        """Sync consume queues and key index, then save the checkpoint (checkpoint.py), off the loop."""
+        await self._work.run(self._sync_and_save, self._checkpoint())
+
     def _checkpoint(self) -> Checkpoint:
         return Checkpoint(
             commitlog_offset=self._flush.flushed_offset,
-            timestamp_ms=max(time.time_ns() // 1_000_000, self._last_store_timestamp),
+            timestamp_ms=max(self._clock_ms(), self._last_store_timestamp),
             queue_offsets=self.queues.table(),
         )
 
@@ -225,7 +234,7 @@ class MessageStore:
         while True:
             await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
             try:
-                await self._work.run(self._sync_and_save, self._checkpoint())
+                await self.write_checkpoint()
                 self.disk_usage_ratio()
                 if loop.time() >= next_retention:
                     next_retention = loop.time() + self.config.retention_interval_ms / 1000
@@ -246,7 +255,7 @@ class MessageStore:
                 f"watermark {self.config.disk_critical_ratio:.0%}: writes are refused"
             )
         queue_offsets, batch_ends = self._assign_queue_offsets(messages)
-        store_timestamp = max(time.time_ns() // 1_000_000, self._last_store_timestamp)
+        store_timestamp = max(self._clock_ms(), self._last_store_timestamp)
         records = self._encode(messages, queue_offsets, self.commitlog.max_offset, store_timestamp)
         total = sum(map(len, records))
         if total > self.commitlog.room_left():
@@ -326,7 +335,8 @@ class MessageStore:
                 raise ValueError(f"message {i} of the batch has a field out of range: {exc}") from exc
             if len(record) > self._record_limit:
                 raise MessageTooLargeError(
-                    f"message {i} of the batch is a {len(record)}-byte record, over {self._record_limit} bytes"
+                    f"message {i} of the batch is a {len(record)}-byte record, over the {self._record_limit}-byte "
+                    f"limit (commit log segment size {self.config.segment_size})"
                 )
             records.append(record)
             physical_offset += len(record)

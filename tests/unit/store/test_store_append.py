@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from storekit import SEGMENT, body_for, make_config, message, open_store, put, read_all, segment_file, flip_bit
+from storekit import SEGMENT, body_for, flip_bit, make_config, message, open_store, put, read_all, segment_file
 
 from broker_ext.store import GetStatus, PutMessage
 from protocol.errors import MessageTooLargeError
@@ -31,7 +31,9 @@ def test_every_message_reads_back_with_its_offsets_across_segment_rolls(tmp_path
         assert [(m.queue_offset, m.commit_log_offset) for m in got] == [
             (r.queue_offset, r.physical_offset) for _, r in expected
         ]
-        assert [m.body for m in got] == [body_for("TopicA", q, n, len(m.body)) for (n, _), m in zip(expected, got)]
+        assert [m.body for m in got] == [
+            body_for("TopicA", q, n, len(m.body)) for (n, _), m in zip(expected, got, strict=True)
+        ]
         assert all(m.store_host == "127.0.0.1:10911" and m.born_host == "10.0.0.1:5000" for m in got)
         assert store.get_max_offset("TopicA", q) == len(expected)
 
@@ -48,10 +50,10 @@ def test_a_batch_is_contiguous_never_straddles_a_segment_and_numbers_each_queue(
             batch.append(message(*key, batch_no * 100 + i, size=rng.randrange(10, 300)))
         results = store.put_messages(batch)
         first, last = results[0], results[-1]
-        assert all(a.end_offset == b.physical_offset for a, b in zip(results, results[1:]))
+        assert all(a.end_offset == b.physical_offset for a, b in zip(results, results[1:], strict=False))
         assert first.physical_offset // SEGMENT == (last.end_offset - 1) // SEGMENT
         assert len({r.store_timestamp for r in results}) == 1
-        for m, r in zip(batch, results):
+        for m, r in zip(batch, results, strict=True):
             key = (m.topic, m.queue_id)
             assert r.queue_offset == next_offset.get(key, 0)
             next_offset[key] = r.queue_offset + 1

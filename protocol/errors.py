@@ -156,3 +156,9 @@ class NameServerError(GrayMQError):
 
 class ConfigError(GrayMQError):
     """Invalid configuration or arguments."""
+
+
+class DrainTimeoutError(GrayMQError):
+    """A gray client could not drain the gray queues in time; it stays gray (nothing is lost)."""
+
+    retriable = True

@@ -125,10 +125,7 @@ class FrameDecoder:
                 return None
             spans.append((pos, pos + length))
             pos += length
-        if len(spans) == 1:
-            payload = bytes(buf[spans[0][0] : spans[0][1]])
-        else:
-            payload = b"".join(buf[a:b] for a, b in spans)
+        payload = bytes(buf[spans[0][0] : spans[0][1]]) if len(spans) == 1 else b"".join(buf[a:b] for a, b in spans)
         return Frame(serial_no, payload), pos
 
 

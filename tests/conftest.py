@@ -46,3 +46,21 @@ def graymq_process(tmp_path: Path) -> Iterator[Callable[..., GraymqProcess]]:
     yield start
     for proc in reversed(started):
         proc.terminate()
+
+
+@pytest.fixture
+def fresh_pg_url(postgres) -> str:  # type: ignore[no-untyped-def]
+    """A brand-new database for one test."""
+    import uuid
+
+    return str(postgres.create_database(f"t_{uuid.uuid4().hex[:12]}"))
+
+
+@pytest.fixture
+def cluster(graymq_process, fresh_pg_url, tmp_path):  # type: ignore[no-untyped-def]
+    """A name server on a fresh Postgres database; add brokers with ``cluster.add_broker(name)``."""
+    from tests.support.cluster import Cluster
+
+    c = Cluster(graymq_process, fresh_pg_url, tmp_path)
+    c.start_nameserver()
+    return c

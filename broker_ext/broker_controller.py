@@ -1,0 +1,139 @@
+"""The broker: store, managers, processors and background loops wired together, with one lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from broker_ext.admin_processor import AdminProcessor
+from broker_ext.client_processor import ClientProcessor
+from broker_ext.config import BrokerSettings
+from broker_ext.consumer_manager import ConsumerManager
+from broker_ext.offset_manager import ConsumerOffsetManager
+from broker_ext.pull_hold import PullRequestHoldService
+from broker_ext.pull_processor import PullProcessor
+from broker_ext.retry import ScheduleMessageService, SendBackProcessor
+from broker_ext.send_processor import SendProcessor
+from broker_ext.stats import BrokerStats
+from broker_ext.store import AppendResult, MessageStore, PutMessage, StoreConfig
+from broker_ext.topic_config import TopicConfig, TopicConfigManager
+from protocol import graymq_pb2 as pb
+from protocol.errors import TopicNotExistError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerController:
+    """Owns every broker component; ``await start()`` / ``await stop()``."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.address = ""  # set by the server once bound
+        config_dir = settings.store_dir / "config"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        self.store = MessageStore(StoreConfig(
+            store_dir=settings.store_dir, segment_size=settings.segment_size, flush=settings.flush,
+            flush_interval_ms=settings.flush_interval_ms, retention_hours=settings.retention_hours,
+        ))
+        self.topics = TopicConfigManager(config_dir, retry_queue_nums=settings.retry_queue_nums,
+                                         retry_gray_queue_nums=settings.retry_gray_queue_nums)
+        self.offsets = ConsumerOffsetManager(config_dir)
+        self.consumers = ConsumerManager(settings.client_expiry_s)
+        self.holds = PullRequestHoldService()
+        self.stats = BrokerStats()
+        self.schedule = ScheduleMessageService(self, config_dir)
+        self.send_processor = SendProcessor(self)
+        self.pull_processor = PullProcessor(self)
+        self.client_processor = ClientProcessor(self)
+        self.admin_processor = AdminProcessor(self)
+        self.send_back_processor = SendBackProcessor(self)
+        self._loops: list[asyncio.Task[None]] = []
+
+    def load(self) -> None:
+        self.topics.load()
+        self.offsets.load()
+        self.store.load()
+        self.schedule.load()
+
+    async def start(self) -> None:
+        await self.store.start()
+        self.schedule.start()
+        loop = asyncio.get_running_loop()
+        self._loops.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
+
+    async def stop(self) -> None:
+        self.holds.wake_all()
+        for task in self._loops:
+            task.cancel()
+        for task in self._loops:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._loops.clear()
+        await self.schedule.stop()
+        self.offsets.persist()
+        await self.store.stop()
+
+    async def _housekeeping(self) -> None:
+        """Expire silent clients and persist consumer offsets, once a second."""
+        while True:
+            await asyncio.sleep(1.0)
+            self.consumers.scan_expired()
+            try:
+                self.offsets.persist()
+            except OSError:
+                log.exception("persisting consumer offsets failed; will retry")
+
+    def topic_for_write(self, topic: str) -> TopicConfig:
+        config = self.topics.get(topic)
+        if config is None and self.settings.auto_create_topic:
+            config = self.topics.ensure(topic, self.settings.default_queue_nums, self.settings.default_gray_queue_nums)
+        if config is None:
+            raise TopicNotExistError(f"topic {topic} does not exist on broker {self.name} (create it first)")
+        return self.topics.require_writable(topic)
+
+    def append(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
+        """Append to the store, count, and wake the long polls of every queue written."""
+        results = self.store.put_messages(messages)
+        woken: set[tuple[str, int]] = set()
+        for put, result in zip(messages, results, strict=True):
+            config = self.topics.get(put.topic)
+            gray = config is not None and put.queue_id in config.gray_queues
+            self.stats.on_put(put.topic, gray, 1, result.size)
+            woken.add((put.topic, put.queue_id))
+        for topic, queue_id in woken:
+            self.holds.notify(topic, queue_id)
+        return results
+
+    def group_backlog(self, group: str, topic: str | None) -> list[pb.QueueBacklog]:
+        """Per queue of the group's topics: committed offset, max and min offset, gray or not.
+
+        Delayed retries not yet delivered to a retry queue count in its max offset, so a drain
+        does not finish while one is still on its way back.
+        """
+        topics = [topic] if topic else sorted(self._group_topics(group))
+        queues = []
+        for name in topics:
+            config = self.topics.get(name)
+            if config is None:
+                continue
+            gray_queues = set(config.gray_queues)
+            for queue_id in range(config.queue_nums):
+                queues.append(pb.QueueBacklog(
+                    topic=name, queue_id=queue_id, gray=queue_id in gray_queues,
+                    consumer_offset=self.offsets.query(group, name, queue_id),
+                    max_offset=self.store.get_max_offset(name, queue_id) + self.schedule.pending[(name, queue_id)],
+                    min_offset=self.store.get_min_offset(name, queue_id),
+                ))
+        return queues
+
+    def _group_topics(self, group: str) -> set[str]:
+        topics = set(self.offsets.topics_of(group))
+        info = self.consumers.get(group)
+        if info is not None:
+            topics.update(info.subscription_table)
+            topics.update(info.gray_subscription_table)
+        return topics

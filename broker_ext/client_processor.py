@@ -1,0 +1,56 @@
+"""HEARTBEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from protocol import graymq_pb2 as pb
+from protocol.connection import Connection
+from protocol.constants import check_topic_name, retry_topic
+from protocol.errors import BadRequestError, ConsumerNotOnlineError
+from protocol.remoting import response_envelope
+
+if TYPE_CHECKING:
+    from broker_ext.broker_controller import BrokerController
+
+
+def check_group_name(group: str) -> None:
+    problem = check_topic_name(group)
+    if problem:
+        raise BadRequestError(problem.replace("topic", "group"))
+
+
+class ClientProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def heartbeat(self, conn: Connection, req: pb.HeartbeatRequest) -> bytes:
+        if not req.client_id:
+            raise BadRequestError("heartbeat without client_id")
+        for data in req.consumers:
+            check_group_name(data.group)
+            if data.consume_model == pb.CLUSTERING:
+                self.broker.topics.ensure_retry_topic(retry_topic(data.group))
+            self.broker.consumers.register(req.client_id, conn, data)
+        return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
+
+    def unregister(self, req: pb.UnregisterRequest) -> bytes:
+        if req.consumer_group:
+            self.broker.consumers.unregister(req.consumer_group, req.client_id, "unregistered")
+        return response_envelope(pb.UNREGISTER_CLIENT)
+
+    def consumer_list(self, req: pb.ConsumerListRequest) -> bytes:
+        info = self.broker.consumers.get(req.consumer_group)
+        if info is None:
+            raise ConsumerNotOnlineError(f"no consumer of group {req.consumer_group} is online on this broker")
+        response = pb.ConsumerListResponse(
+            clients=[
+                pb.ClientInfo(client_id=c.client_id, gray_flag=c.gray_flag, last_heartbeat_ms=c.last_heartbeat_ms)
+                for c in sorted(info.clients.values(), key=lambda c: c.client_id)
+            ],
+            subscriptions=[s.to_pb() for s in info.subscription_table.values()],
+            gray_subscriptions=[s.to_pb() for s in info.gray_subscription_table.values()],
+            gray_switch=info.gray_switch,
+        )
+        return response_envelope(pb.GET_CONSUMER_LIST, response)

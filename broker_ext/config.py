@@ -1,0 +1,51 @@
+"""Broker settings: one pydantic-settings class, ``GRAYMQ_BROKER_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from protocol.constants import DELAY_LEVELS_S
+from protocol.frame import DEFAULT_MAX_FRAME_SIZE
+
+
+class BrokerSettings(BaseSettings):
+    """Everything a broker process needs; CLI flags override the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="GRAYMQ_BROKER_", extra="ignore")
+
+    name: str = "broker-a"
+    host: str = "127.0.0.1"
+    port: int = Field(10911, ge=0, le=65535)
+    advertised_address: str = ""  # host:port clients should dial; defaults to the bound address
+    store_dir: Path = Path("./graymq-data/broker")
+    nameserver: str = ""  # comma-separated name server URLs; empty = standalone
+    flush: Literal["async", "sync"] = "async"
+    flush_interval_ms: int = Field(200, ge=1)
+    segment_size: int = Field(1 << 30, ge=4096)
+    retention_hours: float = Field(72.0, gt=0)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    max_frame_size: int = Field(DEFAULT_MAX_FRAME_SIZE, ge=1024)
+    auto_create_topic: bool = False
+    default_queue_nums: int = Field(8, ge=1)
+    default_gray_queue_nums: int = Field(2, ge=0)
+    retry_queue_nums: int = Field(4, ge=1)
+    retry_gray_queue_nums: int = Field(2, ge=0)
+    register_interval_s: float = Field(3.0, gt=0)
+    client_expiry_s: float = Field(120.0, gt=0)
+    max_long_poll_ms: int = Field(30_000, ge=0)
+    delay_levels_s: Annotated[tuple[float, ...], NoDecode] = DELAY_LEVELS_S
+
+    @field_validator("delay_levels_s", mode="before")
+    @classmethod
+    def _parse_levels(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(float(v) for v in value.split(",") if v.strip())
+        return value
+
+    @property
+    def nameserver_urls(self) -> list[str]:
+        return [u.strip().rstrip("/") for u in self.nameserver.split(",") if u.strip()]

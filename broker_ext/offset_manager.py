@@ -1,0 +1,49 @@
+"""Committed consumer offsets per (group, topic, queue), persisted atomically on an interval and at stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from broker_ext.store.atomic_file import read_json, write_json_atomic
+
+KEY_SEPARATOR = "@"
+
+
+class ConsumerOffsetManager:
+    """``offsets[group@topic][queue_id] = next offset to consume`` (the lowest not yet consumed)."""
+
+    def __init__(self, config_dir: Path) -> None:
+        self._path = config_dir / "consumer_offsets.json"
+        self._offsets: dict[str, dict[int, int]] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        raw = read_json(self._path, {"offsets": {}})["offsets"]
+        self._offsets = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in raw.items()}
+
+    def persist(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            write_json_atomic(self._path, {"offsets": self._offsets})
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        queues = self._offsets.setdefault(f"{group}{KEY_SEPARATOR}{topic}", {})
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when the group never committed this queue."""
+        return self._offsets.get(f"{group}{KEY_SEPARATOR}{topic}", {}).get(queue_id, -1)
+
+    def topics_of(self, group: str) -> list[str]:
+        prefix = f"{group}{KEY_SEPARATOR}"
+        return [key[len(prefix):] for key in self._offsets if key.startswith(prefix)]
+
+    def items(self) -> Iterator[tuple[str, str, int, int]]:
+        """Every (group, topic, queue_id, offset)."""
+        for key, queues in self._offsets.items():
+            group, _, topic = key.partition(KEY_SEPARATOR)
+            for queue_id, offset in queues.items():
+                yield group, topic, queue_id, offset

@@ -1,0 +1,92 @@
+"""PULL_MESSAGE: gray isolation, filtering by the table of the client's flag, long polling."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker_ext.group_info import ConsumerGroupInfo
+from broker_ext.store import GetResult, GetStatus
+from broker_ext.topic_config import TopicConfig
+from protocol import graymq_pb2 as pb
+from protocol.constants import parse_sub_expression
+from protocol.errors import GrayIsolationError, NoPermissionError, SubscriptionNotExistError
+from protocol.remoting import response_envelope
+
+if TYPE_CHECKING:
+    from broker_ext.broker_controller import BrokerController
+
+_STATUS = {
+    GetStatus.FOUND: pb.FOUND,
+    GetStatus.NO_NEW_MSG: pb.NO_NEW_MSG,
+    GetStatus.NO_MATCHED_MSG: pb.NO_MATCHED_MSG,
+    GetStatus.OFFSET_ILLEGAL: pb.OFFSET_ILLEGAL_STATUS,
+}
+MAX_PULL_NUMS = 1024
+
+
+def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, req: pb.PullRequest) -> None:
+    """While the group's gray switch is on, gray queues belong to gray clients and the rest to normal ones.
+
+    A normal client may pull a gray queue only when its rebalance adopted it (orphan policy
+    ``adopt``: the group has no gray client left).
+    """
+    if group is None or not group.gray_switch or not config.gray_queue_nums:
+        return
+    gray_queue = req.queue_id in config.gray_queues
+    if req.gray_flag and not gray_queue:
+        raise GrayIsolationError(
+            f"gray client {req.client_id} of {req.consumer_group} may not pull normal queue {req.queue_id} "
+            f"of {config.topic}"
+        )
+    if not req.gray_flag and gray_queue and not req.adopted:
+        raise GrayIsolationError(
+            f"normal client {req.client_id} of {req.consumer_group} may not pull gray queue {req.queue_id} "
+            f"of {config.topic} (only an adopting rebalance may)"
+        )
+
+
+class PullProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def pull(self, req: pb.PullRequest) -> bytes:
+        broker = self.broker
+        config = broker.topics.require(req.topic)
+        if not config.readable:
+            raise NoPermissionError(f"topic {req.topic} is not readable")
+        config.check_queue(req.queue_id)
+        group = broker.consumers.get(req.consumer_group)
+        check_gray_isolation(config, group, req)
+        tags = self._tags(group, req)
+        if req.commit_offset >= 0:
+            broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
+        max_nums = max(1, min(req.max_msg_nums or 32, MAX_PULL_NUMS))
+        result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
+        timeout_s = min(req.suspend_timeout_ms, broker.settings.max_long_poll_ms) / 1000
+        woken = result.status is GetStatus.NO_NEW_MSG and timeout_s > 0 and await broker.holds.wait(
+            req.topic, req.queue_id, timeout_s)
+        if woken:
+            result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
+        return self._respond(config, req, result)
+
+    def _tags(self, group: ConsumerGroupInfo | None, req: pb.PullRequest) -> frozenset[str] | None:
+        subscription = group.find_subscription(req.topic, req.gray_flag) if group else None
+        if subscription is not None:
+            return subscription.tags
+        if req.sub_expression:
+            return parse_sub_expression(req.sub_expression)
+        side = "gray" if req.gray_flag else "normal"
+        raise SubscriptionNotExistError(
+            f"group {req.consumer_group} has no {side} subscription to {req.topic}; heartbeat first"
+        )
+
+    def _respond(self, config: TopicConfig, req: pb.PullRequest, result: GetResult) -> bytes:
+        count = len(result.records)
+        if count:
+            self.broker.stats.on_get(req.topic, req.queue_id in config.gray_queues, count)
+        response = pb.PullResponse(
+            status=_STATUS[result.status], next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset, max_offset=result.max_offset,
+            records=b"".join(result.records), record_count=count,
+        )
+        return response_envelope(pb.PULL_MESSAGE, response)

@@ -1,0 +1,73 @@
+"""Broker counters and the Prometheus text exposition of them."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RateMeter:
+    """Messages per second over a sliding window of one-second buckets."""
+
+    window_s: int = 10
+    _buckets: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+    def mark(self, n: int) -> None:
+        now = int(time.monotonic())
+        self._buckets[now] += n
+        if len(self._buckets) > self.window_s * 2:
+            for second in [s for s in self._buckets if s < now - self.window_s]:
+                del self._buckets[second]
+
+    def rate(self) -> float:
+        now = int(time.monotonic())
+        total = sum(n for s, n in self._buckets.items() if now - self.window_s <= s < now)
+        return total / self.window_s
+
+
+@dataclass
+class BrokerStats:
+    """put/get counts per (topic, gray) plus rates; everything else is read from its owner at scrape time."""
+
+    put_msgs: dict[tuple[str, bool], int] = field(default_factory=lambda: defaultdict(int))
+    put_bytes: dict[tuple[str, bool], int] = field(default_factory=lambda: defaultdict(int))
+    get_msgs: dict[tuple[str, bool], int] = field(default_factory=lambda: defaultdict(int))
+    put_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
+    get_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
+    connections_rejected: int = 0
+
+    def on_put(self, topic: str, gray: bool, count: int, size: int) -> None:
+        key = (topic, gray)
+        self.put_msgs[key] += count
+        self.put_bytes[key] += size
+        self.put_rate[key].mark(count)
+
+    def on_get(self, topic: str, gray: bool, count: int) -> None:
+        key = (topic, gray)
+        self.get_msgs[key] += count
+        self.get_rate[key].mark(count)
+
+
+def _labels(**labels: object) -> str:
+    inner = ",".join(f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+                     for k, v in labels.items())
+    return "{" + inner + "}" if inner else ""
+
+
+class Exposition:
+    """Builds Prometheus text: ``metric(name, kind, help)`` then ``sample(name, value, **labels)``."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def metric(self, name: str, kind: str, help_text: str) -> None:
+        self._lines.append(f"# HELP {name} {help_text}")
+        self._lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, value: float, **labels: object) -> None:
+        self._lines.append(f"{name}{_labels(**labels)} {value}")
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"

@@ -1,0 +1,226 @@
+"""One long-lived protocol connection, used by both ends: the broker's accepted sockets and clients.
+
+A single reader task decodes frames. Responses resolve the future waiting on their serial
+number; requests go to the connection's handler, which may answer at once (bytes) or later
+(an awaitable, run as a tracked task so a long-polling pull never blocks the requests
+pipelined behind it). When the connection closes, every pending future fails with
+``ConnectionClosedError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+
+from google.protobuf.message import Message as PbMessage
+
+from protocol import graymq_pb2 as pb
+from protocol.errors import (
+    BadRequestError,
+    ConnectionClosedError,
+    GrayMQError,
+    ProtocolError,
+    RequestTimeoutError,
+    UnknownMethodError,
+)
+from protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from protocol.remoting import (
+    METHOD_TYPES,
+    error_envelope,
+    method_name,
+    parse_body,
+    parse_envelope,
+    request_envelope,
+)
+
+log = logging.getLogger(__name__)
+
+HandlerResult = bytes | None | Awaitable[bytes | None]
+RequestHandler = Callable[["Connection", pb.Envelope], HandlerResult]
+
+READ_CHUNK = 256 * 1024
+WRITE_HIGH_WATER = 8 * 1024 * 1024
+
+
+class Connection:
+    """Frames in, frames out, requests matched to responses by serial number."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handler: RequestHandler | None = None,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._handler = handler
+        self._on_close = on_close
+        self.max_frame_size = max_frame_size
+        self._decoder = FrameDecoder(max_frame_size)
+        self._serials = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[pb.Envelope]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._read_task: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+        self.close_reason = ""
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.attributes: dict[str, object] = {}  # owner's per-connection state (e.g. client ids)
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, handler: RequestHandler | None = None, *, timeout: float = 5.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> Connection:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except (TimeoutError, OSError) as exc:
+            raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
+        conn = cls(reader, writer, handler, max_frame_size=max_frame_size)
+        conn.start()
+        return conn
+
+    def start(self) -> None:
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"conn-read {self.peer}")
+
+    @property
+    def is_closed(self) -> bool:
+        return self.closed.is_set()
+
+    async def request(self, method: int, body: PbMessage, timeout: float = 5.0) -> PbMessage:
+        """Send a request and return the typed response body; errors raise their registered class."""
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed: {self.close_reason}")
+        serial = next(self._serials) & 0xFFFFFFFF
+        future: asyncio.Future[pb.Envelope] = asyncio.get_running_loop().create_future()
+        self._pending[serial] = future
+        try:
+            self._write(serial, request_envelope(method, body))
+            envelope = await asyncio.wait_for(future, timeout)
+        except TimeoutError as exc:
+            raise RequestTimeoutError(f"{method_name(method)} to {self.peer}: no response in {timeout}s") from exc
+        finally:
+            self._pending.pop(serial, None)
+        return parse_body(envelope, response=True)
+
+    def send_oneway(self, method: int, body: PbMessage) -> None:
+        """Fire and forget; silently dropped when the connection is closed."""
+        if not self.is_closed:
+            self._write(next(self._serials) & 0xFFFFFFFF, request_envelope(method, body, oneway=True))
+
+    def _write(self, serial: int, payload: bytes) -> None:
+        self._writer.write(encode_frame(serial, payload, self.max_frame_size))
+
+    async def _read_loop(self) -> None:
+        reason = "closed by peer"
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK)
+                if not data:
+                    self._decoder.eof()
+                    break
+                for frame in self._decoder.feed(data):
+                    self._on_frame(frame.serial_no, frame.payload)
+                transport = self._writer.transport
+                if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                    await self._writer.drain()
+        except ProtocolError as exc:
+            reason = f"protocol error: {exc.message}"
+            log.warning("closing connection %s: %s", self.peer, exc.message)
+        except (ConnectionError, OSError) as exc:
+            reason = f"connection error: {exc}"
+        except asyncio.CancelledError:
+            reason = "closed locally"
+        finally:
+            self._shutdown(reason)
+
+    def _on_frame(self, serial: int, payload: bytes) -> None:
+        try:
+            envelope = parse_envelope(payload)
+        except ProtocolError as exc:
+            # The frame was valid, so the peer gets an answer it can match before we move on.
+            self._write(serial, error_envelope(pb.METHOD_UNSPECIFIED, BadRequestError(exc.message)))
+            log.warning("bad envelope from %s: %s", self.peer, exc.message)
+            return
+        if envelope.is_response:
+            future = self._pending.get(serial)
+            if future is not None and not future.done():
+                future.set_result(envelope)
+            return
+        self._dispatch(serial, envelope)
+
+    def _dispatch(self, serial: int, envelope: pb.Envelope) -> None:
+        if self._handler is None or envelope.method not in METHOD_TYPES:
+            if not envelope.oneway:
+                error = UnknownMethodError(f"unknown method {method_name(envelope.method)}")
+                self._write(serial, error_envelope(envelope.method, error))
+            return
+        try:
+            result = self._handler(self, envelope)
+        except GrayMQError as exc:
+            self._reply(serial, envelope, error_envelope(envelope.method, exc))
+            return
+        except Exception as exc:  # the handler failed; answer and keep the connection
+            log.exception("handler for %s from %s failed", method_name(envelope.method), self.peer)
+            self._reply(serial, envelope, error_envelope(envelope.method, GrayMQError(f"internal error: {exc}")))
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.get_running_loop().create_task(self._finish(serial, envelope, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._reply(serial, envelope, result)
+
+    async def _finish(self, serial: int, envelope: pb.Envelope, pending: Awaitable[bytes | None]) -> None:
+        try:
+            response = await pending
+        except GrayMQError as exc:
+            response = error_envelope(envelope.method, exc)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            log.exception("handler for %s from %s failed", method_name(envelope.method), self.peer)
+            response = error_envelope(envelope.method, GrayMQError(f"internal error: {exc}"))
+        self._reply(serial, envelope, response)
+
+    def _reply(self, serial: int, envelope: pb.Envelope, response: bytes | None) -> None:
+        if envelope.oneway or response is None or self.is_closed:
+            return
+        try:
+            self._write(serial, response)
+        except ProtocolError as exc:  # response larger than a frame may be
+            self._write(serial, error_envelope(envelope.method, exc))
+
+    def _shutdown(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.close_reason = reason
+        self.closed.set()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosedError(f"connection to {self.peer} closed: {reason}"))
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        self._writer.close()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    async def close(self) -> None:
+        if self._read_task is not None and not self._read_task.done():
+            self._read_task.cancel()
+            try:
+                await self._read_task
+            except asyncio.CancelledError:
+                pass
+        self._shutdown("closed locally")
+        try:
+            await self._writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass

@@ -70,6 +70,14 @@ class BrokerHeartbeat(BaseModel):
     address: Annotated[str, StringConstraints(min_length=1, max_length=255)]
     topics: list[TopicConfig] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _topics_once(self) -> Self:
+        names = [t.topic for t in self.topics]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"topics listed more than once: {', '.join(repeated)}")
+        return self
+
 
 class BrokerHeartbeatResponse(BaseModel):
     lease_seconds: int

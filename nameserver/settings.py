@@ -33,10 +33,9 @@ def normalize_db_url(url: str) -> str:
         raise ValueError(f"not a database URL: {url!r}") from exc
     backend = parsed.get_backend_name()
     if backend in ("postgres", "postgresql"):
-        if parsed.get_driver_name() not in ("psycopg", "psycopg2"):
-            raise ValueError(
-                f"unsupported PostgreSQL driver {parsed.get_driver_name()!r}; use postgresql+psycopg://"
-            )
+        driver = parsed.drivername.partition("+")[2]
+        if driver not in ("", "psycopg", "psycopg2"):
+            raise ValueError(f"unsupported PostgreSQL driver {driver!r}; use postgresql+psycopg://")
         if not parsed.host and not parsed.query.get("host"):
             raise ValueError("a PostgreSQL URL needs a host: postgresql+psycopg://USER@HOST:PORT/DB")
         if not parsed.database:

@@ -1,0 +1,78 @@
+"""Flag changes on one group are serialized by a row lock on the group (SELECT ... FOR UPDATE)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, wait_until
+
+from tests.support.processes import GraymqProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def api(graymq_process: Callable[..., GraymqProcess], db_url: str) -> httpx.Client:
+    proc = graymq_process(
+        "nameserver", "--port", "0", "--db", db_url, env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS}
+    )
+    assert proc.ready_info is not None
+    return httpx.Client(base_url=proc.ready_info["url"], timeout=30)
+
+
+def waiting_on_a_lock(dsn: str) -> bool:
+    """Whether a name server connection is blocked on a row lock right now."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE application_name = 'graymq-nameserver' AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_flag_change_waits_for_the_group_row_lock(api: httpx.Client, postgres: Any, db_url: str) -> None:
+    client_heartbeat(api, "locked_group", "c1")
+    dsn = postgres.dsn(db_url.rsplit("/", 1)[1])
+    result: dict[str, httpx.Response] = {}
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT id FROM groups WHERE name = 'locked_group' FOR UPDATE")
+        flip = threading.Thread(
+            target=lambda: result.setdefault(
+                "response",
+                api.put("/v1/groups/locked_group/clients/c1/flag", json={"gray": True}, headers=OPS),
+            )
+        )
+        flip.start()
+        wait_until(lambda: waiting_on_a_lock(dsn), what="the flip blocking on the group lock")
+        assert "response" not in result
+        holder.rollback()
+    flip.join(30)
+    assert result["response"].status_code == 200
+    assert not waiting_on_a_lock(dsn)
+
+
+def test_concurrent_flips_of_one_group_form_one_consistent_history(api: httpx.Client) -> None:
+    """Each audited flip saw the previous one's result: no two flips read the same ``before``."""
+    client_heartbeat(api, "busy_group", "c1")
+    values = [True, False, None] * 8
+
+    def flip(i: int) -> int:
+        body = {"gray": values[i], "reason": f"flip {i}"}
+        return api.put("/v1/groups/busy_group/clients/c1/flag", json=body, headers=OPS).status_code
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        assert set(pool.map(flip, range(len(values)))) == {200}
+    history = list(reversed(api.get("/v1/audit", params={"group": "busy_group", "limit": 100}).json()))
+    assert len(history) == len(values)
+    previous: bool | None = None
+    for entry in history:
+        assert entry["before"]["explicit_gray"]["consumer"] is previous, history
+        previous = entry["after"]["explicit_gray"]["consumer"]
+    (row,) = api.get("/v1/groups/busy_group/clients").json()["clients"]
+    assert row["explicit_gray"] is previous

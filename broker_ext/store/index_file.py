@@ -30,23 +30,28 @@ from protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
 # One entry: key hash uint32 (top bit set), commit-log offset int64, store timestamp int64 (ms).
 ENTRY = struct.Struct(">Iqq")
 KEY_HASH = struct.Struct(">I")
+HASH_TOP_BIT = 0x8000_0000
 
 
 def key_hash(topic: str, key: str) -> int:
-    return zlib.crc32(f"{topic}\x01{key}".encode()) | 0x8000_0000
+    return zlib.crc32(key.encode(), zlib.crc32(f"{topic}\x01".encode())) | HASH_TOP_BIT
 
 
 def index_entries(topic: str, properties: Mapping[str, str], physical_offset: int, store_timestamp: int) -> bytes:
-    """The entries of one message: one per key and one for its msg id."""
+    """The entries of one message: one per distinct key and one for its msg id."""
     keys = properties.get(PROPERTY_KEYS)
+    names = keys.split(KEY_SEPARATOR) if keys else []
     msg_id = properties.get(PROPERTY_MSG_ID)
-    if not keys and not msg_id:
-        return b""
-    names = set(keys.split(KEY_SEPARATOR)) if keys else set()
     if msg_id:
-        names.add(msg_id)
-    names.discard("")
-    return b"".join(ENTRY.pack(key_hash(topic, k), physical_offset, store_timestamp) for k in names)
+        names.append(msg_id)
+    if not names:
+        return b""
+    seed = zlib.crc32(f"{topic}\x01".encode())
+    pack = ENTRY.pack
+    return b"".join([
+        pack(zlib.crc32(name.encode(), seed) | HASH_TOP_BIT, physical_offset, store_timestamp)
+        for name in dict.fromkeys(names) if name
+    ])
 
 
 class IndexFile:

@@ -76,7 +76,10 @@ class MappedFile:
 
     def sync(self) -> None:
         """fdatasync the file (pages written through the mapping included)."""
-        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # deleted meanwhile (retention): nothing left to make durable
         try:
             os.fdatasync(fd)
         finally:

@@ -76,5 +76,5 @@ def upsert_insert(session: Session, model: type[Any]) -> Any:
 
 def describe_db_error(error: BaseException) -> str:
     """The driver's message of a database error, without SQLAlchemy's boilerplate."""
-    cause = getattr(error, "orig", None) or error
-    return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    message = str(getattr(error, "orig", None) or error).strip()
+    return message.splitlines()[0] if message else type(error).__name__

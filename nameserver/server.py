@@ -12,17 +12,17 @@ import uvicorn
 from nameserver.app import create_app
 from nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
 from nameserver.schema import schema_status, upgrade
-from nameserver.settings import NameServerSettings
+from nameserver.settings import InsecureConfigError, NameServerSettings
 
 log = logging.getLogger(__name__)
 
 
 class StartupRefused(Exception):
-    """The configuration or the database is not fit to serve; the message says what to do."""
+    """The configuration or the schema is not fit to serve; the message says what to do."""
 
 
-class DatabaseUnreachable(Exception):
-    """The database could not be reached at start-up."""
+class StartupFailed(Exception):
+    """The database or the listening address could not be used at start-up."""
 
 
 def prepare_database(settings: NameServerSettings) -> None:
@@ -41,7 +41,7 @@ def prepare_database(settings: NameServerSettings) -> None:
         upgrade(settings.db_url)
     except DB_UNAVAILABLE_ERRORS as exc:
         shown = engine.url.render_as_string(hide_password=True)
-        raise DatabaseUnreachable(f"cannot reach the database {shown}: {describe_db_error(exc)}") from exc
+        raise StartupFailed(f"cannot reach the database {shown}: {describe_db_error(exc)}") from exc
     finally:
         engine.dispose()
 
@@ -50,8 +50,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
     """A listening-ready TCP socket on ``host:port`` (port 0: a free port chosen by the kernel)."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError:
         sock.close()
@@ -75,12 +75,22 @@ class _Server(uvicorn.Server):
 def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) -> None:
     """Serve until SIGTERM/SIGINT; ``on_ready(host, port)`` runs once the socket accepts requests.
 
-    Raises ``StartupRefused`` (bad token setup, stale schema), ``DatabaseUnreachable`` or ``OSError``
-    (address in use) before serving.
+    Raises ``StartupRefused`` (unsafe token setup, stale schema) or ``StartupFailed`` (database
+    unreachable, SQLite directory not creatable, address in use) before serving.
     """
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except InsecureConfigError as exc:
+        raise StartupRefused(str(exc)) from exc
+    except OSError as exc:
+        raise StartupFailed(f"cannot prepare the database file: {exc}") from exc
     prepare_database(settings)
-    sock = bind_socket(settings.host, settings.port)
+    try:
+        sock = bind_socket(settings.host, settings.port)
+    except OSError as exc:
+        raise StartupFailed(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+        ) from exc
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,

@@ -33,7 +33,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", help="listen address (GRAYMQ_HOST, default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port, 0 = any free port (GRAYMQ_PORT, default 9876)")
-    parser.add_argument("--db", metavar="URL", help="postgresql+psycopg://... or sqlite:///PATH (GRAYMQ_DB_URL)")
+    parser.add_argument(
+        "--db", metavar="URL", help="postgresql+psycopg://... or sqlite:///PATH (GRAYMQ_DB_URL)"
+    )
     parser.add_argument(
         "--migrate", action="store_true", help="upgrade the schema before serving (GRAYMQ_AUTO_MIGRATE)"
     )
@@ -69,8 +71,8 @@ def _settings_error(exc: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from nameserver.server import DatabaseUnreachable, StartupRefused, serve
-    from nameserver.settings import InsecureConfigError, NameServerSettings
+    from nameserver.server import StartupFailed, StartupRefused, serve
+    from nameserver.settings import NameServerSettings
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port, "db_url": args.db}
     if args.migrate:
@@ -92,13 +94,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         serve(settings, announce)
-    except (InsecureConfigError, StartupRefused) as exc:
+    except StartupRefused as exc:
         return _fail(str(exc), EXIT_CONFIG)
-    except DatabaseUnreachable as exc:
+    except StartupFailed as exc:
         return _fail(str(exc), EXIT_UNAVAILABLE)
-    except OSError as exc:
-        where = f"{settings.host}:{settings.port}"
-        return _fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_UNAVAILABLE)
     return 0
 
 
@@ -120,5 +119,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         upgrade(settings.db_url)
     except DB_UNAVAILABLE_ERRORS as exc:
         return _fail(f"cannot reach the database {shown}: {describe_db_error(exc)}", EXIT_UNAVAILABLE)
+    except OSError as exc:
+        return _fail(f"cannot prepare the database file: {exc}", EXIT_UNAVAILABLE)
     print(f"graymq nameserver: schema of {shown} is up to date")
     return 0

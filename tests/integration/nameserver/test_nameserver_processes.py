@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from nameserver_testkit import ADMIN_TOKENS, OPS, broker_heartbeat, client_heartbeat, wait_until
 
+from tests.support.ports import free_port
 from tests.support.processes import GraymqProcess
 
 pytestmark = pytest.mark.integration
@@ -169,3 +171,20 @@ def test_sqlite_quick_start_serves_and_stops_cleanly_on_sigterm(
         assert client_heartbeat(api, "quick_group", "c1")["desired_gray"] is True
     assert proc.terminate() == 0
     assert proc.output.count("graymq-ready ") == 1
+
+
+def test_an_unreachable_database_at_start_is_exit_code_1(graymq_process: StartProcess) -> None:
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nowhere"
+    proc = graymq_process("nameserver", "--port", "0", "--db", url, "--dev", wait=False)
+    assert exit_of(proc) == 1
+    assert "cannot reach the database" in proc.output
+
+
+def test_a_taken_port_is_exit_code_1(graymq_process: StartProcess, db_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        proc = graymq_process("nameserver", "--port", port, "--db", db_url, "--dev", wait=False)
+        assert exit_of(proc) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.output

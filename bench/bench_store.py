@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from broker_ext.store import GetStatus, MessageStore, PutMessage, StoreConfig
@@ -115,8 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where to create the stores (default: a temp dir)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="graymq-bench-", dir=args.dir) as tmp:
-        run: Callable[[], Awaitable[None]] = lambda: main_async(Path(tmp), args.count, args.writers)  # noqa: E731
-        asyncio.run(run())
+        asyncio.run(main_async(Path(tmp), args.count, args.writers))
 
 
 if __name__ == "__main__":

@@ -152,6 +152,7 @@ class MessageStore:
         self._last_store_timestamp = 0
         self._work = BlockingWork()
         self._maintenance: asyncio.Task[None] | None = None
+        self._saved_state: tuple[int, dict[str, dict[int, int]]] | None = None
         self._checkpoint_path = store_dir / "checkpoint"
         self._abort_path = store_dir / "abort"
 
@@ -223,10 +224,14 @@ class MessageStore:
         )
 
     def _sync_and_save(self, checkpoint: Checkpoint) -> None:
-        """Make queues and index durable, then the checkpoint describing them (worker thread)."""
+        """Make queues and index durable, then the checkpoint describing them unless nothing changed
+        since the last one (worker thread)."""
         self.queues.sync()
         self.index.sync()
-        checkpoint.save(self._checkpoint_path)
+        state = (checkpoint.commitlog_offset, checkpoint.queue_offsets)
+        if state != self._saved_state:
+            checkpoint.save(self._checkpoint_path)
+            self._saved_state = state
 
     async def _maintain(self) -> None:
         loop = asyncio.get_running_loop()

@@ -13,7 +13,14 @@ from nameserver.db import create_db_engine, session_factory
 from nameserver.errors import install_error_handlers
 from nameserver.metrics import Metrics
 from nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
+from nameserver.schemas import ErrorBody
 from nameserver.settings import NameServerSettings
+
+# Error answers every /v1 route may give (all errors share the ErrorBody shape).
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    422: {"model": ErrorBody, "description": "invalid request: `detail` lists the fields and what is wrong"},
+    503: {"model": ErrorBody, "description": "database unavailable: `detail` is the cause"},
+}
 
 
 class RequestMetricsMiddleware:
@@ -77,6 +84,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.metrics = metrics
     install_error_handlers(app, metrics)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
-    for module in (brokers, topics, clients, groups, cutovers, audit, health):
-        app.include_router(module.router)
+    for module in (brokers, topics, clients, groups, cutovers, audit):
+        app.include_router(module.router, responses=ERROR_RESPONSES)
+    app.include_router(health.router)
     return app

@@ -61,10 +61,6 @@ class Broker(Base):
     last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime)
     lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
 
-    routes: Mapped[list[BrokerTopicRoute]] = relationship(
-        back_populates="broker", cascade="all, delete-orphan", passive_deletes=True
-    )
-
 
 class BrokerTopicRoute(Base):
     """One topic as a broker last reported it (its queue layout on that broker)."""
@@ -78,8 +74,6 @@ class BrokerTopicRoute(Base):
     queue_nums: Mapped[int] = mapped_column(Integer)
     gray_queue_nums: Mapped[int] = mapped_column(Integer)
     perm: Mapped[int] = mapped_column(Integer)
-
-    broker: Mapped[Broker] = relationship(back_populates="routes")
 
 
 class Topic(Base):

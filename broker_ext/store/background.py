@@ -1,8 +1,9 @@
-"""Blocking file work (fsync, checkpoint writes) run off the event loop, tracked until it ends."""
+"""Background work of the store: blocking file work run off the event loop, and stopping loops."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,3 +29,11 @@ class BlockingWork:
     async def drain(self) -> None:
         if self._pending:
             await asyncio.wait(list(self._pending))
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background loop and wait until it has finished."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

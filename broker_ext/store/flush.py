@@ -17,7 +17,7 @@ import itertools
 import logging
 import time
 
-from broker_ext.store.background import BlockingWork
+from broker_ext.store.background import BlockingWork, cancel_and_wait
 from broker_ext.store.commitlog import CommitLog
 from broker_ext.store.stats import StoreStats
 from protocol.errors import FlushTimeoutError
@@ -48,11 +48,8 @@ class FlushService:
 
     async def stop(self) -> None:
         """Stop the loop, let a running fsync finish, then flush what is left."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self._work.drain()
         await self.flush()
 

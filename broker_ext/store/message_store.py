@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import enum
 import logging
 import struct
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from broker_ext.store.atomic_file import fsync_dir, write_atomic
-from broker_ext.store.background import BlockingWork
+from broker_ext.store.background import BlockingWork, cancel_and_wait
 from broker_ext.store.checkpoint import Checkpoint
 from broker_ext.store.commitlog import CommitLog, record_tags
 from broker_ext.store.consume_queue import ConsumeQueue, ConsumeQueues
@@ -189,11 +188,8 @@ class MessageStore:
 
     async def stop(self) -> None:
         """Stop the loops, flush everything, write the checkpoint, mark a clean stop, close the files."""
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
-            self._maintenance = None
+        await cancel_and_wait(self._maintenance)
+        self._maintenance = None
         await self._work.drain()
         await self._flush.stop()
         await self.write_checkpoint()

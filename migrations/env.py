@@ -1,12 +1,14 @@
 """Alembic environment: the name server's models are the target metadata.
 
-The database URL comes from ``config.attributes["db_url"]`` when called through
-``nameserver.schema`` (the ``graymq nameserver migrate`` command), else from ``GRAYMQ_DB_URL``.
+Called through ``nameserver.schema`` (``graymq nameserver migrate``), it runs on the connection
+given in ``config.attributes["connection"]``; run by hand (``alembic -c migrations/alembic.ini``)
+it connects to ``GRAYMQ_DB_URL``.
 """
 
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection
 
 from nameserver.db import create_db_engine
 from nameserver.models import Base
@@ -22,18 +24,26 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+def run_on(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=Base.metadata,
+        compare_type=True,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
 def run_online() -> None:
+    given: Connection | None = config.attributes.get("connection")
+    if given is not None:
+        run_on(given)
+        return
     engine = create_db_engine(url)
     try:
         with engine.connect() as connection:
-            context.configure(
-                connection=connection,
-                target_metadata=Base.metadata,
-                compare_type=True,
-                render_as_batch=connection.dialect.name == "sqlite",
-            )
-            with context.begin_transaction():
-                context.run_migrations()
+            run_on(connection)
     finally:
         engine.dispose()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +13,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 import migrations
+from nameserver.db import create_db_engine
 
 ALEMBIC_INI = Path(migrations.__file__).resolve().parent / "alembic.ini"
+# PostgreSQL advisory lock key held while migrating, so replicas started together migrate once.
+MIGRATION_LOCK_KEY = 0x67726D71  # "grmq"
 
 
 def alembic_config(db_url: str) -> Config:
@@ -23,12 +27,34 @@ def alembic_config(db_url: str) -> Config:
     return config
 
 
+def _migrate(db_url: str, run: Callable[[Config], None]) -> None:
+    """Run an Alembic command on one connection; on PostgreSQL under an advisory lock, so a second
+    process migrating at the same time waits and then finds nothing left to do."""
+    engine = create_db_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            locked = connection.dialect.name == "postgresql"
+            if locked:
+                connection.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")
+                connection.commit()  # the lock belongs to the session and outlives this transaction
+            config = alembic_config(db_url)
+            config.attributes["connection"] = connection
+            try:
+                run(config)
+            finally:
+                if locked:
+                    connection.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
+                    connection.commit()
+    finally:
+        engine.dispose()
+
+
 def upgrade(db_url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(db_url), revision)
+    _migrate(db_url, lambda config: command.upgrade(config, revision))
 
 
 def downgrade(db_url: str, revision: str = "base") -> None:
-    command.downgrade(alembic_config(db_url), revision)
+    _migrate(db_url, lambda config: command.downgrade(config, revision))
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from nameserver_testkit import wait_until
 from sqlalchemy import Engine, inspect
 
 from nameserver.db import create_db_engine
 from nameserver.models import Base
-from nameserver.schema import downgrade, schema_status, upgrade
+from nameserver.schema import MIGRATION_LOCK_KEY, downgrade, schema_status, upgrade
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +71,31 @@ def test_sqlite_upgrades_to_head_creating_the_file_directory(tmp_path: Path) -> 
         assert differences(engine) == []
     finally:
         engine.dispose()
+
+
+def test_migrations_wait_for_the_advisory_lock_so_concurrent_migrators_run_one_at_a_time(
+    postgres: Any,
+) -> None:
+    url = postgres.create_database("t_ns_migration_lock")
+    dsn = postgres.dsn("t_ns_migration_lock")
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        migrator = threading.Thread(target=upgrade, args=(url,))
+        migrator.start()
+        wait_until(lambda: waiting_for_advisory_lock(dsn), what="the migration waiting for the lock")
+        engine = create_db_engine(url)
+        try:
+            assert tables(engine) == set()
+            holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+            migrator.join(60)
+            assert schema_status(engine).up_to_date
+        finally:
+            engine.dispose()
+
+
+def waiting_for_advisory_lock(dsn: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+        ).fetchone()
+    return bool(row and row[0])

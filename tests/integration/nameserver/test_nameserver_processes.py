@@ -104,15 +104,19 @@ def test_refuses_to_start_on_an_unmigrated_database_until_migrated(
         assert api.get("/readyz").json() == {"status": "ready"}
 
 
-def test_migrate_flag_upgrades_an_empty_database_before_serving(
+def test_replicas_started_together_with_migrate_upgrade_an_empty_database_once(
     graymq_process: StartProcess, postgres: object
 ) -> None:
     url = postgres.create_database("t_ns_automigrate")  # type: ignore[attr-defined]
-    proc = graymq_process(
-        "nameserver", "--port", "0", "--db", url, "--migrate", env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS}
-    )
-    with http(proc) as api:
-        assert api.get("/v1/groups").json() == []
+    env = {"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS}
+    replicas = [
+        graymq_process("nameserver", "--port", "0", "--db", url, "--migrate", env=env, wait=False)
+        for _ in range(3)
+    ]
+    for proc in replicas:
+        proc.wait_ready()
+        with http(proc) as api:
+            assert api.get("/v1/groups").json() == []
 
 
 @pytest.mark.parametrize(

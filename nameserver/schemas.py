@@ -25,6 +25,10 @@ Labels = dict[
 
 # RocketMQ permission bits: READ 4, WRITE 2, INHERIT 1.
 DEFAULT_PERM = 6
+# Bounds on what one heartbeat may carry (a report is stored whole on every beat).
+MAX_LABELS = 64
+MAX_TOPICS = 10_000
+MAX_QUEUES = 100_000
 
 
 def _check_topic(topic: str) -> str:
@@ -68,7 +72,7 @@ class TopicView(TopicConfig):
 class BrokerHeartbeat(BaseModel):
     broker_name: Name
     address: Annotated[str, StringConstraints(min_length=1, max_length=255)]
-    topics: list[TopicConfig] = Field(default_factory=list)
+    topics: list[TopicConfig] = Field(default_factory=list, max_length=MAX_TOPICS)
 
     @model_validator(mode="after")
     def _topics_once(self) -> Self:
@@ -111,13 +115,15 @@ class ClientHeartbeat(BaseModel):
     group: Name
     client_id: Name
     role: Role
-    labels: Labels = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict, max_length=MAX_LABELS)
     gray: bool = False
     state: ClientState = "NORMAL"
     topics: list[Annotated[str, StringConstraints(min_length=1, max_length=255)]] = Field(
-        default_factory=list
+        default_factory=list, max_length=MAX_TOPICS
     )
-    queues: list[Annotated[str, StringConstraints(max_length=512)]] = Field(default_factory=list)
+    queues: list[Annotated[str, StringConstraints(max_length=512)]] = Field(
+        default_factory=list, max_length=MAX_QUEUES
+    )
 
 
 class QueueCounts(BaseModel):

@@ -57,3 +57,9 @@ def test_group_and_client_names_must_fit_in_a_url_path(name: str) -> None:
 def test_a_rule_needs_at_least_one_label() -> None:
     with pytest.raises(ValidationError):
         RuleCreate(selector={}, gray=True)
+
+
+def test_a_heartbeat_carries_a_bounded_number_of_labels() -> None:
+    ClientHeartbeat(group="g", client_id="c", role="consumer", labels={f"k{i}": "v" for i in range(64)})
+    with pytest.raises(ValidationError, match="at most 64"):
+        ClientHeartbeat(group="g", client_id="c", role="consumer", labels={f"k{i}": "v" for i in range(65)})

@@ -18,7 +18,18 @@ class ClientRepository:
         self.session = session
 
     def upsert(self, group_id: int, report: ClientHeartbeat, now: datetime) -> Client:
-        """Store what the client reports; ``explicit_gray`` (set by operators) is left untouched."""
+        """Store what the client reports; ``explicit_gray`` (set by operators) is left untouched.
+
+        A role seen for the first time takes the explicit flag the client id already has, so a
+        process that starts producing after operators flagged it is flagged alike.
+        """
+        sibling_flag = (
+            select(Client.explicit_gray)
+            .where(Client.group_id == group_id, Client.client_id == report.client_id)
+            .order_by(Client.role)
+            .limit(1)
+            .scalar_subquery()
+        )
         reported = {
             "labels": report.labels,
             "gray": report.gray,
@@ -28,7 +39,12 @@ class ClientRepository:
             "last_seen": now,
         }
         stmt = upsert_insert(self.session, Client).values(
-            group_id=group_id, client_id=report.client_id, role=report.role, first_seen=now, **reported
+            group_id=group_id,
+            client_id=report.client_id,
+            role=report.role,
+            explicit_gray=sibling_flag,
+            first_seen=now,
+            **reported,
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=[Client.group_id, Client.client_id, Client.role],

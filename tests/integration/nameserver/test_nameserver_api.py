@@ -240,6 +240,17 @@ def test_flag_applies_to_every_role_of_the_client_and_null_returns_to_the_rules(
     assert [c["role"] for c in producers] == ["producer"]
 
 
+def test_a_role_registered_after_the_flag_was_set_takes_the_clients_flag(api: TestClient) -> None:
+    group, client = unique("g"), unique("c")
+    client_heartbeat(api, group, client, labels={"version": "v2"})
+    api.post(f"/v1/groups/{group}/rules", json={"selector": {"version": "v2"}, "gray": True}, headers=OPS)
+    api.put(f"/v1/groups/{group}/clients/{client}/flag", json={"gray": False}, headers=OPS)
+    producer = client_heartbeat(api, group, client, role="producer", labels={"version": "v2"})
+    assert (producer["explicit_gray"], producer["desired_gray"]) == (False, False)
+    other = client_heartbeat(api, group, unique("c"), role="producer", labels={"version": "v2"})
+    assert (other["explicit_gray"], other["desired_gray"]) == (None, True)
+
+
 def test_posting_a_rule_with_an_existing_selector_changes_it_in_place(api: TestClient) -> None:
     group = unique("g")
     first = api.post(

@@ -8,6 +8,7 @@ import socket
 from collections.abc import Callable
 
 import uvicorn
+from alembic.util import CommandError
 
 from nameserver.app import create_app
 from nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
@@ -39,6 +40,8 @@ def prepare_database(settings: NameServerSettings) -> None:
             )
         log.info("%s: migrating", status.describe())
         upgrade(settings.db_url)
+    except CommandError as exc:  # e.g. a schema newer than this version knows
+        raise StartupRefused(f"cannot migrate the database: {exc}") from exc
     except DB_UNAVAILABLE_ERRORS as exc:
         shown = engine.url.render_as_string(hide_password=True)
         raise StartupFailed(f"cannot reach the database {shown}: {describe_db_error(exc)}") from exc

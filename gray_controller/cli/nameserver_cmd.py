@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
+    from alembic.util import CommandError
     from pydantic import ValidationError
     from sqlalchemy.engine import make_url
 
@@ -121,5 +122,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         return _fail(f"cannot reach the database {shown}: {describe_db_error(exc)}", EXIT_UNAVAILABLE)
     except OSError as exc:
         return _fail(f"cannot prepare the database file: {exc}", EXIT_UNAVAILABLE)
+    except CommandError as exc:
+        return _fail(f"cannot migrate the database: {exc}", EXIT_CONFIG)
     print(f"graymq nameserver: schema of {shown} is up to date")
     return 0

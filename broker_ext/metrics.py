@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from broker_ext.broker_controller import BrokerController
 from broker_ext.stats import Exposition
+from protocol.aio import with_timeout
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,8 @@ class MetricsServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request_line = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+            request_line = await with_timeout(reader.readline(), 5)
+            while (await with_timeout(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
                 pass
             parts = request_line.decode("latin-1").split()
             if len(parts) >= 2 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from protocol.aio import with_timeout
+
 
 class PullRequestHoldService:
     """Waiters keyed by (topic, queue_id); ``notify`` wakes them all after an append."""
@@ -18,7 +20,7 @@ class PullRequestHoldService:
         waiters = self._waiters.setdefault(key, set())
         waiters.add(future)
         try:
-            await asyncio.wait_for(future, timeout_s)
+            await with_timeout(future, timeout_s)
             return True
         except TimeoutError:
             return False

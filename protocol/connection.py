@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from google.protobuf.message import Message as PbMessage
 
 from protocol import graymq_pb2 as pb
+from protocol.aio import with_timeout
 from protocol.errors import (
     BadRequestError,
     ConnectionClosedError,
@@ -79,7 +80,7 @@ class Connection:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> Connection:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await with_timeout(asyncio.open_connection(host, port), timeout)
         except (TimeoutError, OSError) as exc:
             raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
         conn = cls(reader, writer, handler, max_frame_size=max_frame_size)
@@ -102,7 +103,7 @@ class Connection:
         self._pending[serial] = future
         try:
             self._write(serial, request_envelope(method, body))
-            envelope = await asyncio.wait_for(future, timeout)
+            envelope = await with_timeout(future, timeout)
         except TimeoutError as exc:
             raise RequestTimeoutError(f"{method_name(method)} to {self.peer}: no response in {timeout}s") from exc
         finally:

@@ -11,7 +11,6 @@ round, so any number of concurrent sends share one fsync. Both modes also flush 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -20,6 +19,7 @@ import time
 from broker_ext.store.background import BlockingWork, cancel_and_wait
 from broker_ext.store.commitlog import CommitLog
 from broker_ext.store.stats import StoreStats
+from protocol.aio import wait_event, with_timeout
 from protocol.errors import FlushTimeoutError
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class FlushService:
         if self._wakeup is not None:
             self._wakeup.set()
         try:
-            await asyncio.wait_for(waiter, self.timeout_s)
+            await with_timeout(waiter, self.timeout_s)
         except TimeoutError:
             raise FlushTimeoutError(
                 f"commit log not flushed up to {end_offset} within {self.timeout_s * 1000:.0f} ms"
@@ -106,7 +106,6 @@ class FlushService:
         wakeup = self._wakeup
         assert wakeup is not None
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wakeup.wait(), self.interval_s)
+            await wait_event(wakeup, self.interval_s)
             wakeup.clear()
             await self.flush()

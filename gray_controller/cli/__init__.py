@@ -6,10 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from protocol.errors import GrayMQError
+from protocol.errors import ConfigError, GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
-_COMMAND_MODULES: tuple[str, ...] = ("nameserver_cmd",)
+_COMMAND_MODULES: tuple[str, ...] = (
+    "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "produce_cmd", "consume_cmd", "gray_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return handler(args)
+    except ConfigError as exc:
+        print(f"graymq {args.command}: {exc.message}", file=sys.stderr)
+        return 2
     except GrayMQError as exc:
         print(f"graymq {args.command}: {exc.message}", file=sys.stderr)
         return 1

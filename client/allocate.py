@@ -1,0 +1,131 @@
+"""Queue allocation strategies for clustering consumers (pure functions of their inputs, no network).
+
+Every client of a group runs the same strategy on the same inputs (sorted queues, sorted
+clients), so they agree on who consumes what without talking to each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from client.message import MessageQueue
+from protocol.errors import ConfigError
+
+OrphanPolicy = Literal["hold", "adopt"]
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class ConsumerView:
+    """A member of the group as the rebalance sees it: its id and effective gray flag."""
+
+    client_id: str
+    gray: bool = False
+
+
+class AllocateMessageQueueStrategy(Protocol):
+    def allocate(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+    ) -> list[MessageQueue]: ...
+
+
+def _check(client_id: str, clients: Sequence[ConsumerView]) -> list[ConsumerView]:
+    ordered = sorted(set(clients))
+    if client_id not in {c.client_id for c in ordered}:
+        return []
+    return ordered
+
+
+class AllocateMessageQueueAveragely:
+    """Contiguous blocks, the first ``len(queues) % len(clients)`` clients take one extra.
+
+    Example: queues q0..q4, clients a, b → a: q0 q1 q2, b: q3 q4.
+    """
+
+    def allocate(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+    ) -> list[MessageQueue]:
+        ordered = _check(client_id, clients)
+        if not ordered or not queues:
+            return []
+        mqs = sorted(queues)
+        index = [c.client_id for c in ordered].index(client_id)
+        n, k = len(mqs), len(ordered)
+        size = n // k + (1 if index < n % k else 0)
+        start = index * (n // k) + min(index, n % k)
+        return mqs[start : start + size]
+
+
+class AllocateMessageQueueAveragelyByCircle:
+    """Round robin: queue i goes to client ``i % len(clients)``.
+
+    Example: queues q0..q4, clients a, b → a: q0 q2 q4, b: q1 q3.
+    """
+
+    def allocate(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+    ) -> list[MessageQueue]:
+        ordered = _check(client_id, clients)
+        if not ordered or not queues:
+            return []
+        index = [c.client_id for c in ordered].index(client_id)
+        return [mq for i, mq in enumerate(sorted(queues)) if i % len(ordered) == index]
+
+
+class AllocateMessageQueueGray:
+    """Gray queues to gray clients, normal queues to normal clients, each set split by ``base``.
+
+    ``is_gray`` says whether a queue is gray (from the topic route's gray layout). With
+    ``gray_switch`` off every queue is normal and every client takes part. When the group has
+    no gray client, the gray queues are orphans: ``hold`` leaves them unconsumed (gray messages
+    wait for a gray consumer), ``adopt`` hands them to the normal clients.
+
+    Example (TOPIC_V_ORDER, 6 queues, 2 gray → 0 and 5; v1a v1b normal, v2a v2b gray):
+    v2a → q0, v2b → q5, v1a → q1 q2, v1b → q3 q4.
+    """
+
+    def __init__(
+        self,
+        is_gray: Callable[[MessageQueue], bool],
+        base: AllocateMessageQueueStrategy | None = None,
+        *,
+        orphan_policy: OrphanPolicy = "hold",
+        gray_switch: bool = True,
+    ) -> None:
+        if orphan_policy not in ("hold", "adopt"):
+            raise ConfigError(f"orphan_policy must be 'hold' or 'adopt', got {orphan_policy!r}")
+        self.is_gray = is_gray
+        self.base = base or AllocateMessageQueueAveragely()
+        self.orphan_policy: OrphanPolicy = orphan_policy
+        self.gray_switch = gray_switch
+
+    def allocate(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+    ) -> list[MessageQueue]:
+        ordered = _check(client_id, clients)
+        if not ordered:
+            return []
+        if not self.gray_switch:
+            return self.base.allocate(group, client_id, queues, [ConsumerView(c.client_id) for c in ordered])
+        me = next(c for c in ordered if c.client_id == client_id)
+        gray_queues = [mq for mq in queues if self.is_gray(mq)]
+        normal_queues = [mq for mq in queues if not self.is_gray(mq)]
+        gray_clients = [c for c in ordered if c.gray]
+        normal_clients = [c for c in ordered if not c.gray]
+        if me.gray:
+            return self.base.allocate(group, client_id, gray_queues, gray_clients)
+        mine = self.base.allocate(group, client_id, normal_queues, normal_clients)
+        if not gray_clients and self.orphan_policy == "adopt":
+            mine += self.base.allocate(group, client_id, gray_queues, normal_clients)
+        return mine
+
+    def adopted(self, mq: MessageQueue) -> bool:
+        """Whether a normal client holding ``mq`` holds it by adoption (the pull must say so)."""
+        return self.gray_switch and self.is_gray(mq)
+
+
+STRATEGIES: dict[str, type] = {
+    "averagely": AllocateMessageQueueAveragely,
+    "circle": AllocateMessageQueueAveragelyByCircle,
+}

@@ -1,0 +1,113 @@
+"""Connections to brokers, keyed by address, and the typed broker calls clients make."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+from google.protobuf.message import Message as PbMessage
+
+from protocol import graymq_pb2 as pb
+from protocol.connection import Connection
+from protocol.errors import BadRequestError
+
+_T = TypeVar("_T", bound=PbMessage)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise BadRequestError(f"broker address {address!r} is not host:port")
+    return host, int(port)
+
+
+class BrokerClient:
+    """Lazily connects, reconnects after a close, and routes broker pushes to ``on_group_changed``."""
+
+    def __init__(self, on_group_changed: Callable[[str], None] | None = None, timeout_s: float = 5.0) -> None:
+        self._connections: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._on_group_changed = on_group_changed
+        self.timeout_s = timeout_s
+
+    async def connection(self, address: str) -> Connection:
+        conn = self._connections.get(address)
+        if conn is not None and not conn.is_closed:
+            return conn
+        lock = self._locks.setdefault(address, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(address)
+            if conn is None or conn.is_closed:
+                host, port = split_address(address)
+                conn = await Connection.open(host, port, self._on_push, timeout=self.timeout_s)
+                self._connections[address] = conn
+        return conn
+
+    def _on_push(self, conn: Connection, envelope: pb.Envelope) -> None:
+        if envelope.method == pb.NOTIFY_GROUP_CHANGED and self._on_group_changed is not None:
+            notice = pb.GroupChangedNotice.FromString(envelope.body)
+            self._on_group_changed(notice.consumer_group)
+
+    async def call(self, address: str, method: int, body: PbMessage, response_type: type[_T],
+                   timeout_s: float | None = None) -> _T:
+        conn = await self.connection(address)
+        return cast(_T, await conn.request(method, body, timeout_s or self.timeout_s))
+
+    async def close(self) -> None:
+        for conn in list(self._connections.values()):
+            await conn.close()
+        self._connections.clear()
+
+    # -- typed calls -----------------------------------------------------------------------
+    async def send(self, address: str, req: pb.SendRequest, timeout_s: float | None = None) -> pb.SendResponse:
+        return await self.call(address, pb.SEND_MESSAGE, req, pb.SendResponse, timeout_s)
+
+    async def send_batch(self, address: str, req: pb.SendBatchRequest,
+                         timeout_s: float | None = None) -> pb.SendBatchResponse:
+        return await self.call(address, pb.SEND_BATCH, req, pb.SendBatchResponse, timeout_s)
+
+    async def pull(self, address: str, req: pb.PullRequest) -> pb.PullResponse:
+        timeout = req.suspend_timeout_ms / 1000 + self.timeout_s
+        return await self.call(address, pb.PULL_MESSAGE, req, pb.PullResponse, timeout)
+
+    async def heartbeat(self, address: str, req: pb.HeartbeatRequest) -> None:
+        await self.call(address, pb.HEARTBEAT, req, pb.HeartbeatResponse)
+
+    async def unregister(self, address: str, client_id: str, group: str) -> None:
+        req = pb.UnregisterRequest(client_id=client_id, consumer_group=group)
+        await self.call(address, pb.UNREGISTER_CLIENT, req, pb.Empty)
+
+    async def query_offset(self, address: str, group: str, topic: str, queue_id: int) -> int:
+        req = pb.QueryConsumerOffsetRequest(consumer_group=group, topic=topic, queue_id=queue_id)
+        return (await self.call(address, pb.QUERY_CONSUMER_OFFSET, req, pb.QueryConsumerOffsetResponse)).offset
+
+    async def update_offset(self, address: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        req = pb.UpdateConsumerOffsetRequest(consumer_group=group, topic=topic, queue_id=queue_id, offset=offset)
+        await self.call(address, pb.UPDATE_CONSUMER_OFFSET, req, pb.Empty)
+
+    async def min_offset(self, address: str, topic: str, queue_id: int) -> int:
+        req = pb.QueueRequest(topic=topic, queue_id=queue_id)
+        return (await self.call(address, pb.GET_MIN_OFFSET, req, pb.OffsetResponse)).offset
+
+    async def max_offset(self, address: str, topic: str, queue_id: int) -> int:
+        req = pb.QueueRequest(topic=topic, queue_id=queue_id)
+        return (await self.call(address, pb.GET_MAX_OFFSET, req, pb.OffsetResponse)).offset
+
+    async def search_offset(self, address: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        req = pb.SearchOffsetRequest(topic=topic, queue_id=queue_id, timestamp_ms=timestamp_ms)
+        return (await self.call(address, pb.SEARCH_OFFSET_BY_TIME, req, pb.OffsetResponse)).offset
+
+    async def consumer_list(self, address: str, group: str) -> pb.ConsumerListResponse:
+        req = pb.ConsumerListRequest(consumer_group=group)
+        return await self.call(address, pb.GET_CONSUMER_LIST, req, pb.ConsumerListResponse)
+
+    async def send_back(self, address: str, req: pb.SendBackRequest) -> None:
+        await self.call(address, pb.CONSUMER_SEND_BACK, req, pb.Empty)
+
+    async def group_backlog(self, address: str, group: str, topic: str = "") -> list[pb.QueueBacklog]:
+        req = pb.GroupBacklogRequest(consumer_group=group, topic=topic)
+        return list((await self.call(address, pb.GET_GROUP_BACKLOG, req, pb.GroupBacklogResponse)).queues)
+
+    async def update_topic(self, address: str, config: pb.TopicConfig) -> None:
+        await self.call(address, pb.UPDATE_TOPIC, pb.UpdateTopicRequest(config=config), pb.Empty)

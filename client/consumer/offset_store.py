@@ -1,0 +1,60 @@
+"""Where consumer offsets live: on the brokers for clustering, in a local file for broadcasting."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Protocol
+
+from client.broker_client import BrokerClient
+from client.message import MessageQueue
+
+
+class OffsetStore(Protocol):
+    async def read(self, mq: MessageQueue, address: str) -> int: ...  # -1 when never committed
+    async def write(self, mq: MessageQueue, address: str, offset: int) -> None: ...
+    async def flush(self) -> None: ...
+
+
+class RemoteOffsetStore:
+    """Clustering: the group's offsets on the broker that owns each queue."""
+
+    def __init__(self, brokers: BrokerClient, group: str) -> None:
+        self.brokers = brokers
+        self.group = group
+
+    async def read(self, mq: MessageQueue, address: str) -> int:
+        return await self.brokers.query_offset(address, self.group, mq.topic, mq.queue_id)
+
+    async def write(self, mq: MessageQueue, address: str, offset: int) -> None:
+        await self.brokers.update_offset(address, self.group, mq.topic, mq.queue_id, offset)
+
+    async def flush(self) -> None:
+        return None
+
+
+class LocalFileOffsetStore:
+    """Broadcasting: every client keeps its own offsets in a JSON file (written atomically on flush)."""
+
+    def __init__(self, directory: Path, group: str, client_id: str) -> None:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in client_id)
+        self.path = directory / group / f"{safe}.json"
+        self._offsets: dict[str, int] = {}
+        if self.path.exists():
+            self._offsets = {k: int(v) for k, v in json.loads(self.path.read_text()).items()}
+
+    async def read(self, mq: MessageQueue, address: str) -> int:
+        return self._offsets.get(str(mq), -1)
+
+    async def write(self, mq: MessageQueue, address: str, offset: int) -> None:
+        self._offsets[str(mq)] = offset
+
+    async def flush(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self._offsets, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)

@@ -1,0 +1,44 @@
+"""ProcessQueue: one assigned queue's pull position and the offsets still being consumed."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from client.message import MessageQueue
+
+
+@dataclass(eq=False)
+class ProcessQueue:
+    """The committable offset is the lowest one not yet consumed (at-least-once)."""
+
+    mq: MessageQueue
+    address: str
+    pull_offset: int
+    adopted: bool = False
+    in_flight: set[int] = field(default_factory=set)
+    dropped: bool = False
+    committed: int = -1
+    task: asyncio.Task[None] | None = None
+    space: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.space.set()
+
+    def add(self, offsets: list[int], next_offset: int, max_in_flight: int) -> None:
+        self.in_flight.update(offsets)
+        self.pull_offset = next_offset
+        if len(self.in_flight) >= max_in_flight:
+            self.space.clear()
+
+    def advance(self, next_offset: int) -> None:
+        """Nothing to consume up to ``next_offset`` (filtered or empty)."""
+        self.pull_offset = next_offset
+
+    def done(self, offsets: list[int], max_in_flight: int) -> None:
+        self.in_flight.difference_update(offsets)
+        if len(self.in_flight) < max_in_flight:
+            self.space.set()
+
+    def commit_offset(self) -> int:
+        return min(self.in_flight) if self.in_flight else self.pull_offset

@@ -1,0 +1,112 @@
+"""PullConsumer: the application chooses queues and offsets; graymq gives it the gray or normal queue set.
+
+Used directly by batch jobs and by the Spark data source. It registers in the name server
+(role ``consumer`` or ``spark``) so the controller sees it, but does no rebalance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client.broker_client import BrokerClient
+from client.membership import Membership, new_client_id
+from client.message import MessageQueue, PullResult, PullStatus
+from client.nameserver_client import NameServerClient
+from client.route import TopicRoute
+from client.route_cache import RouteCache
+from protocol import graymq_pb2 as pb
+from protocol.constants import parse_sub_expression
+from protocol.record import iter_records
+
+_PULL_STATUS = {pb.FOUND: PullStatus.FOUND, pb.NO_NEW_MSG: PullStatus.NO_NEW_MSG,
+                pb.NO_MATCHED_MSG: PullStatus.NO_MATCHED_MSG, pb.OFFSET_ILLEGAL_STATUS: PullStatus.OFFSET_ILLEGAL}
+
+
+class PullConsumer:
+    def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
+                 gray: bool = False, labels: dict[str, str] | None = None, role: str = "consumer",
+                 heartbeat_interval_s: float = 2.0, register: bool = True) -> None:
+        self.group = group
+        self.client_id = client_id or new_client_id(role)
+        self.gray = gray
+        self.state = "GRAY" if gray else "NORMAL"
+        self.desired_gray = gray
+        self.gray_switch = True
+        self.nameserver = NameServerClient(nameserver)
+        self.routes = RouteCache(self.nameserver)
+        self.brokers = BrokerClient()
+        self.queues: list[MessageQueue] = []
+        self._register = register
+        self.membership = Membership(
+            self.nameserver, group=group, client_id=self.client_id, role=role, labels=dict(labels or {}),
+            declared_gray=gray, interval_s=heartbeat_interval_s, report=self._report, on_update=self._on_update,
+        )
+
+    def _report(self) -> dict[str, Any]:
+        return {"gray": self.gray, "state": self.state, "topics": self.routes.topics(),
+                "queues": [str(q) for q in self.queues]}
+
+    async def _on_update(self, response: dict[str, Any]) -> None:
+        self.desired_gray = bool(response.get("desired_gray", self.gray))
+        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+
+    async def start(self) -> None:
+        if self._register:
+            await self.membership.beat()
+            self.membership.start()
+
+    async def stop(self) -> None:
+        await self.membership.stop()
+        await self.brokers.close()
+        await self.nameserver.close()
+
+    async def route(self, topic: str) -> TopicRoute:
+        return await self.routes.get(topic)
+
+    async def fetch_queues(self, topic: str, gray: bool | None = None) -> list[MessageQueue]:
+        """The queues of ``topic`` on this side (gray or normal; every queue when the switch is off)."""
+        route = await self.routes.get(topic)
+        queues = route.queues(readable=True)
+        side = self.gray if gray is None else gray
+        if not self.gray_switch:
+            return queues
+        return [mq for mq in queues if route.is_gray(mq) == side]
+
+    async def _address(self, mq: MessageQueue) -> str:
+        route = await self.routes.get(mq.topic)
+        address = route.address_of(mq.broker_name)
+        if address is None:
+            route = await self.routes.get(mq.topic, refresh=True)
+            address = route.address_of(mq.broker_name)
+        if address is None:
+            raise LookupError(f"broker {mq.broker_name} of {mq} is not in the route")
+        return address
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                   suspend_s: float = 0.0) -> PullResult:
+        request = pb.PullRequest(
+            consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
+            queue_offset=offset, max_msg_nums=max_nums, suspend_timeout_ms=int(suspend_s * 1000),
+            gray_flag=self.gray, commit_offset=-1, sub_expression=expression,
+        )
+        response = await self.brokers.pull(await self._address(mq), request)
+        tags = parse_sub_expression(expression)
+        messages = []
+        for message in iter_records(response.records):
+            if tags is None or message.tags in tags:
+                message.broker_name = mq.broker_name
+                messages.append(message)
+        return PullResult(_PULL_STATUS[response.status], response.next_begin_offset, response.min_offset,
+                          response.max_offset, messages)
+
+    async def committed_offset(self, mq: MessageQueue) -> int:
+        return await self.brokers.query_offset(await self._address(mq), self.group, mq.topic, mq.queue_id)
+
+    async def commit(self, mq: MessageQueue, offset: int) -> None:
+        await self.brokers.update_offset(await self._address(mq), self.group, mq.topic, mq.queue_id, offset)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self.brokers.min_offset(await self._address(mq), mq.topic, mq.queue_id)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self.brokers.max_offset(await self._address(mq), mq.topic, mq.queue_id)

@@ -1,0 +1,551 @@
+"""PushConsumer: rebalance with AllocateMessageQueueGray, long-polling pulls, listener, offsets, drain-then-flip.
+
+Flag life cycle (the name server holds the desired flag, this client its effective flag):
+- normal → gray: applied at once; the normal queues it held are released (offsets committed)
+  and the other normal clients take them over from there; nothing to drain.
+- gray → normal: DRAINING — it keeps consuming its gray queues until, for every gray queue of
+  every subscribed topic (retry topic included, delayed retries counted), the group's
+  committed offset equals the max offset; then it reports normal to the name server first,
+  heartbeats the brokers (which push "group changed") and rebalances onto normal queues.
+  A drain that times out leaves the client gray and says why; nothing is lost.
+- with the group's gray switch off every queue is normal, so a flip needs no drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from client.allocate import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueGray,
+    AllocateMessageQueueStrategy,
+    ConsumerView,
+    OrphanPolicy,
+)
+from client.backlog import BacklogUnavailable, gray_backlog
+from client.broker_client import BrokerClient
+from client.consumer.consume_service import Listener, ListenerRunner
+from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from client.consumer.process_queue import ProcessQueue
+from client.membership import Membership, new_client_id
+from client.message import MessageExt, MessageQueue
+from client.nameserver_client import NameServerClient, NotFoundError
+from client.route import TopicRoute
+from client.route_cache import RouteCache
+from protocol import graymq_pb2 as pb
+from protocol.aio import wait_event
+from protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression, retry_topic
+from protocol.errors import (
+    BadRequestError,
+    DrainTimeoutError,
+    GrayIsolationError,
+    GrayMQError,
+    SubscriptionNotExistError,
+)
+from protocol.record import iter_records
+
+log = logging.getLogger(__name__)
+
+ConsumeFrom = Literal["last", "first", "timestamp"]
+_FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FIRST_OFFSET,
+         "timestamp": pb.CONSUME_FROM_TIMESTAMP}
+
+
+class PushConsumer:
+    """Async push consumer; ``subscribe()`` then ``await start()``; ``await stop()`` commits offsets."""
+
+    def __init__(
+        self,
+        group: str,
+        nameserver: str | list[str] | None = None,
+        *,
+        listener: Listener,
+        client_id: str | None = None,
+        labels: dict[str, str] | None = None,
+        gray: bool | None = None,
+        broadcasting: bool = False,
+        consume_from: ConsumeFrom = "last",
+        consume_timestamp_ms: int = 0,
+        orderly: bool = False,
+        allocate_strategy: AllocateMessageQueueStrategy | None = None,
+        orphan_policy: OrphanPolicy | None = None,
+        pull_batch_size: int = 32,
+        consume_batch_size: int = 1,
+        max_threads: int = 8,
+        max_in_flight_per_queue: int = 1000,
+        rebalance_interval_s: float = 5.0,
+        heartbeat_interval_s: float = 2.0,
+        nameserver_interval_s: float = 1.0,
+        long_poll_s: float = 5.0,
+        drain_timeout_s: float = 300.0,
+        drain_poll_s: float = 0.1,
+        persist_interval_s: float = 1.0,
+        max_reconsume_times: int = 16,
+        offset_dir: Path | None = None,
+    ) -> None:
+        if consume_from not in _FROM:
+            raise BadRequestError(f"consume_from must be one of {sorted(_FROM)}, got {consume_from!r}")
+        self.group = group
+        self.client_id = client_id or new_client_id("consumer")
+        self.broadcasting = broadcasting
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.orderly = orderly
+        self.base_strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        self.orphan_policy_override = orphan_policy
+        self.orphan_policy: OrphanPolicy = orphan_policy or "hold"
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_size = consume_batch_size
+        self.max_in_flight = max_in_flight_per_queue
+        self.rebalance_interval_s = rebalance_interval_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.long_poll_s = long_poll_s
+        self.drain_timeout_s = drain_timeout_s
+        self.drain_poll_s = drain_poll_s
+        self.persist_interval_s = persist_interval_s
+        self.max_reconsume_times = max_reconsume_times
+
+        self.gray = bool(gray)
+        self.state = "GRAY" if self.gray else "NORMAL"
+        self.gray_switch = True
+        self.subscriptions: dict[str, str] = {}
+        self.consumed = 0
+
+        self.nameserver = NameServerClient(nameserver)
+        self.routes = RouteCache(self.nameserver)
+        self.brokers = BrokerClient(on_group_changed=self._on_group_changed)
+        self.offset_store: OffsetStore = (
+            LocalFileOffsetStore(offset_dir or Path("./graymq-data/offsets"), group, self.client_id)
+            if broadcasting else RemoteOffsetStore(self.brokers, group)
+        )
+        self.membership = Membership(
+            self.nameserver, group=group, client_id=self.client_id, role="consumer", labels=dict(labels or {}),
+            declared_gray=gray, interval_s=nameserver_interval_s, report=self._report, on_update=self._on_update,
+        )
+        self._runner = ListenerRunner(listener, max_threads)
+        self._slots = asyncio.Semaphore(max_threads * 2)
+        self._pqs: dict[MessageQueue, ProcessQueue] = {}
+        self._consuming: set[asyncio.Task[None]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._rebalance_now = asyncio.Event()
+        self._rebalance_lock = asyncio.Lock()
+        self._drain_task: asyncio.Task[None] | None = None
+        self._ns_view: dict[str, tuple[bool, set[str] | None]] = {}
+        self._started = False
+        self._consuming_started = False
+        self.last_drain_error = ""
+
+    # -- public API --------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        if self._started:
+            raise BadRequestError("subscribe before start()")
+        self.subscriptions[topic] = expression or "*"
+
+    def assigned(self) -> list[MessageQueue]:
+        return sorted(self._pqs)
+
+    async def start(self) -> None:
+        if not self.subscriptions:
+            raise BadRequestError("subscribe to at least one topic before start()")
+        if not self.broadcasting:
+            self.subscriptions.setdefault(retry_topic(self.group), "*")
+        self._started = True
+        await self.membership.beat()  # learn the desired flag before taking any queue
+        self._consuming_started = True
+        self.membership.start()
+        await self._heartbeat_brokers()
+        loop = asyncio.get_running_loop()
+        self._loops = [
+            loop.create_task(self._rebalance_loop(), name=f"rebalance {self.client_id}"),
+            loop.create_task(self._heartbeat_loop(), name=f"heartbeat {self.client_id}"),
+            loop.create_task(self._persist_loop(), name=f"persist {self.client_id}"),
+        ]
+        self._rebalance_now.set()
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop pulling, give in-flight messages ``grace_s`` to finish, commit offsets, unregister.
+
+        Messages still unfinished after the grace period are abandoned uncommitted, so the
+        group consumes them again (at-least-once).
+        """
+        if self._drain_task is not None:
+            self._drain_task.cancel()
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        pqs = list(self._pqs.values())
+        for pq in pqs:
+            pq.dropped = True
+            if pq.task is not None:
+                pq.task.cancel()
+        await asyncio.gather(*(pq.task for pq in pqs if pq.task), return_exceptions=True)
+        if self._consuming:
+            _, late = await asyncio.wait(set(self._consuming), timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for pq in pqs:
+            await self._drop(pq)
+        await self.offset_store.flush()
+        for address in self._broker_addresses():
+            try:
+                await self.brokers.unregister(address, self.client_id, self.group)
+            except GrayMQError as exc:
+                log.info("unregister from %s failed: %s", address, exc.message)
+        await self.membership.stop()
+        await self.brokers.close()
+        await self.nameserver.close()
+        self._runner.shutdown()
+        self._started = False
+
+    async def drain_and_flip(self, timeout_s: float | None = None) -> None:
+        """Consume the gray queues dry, then become normal. Raises ``DrainTimeoutError`` (still gray)."""
+        if not self.gray:
+            return
+        if not self.gray_switch:
+            await self._flip_to_normal()
+            return
+        self.state = "DRAINING"
+        self.membership.poke()
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.drain_timeout_s)
+        log.info("consumer %s draining gray queues of %s", self.client_id, self.group)
+        while True:
+            await self._persist_offsets()
+            backlog = await self.gray_backlog()
+            if backlog == 0 and await self._flip_to_normal():
+                return
+            if time.monotonic() > deadline:
+                self.state = "GRAY"
+                self.last_drain_error = (
+                    f"drain timed out with {backlog if backlog is not None else 'an unknown number of'} gray "
+                    "messages left (are gray producers still sending? is a broker or the name server down?)"
+                )
+                self.membership.poke()
+                raise DrainTimeoutError(f"consumer {self.client_id}: {self.last_drain_error}")
+            await asyncio.sleep(self.drain_poll_s)
+
+    async def gray_backlog(self) -> int | None:
+        """Unconsumed messages in the gray queues of every subscribed topic; None when a broker is unreachable."""
+        try:
+            queues = await gray_backlog(self.brokers, self.routes, self.group, self.subscriptions)
+        except BacklogUnavailable as exc:
+            log.info("consumer %s: %s", self.client_id, exc.message)
+            return None
+        return sum(q.backlog for q in queues)
+
+    # -- name server membership ------------------------------------------------------------
+    def _report(self) -> dict[str, Any]:
+        return {"gray": self.gray, "state": self.state, "topics": sorted(self.subscriptions),
+                "queues": [str(mq) for mq in sorted(self._pqs)]}
+
+    async def _on_update(self, response: dict[str, Any]) -> None:
+        desired = bool(response.get("desired_gray", self.gray))
+        switch = bool(response.get("gray_switch", self.gray_switch))
+        policy = self.orphan_policy_override or response.get("orphan_policy") or "hold"
+        if switch != self.gray_switch or policy != self.orphan_policy:
+            self.gray_switch, self.orphan_policy = switch, policy
+            self._rebalance_now.set()
+        if not self._consuming_started:
+            self.gray = desired  # nothing consumed yet: take the desired flag as is
+            self.state = "GRAY" if desired else "NORMAL"
+            return
+        if desired and not self.gray:
+            await self._flip_to_gray()
+        elif desired and self._drain_task is not None:
+            self._drain_task.cancel()
+            self._drain_task = None
+            self.state = "GRAY"
+            log.info("consumer %s: desired flag back to gray, drain cancelled", self.client_id)
+        elif not desired and self.gray and self._drain_task is None:
+            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain())
+
+    async def _auto_drain(self) -> None:
+        try:
+            await self.drain_and_flip()
+        except DrainTimeoutError as exc:
+            log.warning("%s; will retry while the desired flag stays normal", exc.message)
+        finally:
+            self._drain_task = None
+
+    async def _flip_to_gray(self) -> None:
+        log.info("consumer %s of %s: normal -> gray (no drain needed)", self.client_id, self.group)
+        for pq in list(self._pqs.values()):
+            await self._drop(pq, wait=True)
+        self.gray, self.state = True, "GRAY"
+        await self._announce()
+
+    async def _flip_to_normal(self) -> bool:
+        """Report normal to the name server first, then to the brokers. False if the name server is unreachable."""
+        self.gray, self.state = False, "NORMAL"
+        if await self.membership.beat() is None:
+            self.gray, self.state = True, "DRAINING"
+            return False
+        log.info("consumer %s of %s: gray queues drained, now normal", self.client_id, self.group)
+        for pq in [pq for pq in self._pqs.values() if not pq.adopted]:
+            await self._drop(pq, wait=True)
+        await self._announce()
+        return True
+
+    async def _announce(self) -> None:
+        self.membership.poke()
+        await self._heartbeat_brokers()
+        self._rebalance_now.set()
+
+    def _on_group_changed(self, group: str) -> None:
+        if group == self.group:
+            self._rebalance_now.set()
+
+    # -- brokers ---------------------------------------------------------------------------
+    async def _route(self, topic: str) -> TopicRoute | None:
+        try:
+            return await self.routes.get(topic)
+        except GrayMQError as exc:
+            cached = self.routes.cached(topic)
+            if cached is None:
+                log.debug("no route for %s yet: %s", topic, exc.message)
+            return cached
+
+    def _broker_addresses(self) -> set[str]:
+        return {b.address for topic in self.subscriptions if (r := self.routes.cached(topic)) for b in r.brokers}
+
+    async def _heartbeat_brokers(self) -> None:
+        for topic in self.subscriptions:
+            await self._route(topic)
+        data = pb.ConsumerData(
+            group=self.group, consume_model=pb.BROADCASTING if self.broadcasting else pb.CLUSTERING,
+            consume_from_where=_FROM[self.consume_from], gray_flag=self.gray, gray_switch=self.gray_switch,
+            subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=int(time.time() * 1000))
+                           for t, e in self.subscriptions.items()],
+        )
+        request = pb.HeartbeatRequest(client_id=self.client_id, consumers=[data])
+        for address in self._broker_addresses():
+            try:
+                await self.brokers.heartbeat(address, request)
+            except GrayMQError as exc:
+                log.info("heartbeat to %s failed: %s", address, exc.message)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_s)
+            await self._heartbeat_brokers()
+
+    # -- rebalance -------------------------------------------------------------------------
+    async def _rebalance_loop(self) -> None:
+        while True:
+            await wait_event(self._rebalance_now, self.rebalance_interval_s)
+            self._rebalance_now.clear()
+            try:
+                await self.rebalance()
+            except Exception:
+                log.exception("rebalance of %s failed; retrying", self.client_id)
+                await asyncio.sleep(0.5)
+
+    async def _group_view(self) -> dict[str, tuple[bool, set[str] | None]]:
+        """client id -> (effective gray flag, subscribed topics or None if unknown).
+
+        Members come from the brokers (live connections); flags and topics from the name
+        server in one call, falling back to the brokers' view when it is unreachable.
+        """
+        members: dict[str, bool] = {}
+        for address in self._broker_addresses():
+            try:
+                for c in (await self.brokers.consumer_list(address, self.group)).clients:
+                    members[c.client_id] = c.gray_flag
+            except GrayMQError as exc:
+                log.debug("consumer list from %s unavailable: %s", address, exc.message)
+        try:
+            data = await self.nameserver.group_clients(self.group, role="consumer")
+            self._ns_view = {c["client_id"]: (bool(c["gray"]), set(c.get("topics") or []) or None)
+                             for c in data.get("clients", [])}
+            use_ns = True
+        except NotFoundError:
+            use_ns = False
+        except GrayMQError:
+            use_ns = False
+        view: dict[str, tuple[bool, set[str] | None]] = {}
+        for client_id, broker_flag in members.items():
+            gray, topics = self._ns_view.get(client_id, (broker_flag, None))
+            view[client_id] = (gray if use_ns else broker_flag, topics)
+        view[self.client_id] = (self.gray, None)
+        return view
+
+    async def rebalance(self) -> None:
+        async with self._rebalance_lock:
+            view = await self._group_view() if not self.broadcasting else {}
+            wanted: dict[MessageQueue, tuple[str, bool]] = {}
+            for topic in self.subscriptions:
+                route = await self._route(topic)
+                if route is None:
+                    continue
+                strategy = AllocateMessageQueueGray(route.is_gray, self.base_strategy,
+                                                    orphan_policy=self.orphan_policy, gray_switch=self.gray_switch)
+                queues = route.queues(readable=True)
+                if self.broadcasting:
+                    mine = [mq for mq in queues if not self.gray_switch or route.is_gray(mq) == self.gray]
+                else:
+                    clients = [ConsumerView(cid, gray) for cid, (gray, topics) in view.items()
+                               if topics is None or topic in topics]
+                    mine = strategy.allocate(self.group, self.client_id, queues, clients)
+                for mq in mine:
+                    address = route.address_of(mq.broker_name)
+                    if address is not None:
+                        wanted[mq] = (address, not self.gray and strategy.adopted(mq))
+            changed = False
+            for mq, pq in list(self._pqs.items()):
+                if mq not in wanted or wanted[mq] != (pq.address, pq.adopted):
+                    await self._drop(pq)
+                    changed = True
+            for mq, (address, adopted) in wanted.items():
+                if mq not in self._pqs:
+                    await self._take(mq, address, adopted, self.routes.cached(mq.topic))
+                    changed = True
+            if changed:
+                log.info("consumer %s (%s) now holds %s", self.client_id, "gray" if self.gray else "normal",
+                         " ".join(str(mq) for mq in sorted(self._pqs)) or "nothing")
+                self.membership.poke()
+
+    async def _take(self, mq: MessageQueue, address: str, adopted: bool, route: TopicRoute | None) -> None:
+        try:
+            offset = await self._start_offset(mq, address, route)
+        except GrayMQError as exc:
+            log.info("cannot start %s yet: %s", mq, exc.message)
+            return
+        pq = ProcessQueue(mq, address, offset, adopted=adopted, committed=offset)
+        self._pqs[mq] = pq
+        pq.task = asyncio.get_running_loop().create_task(self._pull_loop(pq), name=f"pull {mq}")
+
+    async def _start_offset(self, mq: MessageQueue, address: str, route: TopicRoute | None) -> int:
+        """Committed offset, else: retry topics and gray queues from the first message (they are the
+        group's own and nobody consumed them), otherwise per ``consume_from``."""
+        committed = await self.offset_store.read(mq, address)
+        if committed >= 0:
+            return committed
+        gray_queue = route is not None and self.gray_switch and route.is_gray(mq)
+        if mq.topic == retry_topic(self.group) or gray_queue or self.consume_from == "first":
+            return await self.brokers.min_offset(address, mq.topic, mq.queue_id)
+        if self.consume_from == "timestamp":
+            return await self.brokers.search_offset(address, mq.topic, mq.queue_id, self.consume_timestamp_ms)
+        return await self.brokers.max_offset(address, mq.topic, mq.queue_id)
+
+    async def _drop(self, pq: ProcessQueue, wait: bool = False) -> None:
+        """Stop pulling ``pq``; commit what was consumed (in-flight messages finish when ``wait``)."""
+        pq.dropped = True
+        self._pqs.pop(pq.mq, None)
+        if pq.task is not None:
+            pq.task.cancel()
+            await asyncio.gather(pq.task, return_exceptions=True)
+        if wait:
+            deadline = time.monotonic() + 30
+            while pq.in_flight and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+        await self._commit(pq)
+
+    # -- pulling and consuming -------------------------------------------------------------
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        mq = pq.mq
+        expression = self.subscriptions[mq.topic]
+        tags = parse_sub_expression(expression)
+        backoff = 0.05
+        while not pq.dropped:
+            await pq.space.wait()
+            request = pb.PullRequest(
+                consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
+                queue_offset=pq.pull_offset, max_msg_nums=self.pull_batch_size,
+                suspend_timeout_ms=int(self.long_poll_s * 1000), gray_flag=self.gray, adopted=pq.adopted,
+                commit_offset=-1 if self.broadcasting else pq.commit_offset(), sub_expression=expression,
+            )
+            try:
+                response = await self.brokers.pull(pq.address, request)
+            except GrayIsolationError as exc:
+                log.info("%s: %s; rebalancing", mq, exc.message)
+                self._rebalance_now.set()
+                await asyncio.sleep(0.5)
+                continue
+            except SubscriptionNotExistError:
+                await self._heartbeat_brokers()
+                await asyncio.sleep(0.1)
+                continue
+            except GrayMQError as exc:
+                log.info("pull %s failed: %s", mq, exc.message)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.05
+            if pq.dropped:
+                return
+            if response.status != pb.FOUND:
+                pq.advance(response.next_begin_offset)
+                continue
+            messages = []
+            for message in iter_records(response.records):
+                if tags is None or message.tags in tags:
+                    message.broker_name = mq.broker_name
+                    messages.append(message)
+            pq.add([m.queue_offset for m in messages], response.next_begin_offset, self.max_in_flight)
+            if messages:
+                await self._dispatch(pq, messages)
+
+    async def _dispatch(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        size = 1 if self.orderly else self.consume_batch_size
+        for i in range(0, len(messages), size):
+            batch = messages[i : i + size]
+            if self.orderly:
+                await self._consume(pq, batch)
+                continue
+            await self._slots.acquire()
+            task = asyncio.get_running_loop().create_task(self._consume(pq, batch, release=True))
+            self._consuming.add(task)
+            task.add_done_callback(self._consuming.discard)
+
+    async def _consume(self, pq: ProcessQueue, batch: list[MessageExt], release: bool = False) -> None:
+        """Run the listener until the batch succeeds or is sent back; a cancelled batch stays uncommitted."""
+        try:
+            delay = 0.2
+            while not await self._runner.run(batch):
+                if not self.orderly and self.state != "DRAINING" and await self._send_back(pq, batch):
+                    break
+                await asyncio.sleep(delay)  # orderly, draining, or send-back failed: retry here
+                delay = min(delay * 2, 5.0)
+            self.consumed += len(batch)
+            pq.done([m.queue_offset for m in batch], self.max_in_flight)
+        finally:
+            if release:
+                self._slots.release()
+
+    async def _send_back(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
+        try:
+            for message in batch:
+                await self.brokers.send_back(pq.address, pb.SendBackRequest(
+                    consumer_group=self.group, commit_log_offset=message.commit_log_offset,
+                    max_reconsume_times=self.max_reconsume_times, gray_flag=self.gray,
+                    origin_topic=message.properties.get(PROPERTY_RETRY_TOPIC, message.topic),
+                ))
+        except GrayMQError as exc:
+            log.warning("send back of %d message(s) from %s failed: %s", len(batch), pq.mq, exc.message)
+            return False
+        return True
+
+    # -- offsets ---------------------------------------------------------------------------
+    async def _commit(self, pq: ProcessQueue) -> None:
+        offset = pq.commit_offset()
+        if offset == pq.committed:
+            return
+        try:
+            await self.offset_store.write(pq.mq, pq.address, offset)
+            pq.committed = offset
+        except GrayMQError as exc:
+            log.info("commit of %s at %d failed: %s", pq.mq, offset, exc.message)
+
+    async def _persist_offsets(self) -> None:
+        for pq in list(self._pqs.values()):
+            await self._commit(pq)
+        await self.offset_store.flush()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.persist_interval_s)
+            await self._persist_offsets()

@@ -1,0 +1,72 @@
+"""Client-side value types: Message, MessageQueue, SendResult, PullResult and friends."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from protocol.record import MessageExt
+
+__all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "PullResult", "PullStatus",
+           "ConsumeStatus"]
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send. ``gray=None`` means: inherit (handler context, else the producer's flag)."""
+
+    topic: str
+    body: bytes
+    tags: str = ""
+    keys: list[str] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    gray: bool | None = None
+    trace_id: str = ""
+    sharding_key: str | None = None  # ordered messages: same key -> same queue inside the gray/normal set
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.broker_name}:{self.topic}:{self.queue_id}"
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    gray: bool
+    commit_log_offset: int = -1
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(slots=True)
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+class ConsumeStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"

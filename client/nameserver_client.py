@@ -1,0 +1,163 @@
+"""HTTP client of the name server: several addresses with failover, typed errors, admin calls.
+
+A failing address is demoted (tried last for ``demote_s`` seconds); when every address
+fails the call raises ``NameServerError`` and callers keep their cached state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import httpx
+
+from client.route import TopicRoute
+from protocol.errors import BadRequestError, GrayMQError, NameServerError, TopicNotExistError
+
+
+class NotFoundError(GrayMQError):
+    """The name server does not know the group, client, topic or operation."""
+
+
+class ConflictError(GrayMQError):
+    """The name server refused a change that conflicts with a running operation."""
+
+    def __init__(self, message: str, detail: Any = None) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+class UnauthorizedError(GrayMQError):
+    """A mutating call without a valid bearer token (set GRAYMQ_ADMIN_TOKEN)."""
+
+
+def parse_urls(urls: str | list[str] | None) -> list[str]:
+    raw = urls if urls is not None else os.environ.get("GRAYMQ_NAMESERVER", "")
+    items = raw.split(",") if isinstance(raw, str) else raw
+    result = [u.strip().rstrip("/") for u in items if u.strip()]
+    for url in result:
+        if not url.startswith(("http://", "https://")):
+            raise BadRequestError(f"name server URL {url!r} must start with http:// or https://")
+    if not result:
+        raise BadRequestError("no name server given: pass --nameserver URL or set GRAYMQ_NAMESERVER")
+    return result
+
+
+class NameServerClient:
+    def __init__(self, urls: str | list[str] | None = None, *, admin_token: str | None = None,
+                 timeout_s: float = 3.0, demote_s: float = 10.0) -> None:
+        self.urls = parse_urls(urls)
+        self.admin_token = admin_token if admin_token is not None else os.environ.get("GRAYMQ_ADMIN_TOKEN", "dev-token")
+        self._demoted: dict[str, float] = {}
+        self._demote_s = demote_s
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    def _ordered(self) -> list[str]:
+        now = time.monotonic()
+        return sorted(self.urls, key=lambda u: self._demoted.get(u, 0.0) > now)
+
+    async def request(self, method: str, path: str, *, json: Any = None, admin: bool = False,
+                      params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Any:
+        """One call, tried on each address in turn; returns the decoded JSON body."""
+        all_headers = dict(headers or {})
+        if admin:
+            all_headers["Authorization"] = f"Bearer {self.admin_token}"
+        errors = []
+        for url in self._ordered():
+            try:
+                response = await self._http.request(method, url + path, json=json, params=params, headers=all_headers)
+            except httpx.HTTPError as exc:
+                errors.append(f"{url}: {type(exc).__name__} {exc}")
+                self._demoted[url] = time.monotonic() + self._demote_s
+                continue
+            if response.status_code >= 500:
+                errors.append(f"{url}: HTTP {response.status_code} {_error_text(response)}")
+                self._demoted[url] = time.monotonic() + self._demote_s
+                continue
+            self._demoted.pop(url, None)
+            return _result(response, method, path)
+        raise NameServerError(f"{method} {path} failed on every name server: " + "; ".join(errors))
+
+    # -- routes and heartbeats ---------------------------------------------------------------
+    async def get_route(self, topic: str) -> TopicRoute:
+        try:
+            return TopicRoute.from_json(await self.request("GET", f"/v1/topics/{topic}/route"))
+        except NotFoundError as exc:
+            raise TopicNotExistError(f"no route for topic {topic}: {exc.message}") from exc
+
+    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(await self.request("POST", "/v1/clients/heartbeat", json=body))
+
+    async def group_clients(self, group: str, role: str | None = None) -> dict[str, Any]:
+        return dict(await self.request("GET", f"/v1/groups/{group}/clients", params={"role": role} if role else None))
+
+    # -- admin -------------------------------------------------------------------------------
+    async def put_topic(self, topic: str, queue_nums: int, gray_queue_nums: int, perm: int = 6) -> dict[str, Any]:
+        body = {"queue_nums": queue_nums, "gray_queue_nums": gray_queue_nums, "perm": perm}
+        return dict(await self.request("PUT", f"/v1/topics/{topic}", json=body, admin=True))
+
+    async def set_flag(self, group: str, client_id: str, gray: bool | None, reason: str = "",
+                       operation_id: int | None = None) -> dict[str, Any]:
+        headers = {"X-Graymq-Operation": str(operation_id)} if operation_id is not None else None
+        return dict(await self.request("PUT", f"/v1/groups/{group}/clients/{client_id}/flag",
+                                       json={"gray": gray, "reason": reason}, admin=True, headers=headers))
+
+    async def set_switch(self, group: str, enabled: bool, reason: str = "") -> dict[str, Any]:
+        return dict(await self.request("PUT", f"/v1/groups/{group}/switch", json={"enabled": enabled, "reason": reason},
+                                       admin=True))
+
+    async def set_orphan_policy(self, group: str, policy: str) -> dict[str, Any]:
+        return dict(await self.request("PUT", f"/v1/groups/{group}/orphan-policy", json={"policy": policy},
+                                       admin=True))
+
+    async def list_rules(self, group: str) -> list[dict[str, Any]]:
+        return list(await self.request("GET", f"/v1/groups/{group}/rules"))
+
+    async def add_rule(self, group: str, selector: dict[str, str], gray: bool) -> dict[str, Any]:
+        return dict(await self.request("POST", f"/v1/groups/{group}/rules", json={"selector": selector, "gray": gray},
+                                       admin=True))
+
+    async def delete_rule(self, group: str, rule_id: int) -> None:
+        await self.request("DELETE", f"/v1/groups/{group}/rules/{rule_id}", admin=True)
+
+    async def start_cutover(self, group: str, kind: str, mode: str, producer_groups: list[str]) -> dict[str, Any]:
+        body = {"kind": kind, "mode": mode, "producer_groups": producer_groups}
+        return dict(await self.request("POST", f"/v1/groups/{group}/cutovers", json=body, admin=True))
+
+    async def list_cutovers(self, group: str, state: str | None = None) -> list[dict[str, Any]]:
+        params = {"state": state} if state else None
+        return list(await self.request("GET", f"/v1/groups/{group}/cutovers", params=params))
+
+    async def update_cutover(self, operation_id: int, **fields: Any) -> dict[str, Any]:
+        return dict(await self.request("PATCH", f"/v1/cutovers/{operation_id}", json=fields, admin=True))
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200]
+    if isinstance(body, dict):
+        detail = body.get("detail")
+        error = body.get("error", "")
+        return f"{error}: {detail}" if error and detail else str(error or detail or body)
+    return str(body)
+
+
+def _result(response: httpx.Response, method: str, path: str) -> Any:
+    status = response.status_code
+    if status < 300:
+        return response.json() if response.content else None
+    text = _error_text(response)
+    if status == 401 or status == 403:
+        raise UnauthorizedError(f"{method} {path}: {text} (HTTP {status}; set GRAYMQ_ADMIN_TOKEN)")
+    if status == 404:
+        raise NotFoundError(f"{method} {path}: {text}")
+    if status == 409:
+        detail = response.json().get("detail") if response.content else None
+        raise ConflictError(f"{method} {path}: {text}", detail)
+    raise BadRequestError(f"{method} {path}: HTTP {status} {text}")

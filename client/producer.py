@@ -1,0 +1,196 @@
+"""Producer: route lookup, gray queue selection, retries across brokers; sync, async, one-way and batch sends.
+
+The producer's gray flag comes from the name server (explicit per-client value, gray rules,
+the group's switch) and changes live; the producer reports the flag it applies in its next
+heartbeat, which is how the controller knows no new gray message will be sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from client.broker_client import BrokerClient
+from client.context import current_message
+from client.membership import Membership, new_client_id
+from client.message import Message, MessageQueue, SendResult, SendStatus
+from client.nameserver_client import NameServerClient
+from client.route_cache import RouteCache
+from client.selector import GrayQueueSelector
+from protocol import graymq_pb2 as pb
+from protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, TopicNotExistError
+
+log = logging.getLogger(__name__)
+_HOST = socket.gethostname()
+
+
+def new_msg_id() -> str:
+    return secrets.token_hex(16).upper()
+
+
+class Producer:
+    """Async producer. ``await start()`` before sending, ``await stop()`` at the end."""
+
+    def __init__(
+        self,
+        group: str,
+        nameserver: str | list[str] | None = None,
+        *,
+        client_id: str | None = None,
+        labels: dict[str, str] | None = None,
+        gray: bool | None = None,
+        retry_times: int = 2,
+        send_timeout_s: float = 3.0,
+        heartbeat_interval_s: float = 2.0,
+        route_ttl_s: float = 30.0,
+    ) -> None:
+        if retry_times < 0:
+            raise BadRequestError("retry_times must be >= 0")
+        self.group = group
+        self.client_id = client_id or new_client_id("producer")
+        self.retry_times = retry_times
+        self.send_timeout_s = send_timeout_s
+        self.gray = bool(gray)
+        self.gray_switch = True
+        self.nameserver = NameServerClient(nameserver)
+        self.routes = RouteCache(self.nameserver, route_ttl_s)
+        self.brokers = BrokerClient()
+        self.selector = GrayQueueSelector()
+        self.membership = Membership(
+            self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
+            declared_gray=gray, interval_s=heartbeat_interval_s, report=self._report, on_update=self._on_update,
+        )
+        self._pending: set[asyncio.Task[Any]] = set()
+        self.started = False
+
+    def _report(self) -> dict[str, Any]:
+        state = "GRAY" if self.gray else "NORMAL"
+        return {"gray": self.gray, "state": state, "topics": self.routes.topics(), "queues": []}
+
+    async def _on_update(self, response: dict[str, Any]) -> None:
+        desired = bool(response.get("desired_gray", self.gray))
+        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+        if desired != self.gray:
+            log.info("producer %s of %s: gray flag %s -> %s", self.client_id, self.group, self.gray, desired)
+            self.gray = desired
+            self.membership.poke()  # report the applied flag at once
+
+    async def start(self) -> None:
+        await self.membership.beat()
+        self.membership.start()
+        self.started = True
+
+    async def stop(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        await self.membership.stop()
+        await self.brokers.close()
+        await self.nameserver.close()
+        self.started = False
+
+    # -- sending ---------------------------------------------------------------------------
+    def resolve_gray(self, message: Message) -> bool:
+        """Explicit mark, else the gray mark of the message being handled, else the producer's flag."""
+        if message.gray is not None:
+            return message.gray
+        handling = current_message()
+        if handling is not None:
+            return handling.gray
+        return self.gray
+
+    def _to_pb(self, message: Message, gray: bool) -> pb.Message:
+        if not message.topic:
+            raise BadRequestError("message without topic")
+        handling = current_message()
+        trace_id = message.trace_id or (handling.trace_id if handling else "") or secrets.token_hex(8)
+        return pb.Message(
+            topic=message.topic, body=message.body, tags=message.tags, keys=message.keys,
+            properties=message.properties, gray=gray, trace_id=trace_id, msg_id=new_msg_id(),
+            born_timestamp=int(time.time() * 1000), born_host=_HOST,
+        )
+
+    async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
+        gray = self.resolve_gray(message)
+        msg = self._to_pb(message, gray)
+
+        async def attempt(mq: MessageQueue, address: str, remaining: float) -> SendResult:
+            req = pb.SendRequest(producer_group=self.group, message=msg, queue_id=mq.queue_id)
+            resp = await self.brokers.send(address, req, remaining)
+            return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
+
+        return await self._with_retries(message.topic, gray, message.sharding_key, attempt, timeout_s)
+
+    async def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
+        """All messages go to one queue of one topic in one request (same gray side, same key)."""
+        if not messages:
+            return []
+        topic = messages[0].topic
+        gray = self.resolve_gray(messages[0])
+        for m in messages:
+            if m.topic != topic or self.resolve_gray(m) != gray:
+                raise BadRequestError("a batch must share one topic and one gray mark")
+        msgs = [self._to_pb(m, gray) for m in messages]
+
+        async def attempt(mq: MessageQueue, address: str, remaining: float) -> list[SendResult]:
+            req = pb.SendBatchRequest(producer_group=self.group, topic=topic, queue_id=mq.queue_id, messages=msgs)
+            resp = await self.brokers.send_batch(address, req, remaining)
+            return [SendResult(SendStatus.SEND_OK, msg_id, mq, resp.first_queue_offset + i, gray)
+                    for i, msg_id in enumerate(resp.msg_ids)]
+
+        return await self._with_retries(topic, gray, messages[0].sharding_key, attempt, timeout_s)
+
+    def send_async(self, message: Message,
+                   callback: Callable[[SendResult | None, BaseException | None], None] | None = None
+                   ) -> asyncio.Task[SendResult]:
+        """Start a send and return its task; ``callback(result, error)`` runs when it completes."""
+        task = asyncio.get_running_loop().create_task(self.send(message))
+        self._pending.add(task)
+
+        def done(t: asyncio.Task[SendResult]) -> None:
+            self._pending.discard(t)
+            error = t.exception() if not t.cancelled() else asyncio.CancelledError()
+            if callback is not None:
+                callback(None if error else t.result(), error)
+            elif error is not None:
+                log.warning("async send to %s failed: %s", message.topic, error)
+
+        task.add_done_callback(done)
+        return task
+
+    def send_oneway(self, message: Message) -> None:
+        """Fire and forget: errors are logged, never raised."""
+        self.send_async(message)
+
+    async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None,
+                            attempt: Callable[[MessageQueue, str, float], Any], timeout_s: float | None) -> Any:
+        if not self.started:
+            raise BadRequestError("producer not started: await producer.start() first")
+        deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
+        last_broker: str | None = None
+        error: GrayMQError | None = None
+        for _ in range(1 + self.retry_times):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            route = await self.routes.get(topic, refresh=error is not None)
+            mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
+                                      sharding_key=sharding_key)
+            address = route.address_of(mq.broker_name)
+            assert address is not None
+            try:
+                return await attempt(mq, address, remaining)
+            except GrayMQError as exc:
+                if not exc.retriable and not isinstance(exc, TopicNotExistError):
+                    raise
+                error = exc
+                last_broker = mq.broker_name
+                self.routes.invalidate(topic)
+                log.info("send to %s failed (%s), retrying on another broker", mq, exc.message)
+        if error is None:
+            raise RequestTimeoutError(f"send to {topic} timed out")
+        raise error

@@ -1,0 +1,66 @@
+"""Topic routes from the name server and the gray/normal queue sets they imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from client.message import MessageQueue
+from protocol.gray import gray_queue_ids
+
+PERM_READ = 4
+PERM_WRITE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerData:
+    broker_name: str
+    address: str
+    queue_nums: int
+    gray_queue_nums: int
+    perm: int = 6
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    topic: str
+    brokers: tuple[BrokerData, ...]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> TopicRoute:
+        brokers = tuple(sorted(
+            (BrokerData(b["broker_name"], b["address"], int(b["queue_nums"]), int(b.get("gray_queue_nums", 0)),
+                        int(b.get("perm", 6))) for b in raw["brokers"]),
+            key=lambda b: b.broker_name,
+        ))
+        return cls(raw["topic"], brokers)
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.brokers if b.broker_name == broker_name), None)
+
+    def address_of(self, broker_name: str) -> str | None:
+        broker = self.broker(broker_name)
+        return broker.address if broker else None
+
+    def queues(self, *, writable: bool = False, readable: bool = False) -> list[MessageQueue]:
+        """Every queue of the topic, by broker then id."""
+        return [
+            MessageQueue(self.topic, b.broker_name, q)
+            for b in self.brokers
+            if (not writable or b.perm & PERM_WRITE) and (not readable or b.perm & PERM_READ)
+            for q in range(b.queue_nums)
+        ]
+
+    def is_gray(self, mq: MessageQueue) -> bool:
+        broker = self.broker(mq.broker_name)
+        return broker is not None and mq.queue_id in gray_queue_ids(broker.queue_nums, broker.gray_queue_nums)
+
+    def split(self, queues: list[MessageQueue]) -> tuple[list[MessageQueue], list[MessageQueue]]:
+        """(gray, normal) partition of ``queues`` by this route's layout."""
+        gray = [mq for mq in queues if self.is_gray(mq)]
+        normal = [mq for mq in queues if not self.is_gray(mq)]
+        return gray, normal
+
+    def gray_queue_nums(self, broker_name: str) -> int:
+        broker = self.broker(broker_name)
+        return broker.gray_queue_nums if broker else 0

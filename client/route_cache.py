@@ -1,0 +1,49 @@
+"""Topic routes cached per topic: refreshed after ``ttl_s`` or on demand, served stale while the name server is down."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from client.nameserver_client import NameServerClient
+from client.route import TopicRoute
+from protocol.errors import NameServerError
+
+log = logging.getLogger(__name__)
+
+
+class RouteCache:
+    def __init__(self, nameserver: NameServerClient, ttl_s: float = 30.0) -> None:
+        self.nameserver = nameserver
+        self.ttl_s = ttl_s
+        self._routes: dict[str, tuple[float, TopicRoute]] = {}
+
+    async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        cached = self._routes.get(topic)
+        if cached is not None and not refresh and time.monotonic() - cached[0] < self.ttl_s:
+            return cached[1]
+        try:
+            route = await self.nameserver.get_route(topic)
+        except NameServerError:
+            if cached is None:
+                raise
+            log.warning("name servers unreachable; using the cached route of %s", topic)
+            return cached[1]
+        self._routes[topic] = (time.monotonic(), route)
+        return route
+
+    def cached(self, topic: str) -> TopicRoute | None:
+        entry = self._routes.get(topic)
+        return entry[1] if entry else None
+
+    def invalidate(self, topic: str) -> None:
+        entry = self._routes.get(topic)
+        if entry is not None:
+            self._routes[topic] = (0.0, entry[1])  # keep it as a fallback, refresh on next use
+
+    def topics(self) -> list[str]:
+        return sorted(self._routes)
+
+    def brokers(self) -> dict[str, str]:
+        """broker name -> address over every cached route."""
+        return {b.broker_name: b.address for _, route in self._routes.values() for b in route.brokers}

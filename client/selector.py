@@ -1,0 +1,53 @@
+"""GrayQueueSelector: which queue a message goes to — inside the gray or the normal set of the route."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import zlib
+
+from client.message import MessageQueue
+from client.route import TopicRoute
+from protocol.errors import NoPermissionError
+
+log = logging.getLogger(__name__)
+
+
+class GrayQueueSelector:
+    """Round robin inside the message's set, or by sharding key for ordered messages.
+
+    Gray messages go to the gray queues (first/last of each broker), normal ones to the
+    rest; with the gray switch off every queue is normal. A retry avoids the broker that
+    just failed when the set has another one.
+    """
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(random.randrange(1 << 16))
+        self._warned: set[str] = set()
+
+    def candidates(self, route: TopicRoute, gray: bool, gray_switch: bool) -> list[MessageQueue]:
+        writable = route.queues(writable=True)
+        if not writable:
+            raise NoPermissionError(f"topic {route.topic} has no writable queue on any broker")
+        if not gray_switch:
+            return writable
+        gray_set, normal_set = route.split(writable)
+        if gray and not gray_set:
+            if route.topic not in self._warned:
+                self._warned.add(route.topic)
+                log.warning("topic %s has no gray queues; gray messages go to normal queues", route.topic)
+            return normal_set
+        chosen = gray_set if gray else normal_set
+        return chosen or writable
+
+    def select(self, route: TopicRoute, gray: bool, *, gray_switch: bool = True, last_broker: str | None = None,
+               sharding_key: str | None = None) -> MessageQueue:
+        queues = self.candidates(route, gray, gray_switch)
+        if sharding_key is not None:
+            return queues[zlib.crc32(sharding_key.encode()) % len(queues)]
+        for _ in range(len(queues)):
+            mq = queues[next(self._counter) % len(queues)]
+            if mq.broker_name != last_broker:
+                return mq
+        return queues[next(self._counter) % len(queues)]

@@ -1,0 +1,112 @@
+"""``graymq consume``: a push consumer that prints what it consumes; exits cleanly, offsets committed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from gray_controller.cli.common import add_nameserver_arg, parse_labels
+from protocol.aio import wait_event
+from protocol.errors import ConfigError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("consume", help="consume topics as a member of a consumer group")
+    p.add_argument("topics", help="TOPIC[,TOPIC...]")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--tag", default="*", help="tag expression, e.g. 'A||B' (default *)")
+    p.add_argument("--gray", action="store_true", help="start as a gray client (unless the name server says otherwise)")
+    p.add_argument("--client-id", help="client id (default host@pid@consumer-xxxx)")
+    p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
+    p.add_argument("--from", dest="from_", default="last", help="first | last | TIMESTAMP (ms or ISO) for a new group")
+    p.add_argument("--max", type=int, help="exit after N messages")
+    p.add_argument("--idle-exit", type=float, help="exit after S seconds without a message")
+    p.add_argument("--orphan-policy", choices=["hold", "adopt"], help="override the group's orphan policy")
+    p.add_argument("--broadcast", action="store_true", help="broadcasting model (every client gets every message)")
+    p.add_argument("--json", action="store_true", help="one JSON object per message")
+    add_nameserver_arg(p)
+    p.set_defaults(handler=run)
+
+
+def parse_from(value: str) -> tuple[str, int]:
+    if value in ("first", "last"):
+        return value, 0
+    if value.isdigit():
+        return "timestamp", int(value)
+    try:
+        return "timestamp", int(datetime.fromisoformat(value).timestamp() * 1000)
+    except ValueError as exc:
+        raise ConfigError(f"--from must be first, last, ms since epoch or an ISO time, got {value!r}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()]
+    if not topics:
+        raise ConfigError("no topic given")
+    if args.max is not None and args.max < 1:
+        raise ConfigError("--max must be >= 1")
+    if args.idle_exit is not None and args.idle_exit <= 0:
+        raise ConfigError("--idle-exit must be > 0")
+    consume_from, timestamp = parse_from(args.from_)
+    return asyncio.run(_run(args, topics, consume_from, timestamp))
+
+
+async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, timestamp: int) -> int:
+    from client import ConsumeStatus, MessageExt, PushConsumer
+
+    done = asyncio.Event()
+    seen = 0
+    last_message = time.monotonic()
+    consumer: PushConsumer
+
+    async def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        nonlocal seen, last_message
+        for message in messages:
+            if args.max is not None and seen >= args.max:
+                await asyncio.Event().wait()  # beyond --max: left uncommitted, cancelled at stop
+            seen += 1
+            last_message = time.monotonic()
+            _print(message, consumer, args.json)
+            if args.max is not None and seen >= args.max:
+                done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        args.group, args.nameserver, listener=listener, client_id=args.client_id, labels=parse_labels(args.label),
+        gray=True if args.gray else None, consume_from=consume_from, consume_timestamp_ms=timestamp,  # type: ignore[arg-type]
+        orphan_policy=args.orphan_policy, broadcasting=args.broadcast,
+    )
+    for topic in topics:
+        consumer.subscribe(topic, args.tag)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, done.set)
+    await consumer.start()
+    print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
+          file=sys.stderr, flush=True)
+    while not done.is_set():
+        await wait_event(done, 0.2)
+        if args.idle_exit is not None and time.monotonic() - last_message > args.idle_exit:
+            break
+    await consumer.stop(grace_s=5.0)
+    return 0
+
+
+def _print(message: Any, consumer: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({
+            "msg_id": message.msg_id, "topic": message.topic, "broker": message.broker_name,
+            "queue_id": message.queue_id, "queue_offset": message.queue_offset, "tags": message.tags,
+            "keys": message.keys, "body": message.body.decode("utf-8", "replace"), "gray": message.gray,
+            "client_id": consumer.client_id,
+        }, sort_keys=True), flush=True)
+    else:
+        side = "gray" if message.gray else "normal"
+        print(f"{message.broker_name}:{message.topic}:{message.queue_id}@{message.queue_offset} {side} "
+              f"tags={message.tags} {message.body.decode('utf-8', 'replace')[:80]}", flush=True)

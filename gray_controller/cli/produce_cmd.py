@@ -1,0 +1,87 @@
+"""``graymq produce``: send messages from arguments, a generator or stdin; one JSON line per send with --json."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json
+from protocol.errors import ConfigError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("produce", help="send messages to a topic")
+    p.add_argument("topic")
+    p.add_argument("--group", default="graymq-cli", help="producer group (default graymq-cli)")
+    p.add_argument("--tag", default="", help="message tag")
+    p.add_argument("--key", action="append", default=[], help="message key (repeatable)")
+    p.add_argument("--gray", action="store_true", help="mark every message gray (sent to the gray queues)")
+    p.add_argument("--client-id", help="producer client id (default host@pid@producer-xxxx)")
+    p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
+    p.add_argument("--count", type=int, help="number of generated messages")
+    p.add_argument("--size", type=int, default=128, help="body size of generated messages in bytes")
+    p.add_argument("--body", help="one message with this body")
+    p.add_argument("--sharding-key", help="ordered messages: same key, same queue")
+    p.add_argument("--interval", type=float, default=0.0, help="seconds between sends")
+    p.add_argument("--json", action="store_true", help="one JSON object per send")
+    add_nameserver_arg(p)
+    p.set_defaults(handler=run)
+
+
+def _bodies(args: argparse.Namespace) -> Iterator[bytes]:
+    if args.body is not None and args.count is not None:
+        raise ConfigError("give --body or --count, not both")
+    if args.body is not None:
+        yield args.body.encode()
+    elif args.count is not None:
+        if args.count < 0 or args.size < 0:
+            raise ConfigError("--count and --size must be >= 0")
+        for i in range(args.count):
+            head = f"{i}:".encode()
+            yield head + b"x" * max(0, args.size - len(head))
+    else:
+        for line in sys.stdin:
+            yield line.rstrip("\n").encode()
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from client import Message, Producer
+
+    bodies = _bodies(args)
+    producer = Producer(args.group, args.nameserver, client_id=args.client_id, labels=parse_labels(args.label),
+                        gray=True if args.gray else None)
+    await producer.start()
+    failures = 0
+    try:
+        for body in bodies:
+            message = Message(args.topic, body, tags=args.tag, keys=list(args.key), gray=True if args.gray else None,
+                              sharding_key=args.sharding_key)
+            try:
+                result = await producer.send(message)
+            except Exception as exc:  # report and go on: one failed send must not hide the rest
+                failures += 1
+                if args.json:
+                    print_json({"topic": args.topic, "status": "FAILED", "error": str(exc)})
+                else:
+                    print(f"FAILED {args.topic}: {exc}", file=sys.stderr)
+                continue
+            if args.json:
+                print_json({"msg_id": result.msg_id, "topic": args.topic, "broker": result.queue.broker_name,
+                            "queue_id": result.queue.queue_id, "queue_offset": result.queue_offset,
+                            "status": result.status.value, "gray": result.gray})
+            else:
+                side = "gray" if result.gray else "normal"
+                print(f"{result.status.value} {result.msg_id} {result.queue} offset={result.queue_offset} {side}",
+                      flush=True)
+            if args.interval:
+                await asyncio.sleep(args.interval)
+    finally:
+        await producer.stop()
+    return 1 if failures else 0

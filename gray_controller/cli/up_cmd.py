@@ -1,0 +1,93 @@
+"""``graymq up``: a local cluster — a name server on SQLite and one broker — until Ctrl-C/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from gray_controller.cli.common import READY_PREFIX, print_ready
+from protocol.errors import GrayMQError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("up", help="run a local cluster: name server (SQLite) + one broker")
+    p.add_argument("--data", type=Path, default=Path("./graymq-data"), help="data directory (default ./graymq-data)")
+    p.add_argument("--nameserver-port", type=int, default=9876, help="name server port (0 = free port)")
+    p.add_argument("--broker-port", type=int, default=10911, help="broker port (0 = free port)")
+    p.add_argument("--broker-name", default="broker-a")
+    p.set_defaults(handler=run)
+
+
+class Child:
+    """A ``graymq`` subprocess whose output is relayed with a prefix; ``ready`` holds its ready line."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self.ready: dict[str, Any] | None = None
+        self._event = threading.Event()
+        self.proc = subprocess.Popen([sys.executable, "-m", "gray_controller.cli", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env)
+        threading.Thread(target=self._relay, daemon=True).start()
+
+    def _relay(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(READY_PREFIX) and self.ready is None:
+                self.ready = json.loads(line[len(READY_PREFIX):])
+                self._event.set()
+                continue
+            sys.stderr.write(f"[{self.name}] {line}")
+        self._event.set()
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        self._event.wait(timeout)
+        if self.ready is None:
+            raise GrayMQError(f"{self.name} did not start (exit code {self.proc.poll()}); see its log above")
+        return self.ready
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def run(args: argparse.Namespace) -> int:
+    data = args.data.resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GRAYMQ_DEV_MODE="true", PYTHONUNBUFFERED="1")
+    children: list[Child] = []
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        ns = Child("nameserver", ["nameserver", "--port", str(args.nameserver_port), "--db",
+                                  f"sqlite:///{data / 'nameserver.db'}", "--migrate", "--dev"], env)
+        children.append(ns)
+        ns_url = ns.wait_ready(60)["url"]
+        broker = Child("broker", ["broker", "--name", args.broker_name, "--port", str(args.broker_port), "--store",
+                                  str(data / args.broker_name), "--nameserver", ns_url], env)
+        children.append(broker)
+        broker_info = broker.wait_ready(60)
+        print_ready({"kind": "cluster", "address": ns_url.removeprefix("http://"), "url": ns_url,
+                     "nameserver": ns_url, "broker": broker_info["address"], "data": str(data)})
+        print(f"graymq local cluster up: name server {ns_url}, broker {args.broker_name} at {broker_info['address']}"
+              f"\n  export GRAYMQ_NAMESERVER={ns_url}   (admin token in dev mode: dev-token)", file=sys.stderr,
+              flush=True)
+        while not stop.is_set():
+            if any(c.proc.poll() is not None for c in children):
+                raise GrayMQError("a cluster process exited; stopping the rest")
+            stop.wait(0.5)
+        return 0
+    finally:
+        for child in reversed(children):
+            child.stop()

@@ -1,0 +1,237 @@
+"""Promote and rollback runbooks, recorded as cutover operations in the name server.
+
+Every step is idempotent and its progress lives in the name server, so a controller killed
+midway is simply run again: it finds the RUNNING operation of the group and continues.
+
+promote (gray → normal, lossless):
+  1. producers: the release's producer groups lose their gray rules and every gray producer gets
+     an explicit normal flag; wait until each reports it — no new gray message after this.
+  2. consumers: the group's gray rules go and every gray consumer (Spark jobs included) gets an
+     explicit normal flag; each drains the gray queues and then reports normal. Progress shows
+     the gray backlog and the clients still gray.
+  3. verify: no gray client is left and the gray backlog is 0; record timings.
+
+rollback:
+  1. producers as in promote (gray routing stops).
+  2. ``drain``: the gray consumers keep consuming until the gray backlog is 0; they can then be
+     stopped (they hold only empty gray queues). ``adopt``: the group's orphan policy becomes
+     ``adopt``; once the gray consumers are stopped, the normal consumers take the gray queues
+     and consume what is left; the policy returns to ``hold`` when the backlog is 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.backlog import BacklogUnavailable
+from client.nameserver_client import ConflictError, NameServerClient, NotFoundError
+from gray_controller.group_state import GroupInspector, GroupStatus
+from gray_controller.progress import Progress
+from protocol.errors import GrayMQError
+
+POLL_S = 0.1
+
+
+class CutoverFailed(GrayMQError):
+    """A cutover stopped before finishing; ``report`` says where and what is left."""
+
+    def __init__(self, message: str, report: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class CutoverReport:
+    operation_id: int
+    kind: str
+    mode: str
+    group: str
+    state: str = "RUNNING"
+    timings_s: dict[str, float] = field(default_factory=dict)
+    producers_flipped: list[str] = field(default_factory=list)
+    consumers_flipped: list[str] = field(default_factory=list)
+    rules_removed: list[dict[str, Any]] = field(default_factory=list)
+    gray_consumers_left: list[str] = field(default_factory=list)
+    gray_backlog: int | None = None
+    resumed: bool = False
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class CutoverRunner:
+    def __init__(self, nameserver: NameServerClient, group: str, producer_groups: list[str] | None = None,
+                 timeout_s: float = 300.0, progress: Progress | None = None) -> None:
+        self.nameserver = nameserver
+        self.group = group
+        self.producer_groups = producer_groups or [group]
+        self.timeout_s = timeout_s
+        self.progress = progress or Progress()
+        self.inspector = GroupInspector(nameserver)
+        self._deadline = 0.0
+
+    async def close(self) -> None:
+        await self.inspector.close()
+
+    # -- runbooks ----------------------------------------------------------------------------
+    async def promote(self) -> CutoverReport:
+        report = await self._begin("promote", "drain")
+        return await self._run(report, self._promote_steps)
+
+    async def rollback(self, mode: str) -> CutoverReport:
+        report = await self._begin("rollback", mode)
+        return await self._run(report, self._rollback_steps)
+
+    async def _promote_steps(self, report: CutoverReport) -> None:
+        await self._timed(report, "producers", self._stop_gray_producers(report))
+        await self._timed(report, "drain", self._flip_consumers(report))
+        await self._step(report, "verify")
+        status = await self.inspector.status(self.group)
+        report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
+        report.gray_backlog = status.gray_backlog
+        if report.gray_consumers_left or status.gray_backlog:
+            raise CutoverFailed("verification failed: gray clients or gray backlog left", report.to_json())
+
+    async def _rollback_steps(self, report: CutoverReport) -> None:
+        await self._timed(report, "producers", self._stop_gray_producers(report))
+        if report.mode == "adopt":
+            await self.nameserver.set_orphan_policy(self.group, "adopt")
+            await self._timed(report, "adopt", self._wait(
+                report, "waiting for gray consumers to stop; normal consumers adopt the gray queues",
+                lambda s: not s.gray_clients() and s.gray_backlog == 0))
+            await self.nameserver.set_orphan_policy(self.group, "hold")
+        else:
+            await self._timed(report, "drain", self._wait(
+                report, "gray consumers draining the gray backlog", lambda s: s.gray_backlog == 0))
+        status = await self.inspector.status(self.group)
+        report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
+        report.gray_backlog = status.gray_backlog
+        if report.gray_consumers_left:
+            report.message = ("gray backlog is 0; these gray consumers hold only empty gray queues and can be "
+                              "stopped: " + ", ".join(report.gray_consumers_left))
+
+    # -- steps -------------------------------------------------------------------------------
+    async def _stop_gray_producers(self, report: CutoverReport) -> None:
+        await self._step(report, "producers")
+        for producer_group in self.producer_groups:
+            report.rules_removed += await self._remove_gray_rules(producer_group)
+            data = await self.inspector.clients(producer_group, role="producer")
+            for client in data["clients"]:
+                if client["gray"] or client["desired_gray"]:
+                    await self._set_normal(report, producer_group, client["client_id"])
+                    report.producers_flipped.append(f"{producer_group}/{client['client_id']}")
+
+        async def producers_normal() -> list[str]:
+            left = []
+            for producer_group in self.producer_groups:
+                data = await self.inspector.clients(producer_group, role="producer")
+                left += [c["client_id"] for c in data["clients"] if c["gray"]]
+            return left
+
+        while left := await producers_normal():
+            self._check_deadline(report, f"producers still gray: {', '.join(left)}")
+            self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal")
+            await asyncio.sleep(POLL_S)
+        self.progress.note("producers report normal: no new gray messages")
+
+    async def _flip_consumers(self, report: CutoverReport) -> None:
+        await self._step(report, "drain")
+        report.rules_removed += await self._remove_gray_rules(self.group)
+        status = await self.inspector.status(self.group, with_backlog=False)
+        for client in status.clients:
+            if client["role"] != "producer" and (client["gray"] or client["desired_gray"]):
+                await self._set_normal(report, self.group, client["client_id"])
+                report.consumers_flipped.append(client["client_id"])
+        await self._wait(report, "gray consumers draining, then flipping to normal",
+                         lambda s: not s.gray_clients() and s.gray_backlog == 0)
+
+    async def _wait(self, report: CutoverReport, what: str, done: Callable[[GroupStatus], bool]) -> None:
+        initial: int | None = None
+        while True:
+            try:
+                status = await self.inspector.status(self.group)
+            except BacklogUnavailable as exc:
+                self._check_deadline(report, f"{what}: {exc.message}")
+                await asyncio.sleep(POLL_S)
+                continue
+            backlog = status.gray_backlog
+            initial = backlog if initial is None else max(initial, backlog)
+            gray = [c["client_id"] for c in status.gray_clients()]
+            report.gray_backlog, report.gray_consumers_left = backlog, gray
+            if done(status):
+                self.progress.update(1, 1, f"{what}: done")
+                self.progress.note("")
+                return
+            self.progress.update(initial - backlog, initial, f"gray backlog {backlog}, gray consumers {len(gray)}")
+            self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}")
+            await asyncio.sleep(POLL_S)
+
+    async def _remove_gray_rules(self, group: str) -> list[dict[str, Any]]:
+        try:
+            rules = await self.nameserver.list_rules(group)
+        except NotFoundError:
+            return []
+        removed = []
+        for rule in rules:
+            if rule["gray"]:
+                await self.nameserver.delete_rule(group, rule["id"])
+                removed.append({"group": group, "selector": rule["selector"]})
+        return removed
+
+    async def _set_normal(self, report: CutoverReport, group: str, client_id: str) -> None:
+        operation = report.operation_id if group == self.group else None
+        try:
+            await self.nameserver.set_flag(group, client_id, False, f"{report.kind} #{report.operation_id}",
+                                           operation_id=operation)
+        except NotFoundError:
+            pass  # the client expired meanwhile: nothing to flip
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    async def _begin(self, kind: str, mode: str) -> CutoverReport:
+        running = await self.nameserver.list_cutovers(self.group, state="RUNNING")
+        if running:
+            op = running[0]
+            if op["kind"] != kind or op["mode"] != mode:
+                raise ConflictError(f"a {op['kind']} ({op['mode']}) operation #{op['id']} is running on {self.group}; "
+                                    "re-run that command to resume it", op)
+            self.progress.note(f"resuming {kind} #{op['id']} of {self.group} at step {op['step']!r}")
+            report = CutoverReport(op["id"], kind, mode, self.group, resumed=True)
+            previous = op.get("result") or {}
+            for key in ("producers_flipped", "consumers_flipped", "rules_removed", "timings_s"):
+                if key in previous:
+                    setattr(report, key, previous[key])
+            return report
+        op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups)
+        self.progress.note(f"{kind} #{op['id']} of {self.group} started (producer groups: "
+                           f"{', '.join(self.producer_groups)})")
+        return CutoverReport(op["id"], kind, mode, self.group)
+
+    async def _run(self, report: CutoverReport, steps: Callable[[CutoverReport], Awaitable[None]]) -> CutoverReport:
+        self._deadline = time.monotonic() + self.timeout_s
+        try:
+            await steps(report)
+        except CutoverFailed as exc:
+            report.state, report.message = "FAILED", exc.message
+            await self.nameserver.update_cutover(report.operation_id, state="FAILED", result=report.to_json())
+            raise CutoverFailed(exc.message, report.to_json()) from None
+        report.state = "SUCCEEDED"
+        await self.nameserver.update_cutover(report.operation_id, state="SUCCEEDED", step="done",
+                                             result=report.to_json())
+        return report
+
+    async def _step(self, report: CutoverReport, step: str) -> None:
+        await self.nameserver.update_cutover(report.operation_id, step=step, result=report.to_json())
+
+    async def _timed(self, report: CutoverReport, name: str, work: Awaitable[None]) -> None:
+        start = time.monotonic()
+        await work
+        report.timings_s[name] = round(time.monotonic() - start, 3)
+
+    def _check_deadline(self, report: CutoverReport, what: str) -> None:
+        if time.monotonic() > self._deadline:
+            raise CutoverFailed(f"timed out after {self.timeout_s:g}s — {what}", report.to_json())

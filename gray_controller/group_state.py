@@ -1,0 +1,68 @@
+"""A consumer group as the controller sees it: clients with flags and states, and the gray backlog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.backlog import QueueBacklog, gray_backlog
+from client.broker_client import BrokerClient
+from client.nameserver_client import NameServerClient, NotFoundError
+from client.route_cache import RouteCache
+
+CONSUMING_ROLES = ("consumer", "spark")
+
+
+@dataclass
+class GroupStatus:
+    group: str
+    gray_switch: bool
+    orphan_policy: str
+    clients: list[dict[str, Any]]
+    queues: list[QueueBacklog] = field(default_factory=list)
+
+    @property
+    def gray_backlog(self) -> int:
+        return sum(q.backlog for q in self.queues)
+
+    def gray_clients(self, roles: tuple[str, ...] = CONSUMING_ROLES) -> list[dict[str, Any]]:
+        return [c for c in self.clients if c["role"] in roles and c["gray"]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group, "gray_switch": self.gray_switch, "orphan_policy": self.orphan_policy,
+            "clients": [{k: c.get(k) for k in ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray",
+                                               "state", "queues", "topics", "last_seen")} for c in self.clients],
+            "gray_backlog": self.gray_backlog,
+            "gray_queues": [{"topic": q.topic, "broker": q.broker_name, "queue_id": q.queue_id,
+                             "consumer_offset": q.consumer_offset, "max_offset": q.max_offset, "backlog": q.backlog}
+                            for q in self.queues],
+        }
+
+
+class GroupInspector:
+    """Reads a group's state from the name server and its gray backlog from the brokers."""
+
+    def __init__(self, nameserver: NameServerClient) -> None:
+        self.nameserver = nameserver
+        self.routes = RouteCache(nameserver, ttl_s=5.0)
+        self.brokers = BrokerClient()
+
+    async def close(self) -> None:
+        await self.brokers.close()
+
+    async def clients(self, group: str, role: str | None = None) -> dict[str, Any]:
+        """The name server's view; a group it never heard of has no clients."""
+        try:
+            return await self.nameserver.group_clients(group, role)
+        except NotFoundError:
+            return {"group": group, "gray_switch": False, "orphan_policy": "hold", "clients": []}
+
+    async def status(self, group: str, with_backlog: bool = True) -> GroupStatus:
+        data = await self.clients(group)
+        clients = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
+        status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")), clients)
+        if with_backlog:
+            topics = {t for c in clients if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
+            status.queues = await gray_backlog(self.brokers, self.routes, group, topics)
+        return status

@@ -1,0 +1,90 @@
+"""A real graymq cluster for tests: a name server process (on the test's Postgres) and broker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from client.nameserver_client import NameServerClient
+from tests.support.processes import GraymqProcess
+
+FAST_ENV = {
+    "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5",
+    "GRAYMQ_BROKER_CLIENT_EXPIRY_S": "10",
+    "GRAYMQ_CLIENT_EXPIRY_SECONDS": "15",
+    "GRAYMQ_DEV_MODE": "true",
+    "GRAYMQ_ADMIN_TOKEN": "dev-token",
+}
+
+
+class Cluster:
+    """Start with ``start_nameserver`` and ``add_broker``; topics via ``create_topic``."""
+
+    def __init__(self, start: Callable[..., GraymqProcess], db_url: str, root: Path) -> None:
+        self._start = start
+        self.db_url = db_url
+        self.root = root
+        self.nameservers: list[GraymqProcess] = []
+        self.brokers: dict[str, GraymqProcess] = {}
+
+    def start_nameserver(self, **env: str) -> GraymqProcess:
+        proc = self._start("nameserver", "--port", "0", "--db", self.db_url, "--migrate", "--dev",
+                           env={**FAST_ENV, **env})
+        self.nameservers.append(proc)
+        return proc
+
+    @property
+    def ns_url(self) -> str:
+        return ",".join(str(p.ready_info["url"]) for p in self.nameservers if p.ready_info)
+
+    def add_broker(self, name: str, *extra: str, **env: str) -> GraymqProcess:
+        proc = self._start("broker", "--name", name, "--port", "0", "--store", str(self.root / name),
+                           "--nameserver", self.ns_url, "--segment-size", str(4 << 20), *extra,
+                           env={**FAST_ENV, **env})
+        self.brokers[name] = proc
+        return proc
+
+    def restart_broker(self, name: str, *extra: str) -> GraymqProcess:
+        self.brokers[name].terminate()
+        return self.add_broker(name, *extra)
+
+    def admin(self) -> NameServerClient:
+        return NameServerClient(self.ns_url, admin_token="dev-token")
+
+    def create_topic(self, topic: str, queues: int, gray: int, timeout: float = 20.0) -> None:
+        """Create through the name server and wait until every broker carries it in the route."""
+
+        async def go() -> None:
+            ns = self.admin()
+            try:
+                await ns.put_topic(topic, queues, gray)
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        route = await ns.request("GET", f"/v1/topics/{topic}/route")
+                        names = {b["broker_name"] for b in route["brokers"]}
+                        if names >= set(self.brokers):
+                            await asyncio.sleep(0.6)  # one more broker heartbeat: the broker applied it
+                            return
+                    except Exception:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"topic {topic} not on every broker after {timeout}s")
+                    await asyncio.sleep(0.2)
+            finally:
+                await ns.close()
+
+        asyncio.run(go())
+
+    def ns_call(self, fn: Callable[[NameServerClient], Any]) -> Any:
+        async def go() -> Any:
+            ns = self.admin()
+            try:
+                return await fn(ns)
+            finally:
+                await ns.close()
+
+        return asyncio.run(go())

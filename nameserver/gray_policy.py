@@ -20,12 +20,17 @@ def rule_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool
 
 
 def desired_gray(
-    gray_switch: bool, explicit_gray: bool | None, rules: Sequence[Rule], labels: Mapping[str, str]
+    gray_switch: bool,
+    explicit_gray: bool | None,
+    rules: Sequence[Rule],
+    labels: Mapping[str, str],
+    declared_gray: bool | None = None,
 ) -> bool:
     """The grayFlag the client should run with.
 
     Switch off → ``False`` for everyone. Otherwise the explicit per-client value when set, else
-    the ``gray`` of the first rule (in order) whose selector the client's labels satisfy, else ``False``.
+    the ``gray`` of the first rule (in order) whose selector the client's labels satisfy, else
+    the flag the client declared at start (``graymq consume --gray``), else ``False``.
 
     >>> class R:
     ...     def __init__(self, selector, gray): self.selector, self.gray = selector, gray
@@ -35,6 +40,8 @@ def desired_gray(
     False
     >>> desired_gray(False, True, [], {})
     False
+    >>> desired_gray(True, None, [], {}, declared_gray=True)
+    True
     """
     if not gray_switch:
         return False
@@ -43,4 +50,4 @@ def desired_gray(
     for rule in rules:
         if rule_matches(rule.selector, labels):
             return rule.gray
-    return False
+    return bool(declared_gray)

@@ -113,8 +113,10 @@ class Group(Base):
 class Client(Base):
     """One client (consumer, producer or Spark job) of a group, as its heartbeats describe it.
 
-    ``explicit_gray`` is what operators set (``None``: follow the group's rules); ``gray`` and
-    ``state`` are what the client reports it is doing — the name server never changes them.
+    ``explicit_gray`` is what operators set (``None``: follow the group's rules);
+    ``declared_gray`` is the flag the client was started with (``None``: none), used when neither
+    an explicit value nor a rule applies; ``gray`` and ``state`` are what the client reports it
+    is doing — the name server never changes them.
     """
 
     __tablename__ = "clients"
@@ -131,6 +133,7 @@ class Client(Base):
     role: Mapped[str] = mapped_column(String(16))
     labels: Mapped[dict[str, str]] = mapped_column(JsonType)
     explicit_gray: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    declared_gray: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     gray: Mapped[bool] = mapped_column(Boolean)
     state: Mapped[str] = mapped_column(String(16))
     queues: Mapped[list[str]] = mapped_column(JsonType)

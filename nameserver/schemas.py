@@ -116,6 +116,9 @@ class ClientHeartbeat(BaseModel):
     client_id: Name
     role: Role
     labels: Labels = Field(default_factory=dict, max_length=MAX_LABELS)
+    declared_gray: bool | None = Field(
+        default=None, description="the flag the client was started with; used when no explicit flag or rule applies"
+    )
     gray: bool = False
     state: ClientState = "NORMAL"
     topics: list[Annotated[str, StringConstraints(min_length=1, max_length=255)]] = Field(
@@ -149,6 +152,7 @@ class ClientView(BaseModel):
     role: Role
     labels: dict[str, str]
     explicit_gray: bool | None
+    declared_gray: bool | None = None
     desired_gray: bool
     gray: bool
     state: ClientState

@@ -32,6 +32,7 @@ class ClientRepository:
         )
         reported = {
             "labels": report.labels,
+            "declared_gray": report.declared_gray,
             "gray": report.gray,
             "state": report.state,
             "queues": report.queues,

@@ -58,7 +58,9 @@ class ClientService:
             client_id=client.client_id,
             role=report.role,
             gray_switch=group.gray_switch,
-            desired_gray=desired_gray(group.gray_switch, client.explicit_gray, rules, client.labels),
+            desired_gray=desired_gray(
+                group.gray_switch, client.explicit_gray, rules, client.labels, client.declared_gray
+            ),
             explicit_gray=client.explicit_gray,
             gray=client.gray,
             state=report.state,

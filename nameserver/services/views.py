@@ -37,7 +37,10 @@ def client_view(client: Client, group: Group, rules: Sequence[GrayRule]) -> Clie
         role=client.role,  # type: ignore[arg-type]
         labels=client.labels,
         explicit_gray=client.explicit_gray,
-        desired_gray=desired_gray(group.gray_switch, client.explicit_gray, rules, client.labels),
+        declared_gray=client.declared_gray,
+        desired_gray=desired_gray(
+            group.gray_switch, client.explicit_gray, rules, client.labels, client.declared_gray
+        ),
         gray=client.gray,
         state=client.state,  # type: ignore[arg-type]
         queues=client.queues,

@@ -555,3 +555,18 @@ def test_metrics_count_requests_by_route_and_report_live_objects(api: TestClient
     assert f'graymq_nameserver_live_clients{{group="{group}",role="consumer",gray="false"}} 1' in text
     assert "graymq_nameserver_db_errors_total 0" in text
     assert "graymq_nameserver_live_brokers " in text
+
+
+def test_declared_flag_applies_only_when_no_explicit_flag_or_rule_does(api: TestClient) -> None:
+    group, client = unique("g"), unique("c")
+    answer = api.post("/v1/clients/heartbeat", json={"group": group, "client_id": client, "role": "consumer",
+                                                      "declared_gray": True}).json()
+    assert answer["desired_gray"] is True  # `graymq consume --gray` starts gray
+    api.post(f"/v1/groups/{group}/rules", json={"selector": {"version": "v1"}, "gray": False}, headers=OPS)
+    answer = api.post("/v1/clients/heartbeat", json={"group": group, "client_id": client, "role": "consumer",
+                                                      "labels": {"version": "v1"}, "declared_gray": True}).json()
+    assert answer["desired_gray"] is False  # a matching rule wins over the declaration
+    api.put(f"/v1/groups/{group}/clients/{client}/flag", json={"gray": True}, headers=OPS)
+    api.put(f"/v1/groups/{group}/switch", json={"enabled": False}, headers=OPS)
+    (row,) = api.get(f"/v1/groups/{group}/clients").json()["clients"]
+    assert (row["declared_gray"], row["desired_gray"]) == (True, False)  # switch off: everyone normal

@@ -4,15 +4,18 @@ Every step is idempotent and its progress lives in the name server, so a control
 midway is simply run again: it finds the RUNNING operation of the group and continues.
 
 promote (gray → normal, lossless):
-  1. producers: the release's producer groups lose their gray rules and every gray producer gets
-     an explicit normal flag; wait until each reports it — no new gray message after this.
-  2. consumers: the group's gray rules go and every gray consumer (Spark jobs included) gets an
-     explicit normal flag; each drains the gray queues and then reports normal. Progress shows
-     the gray backlog and the clients still gray.
+  1. producers: every gray producer of the release's producer groups gets an explicit normal
+     flag; wait until each reports it — no new gray message after this.
+  2. consumers: the gray rules of the release go (new pods start normal; producers are checked
+     again), then every gray consumer (Spark jobs included) gets an explicit normal flag; each
+     drains the gray queues and then reports normal. Progress shows the gray backlog and the
+     clients still gray.
   3. verify: no gray client is left and the gray backlog is 0; record timings.
 
 rollback:
-  1. producers as in promote (gray routing stops).
+  1. producers as in promote (gray routing stops); gray rules of producer groups other than the
+     consumer group go, so new producer pods start normal (the group's own rules stay: its gray
+     consumers must stay gray to finish their backlog).
   2. ``drain``: the gray consumers keep consuming until the gray backlog is 0; they can then be
      stopped (they hold only empty gray queues). ``adopt``: the group's orphan policy becomes
      ``adopt``; once the gray consumers are stopped, the normal consumers take the gray queues
@@ -99,6 +102,9 @@ class CutoverRunner:
 
     async def _rollback_steps(self, report: CutoverReport) -> None:
         await self._timed(report, "producers", self._stop_gray_producers(report))
+        for producer_group in self.producer_groups:
+            if producer_group != self.group:  # the group's own rules keep its gray consumers gray
+                report.rules_removed += await self._remove_gray_rules(producer_group)
         if report.mode == "adopt":
             await self.nameserver.set_orphan_policy(self.group, "adopt")
             await self._timed(report, "adopt", self._wait(
@@ -117,14 +123,21 @@ class CutoverRunner:
 
     # -- steps -------------------------------------------------------------------------------
     async def _stop_gray_producers(self, report: CutoverReport) -> None:
+        """Give every gray producer an explicit normal flag and wait until each reports it.
+
+        Rules are left alone here: a rule shared with the consumer group would flip the gray
+        consumers too early. They go in the next step, after which producers are checked again
+        (a producer pod started meanwhile may have come up gray by rule).
+        """
         await self._step(report, "producers")
         for producer_group in self.producer_groups:
-            report.rules_removed += await self._remove_gray_rules(producer_group)
             data = await self.inspector.clients(producer_group, role="producer")
             for client in data["clients"]:
                 if client["gray"] or client["desired_gray"]:
                     await self._set_normal(report, producer_group, client["client_id"])
-                    report.producers_flipped.append(f"{producer_group}/{client['client_id']}")
+                    name = f"{producer_group}/{client['client_id']}"
+                    if name not in report.producers_flipped:
+                        report.producers_flipped.append(name)
 
         async def producers_normal() -> list[str]:
             left = []
@@ -139,9 +152,15 @@ class CutoverRunner:
             await asyncio.sleep(POLL_S)
         self.progress.note("producers report normal: no new gray messages")
 
+    async def _remove_rules(self, report: CutoverReport) -> None:
+        """Drop the gray rules of the release so new pods start normal, then re-check producers."""
+        for group in dict.fromkeys([*self.producer_groups, self.group]):
+            report.rules_removed += await self._remove_gray_rules(group)
+        await self._stop_gray_producers(report)
+
     async def _flip_consumers(self, report: CutoverReport) -> None:
+        await self._remove_rules(report)
         await self._step(report, "drain")
-        report.rules_removed += await self._remove_gray_rules(self.group)
         status = await self.inspector.status(self.group, with_backlog=False)
         for client in status.clients:
             if client["role"] != "producer" and (client["gray"] or client["desired_gray"]):

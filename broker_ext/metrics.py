@@ -50,9 +50,9 @@ def render_metrics(broker: BrokerController) -> str:
     out.sample("graymq_broker_commitlog_max_offset", broker.store.max_physical_offset)
     out.metric("graymq_broker_clients", "gauge", "Consumer clients online, by group and flag.")
     for group, info in broker.consumers.groups.items():
-        gray = sum(1 for c in info.clients.values() if c.gray_flag)
-        out.sample("graymq_broker_clients", gray, group=group, gray="true")
-        out.sample("graymq_broker_clients", len(info.clients) - gray, group=group, gray="false")
+        gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
+        out.sample("graymq_broker_clients", gray_count, group=group, gray="true")
+        out.sample("graymq_broker_clients", len(info.clients) - gray_count, group=group, gray="false")
     out.metric("graymq_broker_long_polls", "gauge", "Pull requests waiting for messages.")
     out.sample("graymq_broker_long_polls", broker.holds.waiting)
     out.metric("graymq_broker_rejected_connections_total", "counter", "Connections closed for protocol errors.")

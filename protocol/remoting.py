@@ -39,18 +39,21 @@ def method_name(method: int) -> str:
 
 
 def request_envelope(method: int, body: PbMessage, oneway: bool = False) -> bytes:
-    return pb.Envelope(method=method, oneway=oneway, body=body.SerializeToString()).SerializeToString()
+    envelope = pb.Envelope(method=method, oneway=oneway, body=body.SerializeToString())  # type: ignore[arg-type]
+    return envelope.SerializeToString()
 
 
 def response_envelope(method: int, body: PbMessage | None = None) -> bytes:
     data = body.SerializeToString() if body is not None else b""
-    return pb.Envelope(method=method, is_response=True, body=data).SerializeToString()
+    envelope = pb.Envelope(method=method, is_response=True, body=data)  # type: ignore[arg-type]
+    return envelope.SerializeToString()
 
 
 def error_envelope(method: int, error: GrayMQError) -> bytes:
-    return pb.Envelope(
-        method=method, is_response=True, code=error.code, error_message=error.message
-    ).SerializeToString()
+    envelope = pb.Envelope(
+        method=method, is_response=True, code=error.code, error_message=error.message  # type: ignore[arg-type]
+    )
+    return envelope.SerializeToString()
 
 
 def parse_envelope(payload: bytes) -> pb.Envelope:

@@ -9,6 +9,7 @@ import httpx
 
 from broker_ext.broker_controller import BrokerController
 from broker_ext.topic_config import TopicConfig
+from protocol.aio import cancel_and_wait
 from protocol.constants import SCHEDULE_TOPIC
 from protocol.errors import GrayMQError
 
@@ -30,12 +31,7 @@ class NameServerRegistry:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="nameserver-registry")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         await self._client.aclose()
 
     async def _run(self) -> None:

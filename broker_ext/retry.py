@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from broker_ext.store import PutMessage
 from broker_ext.store.atomic_file import read_json, write_json_atomic
 from protocol import graymq_pb2 as pb
+from protocol.aio import cancel_and_wait
 from protocol.constants import (
     DEFAULT_MAX_RECONSUME_TIMES,
     PROPERTY_DELAY_LEVEL,
@@ -115,12 +116,7 @@ class ScheduleMessageService:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="schedule-service")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         self.persist()
 
     async def _run(self) -> None:

@@ -37,6 +37,15 @@ def _check(client_id: str, clients: Sequence[ConsumerView]) -> list[ConsumerView
     return ordered
 
 
+def _position(client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+              ) -> tuple[list[MessageQueue], int, int] | None:
+    """(sorted queues, this client's index, client count), or None when there is nothing to split."""
+    ordered = _check(client_id, clients)
+    if not ordered or not queues:
+        return None
+    return sorted(queues), [c.client_id for c in ordered].index(client_id), len(ordered)
+
+
 class AllocateMessageQueueAveragely:
     """Contiguous blocks, the first ``len(queues) % len(clients)`` clients take one extra.
 
@@ -46,12 +55,11 @@ class AllocateMessageQueueAveragely:
     def allocate(
         self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
     ) -> list[MessageQueue]:
-        ordered = _check(client_id, clients)
-        if not ordered or not queues:
+        position = _position(client_id, queues, clients)
+        if position is None:
             return []
-        mqs = sorted(queues)
-        index = [c.client_id for c in ordered].index(client_id)
-        n, k = len(mqs), len(ordered)
+        mqs, index, k = position
+        n = len(mqs)
         size = n // k + (1 if index < n % k else 0)
         start = index * (n // k) + min(index, n % k)
         return mqs[start : start + size]
@@ -66,11 +74,11 @@ class AllocateMessageQueueAveragelyByCircle:
     def allocate(
         self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
     ) -> list[MessageQueue]:
-        ordered = _check(client_id, clients)
-        if not ordered or not queues:
+        position = _position(client_id, queues, clients)
+        if position is None:
             return []
-        index = [c.client_id for c in ordered].index(client_id)
-        return [mq for i, mq in enumerate(sorted(queues)) if i % len(ordered) == index]
+        mqs, index, k = position
+        return [mq for i, mq in enumerate(mqs) if i % k == index]
 
 
 class AllocateMessageQueueGray:

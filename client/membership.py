@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from client.nameserver_client import NameServerClient
-from protocol.aio import wait_event
+from protocol.aio import cancel_and_wait, wait_event
 from protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
@@ -78,12 +78,7 @@ class Membership:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"membership {self.client_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from client.route import TopicRoute
-from protocol.errors import BadRequestError, GrayMQError, NameServerError, TopicNotExistError
+from protocol.errors import BadRequestError, ConfigError, GrayMQError, NameServerError, TopicNotExistError
 
 
 class NotFoundError(GrayMQError):
@@ -38,9 +38,9 @@ def parse_urls(urls: str | list[str] | None) -> list[str]:
     result = [u.strip().rstrip("/") for u in items if u.strip()]
     for url in result:
         if not url.startswith(("http://", "https://")):
-            raise BadRequestError(f"name server URL {url!r} must start with http:// or https://")
+            raise ConfigError(f"name server URL {url!r} must start with http:// or https://")
     if not result:
-        raise BadRequestError("no name server given: pass --nameserver URL or set GRAYMQ_NAMESERVER")
+        raise ConfigError("no name server given: pass --nameserver URL or set GRAYMQ_NAMESERVER")
     return result
 
 

@@ -30,3 +30,13 @@ async def with_timeout(awaitable: Awaitable[T], timeout_s: float) -> T:
     """Await with a deadline; raises ``TimeoutError`` when it passes."""
     async with asyncio.timeout(timeout_s):
         return await awaitable
+
+
+async def cancel_and_wait(task: asyncio.Task[object] | None) -> None:
+    """Cancel a background loop and wait until it has finished."""
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass

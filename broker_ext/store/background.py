@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from protocol.aio import cancel_and_wait
+
+__all__ = ["BlockingWork", "cancel_and_wait"]
 
 T = TypeVar("T")
 
@@ -30,10 +33,3 @@ class BlockingWork:
         if self._pending:
             await asyncio.wait(list(self._pending))
 
-
-async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
-    """Cancel a background loop and wait until it has finished."""
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

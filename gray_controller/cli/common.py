@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 READY_PREFIX = "graymq-ready "
@@ -53,3 +54,19 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]) -> int:
+    """Run ``command(nameserver_client, args)`` on a fresh event loop; the client is closed after."""
+    import asyncio
+
+    from client.nameserver_client import NameServerClient
+
+    async def main() -> int:
+        ns = NameServerClient(args.nameserver)
+        try:
+            return await command(ns, args)
+        finally:
+            await ns.close()
+
+    return asyncio.run(main())

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
-from gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json, table
+from gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json, run_with_nameserver, table
 from protocol.errors import ConfigError
 
 
@@ -55,33 +54,27 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_run(args))
+    return run_with_nameserver(args, _run)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    from client.nameserver_client import NameServerClient
-
-    ns = NameServerClient(args.nameserver)
-    try:
-        action = args.gray_command
-        if action == "status":
-            return await _status(ns, args)
-        if action == "switch":
-            await ns.set_switch(args.group, args.value == "on", args.reason)
-            print(f"gray switch of {args.group}: {args.value}")
-        elif action == "flag":
-            value = {"on": True, "off": False, "auto": None}[args.value]
-            result = await ns.set_flag(args.group, args.client_id, value, args.reason)
-            print(f"{args.group}/{args.client_id}: explicit flag {args.value}; desired gray now "
-                  f"{[c['desired_gray'] for c in result['clients']]}"
-                  + (" (a gray client drains its gray queues before flipping)" if value is False else ""))
-        elif action == "rule":
-            return await _rule(ns, args)
-        else:
-            return await _cutover(ns, args)
-        return 0
-    finally:
-        await ns.close()
+async def _run(ns: Any, args: argparse.Namespace) -> int:
+    action = args.gray_command
+    if action == "status":
+        return await _status(ns, args)
+    if action == "switch":
+        await ns.set_switch(args.group, args.value == "on", args.reason)
+        print(f"gray switch of {args.group}: {args.value}")
+    elif action == "flag":
+        value = {"on": True, "off": False, "auto": None}[args.value]
+        result = await ns.set_flag(args.group, args.client_id, value, args.reason)
+        print(f"{args.group}/{args.client_id}: explicit flag {args.value}; desired gray now "
+              f"{[c['desired_gray'] for c in result['clients']]}"
+              + (" (a gray client drains its gray queues before flipping)" if value is False else ""))
+    elif action == "rule":
+        return await _rule(ns, args)
+    else:
+        return await _cutover(ns, args)
+    return 0
 
 
 async def _status(ns: Any, args: argparse.Namespace) -> int:

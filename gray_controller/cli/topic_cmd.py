@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
-from gray_controller.cli.common import add_nameserver_arg, print_json, table
+from gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
 from protocol.errors import ConfigError
 
 
@@ -28,43 +27,38 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_run(args))
+    return run_with_nameserver(args, _run)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    from client.nameserver_client import NameServerClient
+async def _run(ns: Any, args: argparse.Namespace) -> int:
     from protocol.gray import gray_queue_ids
 
-    ns = NameServerClient(args.nameserver)
-    try:
-        if args.topic_command == "create":
-            if args.queues < 1:
-                raise ConfigError("--queues must be >= 1")
-            try:
-                gray = gray_queue_ids(args.queues, args.gray_queues)
-            except ValueError as exc:
-                raise ConfigError(f"--gray-queues: {exc}") from exc
-            result = await ns.put_topic(args.topic, args.queues, args.gray_queues, args.perm)
-            if args.json:
-                print_json(result)
-            else:
-                print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}")
-        elif args.topic_command == "route":
-            route = await ns.get_route(args.topic)
-            rows = [[b.broker_name, b.address, b.queue_nums, list(gray_queue_ids(b.queue_nums, b.gray_queue_nums)),
-                     b.perm] for b in route.brokers]
-            if args.json:
-                print_json({"topic": route.topic, "brokers": [dict(zip(
-                    ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows]})
-            else:
-                print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
+    if args.topic_command == "create":
+        if args.queues < 1:
+            raise ConfigError("--queues must be >= 1")
+        try:
+            gray = gray_queue_ids(args.queues, args.gray_queues)
+        except ValueError as exc:
+            raise ConfigError(f"--gray-queues: {exc}") from exc
+        result = await ns.put_topic(args.topic, args.queues, args.gray_queues, args.perm)
+        if args.json:
+            print_json(result)
         else:
-            topics = await ns.request("GET", "/v1/topics")
-            if args.json:
-                print_json(topics)
-            else:
-                print(table([[t["topic"], t["queue_nums"], t["gray_queue_nums"], t.get("perm", 6)] for t in topics],
-                            ["topic", "queues", "gray", "perm"]))
-    finally:
-        await ns.close()
+            print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}")
+    elif args.topic_command == "route":
+        route = await ns.get_route(args.topic)
+        rows = [[b.broker_name, b.address, b.queue_nums, list(gray_queue_ids(b.queue_nums, b.gray_queue_nums)),
+                 b.perm] for b in route.brokers]
+        if args.json:
+            print_json({"topic": route.topic, "brokers": [dict(zip(
+                ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows]})
+        else:
+            print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
+    else:
+        topics = await ns.request("GET", "/v1/topics")
+        if args.json:
+            print_json(topics)
+        else:
+            print(table([[t["topic"], t["queue_nums"], t["gray_queue_nums"], t.get("perm", 6)] for t in topics],
+                        ["topic", "queues", "gray", "perm"]))
     return 0

@@ -134,6 +134,7 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
         self._drain_task: asyncio.Task[None] | None = None
+        self._drain_lock = asyncio.Lock()
         self._ns_view: dict[str, tuple[bool, set[str] | None]] = {}
         self._started = False
         self._consuming_started = False
@@ -203,7 +204,21 @@ class PushConsumer:
         self._started = False
 
     async def drain_and_flip(self, timeout_s: float | None = None) -> None:
-        """Consume the gray queues dry, then become normal. Raises ``DrainTimeoutError`` (still gray)."""
+        """Consume the gray queues dry, then become normal. Raises ``DrainTimeoutError`` (still gray).
+
+        Called by the application, it also withdraws the client's own gray declaration, so the
+        name server's desired flag follows unless an explicit flag or a rule says gray.
+        """
+        async with self._drain_lock:
+            declared = self.membership.declared_gray
+            self.membership.declared_gray = False if declared else declared
+            try:
+                await self._drain(timeout_s)
+            except DrainTimeoutError:
+                self.membership.declared_gray = declared
+                raise
+
+    async def _drain(self, timeout_s: float | None) -> None:
         if not self.gray:
             return
         if not self.gray_switch:
@@ -265,7 +280,8 @@ class PushConsumer:
 
     async def _auto_drain(self) -> None:
         try:
-            await self.drain_and_flip()
+            async with self._drain_lock:
+                await self._drain(None)
         except DrainTimeoutError as exc:
             log.warning("%s; will retry while the desired flag stays normal", exc.message)
         finally:

@@ -259,3 +259,14 @@ def test_metrics_endpoint_counts_puts_and_backlog(start_broker):
     assert 'graymq_broker_put_messages_total{topic="M",gray="true"} 1' in body
     assert 'graymq_broker_put_messages_total{topic="M",gray="false"} 1' in body
     assert 'graymq_broker_consumer_backlog{group="G",topic="M",queue="1",gray="false"} 1' in body
+
+
+def test_broker_serves_while_every_name_server_is_down(start_broker):
+    broker = start_broker("lonely", "--nameserver", "http://127.0.0.1:9,http://127.0.0.1:10")
+
+    async def scenario(client: BrokerClient):
+        await create_topic(client, broker.address, "ALONE", 1)
+        assert (await send(client, broker.address, "ALONE", 0, b"still here")).status == pb.SEND_OK
+
+    run(scenario)
+    assert "registering with name server http://127.0.0.1:9 failed" in broker.wait_for_line("registering")

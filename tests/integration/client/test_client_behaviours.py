@@ -206,3 +206,38 @@ def test_broadcasting_and_the_sync_facade(cluster, tmp_path):
         assert (tmp_path / "GID_BC" / "bc0.json").exists()  # broadcasting offsets are local
 
     run_scenario(scenario, 90)
+
+
+def test_orderly_consumer_keeps_order_per_queue_and_retries_in_place(cluster):
+    ns_url = setup(cluster)
+
+    async def scenario() -> None:
+        seen: list[bytes] = []
+        failed_once: set[bytes] = set()
+
+        async def ordered(messages: list[MessageExt]) -> ConsumeStatus:
+            body = messages[0].body
+            if body.endswith(b"7") and body not in failed_once:
+                failed_once.add(body)
+                return ConsumeStatus.RECONSUME_LATER  # retried in place, not sent back
+            seen.append(body)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        c = PushConsumer(GROUP, ns_url, listener=ordered, client_id="orderly", orderly=True, consume_from="first",
+                         **FAST)  # type: ignore[arg-type]
+        c.subscribe(TOPIC)
+        producer = Producer("P", ns_url)
+        await c.start()
+        await producer.start()
+        try:
+            results = [await producer.send(Message(TOPIC, f"{i:02d}".encode(), sharding_key="order-1"))
+                       for i in range(30)]
+            assert len({r.queue for r in results}) == 1
+            await wait_until(lambda: len(seen) == 30, 30, "all ordered messages")
+            assert seen == [f"{i:02d}".encode() for i in range(30)]
+            assert failed_once == {b"07", b"17", b"27"}
+        finally:
+            await c.stop()
+            await producer.stop()
+
+    run_scenario(scenario, 90)

@@ -1,0 +1,107 @@
+{{/*
+Names, labels and the few values several templates must agree on
+(the name server URL, the database Secret, the admin token Secret).
+*/}}
+
+{{- define "graymq.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Prefix of every resource name: "<release>-graymq" unless the release name already holds it. */}}
+{{- define "graymq.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "graymq.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Component resource names; StatefulSet names stay short enough for their pods' revision label. */}}
+{{- define "graymq.nameserver.fullname" -}}
+{{- printf "%s-nameserver" (include "graymq.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "graymq.broker.fullname" -}}
+{{- printf "%s-broker" (include "graymq.fullname" .) | trunc 52 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "graymq.broker.headlessName" -}}
+{{- printf "%s-broker-headless" (include "graymq.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "graymq.migrations.fullname" -}}
+{{- printf "%s-migrate" (include "graymq.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "graymq.postgresql.fullname" -}}
+{{- printf "%s-postgresql" (include "graymq.fullname" .) | trunc 52 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels: call with (dict "ctx" $ "component" "nameserver"). */}}
+{{- define "graymq.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "graymq.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "graymq.labels" -}}
+helm.sh/chart: {{ include "graymq.chart" .ctx }}
+{{ include "graymq.selectorLabels" . }}
+app.kubernetes.io/part-of: graymq
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+{{- end }}
+
+{{- define "graymq.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* In-cluster URL of the name server Service: what brokers register with. */}}
+{{- define "graymq.nameserver.url" -}}
+{{- printf "http://%s.%s.svc.%s:%d" (include "graymq.nameserver.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.nameserver.service.port) }}
+{{- end }}
+
+{{/* Secret and key holding GRAYMQ_DB_URL: the chart's own for the bundled PostgreSQL, else the user's. */}}
+{{- define "graymq.database.secretName" -}}
+{{- if .Values.postgresql.enabled }}
+{{- include "graymq.postgresql.fullname" . }}
+{{- else }}
+{{- required "externalDatabase.existingSecret is required when postgresql.enabled=false: a Secret whose key holds the name server's database URL (postgresql+psycopg://USER:PASSWORD@HOST:5432/DB)" .Values.externalDatabase.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- define "graymq.database.secretKey" -}}
+{{- if .Values.postgresql.enabled }}db-url{{ else }}{{ .Values.externalDatabase.existingSecretKey }}{{ end }}
+{{- end }}
+
+{{- define "graymq.postgresql.host" -}}
+{{- printf "%s.%s.svc.%s" (include "graymq.postgresql.fullname" .) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{- define "graymq.adminTokens.secretName" -}}
+{{- if .Values.adminTokens.existingSecret }}
+{{- .Values.adminTokens.existingSecret }}
+{{- else }}
+{{- printf "%s-admin-tokens" (include "graymq.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "graymq.adminTokens.secretKey" -}}
+{{- if .Values.adminTokens.existingSecret }}{{ .Values.adminTokens.existingSecretKey }}{{ else }}admin-tokens{{ end }}
+{{- end }}
+
+{{/* The writable /tmp every graymq container gets (the root filesystem is read-only). */}}
+{{- define "graymq.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}

@@ -1,0 +1,457 @@
+"""The Helm chart renders, lints strictly and yields valid Kubernetes 1.30 objects — offline.
+
+Rendering and linting go through helm-python-sdk (Helm's Go SDK behind a C ABI, no helm binary):
+``helm.Chart.load(path).render(values, name=, namespace=)`` runs the real template engine and the
+chart's values.schema.json; ``helm.lint(path, values, strict=True, kube_version=...)`` is
+``helm lint --strict``. Every rendered object is checked against the Kubernetes 1.30 OpenAPI
+schemas shipped inside kubernetes-validate, in strict mode (unknown fields are errors).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "graymq"
+PRODUCTION_VALUES = CHART / "ci" / "production-values.yaml"
+KUBERNETES_VERSION = "1.30.0"
+RELEASE = "mq"
+NAMESPACE = "messaging"
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
+# Variables on graymq containers that are not settings: the downward-API pod name, expanded
+# into GRAYMQ_BROKER_NAME / GRAYMQ_BROKER_ADVERTISED_ADDRESS.
+NON_SETTINGS_ENV = {"POD_NAME"}
+# Source packages whose direct environment reads count as "the code reads this variable".
+SOURCE_PACKAGES = ("nameserver", "broker_ext", "client", "gray_controller", "protocol", "migrations")
+_ENV_READ = re.compile(
+    r"""os\.environ\.get\(\s*["'](GRAYMQ_\w+)["']"""
+    r"""|os\.getenv\(\s*["'](GRAYMQ_\w+)["']"""
+    r"""|os\.environ\[\s*["'](GRAYMQ_\w+)["']\s*\](?!\s*=[^=])"""
+)
+
+
+@dataclass
+class Release:
+    """One offline render of the chart: merged values, raw templates and the parsed objects."""
+
+    label: str
+    values: dict[str, Any]  # what the user passed
+    merged: dict[str, Any]  # chart defaults + user values, as an install would use them
+    manifests: dict[str, str]  # template path -> rendered text
+    objects: list[dict[str, Any]]
+    app_version: str
+
+    def find(self, kind: str, name_suffix: str = "") -> dict[str, Any]:
+        found = [o for o in self.objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)]
+        assert len(found) == 1, f"{self.label}: expected one {kind} *{name_suffix}, got {[kn(o) for o in found]}"
+        return found[0]
+
+    def workloads(self) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] in WORKLOAD_KINDS]
+
+    @property
+    def graymq_image(self) -> str:
+        image = self.merged["image"]
+        return f"{image['repository']}:{image['tag'] or self.app_version}"
+
+
+def kn(obj: dict[str, Any]) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def render(values: dict[str, Any], label: str) -> Release:
+    """Render like ``helm install --dry-run`` would, offline; raises helm.HelmError on any failure."""
+    with helm.Chart.load(CHART) as chart:
+        manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        merged = chart.merge_values(values)
+        app_version = chart.metadata["appVersion"]
+    objects: list[dict[str, Any]] = []
+    for path, text in sorted(manifests.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return Release(label, values, merged, manifests, objects, app_version)
+
+
+def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    return workload["spec"]["template"]["spec"]
+
+
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = pod_spec(workload)
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def production_values() -> dict[str, Any]:
+    return helm.values_from_yaml(PRODUCTION_VALUES.read_text())
+
+
+@pytest.fixture(scope="module")
+def default_release() -> Release:
+    return render({}, "default values")
+
+
+@pytest.fixture(scope="module")
+def production_release() -> Release:
+    return render(production_values(), "production values")
+
+
+@pytest.fixture(params=["default", "production"])
+def release(request: pytest.FixtureRequest) -> Release:
+    return request.getfixturevalue(f"{request.param}_release")
+
+
+def declared_settings_env() -> set[str]:
+    """Every GRAYMQ_* name a settings class declares (env prefix + field name) or the code reads directly."""
+    from broker_ext.config import BrokerSettings
+    from nameserver.settings import DatabaseSettings, NameServerSettings
+
+    names: set[str] = set()
+    for cls in (DatabaseSettings, NameServerSettings, BrokerSettings):
+        prefix = cls.model_config.get("env_prefix", "")
+        for field_name, field in cls.model_fields.items():
+            assert field.alias is None and field.validation_alias is None, (
+                f"{cls.__name__}.{field_name} has an alias: teach this test how pydantic-settings names it"
+            )
+            names.add(f"{prefix}{field_name}".upper())
+    return names | read_directly_env()
+
+
+def read_directly_env() -> set[str]:
+    """GRAYMQ_* names the code reads with os.environ / os.getenv (the CLI's GRAYMQ_NAMESERVER, ...)."""
+    names: set[str] = set()
+    for package in SOURCE_PACKAGES:
+        for source in (ROOT / package).rglob("*.py"):
+            for match in _ENV_READ.finditer(source.read_text(encoding="utf-8")):
+                names.add(next(group for group in match.groups() if group))
+    return names
+
+
+# --- the chart renders, lints and validates -------------------------------------------------------
+
+
+def test_chart_lints_without_warnings_in_strict_mode(release: Release) -> None:
+    report = helm.lint(
+        CHART, release.values, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBERNETES_VERSION}"
+    )
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error
+    assert report["total_charts_linted"] == 1
+    assert not report["errors"] and not problems, f"{release.label}: {report}"
+
+
+def render_strict(values: dict[str, Any]) -> dict[str, str]:
+    """Render with Go templates' ``missingkey=error``: a reference to a value that does not exist fails.
+
+    libhelm_c's ``helm_render`` takes a ``strict`` option that ``Chart.render`` (0.2.x) does not
+    pass through, so this calls the binding the wrapper itself uses. ``helm lint --strict`` does not
+    catch such references (Helm renders them as empty strings), which is why this test exists.
+    """
+    from helm_python import _native
+
+    options = json.dumps({"name": RELEASE, "namespace": NAMESPACE, "is_install": True, "strict": True})
+    with helm.Chart.load(CHART) as chart:
+        return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), options))
+
+
+def test_templates_reference_only_values_that_exist(release: Release) -> None:
+    assert render_strict(release.values).keys() == release.manifests.keys()
+
+
+def test_every_rendered_object_is_valid_for_kubernetes_1_30(release: Release) -> None:
+    failures = []
+    for obj in release.objects:
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            failures.append(f"{kn(obj)}: {'.'.join(map(str, exc.path))}: {exc.message}")
+        except kubernetes_validate.SchemaNotFoundError as exc:
+            failures.append(f"{kn(obj)}: {exc.message}")
+    assert not failures, f"{release.label}:\n" + "\n".join(failures)
+
+
+def test_default_install_has_nameservers_brokers_migrations_and_dev_postgres(default_release: Release) -> None:
+    kinds = sorted(kn(o) for o in default_release.objects)
+    assert kinds == sorted([
+        "Deployment/mq-graymq-nameserver", "Service/mq-graymq-nameserver",
+        "PodDisruptionBudget/mq-graymq-nameserver",
+        "StatefulSet/mq-graymq-broker", "Service/mq-graymq-broker-headless", "PodDisruptionBudget/mq-graymq-broker",
+        "Job/mq-graymq-migrate", "Secret/mq-graymq-admin-tokens",
+        "Secret/mq-graymq-postgresql", "Service/mq-graymq-postgresql", "StatefulSet/mq-graymq-postgresql",
+    ])
+    assert default_release.find("Deployment")["spec"]["replicas"] == 2
+
+
+def test_production_install_uses_the_external_database_secret_and_no_postgres(production_release: Release) -> None:
+    assert not [o for o in production_release.objects if "postgresql" in o["metadata"]["name"]]
+    # Admin tokens come from the operator's Secret too: the chart creates no Secret at all.
+    assert not [o for o in production_release.objects if o["kind"] == "Secret"]
+    for workload in (production_release.find("Deployment"), production_release.find("Job")):
+        db_url = env_of(pod_spec(workload)["containers"][0])["GRAYMQ_DB_URL"]
+        assert db_url["valueFrom"]["secretKeyRef"] == {"name": "graymq-db", "key": "db-url"}
+    tokens = env_of(pod_spec(production_release.find("Deployment"))["containers"][0])["GRAYMQ_ADMIN_TOKENS"]
+    assert tokens["valueFrom"]["secretKeyRef"] == {"name": "graymq-admin-tokens", "key": "admin-tokens"}
+
+
+# --- settings reach the processes only through variables the code reads ----------------------------
+
+
+def test_graymq_containers_set_only_env_vars_the_settings_declare(release: Release) -> None:
+    declared = declared_settings_env()
+    unknown = []
+    for workload in release.workloads():
+        for container in containers(workload):
+            names = set(env_of(container))
+            graymq_names = {n for n in names if n.startswith("GRAYMQ_")}
+            unknown += [f"{kn(workload)}/{container['name']}: {n}" for n in sorted(graymq_names - declared)]
+            if container["image"] == release.graymq_image:
+                assert "envFrom" not in container, f"{kn(workload)}: envFrom would bypass this check"
+                unknown += [
+                    f"{kn(workload)}/{container['name']}: {n} (not a GRAYMQ_ setting)"
+                    for n in sorted(names - graymq_names - NON_SETTINGS_ENV)
+                ]
+    assert not unknown, f"{release.label}: env vars no settings class declares:\n" + "\n".join(unknown)
+
+
+def test_the_settings_scan_sees_the_cli_level_variables() -> None:
+    # The CLI reads these with os.environ; if the scan stopped finding them the test above would
+    # reject GRAYMQ_NAMESERVER for the wrong reason (or a rename would go unnoticed).
+    assert {"GRAYMQ_NAMESERVER", "GRAYMQ_ADMIN_TOKEN"} <= read_directly_env()
+    assert {"GRAYMQ_DB_URL", "GRAYMQ_ADMIN_TOKENS", "GRAYMQ_BROKER_ADVERTISED_ADDRESS"} <= declared_settings_env()
+
+
+def test_env_entries_have_values_and_reference_variables_defined_earlier(release: Release) -> None:
+    for workload in release.workloads():
+        for container in containers(workload):
+            defined: set[str] = set()
+            for entry in container.get("env", []):
+                where = f"{kn(workload)}/{container['name']}: {entry['name']}"
+                assert isinstance(entry.get("value"), str) or "valueFrom" in entry, f"{where} has no value"
+                for ref in re.findall(r"\$\((\w+)\)", entry.get("value") or ""):
+                    assert ref in defined, f"{where} uses $({ref}) before it is defined"
+                defined.add(entry["name"])
+
+
+def test_no_pod_gets_kubernetes_service_link_variables(release: Release) -> None:
+    # A Service named "graymq" would otherwise inject GRAYMQ_PORT=tcp://... into the name server.
+    for workload in release.workloads():
+        assert pod_spec(workload)["enableServiceLinks"] is False, kn(workload)
+
+
+# --- migrations hook ---------------------------------------------------------------------------------
+
+
+def _hook(obj: dict[str, Any]) -> tuple[set[str], int, set[str]]:
+    annotations = obj["metadata"].get("annotations", {})
+    events = {e.strip() for e in annotations.get("helm.sh/hook", "").split(",") if e.strip()}
+    policy = {p.strip() for p in annotations.get("helm.sh/hook-delete-policy", "").split(",") if p.strip()}
+    return events, int(annotations.get("helm.sh/hook-weight", "0")), policy
+
+
+def test_migrations_job_is_a_pre_install_and_pre_upgrade_hook(release: Release) -> None:
+    job = release.find("Job", "-migrate")
+    events, _, policy = _hook(job)
+    assert events == {"pre-install", "pre-upgrade"}
+    assert {"before-hook-creation", "hook-succeeded"} <= policy
+    migrate = pod_spec(job)["containers"][0]
+    assert migrate["image"] == release.graymq_image
+    assert migrate["args"] == ["nameserver", "migrate"]
+    assert pod_spec(job)["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] == release.merged["migrations"]["backoffLimit"] > 0
+    # It migrates exactly the database the name servers use.
+    nameserver = pod_spec(release.find("Deployment"))["containers"][0]
+    assert env_of(migrate)["GRAYMQ_DB_URL"] == env_of(nameserver)["GRAYMQ_DB_URL"]
+    assert env_of(nameserver)["GRAYMQ_AUTO_MIGRATE"]["value"] == "false"
+
+
+def test_bundled_postgres_exists_before_the_migrations_job_runs(default_release: Release) -> None:
+    _, job_weight, _ = _hook(default_release.find("Job", "-migrate"))
+    for kind in ("Secret", "Service", "StatefulSet"):
+        events, weight, _ = _hook(default_release.find(kind, "-postgresql"))
+        assert events == {"pre-install"}, f"{kind}: the dev database must exist at pre-install time"
+        assert weight < job_weight, f"{kind} is created after the migrations Job"
+    init = pod_spec(default_release.find("Job", "-migrate"))["initContainers"]
+    assert [c["name"] for c in init] == ["wait-for-database"]
+    assert "pg_isready" in init[0]["command"][-1]
+    assert env_of(init[0])["DB_HOST"]["value"] == "mq-graymq-postgresql.messaging.svc.cluster.local"
+
+
+def test_the_database_url_the_chart_builds_is_one_the_nameserver_accepts(default_release: Release) -> None:
+    from nameserver.settings import DatabaseSettings
+
+    secret = default_release.find("Secret", "-postgresql")
+    url = base64.b64decode(secret["data"]["db-url"]).decode()
+    password = base64.b64decode(secret["data"]["password"]).decode()
+    assert url == f"postgresql+psycopg://graymq:{password}@mq-graymq-postgresql.messaging.svc.cluster.local:5432/graymq"
+    assert DatabaseSettings(db_url=url).db_url == url
+
+
+def test_production_migrations_retry_instead_of_waiting_for_a_bundled_database(production_release: Release) -> None:
+    job = production_release.find("Job", "-migrate")
+    assert "initContainers" not in pod_spec(job)
+    assert job["spec"]["backoffLimit"] == 10
+
+
+# --- brokers -----------------------------------------------------------------------------------------
+
+
+def test_broker_statefulset_replicas_follow_values(release: Release) -> None:
+    brokers = release.find("StatefulSet", "-broker")
+    assert brokers["spec"]["replicas"] == release.merged["broker"]["replicaCount"]
+    assert brokers["spec"]["replicas"] == (3 if release.label.startswith("production") else 2)
+
+
+def test_broker_replicas_override_renders_that_many() -> None:
+    brokers = render({"broker": {"replicaCount": 5}}, "5 brokers").find("StatefulSet", "-broker")
+    assert brokers["spec"]["replicas"] == 5
+
+
+def test_brokers_advertise_stable_dns_names_and_register_with_the_nameserver_service(release: Release) -> None:
+    brokers = release.find("StatefulSet", "-broker")
+    headless = release.find("Service", "-broker-headless")
+    assert brokers["spec"]["serviceName"] == headless["metadata"]["name"]
+    assert headless["spec"]["clusterIP"] == "None"
+    env = env_of(pod_spec(brokers)["containers"][0])
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    port = release.merged["broker"]["port"]
+    assert env["GRAYMQ_BROKER_NAME"]["value"] == "$(POD_NAME)"
+    assert env["GRAYMQ_BROKER_ADVERTISED_ADDRESS"]["value"] == (
+        f"$(POD_NAME).{headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{port}"
+    )
+    assert env["GRAYMQ_BROKER_HOST"]["value"] == "0.0.0.0"
+    service = release.find("Service", "-nameserver")
+    assert env["GRAYMQ_BROKER_NAMESERVER"]["value"] == (
+        f"http://{service['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{service['spec']['ports'][0]['port']}"
+    )
+    assert env["GRAYMQ_BROKER_FLUSH"]["value"] == release.merged["broker"]["flush"]
+
+
+def test_each_broker_keeps_its_store_on_its_own_volume(release: Release) -> None:
+    brokers = release.find("StatefulSet", "-broker")
+    claim = brokers["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["resources"]["requests"]["storage"] == release.merged["broker"]["persistence"]["size"]
+    container = pod_spec(brokers)["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == env_of(container)["GRAYMQ_BROKER_STORE_DIR"]["value"]
+
+
+def test_production_brokers_flush_synchronously_with_bigger_pods(production_release: Release) -> None:
+    brokers = production_release.find("StatefulSet", "-broker")
+    container = pod_spec(brokers)["containers"][0]
+    assert env_of(container)["GRAYMQ_BROKER_FLUSH"]["value"] == "sync"
+    assert env_of(container)["GRAYMQ_BROKER_SEGMENT_SIZE"]["value"] == "1073741824"
+    assert container["resources"]["requests"]["memory"] == "4Gi"
+    assert production_release.find("Deployment")["spec"]["replicas"] == 3
+
+
+# --- probes and security -------------------------------------------------------------------------------
+
+
+def test_probes_hit_the_real_endpoints(release: Release) -> None:
+    nameserver = pod_spec(release.find("Deployment"))["containers"][0]
+    assert nameserver["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert nameserver["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    http_port = {p["name"]: p["containerPort"] for p in nameserver["ports"]}["http"]
+    assert env_of(nameserver)["GRAYMQ_PORT"]["value"] == str(http_port)
+    broker = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert broker[probe] == {**broker[probe], "tcpSocket": {"port": "broker"}}
+    broker_port = {p["name"]: p["containerPort"] for p in broker["ports"]}["broker"]
+    assert env_of(broker)["GRAYMQ_BROKER_PORT"]["value"] == str(broker_port)
+
+
+def test_every_container_runs_as_non_root_on_a_read_only_root_filesystem(release: Release) -> None:
+    for workload in release.workloads():
+        spec = pod_spec(workload)
+        assert spec["securityContext"]["runAsNonRoot"] is True, kn(workload)
+        assert spec["automountServiceAccountToken"] is False, kn(workload)
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert "emptyDir" in volumes["tmp"], kn(workload)
+        for container in containers(workload):
+            context = container["securityContext"]
+            where = f"{kn(workload)}/{container['name']}"
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["capabilities"]["drop"] == ["ALL"], where
+            assert "resources" in container, where
+
+
+# --- admin tokens ---------------------------------------------------------------------------------------
+
+
+def test_a_generated_admin_token_is_real_and_accepted_outside_dev_mode(default_release: Release) -> None:
+    from nameserver.settings import DEV_TOKEN, NameServerSettings
+
+    secret = default_release.find("Secret", "-admin-tokens")
+    tokens = base64.b64decode(secret["data"]["admin-tokens"]).decode()
+    name, _, value = tokens.partition("=")
+    assert name == "admin" and len(value) == 40 and value != DEV_TOKEN
+    settings = NameServerSettings.model_validate({"admin_tokens": tokens, "dev_mode": False})
+    assert settings.token_actors() == {value: "admin"}
+    nameserver = pod_spec(default_release.find("Deployment"))["containers"][0]
+    assert env_of(nameserver)["GRAYMQ_DEV_MODE"]["value"] == "false"
+    assert env_of(nameserver)["GRAYMQ_ADMIN_TOKENS"]["valueFrom"]["secretKeyRef"] == {
+        "name": secret["metadata"]["name"], "key": "admin-tokens",
+    }
+
+
+def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
+    from nameserver.settings import parse_admin_tokens
+
+    tokens = {"ops": "0123456789abcdefXYZ", "ci": "fedcba9876543210xyz"}
+    secret = render({"adminTokens": {"tokens": tokens}}, "given tokens").find("Secret", "-admin-tokens")
+    assert parse_admin_tokens(base64.b64decode(secret["data"]["admin-tokens"]).decode()) == tokens
+
+
+# --- values.schema.json ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"broker": {"flush": "fast"}}, "/broker/flush"),
+        ({"broker": {"replicaCount": 0}}, "/broker/replicaCount"),
+        ({"broker": {"port": 70000}}, "/broker/port"),
+        ({"broker": {"segmentSize": 100}}, "/broker/segmentSize"),
+        ({"broker": {"flushMode": "sync"}}, "flushMode"),  # a typo is an error, not silently ignored
+        ({"nameserver": {"replicaCount": "2"}}, "/nameserver/replicaCount"),
+        ({"logLevel": "VERBOSE"}, "/logLevel"),
+        ({"adminTokens": {"tokens": {"ops": "dev-token"}}}, "/adminTokens/tokens/ops"),
+        ({"postgresql": {"enabled": False}}, "/externalDatabase/existingSecret"),
+        ({"postgresql": {"password": "p@ss word"}}, "/postgresql/password"),
+    ],
+)
+def test_values_schema_rejects_bad_values_and_the_render_fails(values: dict[str, Any], complaint: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as failure:
+        render(values, f"bad values {values}")
+    assert complaint in str(failure.value)
+
+
+def test_default_image_tag_is_the_version_of_the_package() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    with helm.Chart.load(CHART) as chart:
+        assert chart.metadata["appVersion"] == project["version"]
+
+
+def test_notes_say_how_to_reach_the_api_and_run_a_cutover(default_release: Release) -> None:
+    notes = default_release.manifests["graymq/templates/NOTES.txt"]
+    assert "port-forward svc/mq-graymq-nameserver 9876:9876" in notes
+    assert "graymq gray status GROUP" in notes
+    assert "graymq gray promote GROUP" in notes

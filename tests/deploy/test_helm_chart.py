@@ -410,6 +410,12 @@ def test_a_generated_admin_token_is_real_and_accepted_outside_dev_mode(default_r
     }
 
 
+def test_rendering_again_does_not_roll_the_name_servers(default_release: Release) -> None:
+    # The generated token differs per offline render; the pod template must not depend on it.
+    path = "graymq/templates/nameserver-deployment.yaml"
+    assert render({}, "again").manifests[path] == default_release.manifests[path]
+
+
 def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
     from nameserver.settings import parse_admin_tokens
 

@@ -51,11 +51,17 @@ class Membership:
         self._on_update = on_update
         self.last: dict[str, Any] | None = None
         self.reachable = False
+        self.epoch = 0  # bumped on every local change; answers to older reports are stale
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
     async def beat(self) -> dict[str, Any] | None:
-        """One heartbeat now; returns the response, or None when no name server answered."""
+        """One heartbeat now; returns the response, or None when no name server answered.
+
+        An answer to a report sent before the latest local change is not acted on: it would
+        undo that change (e.g. a stale "desired gray" arriving just after a drained flip).
+        """
+        sent_epoch = self.epoch
         body = {"group": self.group, "client_id": self.client_id, "role": self.role, "labels": self.labels,
                 "declared_gray": self.declared_gray, **self._report()}
         try:
@@ -67,11 +73,17 @@ class Membership:
             return None
         self.reachable = True
         self.last = response
-        await self._on_update(response)
+        if sent_epoch == self.epoch:
+            await self._on_update(response)
         return response
 
     def poke(self) -> None:
-        """Heartbeat as soon as possible (after a state change)."""
+        """Heartbeat as soon as possible."""
+        self._wake.set()
+
+    def changed(self) -> None:
+        """The client changed its flag, state or declaration: older answers are stale; report soon."""
+        self.epoch += 1
         self._wake.set()
 
     def start(self) -> None:

@@ -212,10 +212,12 @@ class PushConsumer:
         async with self._drain_lock:
             declared = self.membership.declared_gray
             self.membership.declared_gray = False if declared else declared
+            self.membership.changed()
             try:
                 await self._drain(timeout_s)
             except DrainTimeoutError:
                 self.membership.declared_gray = declared
+                self.membership.changed()
                 raise
 
     async def _drain(self, timeout_s: float | None) -> None:
@@ -225,7 +227,7 @@ class PushConsumer:
             await self._flip_to_normal()
             return
         self.state = "DRAINING"
-        self.membership.poke()
+        self.membership.changed()
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.drain_timeout_s)
         log.info("consumer %s draining gray queues of %s", self.client_id, self.group)
         while True:
@@ -239,7 +241,7 @@ class PushConsumer:
                     f"drain timed out with {backlog if backlog is not None else 'an unknown number of'} gray "
                     "messages left (are gray producers still sending? is a broker or the name server down?)"
                 )
-                self.membership.poke()
+                self.membership.changed()
                 raise DrainTimeoutError(f"consumer {self.client_id}: {self.last_drain_error}")
             await asyncio.sleep(self.drain_poll_s)
 
@@ -274,6 +276,7 @@ class PushConsumer:
             self._drain_task.cancel()
             self._drain_task = None
             self.state = "GRAY"
+            self.membership.changed()
             log.info("consumer %s: desired flag back to gray, drain cancelled", self.client_id)
         elif not desired and self.gray and self._drain_task is None:
             self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain())
@@ -292,13 +295,16 @@ class PushConsumer:
         for pq in list(self._pqs.values()):
             await self._drop(pq, wait=True)
         self.gray, self.state = True, "GRAY"
+        self.membership.changed()
         await self._announce()
 
     async def _flip_to_normal(self) -> bool:
         """Report normal to the name server first, then to the brokers. False if the name server is unreachable."""
         self.gray, self.state = False, "NORMAL"
+        self.membership.changed()
         if await self.membership.beat() is None:
             self.gray, self.state = True, "DRAINING"
+            self.membership.changed()
             return False
         log.info("consumer %s of %s: gray queues drained, now normal", self.client_id, self.group)
         for pq in [pq for pq in self._pqs.values() if not pq.adopted]:

@@ -55,7 +55,7 @@ class Cluster:
         return NameServerClient(self.ns_url, admin_token="dev-token")
 
     def create_topic(self, topic: str, queues: int, gray: int, timeout: float = 20.0) -> None:
-        """Create through the name server and wait until every broker carries it in the route."""
+        """Create through the name server and wait until every broker reports carrying it."""
 
         async def go() -> None:
             ns = self.admin()
@@ -63,14 +63,10 @@ class Cluster:
                 await ns.put_topic(topic, queues, gray)
                 deadline = time.monotonic() + timeout
                 while True:
-                    try:
-                        route = await ns.request("GET", f"/v1/topics/{topic}/route")
-                        names = {b["broker_name"] for b in route["brokers"]}
-                        if names >= set(self.brokers):
-                            await asyncio.sleep(0.6)  # one more broker heartbeat: the broker applied it
-                            return
-                    except Exception:
-                        pass
+                    brokers = await ns.request("GET", "/v1/brokers")
+                    carrying = {b["broker_name"] for b in brokers if topic in b["topics"]}
+                    if carrying >= set(self.brokers):  # every broker applied it and reported it back
+                        return
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"topic {topic} not on every broker after {timeout}s")
                     await asyncio.sleep(0.2)

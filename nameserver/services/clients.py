@@ -8,7 +8,6 @@ from sqlalchemy.orm import Session
 
 from nameserver.clock import utc_now
 from nameserver.errors import Conflict, NotFound
-from nameserver.gray_policy import desired_gray
 from nameserver.models import Group
 from nameserver.repositories.clients import ClientRepository
 from nameserver.repositories.cutovers import CutoverRepository
@@ -24,7 +23,7 @@ from nameserver.schemas import (
     QueueCounts,
 )
 from nameserver.services.audit import AuditService
-from nameserver.services.views import client_view, cutover_view
+from nameserver.services.views import client_desired_gray, client_view, cutover_view
 from nameserver.settings import NameServerSettings
 
 
@@ -58,9 +57,7 @@ class ClientService:
             client_id=client.client_id,
             role=report.role,
             gray_switch=group.gray_switch,
-            desired_gray=desired_gray(
-                group.gray_switch, client.explicit_gray, rules, client.labels, client.declared_gray
-            ),
+            desired_gray=client_desired_gray(client, group, rules),
             explicit_gray=client.explicit_gray,
             gray=client.gray,
             state=report.state,

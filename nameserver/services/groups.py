@@ -49,37 +49,28 @@ class GroupService:
         )
 
     def set_switch(self, name: str, body: SwitchPut, actor: str) -> GroupView:
-        group = self._for_change(name)
-        before = group.gray_switch
-        group.gray_switch = body.enabled
-        group.updated_at = utc_now()
-        self.audit.record(
-            actor=actor,
-            object_type="group",
-            object_id=group.name,
-            action="set_switch",
-            group=group.name,
-            before={"gray_switch": before},
-            after={"gray_switch": body.enabled},
-            reason=body.reason,
-        )
-        self.session.commit()
-        return group_view(group)
+        return self._set_setting(name, "gray_switch", body.enabled, "set_switch", body.reason, actor)
 
     def set_orphan_policy(self, name: str, body: OrphanPolicyPut, actor: str) -> GroupView:
+        return self._set_setting(name, "orphan_policy", body.policy, "set_orphan_policy", body.reason, actor)
+
+    def _set_setting(
+        self, name: str, column: str, value: object, action: str, reason: str | None, actor: str
+    ) -> GroupView:
+        """Change one setting of a group (created if new), audited with before and after."""
         group = self._for_change(name)
-        before = group.orphan_policy
-        group.orphan_policy = body.policy
+        before = getattr(group, column)
+        setattr(group, column, value)
         group.updated_at = utc_now()
         self.audit.record(
             actor=actor,
             object_type="group",
             object_id=group.name,
-            action="set_orphan_policy",
+            action=action,
             group=group.name,
-            before={"orphan_policy": before},
-            after={"orphan_policy": body.policy},
-            reason=body.reason,
+            before={column: before},
+            after={column: value},
+            reason=reason,
         )
         self.session.commit()
         return group_view(group)

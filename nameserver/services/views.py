@@ -31,6 +31,10 @@ def group_view(group: Group) -> GroupView:
     )
 
 
+def client_desired_gray(client: Client, group: Group, rules: Sequence[GrayRule]) -> bool:
+    return desired_gray(group.gray_switch, client.explicit_gray, rules, client.labels, client.declared_gray)
+
+
 def client_view(client: Client, group: Group, rules: Sequence[GrayRule]) -> ClientView:
     return ClientView(
         client_id=client.client_id,
@@ -38,9 +42,7 @@ def client_view(client: Client, group: Group, rules: Sequence[GrayRule]) -> Clie
         labels=client.labels,
         explicit_gray=client.explicit_gray,
         declared_gray=client.declared_gray,
-        desired_gray=desired_gray(
-            group.gray_switch, client.explicit_gray, rules, client.labels, client.declared_gray
-        ),
+        desired_gray=client_desired_gray(client, group, rules),
         gray=client.gray,
         state=client.state,  # type: ignore[arg-type]
         queues=client.queues,

@@ -1,0 +1,44 @@
+"""graymq for PySpark: the ``graymq`` data source and streaming jobs that run gray or normal.
+
+Reading::
+
+    from client.spark import register
+    register(spark)
+    frame = (spark.readStream.format("graymq")           # or spark.read for a snapshot
+             .option("nameserver", "http://ns:9876").option("topic", "ORDERS")
+             .option("group", "ORDER_STATS").option("grayFlag", "true").load())
+
+Options are in ``client.spark.options.SourceOptions`` (nameserver, topic(s), group, grayFlag,
+expression, maxRecordsPerTrigger, startingOffsets, pullBatchSize). The side can also come from
+the Spark conf ``spark.graymq.grayFlag``: ``with_conf_gray_flag(spark, options)`` reads it on the
+driver and passes it on as the option (``StreamingJob`` does this). Schema: ``schema.SCHEMA``.
+
+Queue set: a gray job reads the gray queues of every broker, a normal job the normal ones (and
+every queue while the group's gray switch is off), one input partition per (broker, queue) —
+per queue with new offsets in a micro-batch.
+
+Offsets and commits — how drain detection is exact: offsets are kept in the Spark checkpoint
+(``{topic: {broker: {queue_id: next offset}}}``), so a restarted query neither skips nor
+repeats a committed batch. They are also committed to the brokers under the job's group, from
+the stream reader's ``latestOffset(start, …)``: Spark calls it only after the batch ending at
+``start`` has been written by the sink and recorded in its commit log, so ``start`` is exactly
+what has been processed, whatever the sink. Spark checks once more after the last batch of an
+``availableNow`` run, so when such a run returns, its final offsets are on the brokers and the
+gray backlog the controller reads is exact. (Spark's ``commit()`` hook arrives one batch late
+and never for the last batch; it is not used.) With a long processing-time trigger the
+brokers lag by one trigger, never by more. Batch reads commit nothing.
+
+Membership and the drain: ``StreamingJob`` registers the job in the name server (role
+``spark``, labels ``app_name``/``app_id``), heartbeats from the driver, and follows the desired
+flag — on gray → normal it drains the gray queues with an ``availableNow`` run on the gray
+checkpoint, checks the gray backlog, reports normal and restarts as normal on its own
+checkpoint. Runbook: ``jobs/README.md``; life cycle: ``client.spark.job``.
+"""
+
+from __future__ import annotations
+
+from client.spark.job import StreamingJob
+from client.spark.options import GRAY_FLAG_CONF, SourceOptions, with_conf_gray_flag
+from client.spark.source import GraymqDataSource, register
+
+__all__ = ["GRAY_FLAG_CONF", "GraymqDataSource", "SourceOptions", "StreamingJob", "register", "with_conf_gray_flag"]

@@ -1,0 +1,160 @@
+"""StreamingJob: a graymq streaming pipeline that runs gray or normal and follows its flag, draining on gray → normal.
+
+Life cycle (the name server holds the desired flag; the job reports its effective flag):
+
+- start: the job registers as a ``spark`` client (labels ``app_name``, ``app_id`` and yours),
+  declaring the flag of its config (``grayFlag`` option, else ``spark.graymq.grayFlag``), and
+  starts the streaming query of that side with checkpoint ``<root>/gray`` or ``<root>/normal``.
+- gray → normal (``graymq gray promote``, or ``graymq gray flag GROUP CLIENT off``): the job
+  reports DRAINING, stops the gray query and runs it once more with ``availableNow`` on the
+  gray checkpoint — to the gray queues' max offsets as of that moment (producers were flipped
+  first, so that is every gray message). The source commits the run's final offsets to the
+  brokers before the run returns (see ``client.spark.stream``); the job then checks the gray
+  backlog on the brokers, runs again if gray messages arrived meanwhile, reports gray=false /
+  NORMAL, and starts the normal query on ``<root>/normal`` from the group's committed offsets.
+  With the group's gray switch off there is nothing to drain (every queue is normal).
+- normal → gray: the normal query stops, the job reports GRAY and starts the gray query.
+
+A drain that does not finish in ``drain_timeout_s`` restarts the gray query, reports GRAY and
+raises ``DrainTimeoutError`` from ``poll``; ``run`` logs it and tries again on the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from client.spark.member import SparkMember
+from client.spark.options import SourceOptions, with_conf_gray_flag
+from client.spark.source import GraymqDataSource, register
+from client.sync import SyncFacade
+from protocol.errors import DrainTimeoutError, GrayMQError
+
+log = logging.getLogger(__name__)
+
+# Builds the sink of the job from the source DataFrame and the side (True: gray); the job sets
+# the checkpoint location and the trigger.
+Pipeline = Callable[[Any, bool], Any]
+
+
+class QueryFailed(GrayMQError):
+    """The job's streaming query stopped on its own (its error is the cause)."""
+
+
+class StreamingJob:
+    def __init__(self, spark: Any, options: Mapping[str, str], pipeline: Pipeline, checkpoint_root: str, *,
+                 trigger: Mapping[str, Any] | None = None, labels: Mapping[str, str] | None = None,
+                 client_id: str | None = None, heartbeat_interval_s: float = 2.0, drain_timeout_s: float = 300.0,
+                 poll_s: float = 1.0) -> None:
+        self.spark = spark
+        self.options = with_conf_gray_flag(spark, options)
+        self.source = SourceOptions.parse(self.options)
+        self.pipeline = pipeline
+        self.checkpoint_root = checkpoint_root.rstrip("/")
+        self.trigger = dict(trigger or {})
+        context = spark.sparkContext
+        self.labels = {"app_name": context.appName, "app_id": context.applicationId, **(labels or {})}
+        self.client_id = client_id
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.drain_timeout_s = drain_timeout_s
+        self.poll_s = poll_s
+        self.gray = self.source.gray
+        self.query: Any = None
+        self.member: Any = None
+
+    def checkpoint(self, gray: bool) -> str:
+        return f"{self.checkpoint_root}/{'gray' if gray else 'normal'}"
+
+    # -- life cycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        register(self.spark)
+        self.member = SyncFacade(lambda: SparkMember(
+            self.source, labels=self.labels, client_id=self.client_id, heartbeat_interval_s=self.heartbeat_interval_s))
+        self.member.start()
+        self.client_id = self.member.client_id
+        self.query = self._start_query(self.gray, self.trigger)
+
+    def stop(self) -> None:
+        self._stop_query()
+        if self.member is not None:
+            self.member.stop()
+            self.member = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Start, follow the desired flag until ``stop`` is set, then stop."""
+        self.start()
+        try:
+            while not stop.wait(self.poll_s):
+                try:
+                    self.poll()
+                except DrainTimeoutError as exc:
+                    log.warning("%s; will retry while the desired flag stays normal", exc.message)
+        finally:
+            self.stop()
+
+    def poll(self) -> None:
+        """One step: fail if the query died; act when the desired flag differs from the job's."""
+        if self.query is not None and not self.query.isActive:
+            raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from self.query.exception()
+        desired = self.member.desired_gray
+        if desired == self.gray:
+            return
+        if desired:
+            self._become_gray()
+        else:
+            self.drain()
+
+    # -- flips -------------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Gray → normal: process every gray message, commit, report normal, start the normal query."""
+        log.info("spark job %s: desired flag normal, draining the gray queues", self.client_id)
+        self.member.report(True, "DRAINING")
+        self._stop_query()
+        deadline = time.monotonic() + self.drain_timeout_s
+        while self.member.gray_switch:
+            self._run_available_now(deadline)
+            backlog = self.member.gray_backlog()
+            if backlog == 0:
+                break
+            if self.member.desired_gray or time.monotonic() > deadline:
+                self.member.report(True, "GRAY")
+                self.query = self._start_query(True, self.trigger)
+                if self.member.desired_gray:
+                    log.info("spark job %s: desired flag back to gray, drain abandoned", self.client_id)
+                    return
+                raise DrainTimeoutError(
+                    f"spark job {self.client_id}: drain timed out with "
+                    f"{backlog if backlog is not None else 'an unknown number of'} gray messages left "
+                    "(are gray producers still sending? is a broker down?)")
+        self.gray = False
+        if not self.member.report(False, "NORMAL"):
+            log.warning("spark job %s: name server unreachable; the heartbeat will report normal", self.client_id)
+        log.info("spark job %s: gray queues drained, now normal", self.client_id)
+        self.query = self._start_query(False, self.trigger)
+
+    def _become_gray(self) -> None:
+        log.info("spark job %s: normal -> gray (no drain needed)", self.client_id)
+        self._stop_query()
+        self.gray = True
+        self.member.report(True, "GRAY")
+        self.query = self._start_query(True, self.trigger)
+
+    def _run_available_now(self, deadline: float) -> None:
+        query = self._start_query(True, {"availableNow": True})
+        if not query.awaitTermination(max(1.0, deadline - time.monotonic())):
+            query.stop()
+
+    # -- queries -----------------------------------------------------------------------------
+    def _start_query(self, gray: bool, trigger: Mapping[str, Any]) -> Any:
+        options = {**self.options, "grayFlag": str(gray).lower()}
+        frame = self.spark.readStream.format(GraymqDataSource.name()).options(**options).load()
+        writer = self.pipeline(frame, gray).option("checkpointLocation", self.checkpoint(gray))
+        return (writer.trigger(**trigger) if trigger else writer).start()
+
+    def _stop_query(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+            self.query = None

@@ -1,0 +1,67 @@
+"""A Spark job's client in the name server: role ``spark``, labels, flag, state and queues; heartbeats on the driver.
+
+The heartbeat answer carries the job's desired flag (explicit flag, else gray rules on its
+labels, else the flag it declared) and the group's gray switch; ``StreamingJob`` acts on them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from client.backlog import BacklogUnavailable, gray_backlog
+from client.consumer.pull_consumer import PullConsumer
+from client.spark.options import SourceOptions
+from client.spark.planner import job_queues
+
+log = logging.getLogger(__name__)
+
+
+class SparkMember:
+    def __init__(self, options: SourceOptions, *, labels: Mapping[str, str], client_id: str | None = None,
+                 heartbeat_interval_s: float = 2.0) -> None:
+        self.options = options
+        self.consumer = PullConsumer(options.group, options.nameserver, client_id=client_id, gray=options.gray,
+                                     labels=dict(labels), role="spark", heartbeat_interval_s=heartbeat_interval_s)
+
+    @property
+    def client_id(self) -> str:
+        return self.consumer.client_id
+
+    @property
+    def desired_gray(self) -> bool:
+        return self.consumer.desired_gray
+
+    @property
+    def gray_switch(self) -> bool:
+        return self.consumer.gray_switch
+
+    async def start(self) -> None:
+        """Register (the first heartbeat already names the job's topics and queues) and keep heartbeating."""
+        await self._refresh_queues()
+        await self.consumer.start()
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+
+    async def report(self, gray: bool, state: str) -> bool:
+        """Report this flag and state now; False when no name server heard it (the heartbeat loop retries)."""
+        self.consumer.gray, self.consumer.state = gray, state
+        await self._refresh_queues()
+        return await self.consumer.membership.beat() is not None
+
+    async def gray_backlog(self) -> int | None:
+        """What the group has not committed in the gray queues of the job's topics; None when a broker is down."""
+        try:
+            queues = await gray_backlog(self.consumer.brokers, self.consumer.routes, self.options.group,
+                                        self.options.topics)
+        except BacklogUnavailable as exc:
+            log.info("spark job %s: %s", self.client_id, exc.message)
+            return None
+        return sum(q.backlog for q in queues)
+
+    async def _refresh_queues(self) -> None:
+        queues = []
+        for topic in self.options.topics:
+            queues += job_queues(await self.consumer.route(topic), self.consumer.gray, self.consumer.gray_switch)
+        self.consumer.queues = queues

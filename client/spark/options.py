@@ -1,0 +1,116 @@
+"""Options of the ``graymq`` source, validated once on the driver, and the Spark-conf switch for the job's side.
+
+Spark hands a data source its options case-insensitively (``dict(options)`` lower-cases the
+keys), so every name here is matched in lower case. A bad value is a ``ConfigError`` naming
+the option; an unknown option is refused so a typo cannot silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from client.nameserver_client import parse_urls
+from protocol.constants import check_topic_name
+from protocol.errors import ConfigError
+
+GRAY_FLAG_CONF = "spark.graymq.grayFlag"
+STARTING_OFFSETS = ("group", "earliest", "latest")
+MAX_PULL_BATCH = 1024
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+_KNOWN = {"nameserver", "topic", "topics", "group", "grayflag", "expression", "maxrecordspertrigger",
+          "startingoffsets", "pullbatchsize"}
+
+
+def parse_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"option {name}={value!r} is not a boolean (true/false)")
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"option {name}={value!r} is not an integer") from None
+    if number <= 0:
+        raise ConfigError(f"option {name}={value!r} must be > 0")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """What a ``graymq`` read needs; picklable, so it travels with the reader to the executors.
+
+    nameserver            name server URL(s), comma-separated (required)
+    topic / topics        one topic, or several comma-separated (required)
+    group                 the consumer group the job belongs to (required)
+    grayFlag              true: read the gray queues; false (default): the normal queues
+    expression            tag expression, ``*`` (default) or ``TagA||TagB``
+    maxRecordsPerTrigger  streaming: at most this many offsets per micro-batch, spread over the queues
+    startingOffsets       ``group`` (default: the group's committed offset, earliest where none),
+                          ``earliest`` or ``latest``; a restarted stream uses its checkpoint instead
+    pullBatchSize         messages per pull request (default 256, at most 1024)
+    """
+
+    nameserver: str
+    topics: tuple[str, ...]
+    group: str
+    gray: bool = False
+    expression: str = "*"
+    max_records_per_trigger: int | None = None
+    starting_offsets: str = "group"
+    pull_batch_size: int = 256
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        raw = {key.lower(): str(value) for key, value in options.items()}
+        unknown = sorted(set(raw) - _KNOWN)
+        if unknown:
+            raise ConfigError(f"unknown graymq option(s): {', '.join(unknown)}")
+        nameserver = raw.get("nameserver", "")
+        if not nameserver.strip():
+            raise ConfigError("option nameserver is required (name server URL, e.g. http://127.0.0.1:9876)")
+        parse_urls(nameserver)
+        topics = tuple(t.strip() for t in (raw.get("topics") or raw.get("topic") or "").split(",") if t.strip())
+        if not topics:
+            raise ConfigError("option topic (or topics, comma-separated) is required")
+        for topic in topics:
+            problem = check_topic_name(topic)
+            if problem:
+                raise ConfigError(f"option topic: {problem}: {topic!r}")
+        group = raw.get("group", "").strip()
+        if not group:
+            raise ConfigError("option group is required (the consumer group of the job)")
+        starting = raw.get("startingoffsets", "group").strip().lower()
+        if starting not in STARTING_OFFSETS:
+            raise ConfigError(f"option startingOffsets={starting!r} must be one of {', '.join(STARTING_OFFSETS)}")
+        limit = raw.get("maxrecordspertrigger")
+        batch = _positive_int("pullBatchSize", raw.get("pullbatchsize", "256"))
+        if batch > MAX_PULL_BATCH:
+            raise ConfigError(f"option pullBatchSize={batch} exceeds {MAX_PULL_BATCH}")
+        return cls(
+            nameserver=nameserver, topics=topics, group=group,
+            gray=parse_bool("grayFlag", raw.get("grayflag", "false")),
+            expression=raw.get("expression", "*").strip() or "*",
+            max_records_per_trigger=_positive_int("maxRecordsPerTrigger", limit) if limit is not None else None,
+            starting_offsets=starting, pull_batch_size=batch,
+        )
+
+
+def with_conf_gray_flag(spark: Any, options: Mapping[str, str]) -> dict[str, str]:
+    """``options`` plus ``grayFlag`` from the Spark conf ``spark.graymq.grayFlag`` when the options lack it.
+
+    Run on the driver: the conf is not visible to the reader, options are its only input.
+    """
+    result = dict(options)
+    if not any(key.lower() == "grayflag" for key in result):
+        conf = spark.conf.get(GRAY_FLAG_CONF, None)
+        if conf is not None:
+            result["grayFlag"] = str(parse_bool(GRAY_FLAG_CONF, conf)).lower()
+    return result

@@ -1,0 +1,61 @@
+"""Helpers of the Spark tests: polling with a deadline, a producer, a sink that records every micro-batch."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from client import Message
+from client.sync import SyncProducer
+
+
+def poll_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """The first truthy value of ``predicate()``; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def send(producer: SyncProducer, topic: str, count: int, *, gray: bool, tag: str = "") -> list[str]:
+    """Send ``count`` messages; their msg ids."""
+    prefix = "g" if gray else "n"
+    return [producer.send(Message(topic, f"{prefix}{i}".encode(), tags=tag, gray=gray)).msg_id for i in range(count)]
+
+
+class BatchLog:
+    """A ``foreachBatch`` sink that writes every call (batch id, time, rows) to its own JSON file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def sink(self, side: str, fail_once_on: int | None = None) -> Callable[[Any, int], None]:
+        directory = self.root / side
+        directory.mkdir(parents=True, exist_ok=True)
+        failed_marker = directory / "failed-once"
+
+        def write(frame: Any, batch_id: int) -> None:
+            rows = [r.asDict() for r in frame.select("msg_id", "queue_id", "queue_offset", "gray").collect()]
+            record = {"batch_id": batch_id, "at": time.time(), "rows": rows}
+            (directory / f"{batch_id:05d}-{uuid.uuid4().hex[:8]}.json").write_text(json.dumps(record))
+            if batch_id == fail_once_on and not failed_marker.exists():
+                failed_marker.touch()
+                raise RuntimeError(f"sink fails batch {batch_id} once (test)")
+
+        return write
+
+    def calls(self, side: str) -> list[dict[str, Any]]:
+        directory = self.root / side
+        files = sorted(directory.glob("*.json")) if directory.exists() else []
+        return [json.loads(f.read_text()) for f in files]
+
+    def msg_ids(self, side: str) -> list[str]:
+        return [row["msg_id"] for call in self.calls(side) for row in call["rows"]]

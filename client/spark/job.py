@@ -4,7 +4,8 @@ Life cycle (the name server holds the desired flag; the job reports its effectiv
 
 - start: the job registers as a ``spark`` client (labels ``app_name``, ``app_id`` and yours),
   declaring the flag of its config (``grayFlag`` option, else ``spark.graymq.grayFlag``), and
-  starts the streaming query of that side with checkpoint ``<root>/gray`` or ``<root>/normal``.
+  starts the streaming query of the side the name server answers (a gray rule on its labels or
+  an explicit flag override the declaration) with checkpoint ``<root>/gray`` or ``<root>/normal``.
 - gray → normal (``graymq gray promote``, or ``graymq gray flag GROUP CLIENT off``): the job
   reports DRAINING, stops the gray query and runs it once more with ``availableNow`` on the
   gray checkpoint — to the gray queues' max offsets as of that moment (producers were flipped
@@ -75,7 +76,10 @@ class StreamingJob:
             self.source, labels=self.labels, client_id=self.client_id, heartbeat_interval_s=self.heartbeat_interval_s))
         self.member.start()
         self.client_id = self.member.client_id
-        self.query = self._start_query(self.gray, self.trigger)
+        if self.member.desired_gray == self.gray:
+            self.query = self._start_query(self.gray, self.trigger)
+        else:  # the name server already says otherwise (a gray rule on the labels, an explicit flag)
+            self._follow(self.member.desired_gray)
 
     def stop(self) -> None:
         self._stop_query()
@@ -85,23 +89,29 @@ class StreamingJob:
 
     def run(self, stop: threading.Event) -> None:
         """Start, follow the desired flag until ``stop`` is set, then stop."""
-        self.start()
         try:
+            self._retrying_drain(self.start)
             while not stop.wait(self.poll_s):
-                try:
-                    self.poll()
-                except DrainTimeoutError as exc:
-                    log.warning("%s; will retry while the desired flag stays normal", exc.message)
+                self._retrying_drain(self.poll)
         finally:
             self.stop()
+
+    @staticmethod
+    def _retrying_drain(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except DrainTimeoutError as exc:
+            log.warning("%s; will retry while the desired flag stays normal", exc.message)
 
     def poll(self) -> None:
         """One step: fail if the query died; act when the desired flag differs from the job's."""
         if self.query is not None and not self.query.isActive:
             raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from self.query.exception()
         desired = self.member.desired_gray
-        if desired == self.gray:
-            return
+        if desired != self.gray:
+            self._follow(desired)
+
+    def _follow(self, desired: bool) -> None:
         if desired:
             self._become_gray()
         else:

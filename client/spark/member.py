@@ -48,6 +48,7 @@ class SparkMember:
         """Report this flag and state now; False when no name server heard it (the heartbeat loop retries)."""
         self.consumer.gray, self.consumer.state = gray, state
         await self._refresh_queues()
+        self.consumer.membership.changed()  # answers to earlier reports (say, desired gray) are stale now
         return await self.consumer.membership.beat() is not None
 
     async def gray_backlog(self) -> int | None:

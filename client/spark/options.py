@@ -55,7 +55,7 @@ class SourceOptions:
     maxRecordsPerTrigger  streaming: at most this many offsets per micro-batch, spread over the queues
     startingOffsets       ``group`` (default: the group's committed offset, earliest where none),
                           ``earliest`` or ``latest``; a restarted stream uses its checkpoint instead
-    pullBatchSize         messages per pull request (default 256, at most 1024)
+    pullBatchSize         messages per pull request (default and most 1024; the broker caps a reply at 4 MiB)
     """
 
     nameserver: str
@@ -65,7 +65,7 @@ class SourceOptions:
     expression: str = "*"
     max_records_per_trigger: int | None = None
     starting_offsets: str = "group"
-    pull_batch_size: int = 256
+    pull_batch_size: int = MAX_PULL_BATCH
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -91,7 +91,7 @@ class SourceOptions:
         if starting not in STARTING_OFFSETS:
             raise ConfigError(f"option startingOffsets={starting!r} must be one of {', '.join(STARTING_OFFSETS)}")
         limit = raw.get("maxrecordspertrigger")
-        batch = _positive_int("pullBatchSize", raw.get("pullbatchsize", "256"))
+        batch = _positive_int("pullBatchSize", raw.get("pullbatchsize", str(MAX_PULL_BATCH)))
         if batch > MAX_PULL_BATCH:
             raise ConfigError(f"option pullBatchSize={batch} exceeds {MAX_PULL_BATCH}")
         return cls(

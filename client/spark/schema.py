@@ -6,7 +6,7 @@ tuples: Spark then skips its per-row conversion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -45,19 +45,39 @@ ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
 
 def to_record_batch(messages: Sequence[MessageExt]) -> pa.RecordBatch:
     """One Arrow batch of ``messages`` in ``SCHEMA`` order."""
-    columns = [
+    plain = [
         [m.topic for m in messages],
         [m.broker_name for m in messages],
         [m.queue_id for m in messages],
         [m.queue_offset for m in messages],
         [m.msg_id for m in messages],
         [m.tags for m in messages],
-        [m.keys for m in messages],
-        [m.body for m in messages],
-        [list(m.properties.items()) for m in messages],
-        [m.born_timestamp * 1000 for m in messages],
-        [m.store_timestamp * 1000 for m in messages],
-        [m.gray for m in messages],
     ]
-    arrays = [pa.array(column, type=field.type) for column, field in zip(columns, ARROW_SCHEMA, strict=True)]
+    arrays = [pa.array(column, type=field.type) for column, field in zip(plain, ARROW_SCHEMA, strict=False)]
+    key_offsets, keys = _flatten(m.keys for m in messages)
+    arrays.append(pa.ListArray.from_arrays(key_offsets, pa.array(keys, pa.string()), type=_type("keys")))
+    arrays.append(pa.array([m.body for m in messages], type=pa.binary()))
+    property_offsets, names = _flatten(m.properties for m in messages)
+    values = [value for m in messages for value in m.properties.values()]
+    arrays.append(pa.MapArray.from_arrays(property_offsets, pa.array(names, pa.string()), pa.array(values, pa.string()),
+                                          type=_type("properties")))
+    arrays += [
+        pa.array([m.born_timestamp * 1000 for m in messages], type=_type("born_timestamp")),
+        pa.array([m.store_timestamp * 1000 for m in messages], type=_type("store_timestamp")),
+        pa.array([m.gray for m in messages], type=pa.bool_()),
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _type(name: str) -> pa.DataType:
+    return ARROW_SCHEMA.field(name).type
+
+
+def _flatten(items: Iterable[Iterable[str]]) -> tuple[pa.Array, list[str]]:
+    """Offsets and flat values of a list column: Arrow builds it far faster than from nested lists."""
+    offsets = [0]
+    flat: list[str] = []
+    for item in items:
+        flat.extend(item)
+        offsets.append(len(flat))
+    return pa.array(offsets, pa.int32()), flat

@@ -1,0 +1,1 @@
+"""Example Spark pipelines on graymq; see ``jobs/README.md``."""

@@ -1,0 +1,101 @@
+"""The source's pure parts: option parsing, offset JSON, read limits, queue sets, Arrow batches."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.message import MessageQueue
+from client.route import BrokerData, TopicRoute
+from client.spark.offsets import cap_offsets, from_json, to_json
+from client.spark.options import SourceOptions, with_conf_gray_flag
+from client.spark.planner import job_queues
+from client.spark.schema import ARROW_SCHEMA, to_record_batch
+from protocol.errors import ConfigError
+from protocol.record import MessageExt, make_properties
+
+pytestmark = pytest.mark.spark
+A0, A1, A2 = (MessageQueue("T", "broker-a", q) for q in range(3))
+B10 = MessageQueue("T", "broker-b", 10)
+BASE = {"nameserver": "http://127.0.0.1:9876", "topic": "T", "group": "G"}
+
+
+def test_options_are_case_insensitive_with_defaults():
+    options = SourceOptions.parse({**BASE, "GrayFlag": "TRUE", "MAXRECORDSPERTRIGGER": "10", "Topics": "T,U"})
+    assert options == SourceOptions("http://127.0.0.1:9876", ("T", "U"), "G", gray=True, max_records_per_trigger=10)
+    assert SourceOptions.parse(BASE).starting_offsets == "group" and not SourceOptions.parse(BASE).gray
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"topic": "T", "group": "G"}, "nameserver is required"),
+    ({**BASE, "nameserver": "127.0.0.1:9876"}, "must start with http"),
+    ({**BASE, "topic": ""}, "topic .* is required"),
+    ({**BASE, "grayFlag": "maybe"}, "grayFlag='maybe' is not a boolean"),
+    ({**BASE, "startingOffsets": "first"}, "startingOffsets='first' must be one of"),
+    ({**BASE, "maxRecordsPerTrigger": "0"}, "maxRecordsPerTrigger='0' must be > 0"),
+    ({**BASE, "pullBatchSize": "5000"}, "exceeds 1024"),
+    ({**BASE, "tag": "A"}, "unknown graymq option"),
+])
+def test_bad_options_name_the_option(options, message):
+    with pytest.raises(Exception, match=message):
+        SourceOptions.parse(options)
+
+
+class FakeConf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+class FakeSpark:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = FakeConf(values)
+
+
+def test_spark_conf_gray_flag_applies_only_when_the_option_is_absent():
+    spark = FakeSpark({"spark.graymq.grayFlag": "on"})
+    assert with_conf_gray_flag(spark, BASE)["grayFlag"] == "true"
+    assert with_conf_gray_flag(spark, {**BASE, "grayflag": "false"}) == {**BASE, "grayflag": "false"}
+    assert "grayFlag" not in with_conf_gray_flag(FakeSpark({}), BASE)
+    with pytest.raises(ConfigError, match="spark.graymq.grayFlag"):
+        with_conf_gray_flag(FakeSpark({"spark.graymq.grayFlag": "2"}), BASE)
+
+
+def test_offsets_json_round_trips_and_is_canonical():
+    offsets = {A2: 7, A0: 3, B10: 1}
+    raw = to_json(offsets)
+    assert raw == {"T": {"broker-a": {"0": 3, "2": 7}, "broker-b": {"10": 1}}}
+    assert from_json(raw) == offsets
+    assert to_json(dict(reversed(list(offsets.items())))) == raw
+
+
+def test_read_limit_is_shared_over_the_queues_and_never_exceeded():
+    assert cap_offsets({A0: 0, A1: 0, A2: 0}, {A0: 100, A1: 100, A2: 100}, 10) == {A0: 4, A1: 3, A2: 3}
+    assert cap_offsets({A0: 5, A1: 0}, {A0: 6, A1: 100}, 10) == {A0: 6, A1: 9}
+    assert cap_offsets({A0: 5}, {A0: 5, A1: 8}, 10) == {A0: 5, A1: 8}, "a new queue starts at its latest"
+    assert cap_offsets({A0: 0, A1: 0}, {A0: 3, A1: 2}, 100) == {A0: 3, A1: 2}
+
+
+def test_queue_sets_follow_the_gray_layout_and_the_switch():
+    route = TopicRoute("T", (BrokerData("broker-a", "h:1", 6, 2), BrokerData("broker-b", "h:2", 4, 0)))
+    ids = lambda queues: [(mq.broker_name, mq.queue_id) for mq in queues]  # noqa: E731
+    assert ids(job_queues(route, True, True)) == [("broker-a", 0), ("broker-a", 5)]
+    assert ids(job_queues(route, False, True)) == [("broker-a", q) for q in (1, 2, 3, 4)] + [
+        ("broker-b", q) for q in range(4)]
+    assert len(job_queues(route, False, False)) == 10, "switch off: the normal side owns every queue"
+    assert ids(job_queues(route, True, False)) == [("broker-a", 0), ("broker-a", 5)]
+
+
+def test_arrow_batch_matches_the_schema_spark_checks():
+    properties = make_properties(tags="PAID", keys=["o1", "c9"], msg_id="M1", extra={"region": "eu"})
+    message = MessageExt("T", b"\x00body", 5, 42, 1000, properties, sys_flag=1, born_timestamp=1_700_000_000_123,
+                         store_timestamp=1_700_000_000_456, broker_name="broker-a")
+    batch = to_record_batch([message, message])
+    assert batch.schema.equals(ARROW_SCHEMA)
+    row = batch.to_pylist()[0]
+    assert (row["topic"], row["broker"], row["queue_id"], row["queue_offset"]) == ("T", "broker-a", 5, 42)
+    assert (row["msg_id"], row["tags"], row["keys"], row["body"], row["gray"]) == ("M1", "PAID", ["o1", "c9"],
+                                                                                   b"\x00body", True)
+    assert dict(row["properties"])["region"] == "eu"
+    assert row["born_timestamp"].timestamp() == 1_700_000_000.123

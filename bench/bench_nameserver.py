@@ -42,12 +42,15 @@ def timed(calls: int, call: Callable[[int], httpx.Response]) -> list[float]:
     return samples
 
 
-def report(name: str, samples: list[float]) -> None:
+def report(name: str, samples: list[float], quiet: bool = False) -> dict[str, float]:
     p50, p99 = percentile(samples, 0.50), percentile(samples, 0.99)
-    print(f"{name:<38} {len(samples):>6} {p50:>9.2f} {p99:>9.2f} {max(samples):>9.2f}")
+    if not quiet:
+        print(f"{name:<38} {len(samples):>6} {p50:>9.2f} {p99:>9.2f} {max(samples):>9.2f}")
+    return {"calls": len(samples), "p50_ms": p50, "p99_ms": p99, "max_ms": max(samples)}
 
 
-def run(http: httpx.Client, clients: int, calls: int) -> None:
+def run(http: httpx.Client, clients: int, calls: int, quiet: bool = False) -> dict[str, dict[str, float]]:
+    """Register ``clients`` then time the calls; figures per operation (p50/p99/max ms)."""
     admin = {"Authorization": f"Bearer {TOKEN}"}
 
     def heartbeat(i: int) -> httpx.Response:
@@ -80,11 +83,27 @@ def run(http: httpx.Client, clients: int, calls: int) -> None:
     timed(20, flip)  # warm-up: connection pool, statement caches
     timed(20, lookup)
 
-    print(f"\nname server on PostgreSQL, group of {clients} clients, {calls} sequential calls each\n")
-    print(f"{'operation':<38} {'calls':>6} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
-    report("POST /v1/clients/heartbeat (register)", registrations)
-    report("PUT  .../clients/{id}/flag", timed(calls, flip))
-    report(f"GET  /v1/groups/{{group}}/clients ({clients})", timed(calls, lookup))
+    if not quiet:
+        print(f"\nname server on PostgreSQL, group of {clients} clients, {calls} sequential calls each\n")
+        print(f"{'operation':<38} {'calls':>6} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
+    return {
+        "heartbeat (register)": report("POST /v1/clients/heartbeat (register)", registrations, quiet),
+        "flag flip": report("PUT  .../clients/{id}/flag", timed(calls, flip), quiet),
+        f"group lookup ({clients} clients)": report(f"GET  /v1/groups/{{group}}/clients ({clients})",
+                                                     timed(calls, lookup), quiet),
+    }
+
+
+def measure(postgres: PostgresServer, database: str, clients: int, calls: int,
+            quiet: bool = True) -> dict[str, dict[str, float]]:
+    """On a new database of a running ``postgres``: migrate, start a name server, ``run``."""
+    url = postgres.create_database(database)
+    upgrade(url)
+    env = {"GRAYMQ_ADMIN_TOKENS": f"bench={TOKEN}", "GRAYMQ_LOG_LEVEL": "WARNING"}
+    with GraymqProcess(["nameserver", "--port", "0", "--db", url], env=env) as proc:
+        info = proc.wait_ready()
+        with httpx.Client(base_url=info["url"], timeout=30) as http:
+            return run(http, clients, calls, quiet)
 
 
 def main() -> None:
@@ -96,13 +115,7 @@ def main() -> None:
     postgres = PostgresServer()
     postgres.start()
     try:
-        url = postgres.create_database("bench_nameserver")
-        upgrade(url)
-        env = {"GRAYMQ_ADMIN_TOKENS": f"bench={TOKEN}", "GRAYMQ_LOG_LEVEL": "WARNING"}
-        with GraymqProcess(["nameserver", "--port", "0", "--db", url], env=env) as proc:
-            info = proc.wait_ready()
-            with httpx.Client(base_url=info["url"], timeout=30) as http:
-                run(http, args.clients, args.calls)
+        measure(postgres, "bench_nameserver", args.clients, args.calls, quiet=False)
     finally:
         postgres.destroy()
 

@@ -35,10 +35,12 @@ def make_messages(count: int) -> list[PutMessage]:
     ]
 
 
-def report(case: str, count: int, seconds: float, extra: str = "") -> None:
+def report(case: str, count: int, seconds: float, extra: str = "", quiet: bool = False) -> dict[str, float]:
     rate = count / seconds
-    print(f"{case:<34} {count:>9,} msgs {seconds:8.2f} s {rate:>12,.0f} msgs/s "
-          f"{rate * len(BODY) / MIB:>9.1f} MiB/s  {extra}")
+    if not quiet:
+        print(f"{case:<34} {count:>9,} msgs {seconds:8.2f} s {rate:>12,.0f} msgs/s "
+              f"{rate * len(BODY) / MIB:>9.1f} MiB/s  {extra}")
+    return {"msgs_s": rate, "mib_s": rate * len(BODY) / MIB}
 
 
 def open_store(root: Path, name: str, flush: str) -> MessageStore:
@@ -49,7 +51,7 @@ def open_store(root: Path, name: str, flush: str) -> MessageStore:
 
 
 async def bench_append(root: Path, name: str, flush: str, messages: list[PutMessage], batch: int,
-                       writers: int) -> MessageStore:
+                       writers: int, results: dict[str, dict[str, float]], quiet: bool) -> MessageStore:
     store = open_store(root, name, flush)
     await store.start()
     chunks = [messages[i : i + batch] for i in range(0, len(messages), batch)]
@@ -68,12 +70,13 @@ async def bench_append(root: Path, name: str, flush: str, messages: list[PutMess
             put(chunk)
     seconds = time.perf_counter() - began
     extra = f"({store.stats.flush_count} fsync rounds)" if flush == "sync" else ""
-    report(f"append {flush}, batch {batch}" + (f", {writers} writers" if flush == "sync" else ""),
-           len(messages), seconds, extra)
+    results[f"append {flush}/batch {batch}"] = report(
+        f"append {flush}, batch {batch}" + (f", {writers} writers" if flush == "sync" else ""),
+        len(messages), seconds, extra, quiet)
     return store
 
 
-def bench_read(store: MessageStore, count: int) -> None:
+def bench_read(store: MessageStore, count: int, results: dict[str, dict[str, float]], quiet: bool) -> None:
     began = time.perf_counter()
     read = 0
     for queue_id in range(QUEUES):
@@ -86,10 +89,12 @@ def bench_read(store: MessageStore, count: int) -> None:
             offset = result.next_begin_offset
     seconds = time.perf_counter() - began
     assert read == count, (read, count)
-    report(f"read, pulls of {BATCH} (zero-copy views)", read, seconds)
+    results[f"read/pulls of {BATCH}"] = report(f"read, pulls of {BATCH} (zero-copy views)", read, seconds, quiet=quiet)
 
 
-async def main_async(root: Path, count: int, writers: int) -> None:
+async def main_async(root: Path, count: int, writers: int, quiet: bool = False) -> dict[str, dict[str, float]]:
+    """Every case on a fresh store under ``root``; figures per case (msgs/s, MiB/s)."""
+    results: dict[str, dict[str, float]] = {}
     messages = make_messages(count)
     cases: list[tuple[str, str, int, int]] = [
         ("async-1", "async", 1, 1), ("async-32", "async", BATCH, 1),
@@ -97,14 +102,15 @@ async def main_async(root: Path, count: int, writers: int) -> None:
     ]
     first: MessageStore | None = None
     for name, flush, batch, case_writers in cases:
-        store = await bench_append(root, name, flush, messages, batch, case_writers)
+        store = await bench_append(root, name, flush, messages, batch, case_writers, results, quiet)
         if first is None:
             first = store
         else:
             await store.stop()
     assert first is not None
-    bench_read(first, count)
+    bench_read(first, count, results, quiet)
     await first.stop()
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:

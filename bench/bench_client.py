@@ -1,0 +1,160 @@
+"""graymq end to end with the client library (issue 5, and graymq's rows in the comparison with the
+peers): ``Producer`` and ``PushConsumer`` against a name server (SQLite) and a broker process.
+
+- produce, single: ``Producer.send``, 64 outstanding; batch: ``Producer.send_batch`` of 64, 4 outstanding;
+- consume: a ``PushConsumer`` from the first offset, pulls of 64, the listener called with batches
+  of 64 (``consume_batch_size``) — the same batch the peers' consumers get;
+- latency: ``Producer.send_async`` of each message as it is due; a ``PushConsumer`` with default
+  settings (one message per listener call) in another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    BATCH,
+    BATCH_IN_FLIGHT,
+    SINGLE_IN_FLIGHT,
+    Figures,
+    paced,
+    payload,
+    rate_figures,
+    run_windowed,
+    wait_until,
+)
+from bench.graymq_servers import Broker, NameServer, create_topic
+from bench.latency import Recorder, measure
+from client import Message, Producer, PushConsumer
+
+QUEUES = 8
+_case_ids = itertools.count()
+
+
+async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool) -> float:
+    producer = Producer(group, ns_url)
+    await producer.start()
+    try:
+        await producer.send(Message(topic, payload(0)))  # warm-up: route, connection
+
+        async def single(first: int, n: int) -> None:
+            await producer.send(Message(topic, payload(first)))
+
+        async def batch(first: int, n: int) -> None:
+            await producer.send_batch([Message(topic, payload(seq)) for seq in range(first, first + n)])
+
+        began = time.perf_counter()
+        if batched:
+            await run_windowed(count, BATCH, BATCH_IN_FLIGHT, batch)
+        else:
+            await run_windowed(count, 1, SINGLE_IN_FLIGHT, single)
+        return time.perf_counter() - began
+    finally:
+        await producer.stop()
+
+
+async def consume(ns_url: str, topic: str, group: str, count: int) -> float:
+    received = 0
+    first_at: float | None = None
+
+    async def listener(messages: list[Any]) -> None:
+        nonlocal received, first_at
+        if first_at is None:
+            first_at = time.monotonic()
+        received += len(messages)
+
+    consumer = PushConsumer(group, ns_url, listener=listener, consume_from="first", pull_batch_size=BATCH,
+                            consume_batch_size=BATCH)
+    consumer.subscribe(topic)
+    await consumer.start()
+    try:
+        end = await wait_until(lambda: received >= count, 300, f"{count} messages consumed")
+    finally:
+        await consumer.stop()
+    assert first_at is not None
+    return end - first_at
+
+
+async def throughput_case(ns: NameServer, root: Path, log_dir: Path, flush: str, batched: bool,
+                          count: int) -> Figures:
+    case = next(_case_ids)
+    name, topic, group = f"e2e{case}", f"BenchE2E{case}", f"bench_e2e_{case}"
+    broker = Broker(name, root / name, log_dir, flush=flush, nameserver=ns.url).wait_ready()
+    try:
+        admin = ns.admin()
+        try:
+            await create_topic(admin, topic, QUEUES, 0, {name})
+        finally:
+            await admin.close()
+        produce_s = await produce(ns.url, topic, group, count, batched)
+        consume_s = await consume(ns.url, topic, group, count + 1)
+        return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
+                "broker_peak_rss_mib": broker.peak_rss_mib()}
+    finally:
+        broker.stop()
+
+
+async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Callable[[], None]) -> None:
+    async def listener(messages: list[Any]) -> None:
+        now = time.monotonic_ns()
+        for message in messages:
+            recorder.record(message.body, now)
+
+    consumer = PushConsumer(params["group"], params["ns_url"], listener=listener, consume_from="last")
+    consumer.subscribe(params["topic"])
+    await consumer.start()
+    try:
+        await wait_until(lambda: len([q for q in consumer.assigned() if q.topic == params["topic"]]) == QUEUES,
+                         60, "the consumer holding every queue", 0.05)
+        ready()
+        await recorder.done.wait()
+    finally:
+        await consumer.stop()
+
+
+async def latency_produce(params: dict[str, Any], rate: float, count: int) -> int:
+    producer = Producer(params["group"], params["ns_url"])
+    await producer.start()
+    topic = params["topic"]
+    try:
+        await producer.send(Message(topic, payload(count)))  # warm-up (seq past the end: ignored)
+        tasks: list[asyncio.Task[Any]] = []
+
+        def send(first: int, n: int) -> None:
+            for seq in range(first, first + n):
+                tasks.append(producer.send_async(Message(topic, payload(seq)), callback=_ignore))
+
+        await paced(rate, count, send)
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        return sum(1 for o in outcomes if not isinstance(o, BaseException))
+    finally:
+        await producer.stop()
+
+
+def _ignore(result: object, error: BaseException | None) -> None:
+    """Send errors are counted from the tasks' outcomes, not logged one by one."""
+
+
+def latency_case(ns: NameServer, root: Path, log_dir: Path, rate: float, duration_s: float) -> Figures:
+    case = next(_case_ids)
+    name, topic, group = f"lat{case}", f"BenchLatency{case}", f"bench_latency_{case}"
+    broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()
+    try:
+        async def setup() -> None:
+            admin = ns.admin()
+            try:
+                await create_topic(admin, topic, QUEUES, 0, {name})
+            finally:
+                await admin.close()
+
+        asyncio.run(setup())
+        figures = measure(__name__, {"ns_url": ns.url, "topic": topic, "group": group}, rate, duration_s)
+        figures["broker_peak_rss_mib"] = broker.peak_rss_mib()
+        return figures
+    finally:
+        broker.stop()

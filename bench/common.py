@@ -1,0 +1,301 @@
+"""Shared pieces of the benchmarks: payloads with a send time, percentiles, pacing, server processes,
+peak RSS, machine info and the Debian packages the peers need.
+
+Every workload in ``bench/`` returns a flat ``dict[str, float | str]`` of figures; the runner
+(``bench/runner.py``) repeats it, keeps the median of each figure and renders the tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+MIB = 1024 * 1024
+BODY_SIZE = 1024  # every workload sends 1 KiB messages
+BATCH = 64  # messages per batched request, per pull/fetch/XREADGROUP, per consumer batch
+SINGLE_IN_FLIGHT = 64  # single sends: one message per request, this many requests outstanding
+BATCH_IN_FLIGHT = 4  # batched sends: this many batches outstanding
+_FILLER = bytes(range(256)) * (BODY_SIZE // 256)
+
+Figures = dict[str, Any]
+
+
+# ---------------------------------------------------------------- payloads and statistics
+
+def payload(seq: int = 0) -> bytes:
+    """A 1 KiB body whose first 8 bytes are the send time (``time.monotonic_ns``) and next 8 a sequence number.
+
+    ``CLOCK_MONOTONIC`` is one clock for every process of the machine, so a consumer in another
+    process may subtract it too.
+    """
+    return time.monotonic_ns().to_bytes(8, "big") + seq.to_bytes(8, "big") + _FILLER[16:]
+
+
+def sent_at_ns(body: bytes | memoryview) -> int:
+    return int.from_bytes(body[:8], "big")
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of ``samples`` (0 < q <= 1); NaN when there are none."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def latency_figures(latencies_ms: Sequence[float], sent: int, seconds: float) -> Figures:
+    return {
+        "sent": sent, "received": len(latencies_ms), "rate_msgs_s": sent / seconds if seconds else math.nan,
+        "p50_ms": percentile(latencies_ms, 0.50), "p99_ms": percentile(latencies_ms, 0.99),
+        "max_ms": max(latencies_ms) if latencies_ms else math.nan,
+    }
+
+
+def rate_figures(prefix: str, count: int, seconds: float) -> Figures:
+    rate = count / seconds
+    return {f"{prefix}_msgs_s": rate, f"{prefix}_mib_s": rate * BODY_SIZE / MIB}
+
+
+async def paced(rate: float, count: int, send: Callable[[int, int], None]) -> int:
+    """Send ``count`` messages at ``rate`` a second: each time the loop wakes up, ``send(first_seq, n)``
+    is called for the ``n`` messages due by then (a system may pipeline them; the send time in each
+    payload is the actual one). Returns how many were sent."""
+    start = time.monotonic()
+    seq = 0
+    while seq < count:
+        due = min(count, int((time.monotonic() - start) * rate) + 1)
+        if due > seq:
+            send(seq, due - seq)
+            seq = due
+        next_at = start + seq / rate
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    return seq
+
+
+async def run_windowed(count: int, per_call: int, in_flight: int, call: Callable[[int, int], Awaitable[None]]) -> None:
+    """Issue ``call(first_seq, n)`` for consecutive chunks of ``per_call`` messages, ``in_flight`` at a time."""
+    next_seq = 0
+
+    async def worker() -> None:
+        nonlocal next_seq
+        while next_seq < count:
+            first = next_seq
+            n = min(per_call, count - first)
+            next_seq += n
+            await call(first, n)
+
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+
+
+async def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.005) -> float:
+    """Poll ``predicate`` until true; returns the monotonic time it became true."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:g}s waiting for {what}")
+        await asyncio.sleep(interval_s)
+    return time.monotonic()
+
+
+# ---------------------------------------------------------------- processes
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM of ``pid`` (peak resident set) in MiB; NaN when unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan
+
+
+class Server:
+    """A server subprocess started by a benchmark, output kept in a log file, stopped with SIGTERM.
+
+    ``ready_prefix``: a stdout line starting with it means ready (its remainder is kept in
+    ``ready_line``); otherwise ``port`` accepting TCP connections means ready.
+    """
+
+    def __init__(self, name: str, args: Sequence[str], log_dir: Path, *, env: dict[str, str] | None = None,
+                 port: int | None = None, ready_prefix: str | None = None, cwd: Path | None = None) -> None:
+        self.name = name
+        self.port = port
+        self.ready_line = ""
+        self.log_path = log_dir / f"{name}.log"
+        self._ready_prefix = ready_prefix
+        self._ready = threading.Event()
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            list(args), stdout=subprocess.PIPE if ready_prefix else self._log, stderr=self._log,
+            stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=str(cwd) if cwd else None,
+            text=True, bufsize=1,
+        )
+        if ready_prefix:
+            threading.Thread(target=self._relay, daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _relay(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if self._ready_prefix and line.startswith(self._ready_prefix) and not self._ready.is_set():
+                self.ready_line = line[len(self._ready_prefix):].strip()
+                self._ready.set()
+            self._log.write(line)
+            self._log.flush()
+        self._ready.set()
+
+    def wait_ready(self, timeout_s: float = 60.0) -> Self:
+        deadline = time.monotonic() + timeout_s
+        if self._ready_prefix:
+            self._ready.wait(timeout_s)
+            if not self.ready_line:
+                self.stop()
+                raise RuntimeError(f"{self.name} did not start; log: {self.log_path}\n{self._tail()}")
+            return self
+        assert self.port is not None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} not listening on {self.port}; log: {self.log_path}\n{self._tail()}")
+
+    def _tail(self) -> str:
+        self._log.flush()
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-20:])
+
+    def peak_rss_mib(self) -> float:
+        return peak_rss_mib(self.pid)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def graymq_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gray_controller.cli", *args]
+
+
+@contextlib.contextmanager
+def quiet_logs() -> Iterator[None]:
+    """In-process clients log at WARNING during a benchmark (rebalance chatter is not a figure)."""
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+# ---------------------------------------------------------------- system packages
+
+def ensure_debian_packages(binaries: dict[str, str]) -> None:
+    """Install the Debian package of every missing binary (``{binary or absolute glob: package}``) with
+    apt-get. Like the Makefile does for PostgreSQL: only when missing, with sudo when not root.
+    """
+    import glob
+
+    def present(binary: str) -> bool:
+        if binary.startswith("/"):
+            return any(os.access(p, os.X_OK) for p in glob.glob(binary))
+        return bool(shutil.which(binary) or _sbin(binary))
+
+    missing = sorted({pkg for binary, pkg in binaries.items() if not present(binary)})
+    if not missing:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    print(f"bench: installing Debian packages {' '.join(missing)} (missing binaries)", file=sys.stderr, flush=True)
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", *missing], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def _sbin(binary: str) -> str | None:
+    for directory in ("/usr/sbin", "/usr/bin", "/sbin"):
+        path = os.path.join(directory, binary)
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def binary_path(binary: str) -> str:
+    path = shutil.which(binary) or _sbin(binary)
+    if path is None:
+        raise RuntimeError(f"{binary} not found")
+    return path
+
+
+def tool_version(args: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(list(args), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "unknown"
+
+
+# ---------------------------------------------------------------- machine
+
+def machine_info() -> dict[str, Any]:
+    model = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem_gib = math.nan
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as meminfo:
+        mem_gib = int(meminfo.readline().split()[1]) / 1024 / 1024
+    commit = "unknown"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parents[1], timeout=5).stdout.strip() or "unknown"
+    from google.protobuf.internal import api_implementation
+
+    return {
+        "cpu_model": model, "cores": os.cpu_count(), "memory_gib": round(mem_gib, 1),
+        "python": platform.python_version(), "implementation": platform.python_implementation(),
+        "protobuf_backend": api_implementation.Type(), "kernel": platform.release(),
+        "load_average": list(os.getloadavg()), "graymq_commit": commit,
+    }

@@ -1,0 +1,94 @@
+"""graymq processes for the benchmarks: a standalone broker, or a name server (SQLite) with brokers.
+
+Brokers are real ``graymq broker`` processes (their peak RSS is what the tables show); the
+name server runs on SQLite as ``graymq up`` does, started here directly so a broker can be
+given ``--flush sync``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Self
+
+from bench.common import Server, graymq_command
+from client.broker_client import BrokerClient
+from client.nameserver_client import NameServerClient
+from protocol import graymq_pb2 as pb
+
+READY = "graymq-ready "
+ADMIN_TOKEN = "dev-token"
+ENV = {
+    "GRAYMQ_LOG_LEVEL": "WARNING",
+    "GRAYMQ_DEV_MODE": "true",
+    "GRAYMQ_ADMIN_TOKEN": ADMIN_TOKEN,
+    "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class Broker(Server):
+    """``graymq broker`` with its store under ``store_dir``; ``address`` once ready."""
+
+    def __init__(self, name: str, store_dir: Path, log_dir: Path, *, flush: str = "async",
+                 nameserver: str | None = None) -> None:
+        args = ["broker", "--name", name, "--port", "0", "--store", str(store_dir), "--flush", flush,
+                "--segment-size", str(256 << 20)]
+        if nameserver:
+            args += ["--nameserver", nameserver]
+        super().__init__(f"broker-{name}", graymq_command(*args), log_dir, env=ENV, ready_prefix=READY)
+        self.address = ""
+
+    def wait_ready(self, timeout_s: float = 60.0) -> Self:
+        super().wait_ready(timeout_s)
+        self.address = json.loads(self.ready_line)["address"]
+        return self
+
+
+class NameServer(Server):
+    """``graymq nameserver``, migrated, dev mode (admin token ``dev-token``), on ``db_url`` or a SQLite file."""
+
+    def __init__(self, data_dir: Path, log_dir: Path, db_url: str | None = None) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        db_url = db_url or f"sqlite:///{data_dir / 'nameserver.db'}"
+        args = ["nameserver", "--port", "0", "--db", db_url, "--migrate", "--dev"]
+        super().__init__("nameserver", graymq_command(*args), log_dir, env=ENV, ready_prefix=READY)
+        self.url = ""
+
+    def wait_ready(self, timeout_s: float = 60.0) -> Self:
+        super().wait_ready(timeout_s)
+        self.url = json.loads(self.ready_line)["url"]
+        return self
+
+    def admin(self) -> NameServerClient:
+        return NameServerClient(self.url, admin_token=ADMIN_TOKEN)
+
+
+async def create_topic_on_broker(address: str, topic: str, queues: int, gray: int = 0) -> None:
+    """UPDATE_TOPIC straight to a standalone broker."""
+    client = BrokerClient()
+    try:
+        await client.update_topic(address, pb.TopicConfig(topic=topic, queue_nums=queues, gray_queue_nums=gray,
+                                                          perm=pb.PERM_READ_WRITE))
+    finally:
+        await client.close()
+
+
+async def create_topic(ns: NameServerClient, topic: str, queues: int, gray: int, brokers: set[str],
+                       timeout_s: float = 30.0) -> None:
+    """Create through the name server and wait until every broker in ``brokers`` serves it in the route."""
+    await ns.put_topic(topic, queues, gray)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            route = await ns.request("GET", f"/v1/topics/{topic}/route")
+            if {b["broker_name"] for b in route["brokers"]} >= brokers:
+                await asyncio.sleep(0.6)  # one more registration round: the broker applied the config
+                return
+        except Exception:  # noqa: BLE001 - not routable yet; retried until the deadline
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic} not routed to {sorted(brokers)} after {timeout_s}s")
+        await asyncio.sleep(0.1)

@@ -1,0 +1,129 @@
+"""End-to-end latency at a fixed rate, the same harness for every system.
+
+A consumer process and a producer process (spawned, so each has its own interpreter and core,
+as a service's producer and consumer would) talk to the server under test. The producer sends
+``rate`` messages a second for ``warmup_s + duration_s`` seconds, each sent as soon as it is due
+without waiting for earlier acks, its send time (``CLOCK_MONOTONIC``, one clock for the whole
+machine) in the first bytes of the payload. The consumer records ``receive time - send time``
+for the messages of the timed part. The send time is the actual one, not the schedule's: when a
+producer falls behind, its lag shows in the achieved rate, not in the latencies.
+
+A system module provides ``async latency_consume(params, recorder, ready)`` (calls ``ready()``
+once subscribed, returns once ``recorder.done`` is set) and ``async latency_produce(params, rate, count) -> int``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import math
+import multiprocessing as mp
+import time
+from typing import Any
+
+from bench.common import Figures, latency_figures, sent_at_ns
+
+WARMUP_S = 1.0
+DRAIN_TIMEOUT_S = 30.0
+
+
+class Recorder:
+    """Counts the messages with ``seq < expected`` (a warm-up message past the end is ignored) and keeps the
+    latency (ms) of those with ``seq >= first_timed``."""
+
+    def __init__(self, expected: int, first_timed: int) -> None:
+        self.expected = expected
+        self.first_timed = first_timed
+        self.count = 0
+        self.latencies_ms: list[float] = []
+        self.done = asyncio.Event()
+
+    def record(self, body: bytes | memoryview, now_ns: int | None = None) -> None:
+        now_ns = now_ns or time.monotonic_ns()
+        seq = int.from_bytes(body[8:16], "big")
+        if seq >= self.expected:
+            return
+        if seq >= self.first_timed:
+            self.latencies_ms.append((now_ns - sent_at_ns(body)) / 1e6)
+        self.count += 1
+        if self.count >= self.expected:
+            self.done.set()
+
+
+def _consumer_main(module: str, params: dict[str, Any], expected: int, first_timed: int, ready: Any,
+                   produced: Any, results: Any) -> None:
+    system = importlib.import_module(module)
+
+    async def run() -> list[float]:
+        recorder = Recorder(expected, first_timed)
+        consuming = asyncio.create_task(system.latency_consume(params, recorder, ready.set))
+        deadline = time.monotonic() + params["timeout_s"]
+        drain_deadline = math.inf
+        while not consuming.done() and time.monotonic() < min(deadline, drain_deadline):
+            await asyncio.sleep(0.05)
+            if drain_deadline == math.inf and produced.is_set():
+                drain_deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        if consuming.done():
+            consuming.result()  # surface a consumer failure
+        else:  # messages lost or very late: they show as ``lost``
+            recorder.done.set()  # consumers return once done is set
+            try:
+                await asyncio.wait_for(consuming, 30)
+            except TimeoutError:
+                pass
+        return recorder.latencies_ms
+
+    try:
+        results.put(("ok", asyncio.run(run())))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _producer_main(module: str, params: dict[str, Any], rate: float, count: int, results: Any) -> None:
+    system = importlib.import_module(module)
+    try:
+        began = time.monotonic()
+        acked = asyncio.run(system.latency_produce(params, rate, count))
+        results.put(("ok", (acked, time.monotonic() - began)))
+    except BaseException as exc:  # noqa: BLE001
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def measure(module: str, params: dict[str, Any], rate: float, duration_s: float) -> Figures:
+    """Run the consumer and producer processes of ``module`` against an already running server.
+
+    ``latency_produce`` returns how many sends were acknowledged; the others count as send errors.
+    """
+    ctx = mp.get_context("spawn")
+    warmup = int(rate * WARMUP_S)
+    count = warmup + int(rate * duration_s)
+    params = {**params, "timeout_s": WARMUP_S + duration_s + 300}
+    ready, produced = ctx.Event(), ctx.Event()
+    consumer_results, producer_results = ctx.Queue(), ctx.Queue()
+    consumer = ctx.Process(target=_consumer_main, name="latency-consumer",
+                           args=(module, params, count, warmup, ready, produced, consumer_results))
+    consumer.start()
+    try:
+        if not ready.wait(90):
+            raise RuntimeError(f"{module}: latency consumer not ready after 90 s")
+        producer = ctx.Process(target=_producer_main, args=(module, params, rate, count, producer_results),
+                               name="latency-producer")
+        producer.start()
+        status, value = producer_results.get(timeout=duration_s + WARMUP_S + 240)
+        produced.set()
+        producer.join(10)
+        if status != "ok":
+            raise RuntimeError(f"{module}: latency producer failed: {value}")
+        acked, seconds = value
+        status, latencies = consumer_results.get(timeout=DRAIN_TIMEOUT_S + 120)
+        if status != "ok":
+            raise RuntimeError(f"{module}: latency consumer failed: {latencies}")
+    finally:
+        consumer.join(10)
+        if consumer.is_alive():
+            consumer.kill()
+    timed = count - warmup
+    figures = latency_figures(latencies, timed, seconds * timed / count)
+    figures["send_errors"] = count - acked
+    figures["lost"] = timed - len(latencies)
+    return figures

@@ -1,0 +1,530 @@
+"""``python -m bench`` / ``graymq bench``: every benchmark, or the named parts, in one run.
+
+    python -m bench [PART ...] [--count N] [--repeat R] [--rate R] [--duration S] ...
+
+Parts (default: all, in this order):
+
+- ``store``      message store in-process: append async/sync, single/batched, reads;
+- ``broker``     a broker process with the raw ``BrokerClient``: produce/consume, single/batched, async/sync;
+- ``throughput`` graymq (client library) vs Redis Streams vs NATS JetStream: produce then consume N 1 KiB
+                 messages, single and batched, async and sync flush; msgs/s, MiB/s, server peak RSS;
+- ``latency``    the three at a fixed rate, producer and consumer processes: p50/p99/max end to end;
+- ``gray``       promote timings, drain rate of a gray backlog, rebalance convergence with 50 consumers;
+- ``nameserver`` flag flip and group lookup latency on PostgreSQL.
+
+Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
+elsewhere on the machine hits all of them alike) and the median of each figure is reported.
+Figures go to stdout as tables, to ``bench/results.json`` and to ``bench/RESULTS.md``; a block
+between ``<!-- notes -->`` and ``<!-- /notes -->`` in an existing RESULTS.md is kept.
+``redis-server`` and ``nats-server`` are installed from Debian packages when missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
+
+# The PostgreSQL fixture of the test suite (``tests/support``) starts the throwaway database; it lives
+# next to ``bench/`` in a source checkout, which ``graymq bench`` (a console script) has not on its path.
+_REPO = Path(__file__).resolve().parents[1]
+if (_REPO / "tests" / "support").is_dir() and str(_REPO) not in sys.path:
+    sys.path.append(str(_REPO))
+
+PARTS = ("store", "broker", "throughput", "latency", "gray", "nameserver")
+HERE = Path(__file__).resolve().parent
+NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
+
+
+# ---------------------------------------------------------------- repetition and medians
+
+def median_figures(samples: list[Figures]) -> Figures:
+    """Per key: the median of the numeric values (NaN ignored), else the first value."""
+    out: Figures = {}
+    for key in samples[0]:
+        values = [s.get(key) for s in samples]
+        numbers = [v for v in values if isinstance(v, int | float) and not (isinstance(v, float) and math.isnan(v))]
+        out[key] = statistics.median(numbers) if numbers else values[0]
+    return out
+
+
+class Results:
+    """``cases[part][case] = {"median": figures, "samples": [figures, ...]}``."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def add(self, part: str, case: str, figures: Figures) -> None:
+        entry = self.parts.setdefault(part, {}).setdefault(case, {"samples": []})
+        entry["samples"].append(figures)
+        entry["median"] = median_figures(entry["samples"])
+
+    def median(self, part: str, case: str) -> Figures | None:
+        entry = self.parts.get(part, {}).get(case)
+        return entry["median"] if entry else None
+
+
+def progress(text: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def run_repeated(results: Results, part: str, cases: Sequence[tuple[str, Callable[[], Figures]]],
+                 repeat: int) -> None:
+    for round_no in range(repeat):
+        for case, fn in cases:
+            progress(f"{part}: {case} (run {round_no + 1}/{repeat})")
+            try:
+                results.add(part, case, fn())
+            except Exception as exc:  # noqa: BLE001 - one failed case is reported, the rest still run
+                progress(f"{part}: {case} FAILED: {type(exc).__name__}: {exc}")
+                results.add(part, case, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+# ---------------------------------------------------------------- the parts
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[Any]:
+    from tests.support.postgres import PostgresServer
+
+    server = PostgresServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def part_store(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from bench import bench_store
+
+    def once() -> dict[str, Figures]:
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            return asyncio.run(bench_store.main_async(Path(tmp), args.store_count, 64, quiet=True))
+
+    for round_no in range(args.repeat):
+        progress(f"store (run {round_no + 1}/{args.repeat})")
+        for case, figures in once().items():
+            results.add("store", case, figures)
+
+
+def part_broker(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from bench import bench_broker
+
+    cases = []
+    for i, (flush, mode) in enumerate(bench_broker.CASES):
+        def fn(flush: str = flush, mode: str = mode, i: int = i) -> Figures:
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                return asyncio.run(bench_broker.run_case(Path(tmp), root, flush, mode == "batch", args.count,
+                                                         f"raw{i}"))
+        cases.append((f"{flush}/{mode}", fn))
+    run_repeated(results, "broker", cases, args.repeat)
+
+
+def part_throughput(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from bench import bench_client, bench_nats, bench_redis
+    from bench.graymq_servers import NameServer
+
+    with NameServer(root / "ns-throughput", root).wait_ready() as ns:
+        cases: list[tuple[str, Callable[[], Figures]]] = []
+        for flush in ("async", "sync"):
+            for mode in ("single", "batch"):
+                def graymq(flush: str = flush, mode: str = mode) -> Figures:
+                    with tempfile.TemporaryDirectory(dir=root) as tmp:
+                        return asyncio.run(bench_client.throughput_case(ns, Path(tmp), root, flush, mode == "batch",
+                                                                        args.count))
+                cases.append((f"graymq/{flush}/{mode}", graymq))
+        for fsync, flush in (("everysec", "async"), ("always", "sync")):
+            for mode in ("single", "batch"):
+                def redis(fsync: str = fsync, mode: str = mode) -> Figures:
+                    with tempfile.TemporaryDirectory(dir=root) as tmp:
+                        return asyncio.run(bench_redis.throughput_case(Path(tmp), root, fsync, mode == "batch",
+                                                                       args.count, f"redis-{fsync}-{mode}"))
+                cases.append((f"redis/{flush}/{mode}", redis))
+        for mode in ("single", "batch"):
+            def nats(mode: str = mode) -> Figures:
+                with tempfile.TemporaryDirectory(dir=root) as tmp:
+                    return asyncio.run(bench_nats.throughput_case(Path(tmp), root, mode == "batch", args.count,
+                                                                  f"nats-{mode}"))
+            cases.append((f"nats/async/{mode}", nats))
+        run_repeated(results, "throughput", cases, args.repeat)
+
+
+def part_latency(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from bench import bench_client, bench_nats, bench_redis
+    from bench.graymq_servers import NameServer
+
+    with NameServer(root / "ns-latency", root).wait_ready() as ns:
+        def graymq() -> Figures:
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                return bench_client.latency_case(ns, Path(tmp), root, args.rate, args.duration)
+
+        def redis() -> Figures:
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                return bench_redis.latency_case(Path(tmp), root, args.rate, args.duration)
+
+        def nats() -> Figures:
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                return bench_nats.latency_case(Path(tmp), root, args.rate, args.duration)
+
+        run_repeated(results, "latency", [("graymq", graymq), ("redis", redis), ("nats", nats)], args.repeat)
+
+
+def part_gray(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:
+    from bench import bench_gray
+    from bench.common import quiet_logs
+    from bench.graymq_servers import NameServer
+
+    with NameServer(root / "ns-gray", root, postgres.create_database("bench_gray")).wait_ready() as ns:
+        def run(coro_fn: Callable[[Path], Any]) -> Callable[[], Figures]:
+            def fn() -> Figures:
+                with tempfile.TemporaryDirectory(dir=root) as tmp, quiet_logs():
+                    return asyncio.run(coro_fn(Path(tmp)))
+            return fn
+
+        run_repeated(results, "gray", [
+            ("promote", run(lambda tmp: bench_gray.promote_case(ns, tmp, root))),
+            ("drain", run(lambda tmp: bench_gray.drain_case(ns, tmp, root, args.gray_backlog))),
+            ("rebalance", run(lambda tmp: bench_gray.rebalance_case(ns, tmp, root, args.consumers))),
+        ], args.repeat)
+
+
+def part_nameserver(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:
+    from bench import bench_nameserver
+
+    for round_no in range(args.repeat):
+        progress(f"nameserver (run {round_no + 1}/{args.repeat})")
+        for case, figures in bench_nameserver.measure(postgres, f"bench_nameserver_{round_no}", 200,
+                                                      args.ns_calls).items():
+            results.add("nameserver", case, figures)
+
+
+# ---------------------------------------------------------------- rendering
+
+def fmt(value: Any, kind: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, str):
+        return value
+    if kind == "rate":
+        return f"{value:,.0f}"
+    if kind == "ratio":
+        return f"{value:.2f}×"
+    if kind == "int":
+        return f"{int(value):,}"
+    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table (it reads as a plain table on a terminal too)."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def _error_row(name: str, figures: Figures, width: int) -> list[str]:
+    return [name, f"FAILED: {figures['error']}", *[""] * (width - 2)]
+
+
+def render_throughput(results: Results, part: str, title: str) -> list[str]:
+    cases = results.parts.get(part)
+    if not cases:
+        return []
+    headers = ["case", "produce msg/s", "produce MiB/s", "consume msg/s", "consume MiB/s", "server peak RSS MiB"]
+    rows = []
+    for case, entry in cases.items():
+        f = entry["median"]
+        if "error" in f:
+            rows.append(_error_row(case, f, len(headers)))
+            continue
+        rows.append([case, fmt(f["produce_msgs_s"], "rate"), fmt(f["produce_mib_s"]), fmt(f["consume_msgs_s"], "rate"),
+                     fmt(f["consume_mib_s"]), fmt(f["broker_peak_rss_mib"])])
+    return [f"### {title}", "", table(headers, rows), ""]
+
+
+def ratio_rows(results: Results) -> list[list[str]]:
+    rows = []
+    for flush in ("async", "sync"):
+        for mode in ("single", "batch"):
+            ours = results.median("throughput", f"graymq/{flush}/{mode}")
+            for peer in ("redis", "nats"):
+                theirs = results.median("throughput", f"{peer}/{flush}/{mode}")
+                if not ours or not theirs or "error" in ours or "error" in theirs:
+                    continue
+                rows.append([f"{flush}/{mode}", f"graymq / {peer}",
+                             fmt(ours["produce_msgs_s"] / theirs["produce_msgs_s"], "ratio"),
+                             fmt(ours["consume_msgs_s"] / theirs["consume_msgs_s"], "ratio")])
+    return rows
+
+
+def render_latency(results: Results) -> list[str]:
+    cases = results.parts.get("latency")
+    if not cases:
+        return []
+    headers = ["system", "rate msg/s", "p50 ms", "p99 ms", "max ms", "send errors", "lost", "p99 vs graymq"]
+    ours = results.median("latency", "graymq")
+    rows = []
+    for case, entry in cases.items():
+        f = entry["median"]
+        if "error" in f:
+            rows.append(_error_row(case, f, len(headers)))
+            continue
+        vs = (fmt(ours["p99_ms"] / f["p99_ms"], "ratio") if ours and "error" not in ours and case != "graymq"
+              else "")
+        rows.append([case, fmt(f["rate_msgs_s"], "rate"), fmt(f["p50_ms"]), fmt(f["p99_ms"]), fmt(f["max_ms"]),
+                     fmt(f.get("send_errors"), "int"), fmt(f.get("lost"), "int"), vs])
+    return ["### Latency, end to end at a fixed rate", "", table(headers, rows), "",
+            "`p99 vs graymq` = graymq p99 / this system's p99 (below 1: graymq is faster).", ""]
+
+
+def render_figures(results: Results, part: str, title: str, labels: dict[str, str] | None = None) -> list[str]:
+    cases = results.parts.get(part)
+    if not cases:
+        return []
+    rows = []
+    for case, entry in cases.items():
+        for key, value in entry["median"].items():
+            rows.append([case, (labels or {}).get(key, key), fmt(value)])
+    return [f"### {title}", "", table(["case", "figure", "median"], rows), ""]
+
+
+def targets(results: Results) -> list[list[str]]:
+    """The issue's goals, each with the figures that decide it."""
+    rows = []
+    t = lambda case: results.median("throughput", case)  # noqa: E731
+
+    def ok(flag: bool) -> str:
+        return "met" if flag else "not met"
+
+    g, r, n = t("graymq/async/batch"), t("redis/async/batch"), t("nats/async/batch")
+    if g and r and "error" not in g and "error" not in r:
+        rows.append(["batched produce ≥ Redis Streams", f"{fmt(g['produce_msgs_s'], 'rate')} vs "
+                     f"{fmt(r['produce_msgs_s'], 'rate')} msg/s", ok(g["produce_msgs_s"] >= r["produce_msgs_s"])])
+        rows.append(["batched consume ≥ Redis Streams", f"{fmt(g['consume_msgs_s'], 'rate')} vs "
+                     f"{fmt(r['consume_msgs_s'], 'rate')} msg/s", ok(g["consume_msgs_s"] >= r["consume_msgs_s"])])
+    if g and n and "error" not in g and "error" not in n:
+        rows.append(["batched produce ≥ 2× JetStream", f"{fmt(g['produce_msgs_s'], 'rate')} vs 2 × "
+                     f"{fmt(n['produce_msgs_s'], 'rate')} msg/s", ok(g["produce_msgs_s"] >= 2 * n["produce_msgs_s"])])
+        rows.append(["batched consume ≥ 2× JetStream", f"{fmt(g['consume_msgs_s'], 'rate')} vs 2 × "
+                     f"{fmt(n['consume_msgs_s'], 'rate')} msg/s", ok(g["consume_msgs_s"] >= 2 * n["consume_msgs_s"])])
+    for mode in ("single", "batch"):
+        a, s = t(f"graymq/async/{mode}"), t(f"graymq/sync/{mode}")
+        if a and s and "error" not in a and "error" not in s:
+            share = s["produce_msgs_s"] / a["produce_msgs_s"]
+            rows.append([f"sync flush ≥ 50 % of async ({mode} produce)", f"{share:.0%}", ok(share >= 0.5)])
+    lat = results.median("latency", "graymq")
+    if lat and "error" not in lat:
+        rows.append(["p99 ≤ 2 ms at the fixed rate", f"{fmt(lat['p99_ms'])} ms at {fmt(lat['rate_msgs_s'], 'rate')}"
+                     f" msg/s", ok(lat["p99_ms"] <= 2.0 and not lat.get("send_errors"))])
+        redis_lat = results.median("latency", "redis")
+        if redis_lat and "error" not in redis_lat:
+            rows.append(["then Redis's p99", f"{fmt(lat['p99_ms'])} vs {fmt(redis_lat['p99_ms'])} ms",
+                         ok(lat["p99_ms"] <= redis_lat["p99_ms"])])
+    promote = results.median("gray", "promote")
+    if promote and "error" not in promote:
+        rows.append(["promote done < 1 s after the last gray message consumed",
+                     f"{fmt(promote['last_gray_to_rebalanced_s'])} s", ok(promote["last_gray_to_rebalanced_s"] < 1.0)])
+    return rows
+
+
+def before_after(results: Results, baseline: dict[str, Any]) -> list[str]:
+    rows = []
+    before_parts = baseline.get("parts", {})
+    keys = {"throughput": ["produce_msgs_s", "consume_msgs_s"], "broker": ["produce_msgs_s", "consume_msgs_s"],
+            "latency": ["rate_msgs_s", "p50_ms", "p99_ms"], "store": ["msgs_s"],
+            "gray": ["last_gray_to_rebalanced_s", "drain_msgs_s", "converge_after_start_s"]}
+    for part, figure_keys in keys.items():
+        for case, entry in results.parts.get(part, {}).items():
+            if part in ("throughput", "latency") and not case.startswith("graymq"):
+                continue
+            before = before_parts.get(part, {}).get(case, {}).get("median")
+            after = entry["median"]
+            if not before or "error" in after:
+                continue
+            for key in figure_keys:
+                if key in after and key in before and isinstance(before[key], int | float):
+                    kind = "rate" if key.endswith("msgs_s") else ""
+                    change = after[key] / before[key] if before[key] else math.nan
+                    rows.append([f"{part}: {case}", key, fmt(before[key], kind), fmt(after[key], kind),
+                                 fmt(change, "ratio")])
+    if not rows:
+        return []
+    return [f"### Before / after the optimisations (before: {baseline.get('label', 'baseline')}, "
+            f"commit {baseline.get('machine', {}).get('graymq_commit', '?')})", "",
+            table(["case", "figure", "before", "after", "after / before"], rows), ""]
+
+
+def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | None) -> str:
+    m = meta["machine"]
+    s = meta["settings"]
+    out = [
+        "# graymq benchmark results", "",
+        f"Generated by `python -m bench {' '.join(meta['parts'])}` on {meta['started']} "
+        f"({meta['duration_s']:.0f} s). Regenerate with `make bench` or `python -m bench [PART ...]`.", "",
+        "## Machine", "",
+        table(["", ""], [
+            ["CPU", f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB"],
+            ["Python", f"{m['implementation']} {m['python']} (protobuf backend {m['protobuf_backend']})"],
+            ["kernel", m["kernel"]],
+            ["load average (1/5/15 min) at start", " / ".join(f"{x:.2f}" for x in m["load_average"])],
+            ["load average at end", " / ".join(f"{x:.2f}" for x in meta["load_average_end"])],
+            ["peers", f"{meta['versions']['redis']}; {meta['versions']['nats']}; redis-py "
+                      f"{meta['versions']['redis-py']}, nats-py {meta['versions']['nats-py']}"],
+            ["graymq commit", m["graymq_commit"]],
+        ]), "",
+        "The machine is shared (other engineers' test suites run on it), so every figure is noisy: each case "
+        f"ran {s['repeat']} times, interleaved with the other cases, and the tables show the **median**. "
+        "Compare figures of one run with each other rather than across runs.", "",
+        "## Settings", "",
+        f"- messages: {BODY_SIZE} B bodies; throughput: {s['count']:,} messages per case, produced then consumed;",
+        f"- single = one message per request, {SINGLE_IN_FLIGHT} requests outstanding; batch = {BATCH} messages "
+        f"per request, {BATCH_IN_FLIGHT} outstanding; consumers read {BATCH} at a time;",
+        "- consume rate: from the first message received to the last (consumer start-up excluded);",
+        "- flush: graymq `async` (200 ms flush interval) vs Redis AOF `everysec` vs JetStream file storage; "
+        "graymq `sync` (group commit, ack after fsync) vs Redis AOF `always`; nats-server 2.9 has no "
+        "fsync-per-write setting;",
+        f"- latency: {s['rate']:,.0f} msg/s for {s['duration']:g} s after a 1 s warm-up, producer and consumer "
+        "in two processes, send time (CLOCK_MONOTONIC) in the payload, each message sent as soon as it is due "
+        "without waiting for earlier acks (Redis: the messages due at a tick in one pipeline);",
+        f"- gray: backlog of {s['gray_backlog']:,} gray messages; {s['consumers']} consumers; name server on "
+        "PostgreSQL.", "",
+    ]
+    body = []
+    body += render_throughput(results, "throughput", "Throughput: graymq (client library) vs Redis Streams vs "
+                                                     "NATS JetStream")
+    ratios = ratio_rows(results)
+    if ratios:
+        body += ["### Ratios graymq / peer (above 1: graymq is faster)", "",
+                 table(["flush/mode", "ratio", "produce", "consume"], ratios), ""]
+    body += render_latency(results)
+    body += render_figures(results, "gray", "Gray release", {
+        "last_gray_to_rebalanced_s": "last gray message consumed → every consumer rebalanced (s)",
+        "promote_end_to_rebalanced_s": "promote returned → every consumer rebalanced (s)",
+        "promote_s": "promote, whole (s)", "drain_msgs_s": "drain rate (msg/s)",
+        "converge_after_start_s": "converged after all started (s)"})
+    body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
+    body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
+    if results.parts.get("store"):
+        rows = [[case, fmt(e["median"]["msgs_s"], "rate"), fmt(e["median"]["mib_s"])]
+                for case, e in results.parts["store"].items()]
+        body += ["### Message store, in-process", "", table(["case", "msg/s", "MiB/s"], rows), ""]
+    out += ["## Results", "", *body]
+    goal_rows = targets(results)
+    if goal_rows:
+        out += ["## Targets of issue 9", "", table(["target", "figures (medians)", "status"], goal_rows), ""]
+    if baseline:
+        out += before_after(results, baseline)
+    return "\n".join(out)
+
+
+def keep_notes(path: Path) -> str:
+    if not path.exists():
+        return f"{NOTES_START}\n{NOTES_END}\n"
+    text = path.read_text()
+    if NOTES_START in text and NOTES_END in text:
+        return text[text.index(NOTES_START): text.index(NOTES_END) + len(NOTES_END)] + "\n"
+    return f"{NOTES_START}\n{NOTES_END}\n"
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def pkg(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    from bench.common import _sbin
+
+    return {"redis": tool_version([_sbin("redis-server") or "redis-server", "--version"]),
+            "nats": tool_version([_sbin("nats-server") or "nats-server", "--version"]),
+            "redis-py": pkg("redis"), "nats-py": pkg("nats-py")}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m bench``; ``graymq bench`` registers the same ones."""
+    parser.add_argument("parts", nargs="*", metavar="PART",
+                        help=f"parts to run (default: all): {', '.join(PARTS)}")
+    parser.add_argument("--count", type=int, default=30_000, help="messages per throughput case (default 30000)")
+    parser.add_argument("--store-count", type=int, default=50_000, help="messages per store case (default 50000)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each case; the median is reported (default 2)")
+    parser.add_argument("--rate", type=float, default=5000, help="latency: messages per second (default 5000)")
+    parser.add_argument("--duration", type=float, default=10, help="latency: seconds (default 10)")
+    parser.add_argument("--gray-backlog", type=int, default=100_000, help="gray backlog to drain (default 100000)")
+    parser.add_argument("--consumers", type=int, default=50, help="consumers in the rebalance case (default 50)")
+    parser.add_argument("--ns-calls", type=int, default=300, help="name server: timed calls per operation")
+    parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the JSON")
+    parser.add_argument("--markdown", type=Path, default=HERE / "RESULTS.md", help="where to write RESULTS.md")
+    parser.add_argument("--baseline", type=Path, default=HERE / "baseline.json",
+                        help="earlier results JSON to show before/after against (default bench/baseline.json)")
+    parser.add_argument("--label", default="", help="a label stored in the JSON (e.g. 'before')")
+    parser.add_argument("--no-install", action="store_true", help="do not apt-get install missing peers")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    unknown = [p for p in args.parts if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parts named in ``args`` (all when none), print the tables, write JSON and Markdown."""
+    parts = [p for p in PARTS if p in args.parts] if args.parts else list(PARTS)
+    if not args.no_install:
+        from bench.common import ensure_debian_packages
+
+        needed = {}
+        if {"throughput", "latency"} & set(parts):
+            needed.update({"redis-server": "redis-server", "nats-server": "nats-server"})
+        if {"gray", "nameserver"} & set(parts):
+            needed["/usr/lib/postgresql/*/bin/initdb"] = "postgresql"
+        ensure_debian_packages(needed)
+    meta: dict[str, Any] = {"machine": machine_info(), "versions": versions(), "parts": parts, "label": args.label,
+                            "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                            "settings": {k: getattr(args, k) for k in ("count", "store_count", "repeat", "rate",
+                                                                       "duration", "gray_backlog", "consumers")}}
+    began = time.monotonic()
+    results = Results()
+    with tempfile.TemporaryDirectory(prefix="graymq-bench-") as tmp:
+        root = Path(tmp)
+        with contextlib.ExitStack() as stack:
+            postgres = stack.enter_context(postgres_server()) if {"gray", "nameserver"} & set(parts) else None
+            for part in parts:
+                if part in ("gray", "nameserver"):
+                    globals()[f"part_{part}"](results, args, root, postgres)
+                else:
+                    globals()[f"part_{part}"](results, args, root)
+    meta["duration_s"] = time.monotonic() - began
+    meta["load_average_end"] = list(os.getloadavg())
+    baseline = None
+    if args.baseline and args.baseline.exists() and args.baseline.resolve() != args.json.resolve():
+        baseline = json.loads(args.baseline.read_text())
+    text = render(results, meta, baseline)
+    print(text)
+    args.json.write_text(json.dumps({**meta, "parts": results.parts, "parts_run": parts}, indent=1, default=str))
+    args.markdown.write_text(text + "\n\n## Notes\n\n" + keep_notes(args.markdown))
+    progress(f"wrote {args.json} and {args.markdown} ({meta['duration_s']:.0f} s)")
+    return 0

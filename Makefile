@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test unit lint proto demo system-deps clean
+.PHONY: test unit lint proto demo system-deps clean bench
 
 test: $(STAMP) system-deps
 	$(BIN)/pytest
@@ -16,6 +16,12 @@ unit: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m gray_controller.demo
+
+# Benchmarks: graymq vs Redis Streams vs NATS JetStream; `python -m bench` installs the Debian packages
+# it needs (redis-server, nats-server, postgresql) when missing. BENCH_ARGS="latency --repeat 3" etc.
+bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[server,bench]'
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # Reinstall only when the project's dependency list changes.
 $(STAMP): pyproject.toml

@@ -10,7 +10,7 @@ from protocol.errors import ConfigError, GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
 _COMMAND_MODULES: tuple[str, ...] = (
-    "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "produce_cmd", "consume_cmd", "gray_cmd",
+    "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "produce_cmd", "consume_cmd", "gray_cmd", "bench_cmd",
 )
 
 

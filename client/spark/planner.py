@@ -8,6 +8,7 @@ does that).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from client.consumer.pull_consumer import PullConsumer
@@ -16,6 +17,9 @@ from client.nameserver_client import NotFoundError
 from client.route import TopicRoute
 from client.spark.offsets import QueueOffsets
 from client.spark.options import SourceOptions
+from protocol.errors import GrayMQError, NameServerError
+
+log = logging.getLogger(__name__)
 
 
 def job_queues(route: TopicRoute, gray: bool, gray_switch: bool) -> list[MessageQueue]:
@@ -36,17 +40,27 @@ class Planner:
         self.options = options
         self.consumer = PullConsumer(options.group, options.nameserver, gray=options.gray, role="spark",
                                      register=False)
+        self._switch: bool | None = None
 
     async def close(self) -> None:
         await self.consumer.stop()
 
     async def gray_switch(self) -> bool:
-        """The group's gray switch; a group the name server does not know yet gets the default (on)."""
+        """The group's gray switch; a group the name server does not know yet gets the default (on).
+
+        While every name server is down the last known value holds (like cached routes).
+        """
         try:
             data = await self.consumer.nameserver.group_clients(self.options.group, role="spark")
         except NotFoundError:
-            return True
-        return bool(data["gray_switch"])
+            self._switch = True
+        except NameServerError as exc:
+            if self._switch is None:
+                raise
+            log.warning("group %s: gray switch unknown, keeping %s: %s", self.options.group, self._switch, exc.message)
+        else:
+            self._switch = bool(data["gray_switch"])
+        return self._switch
 
     async def queues(self) -> list[MessageQueue]:
         switch = True if self.options.gray else await self.gray_switch()
@@ -69,9 +83,38 @@ class Planner:
     async def max_offsets(self, queues: list[MessageQueue]) -> QueueOffsets:
         return await _each(queues, self.consumer.max_offset)
 
-    async def commit(self, offsets: QueueOffsets) -> None:
-        """Commit ``offsets`` (next offset to consume per queue) to the brokers under the job's group."""
-        await asyncio.gather(*(self.consumer.commit(mq, offset) for mq, offset in offsets.items()))
+    async def latest_offsets(self, current: QueueOffsets) -> QueueOffsets:
+        """Max offset per queue of ``current``; a queue whose broker does not answer stays where it is."""
+        queues = list(current)
+        answers = await asyncio.gather(*(self.consumer.max_offset(mq) for mq in queues), return_exceptions=True)
+        latest = {}
+        for mq, answer in zip(queues, answers, strict=True):
+            if isinstance(answer, GrayMQError):
+                log.warning("%s: max offset unavailable, not read this batch: %s", mq, answer.message)
+                answer = current[mq]
+            elif isinstance(answer, BaseException):
+                raise answer
+            latest[mq] = answer
+        return latest
+
+    async def commit(self, offsets: QueueOffsets) -> QueueOffsets:
+        """Commit ``offsets`` (next offset to consume per queue) under the job's group; returns what was committed.
+
+        A broker that does not answer is logged and left out: the offsets stay in the
+        checkpoint and the next commit carries them.
+        """
+        queues = list(offsets)
+        answers = await asyncio.gather(*(self.consumer.commit(mq, offsets[mq]) for mq in queues),
+                                       return_exceptions=True)
+        committed = {}
+        for mq, answer in zip(queues, answers, strict=True):
+            if isinstance(answer, GrayMQError):
+                log.warning("%s: offset %d not committed: %s", mq, offsets[mq], answer.message)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                committed[mq] = offsets[mq]
+        return committed
 
 
 async def _each(queues: list[MessageQueue], call: Callable[[MessageQueue], Awaitable[int]]) -> QueueOffsets:

@@ -2,8 +2,9 @@
 
 Offsets live in Spark's checkpoint (``client.spark.offsets`` JSON), so a restarted query
 resumes exactly where its last committed batch ended. They are also committed to the brokers
-under the job's group, from ``latestOffset``: Spark asks for the latest offset only after the
-batch ending at ``start`` has been written by the sink and recorded in the commit log, so
+under the job's group, from ``latestOffset``: Spark (with its default, synchronous progress
+tracking) asks for the latest offset only after the batch ending at ``start`` has been written by
+the sink and recorded in the commit log, so
 ``start`` is exactly what the job has processed. That includes the end of the last batch of an
 ``availableNow`` run, which Spark checks once more before it stops — so when such a run
 returns, the brokers already hold its final offsets (Spark's own ``commit()`` arrives one batch
@@ -51,8 +52,7 @@ class GraymqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         done = from_json(start)
         self._commit(done)
         queues = self.planner.queues()
-        known = [mq for mq in queues if mq in done]
-        latest = self.planner.max_offsets(known)
+        latest = self.planner.latest_offsets({mq: done[mq] for mq in queues if mq in done})
         if self._target is not None:
             latest = {mq: min(offset, self._target.get(mq, done[mq])) for mq, offset in latest.items()}
         latest = {mq: max(offset, done[mq]) for mq, offset in latest.items()}
@@ -83,5 +83,4 @@ class GraymqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _commit(self, done: QueueOffsets) -> None:
         changed = {mq: offset for mq, offset in done.items() if self._committed.get(mq) != offset}
         if changed:
-            self.planner.commit(changed)
-            self._committed.update(changed)
+            self._committed.update(self.planner.commit(changed))

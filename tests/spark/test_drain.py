@@ -38,7 +38,7 @@ def test_flip_to_normal_processes_every_gray_message_in_the_gray_run_before_repo
     cluster.add_broker("broker-a")
     cluster.create_topic(TOPIC, 6, 2)
     log = BatchLog(tmp_path / "out")
-    options = {"nameserver": cluster.ns_url, "topic": TOPIC, "group": GROUP, "maxRecordsPerTrigger": "5"}
+    options = {"nameserver": cluster.ns_url, "topic": TOPIC, "group": GROUP, "maxRecordsPerTrigger": "8"}
     producer = SyncProducer("SPARK_DRAIN_PRODUCERS", cluster.ns_url)
     producer.start()
     spark.conf.set(GRAY_FLAG_CONF, "true")  # the job's side comes from the Spark conf
@@ -69,7 +69,7 @@ def test_flip_to_normal_processes_every_gray_message_in_the_gray_run_before_repo
         gray_ids += send(producer, TOPIC, 13, gray=True)
         normal_ids = send(producer, TOPIC, 5, gray=False)  # one normal batch
         _, backlog = controller_view(cluster)
-        assert backlog >= 13, "gray messages are waiting when the flag flips"
+        assert backlog >= 13, "gray messages are waiting when the flag flips (two batches of the drain run)"
 
         cluster.ns_call(lambda ns: ns.set_flag(GROUP, client["client_id"], False, "promote v2"))
         normal_client = poll_until(lambda: (c := controller_view(cluster)[0]) and not c["gray"] and c, 120,

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from client.message import MessageQueue
 from client.route import BrokerData, TopicRoute
 from client.spark.offsets import cap_offsets, from_json, to_json
 from client.spark.options import SourceOptions, with_conf_gray_flag
-from client.spark.planner import job_queues
+from client.spark.planner import Planner, job_queues
 from client.spark.schema import ARROW_SCHEMA, to_record_batch
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, RequestTimeoutError
 from protocol.record import MessageExt, make_properties
 
 pytestmark = pytest.mark.spark
@@ -99,3 +101,29 @@ def test_arrow_batch_matches_the_schema_spark_checks():
                                                                                    b"\x00body", True)
     assert dict(row["properties"])["region"] == "eu"
     assert row["born_timestamp"].timestamp() == 1_700_000_000.123
+
+
+class FlakyConsumer:
+    """Answers for broker-a, fails (as a broker that is down) for broker-b."""
+
+    def __init__(self) -> None:
+        self.committed: dict[MessageQueue, int] = {}
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        if mq.broker_name == "broker-b":
+            raise RequestTimeoutError("broker-b does not answer")
+        return 50
+
+    async def commit(self, mq: MessageQueue, offset: int) -> None:
+        await self.max_offset(mq)
+        self.committed[mq] = offset
+
+
+def test_a_broker_that_does_not_answer_holds_its_queues_and_is_committed_later():
+    planner = Planner(SourceOptions.parse(BASE))
+    real, planner.consumer = planner.consumer, FlakyConsumer()  # type: ignore[assignment]
+    try:
+        assert asyncio.run(planner.latest_offsets({A0: 5, B10: 7})) == {A0: 50, B10: 7}
+        assert asyncio.run(planner.commit({A0: 5, B10: 7})) == {A0: 5}
+    finally:
+        asyncio.run(real.stop())

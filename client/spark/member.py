@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 
 class SparkMember:
+    """A registered PullConsumer (role ``spark``) whose report is the job's side, state and queue set."""
+
     def __init__(self, options: SourceOptions, *, labels: Mapping[str, str], client_id: str | None = None,
                  heartbeat_interval_s: float = 2.0) -> None:
         self.options = options

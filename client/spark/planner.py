@@ -36,6 +36,8 @@ def job_queues(route: TopicRoute, gray: bool, gray_switch: bool) -> list[Message
 
 
 class Planner:
+    """Queue set and offsets of one read, asked of the name server and the brokers with an unregistered PullConsumer."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.consumer = PullConsumer(options.group, options.nameserver, gray=options.gray, role="spark",

@@ -67,7 +67,9 @@ class NameServerClient:
         if admin:
             all_headers["Authorization"] = f"Bearer {self.admin_token}"
         errors = []
-        for url in self._ordered():
+        # an idempotent read gets a second round: a connection the server just closed is not an outage
+        rounds = 2 if method == "GET" else 1
+        for url in self._ordered() * rounds:
             try:
                 response = await self._http.request(method, url + path, json=json, params=params, headers=all_headers)
             except httpx.HTTPError as exc:

@@ -69,8 +69,8 @@ class Producer:
         self.started = False
 
     def _report(self) -> dict[str, Any]:
-        state = "GRAY" if self.gray else "NORMAL"
-        return {"gray": self.gray, "state": state, "topics": self.routes.topics(), "queues": []}
+        gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
+        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": []}
 
     async def _on_update(self, response: dict[str, Any]) -> None:
         desired = bool(response.get("desired_gray", self.gray))
@@ -89,9 +89,11 @@ class Producer:
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
         await self.membership.stop()
+        self.started = False
+        self.membership.changed()
+        await self.membership.beat()  # so a promote does not wait for this producer to expire
         await self.brokers.close()
         await self.nameserver.close()
-        self.started = False
 
     # -- sending ---------------------------------------------------------------------------
     def resolve_gray(self, message: Message) -> bool:

@@ -75,8 +75,9 @@ def test_topic_gray_and_status_commands(cluster, graymq_process):
     wait_for(lambda: len(json_lines(v2)) == 3, 20, "gray messages at the gray consumer")
     message = json_lines(v2)[0]
     assert message["tags"] == "T1" and message["keys"] == ["k1"] and message["gray"] and message["client_id"] == "c-v2"
-    human = graymq(ns, "gray", "status", "G").stdout
-    assert "c-v2" in human and "gray backlog: 0" in human
+    wait_for(lambda: "gray backlog: 0" in graymq(ns, "gray", "status", "G").stdout, 20,
+             "consumed offsets committed (they are persisted every second)")
+    assert "c-v2" in graymq(ns, "gray", "status", "G").stdout
 
     graymq(ns, "gray", "flag", "G", "c-v2", "off", "--reason", "promote by hand")
     wait_for(lambda: not [c for c in json.loads(graymq(ns, "gray", "status", "G", "--json").stdout)["clients"]

@@ -2,18 +2,24 @@
 
 A single reader task decodes frames. Responses resolve the future waiting on their serial
 number; requests go to the connection's handler, which may answer at once (bytes) or later
-(an awaitable, run as a tracked task so a long-polling pull never blocks the requests
-pipelined behind it). When the connection closes, every pending future fails with
-``ConnectionClosedError``.
+(a future, answered from its done callback, or another awaitable, run as a tracked task) so a
+long-polling pull never blocks the requests pipelined behind it. When the connection closes,
+every pending future fails with ``ConnectionClosedError``.
+
+Frames written during one turn of the event loop — the responses to every request of one read,
+the requests of many producers sending at once — leave in one ``transport.write`` (one system
+call) at the end of that turn, in the order they were written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from google.protobuf.message import Message as PbMessage
 
@@ -66,7 +72,9 @@ class Connection:
         self._decoder = FrameDecoder(max_frame_size)
         self._serials = itertools.count(1)
         self._pending: dict[int, asyncio.Future[pb.Envelope]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()  # handlers still answering: tasks and futures
+        self._out: list[bytes] = []  # frames written this turn of the loop, sent by _flush_out
+        self._loop = asyncio.get_running_loop()
         self._read_task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.close_reason = ""
@@ -99,14 +107,17 @@ class Connection:
         if self.is_closed:
             raise ConnectionClosedError(f"connection to {self.peer} is closed: {self.close_reason}")
         serial = next(self._serials) & 0xFFFFFFFF
-        future: asyncio.Future[pb.Envelope] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[pb.Envelope] = self._loop.create_future()
         self._pending[serial] = future
+        # One timer handle per request: much cheaper than an asyncio.timeout() context around the await.
+        timer = self._loop.call_later(timeout, _expire, future)
         try:
             self._write(serial, request_envelope(method, body))
-            envelope = await with_timeout(future, timeout)
-        except TimeoutError as exc:
+            envelope = await future
+        except _Expired as exc:
             raise RequestTimeoutError(f"{method_name(method)} to {self.peer}: no response in {timeout}s") from exc
         finally:
+            timer.cancel()
             self._pending.pop(serial, None)
         return parse_body(envelope, response=True)
 
@@ -116,7 +127,19 @@ class Connection:
             self._write(next(self._serials) & 0xFFFFFFFF, request_envelope(method, body, oneway=True))
 
     def _write(self, serial: int, payload: bytes) -> None:
-        self._writer.write(encode_frame(serial, payload, self.max_frame_size))
+        """Queue one frame; it leaves with the others of this turn of the loop (``_flush_out``)."""
+        frame = encode_frame(serial, payload, self.max_frame_size)
+        if not self._out:
+            self._loop.call_soon(self._flush_out)
+        self._out.append(frame)
+
+    def _flush_out(self) -> None:
+        if not self._out:
+            return
+        out, self._out = self._out, []
+        if self._writer.transport.is_closing():
+            return
+        self._writer.write(out[0] if len(out) == 1 else b"".join(out))
 
     async def _read_loop(self) -> None:
         reason = "closed by peer"
@@ -128,6 +151,7 @@ class Connection:
                     break
                 for frame in self._decoder.feed(data):
                     self._on_frame(frame.serial_no, frame.payload)
+                self._flush_out()  # the answers to this read, in one write
                 transport = self._writer.transport
                 if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                     await self._writer.drain()
@@ -171,12 +195,29 @@ class Connection:
             log.exception("handler for %s from %s failed", method_name(envelope.method), self.peer)
             self._reply(serial, envelope, error_envelope(envelope.method, GrayMQError(f"internal error: {exc}")))
             return
-        if inspect.isawaitable(result):
-            task = asyncio.get_running_loop().create_task(self._finish(serial, envelope, result))
+        if isinstance(result, asyncio.Future):
+            # No task needed: answer from the future's done callback (e.g. a sync send waiting on a flush).
+            self._tasks.add(result)
+            result.add_done_callback(functools.partial(self._future_done, serial, envelope))
+        elif inspect.isawaitable(result):
+            task = self._loop.create_task(self._finish(serial, envelope, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
             self._reply(serial, envelope, result)
+
+    def _future_done(self, serial: int, envelope: pb.Envelope, future: asyncio.Future[bytes | None]) -> None:
+        self._tasks.discard(future)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            self._reply(serial, envelope, future.result())
+        elif isinstance(exc, GrayMQError):
+            self._reply(serial, envelope, error_envelope(envelope.method, exc))
+        else:
+            log.error("handler for %s from %s failed", method_name(envelope.method), self.peer, exc_info=exc)
+            self._reply(serial, envelope, error_envelope(envelope.method, GrayMQError(f"internal error: {exc}")))
 
     async def _finish(self, serial: int, envelope: pb.Envelope, pending: Awaitable[bytes | None]) -> None:
         try:
@@ -209,6 +250,7 @@ class Connection:
         self._pending.clear()
         for task in list(self._tasks):
             task.cancel()
+        self._flush_out()
         self._writer.close()
         if self._on_close is not None:
             self._on_close(self)
@@ -225,3 +267,12 @@ class Connection:
             await self._writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+class _Expired(Exception):
+    """A request's deadline passed (set on its future by the timer)."""
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())

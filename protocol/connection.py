@@ -6,9 +6,9 @@ number; requests go to the connection's handler, which may answer at once (bytes
 long-polling pull never blocks the requests pipelined behind it. When the connection closes,
 every pending future fails with ``ConnectionClosedError``.
 
-Frames written during one turn of the event loop — the responses to every request of one read,
-the requests of many producers sending at once — leave in one ``transport.write`` (one system
-call) at the end of that turn, in the order they were written.
+Frames written during one turn of the event loop — the responses to the requests of one read,
+the requests of many producers sending at once — leave together in one ``transport.write`` (one
+system call) per ``FLUSH_FRAMES`` frames and at the end of that turn, in the order they were written.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 HandlerResult = bytes | None | Awaitable[bytes | None]
 RequestHandler = Callable[["Connection", pb.Envelope], HandlerResult]
 
+# Frames queued in one turn of the loop leave together, but at most this many per write: holding back
+# every answer until a whole read is processed would stop the peer working on the first ones meanwhile
+# (on two cores, coalescing everything halved the single-send rate; batches of 8 keep the overlap).
+FLUSH_FRAMES = 8
 READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 8 * 1024 * 1024
 
@@ -129,9 +133,12 @@ class Connection:
     def _write(self, serial: int, payload: bytes) -> None:
         """Queue one frame; it leaves with the others of this turn of the loop (``_flush_out``)."""
         frame = encode_frame(serial, payload, self.max_frame_size)
-        if not self._out:
+        out = self._out
+        if not out:
             self._loop.call_soon(self._flush_out)
-        self._out.append(frame)
+        out.append(frame)
+        if len(out) >= FLUSH_FRAMES:
+            self._flush_out()
 
     def _flush_out(self) -> None:
         if not self._out:

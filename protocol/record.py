@@ -37,6 +37,13 @@ from protocol.errors import ProtocolError
 RECORD_MAGIC = 0x47524159  # "GRAY"
 RECORD_HEADER = struct.Struct(">IIIiiqqqqiHHHII")
 CRC_START = 12
+# RECORD_HEADER split at CRC_START, for writers that checksum the fields after the CRC before packing it:
+# (total_size, magic, crc32) and (queue_id ... properties_len).
+_RECORD_PREFIX = struct.Struct(">" + RECORD_HEADER.format[1:4])
+_RECORD_AFTER_CRC = struct.Struct(">" + RECORD_HEADER.format[4:])
+assert _RECORD_PREFIX.size == CRC_START and CRC_START + _RECORD_AFTER_CRC.size == RECORD_HEADER.size
+_HEADER_SIZE = RECORD_HEADER.size
+_unpack_header = RECORD_HEADER.unpack_from
 SYS_FLAG_GRAY = 0x1
 NAME_VALUE_SEP = "\x01"
 PROPERTY_SEP = "\x02"
@@ -85,19 +92,24 @@ class MessageExt:
 
 
 def encode_properties(properties: Mapping[str, str]) -> bytes:
-    parts = []
-    for name, value in properties.items():
-        if NAME_VALUE_SEP in name or PROPERTY_SEP in name or NAME_VALUE_SEP in value or PROPERTY_SEP in value:
-            raise ValueError(f"property {name!r} contains a reserved separator character")
-        parts.append(f"{name}{NAME_VALUE_SEP}{value}{PROPERTY_SEP}")
-    return "".join(parts).encode("utf-8")
+    if not properties:
+        return b""
+    text = "".join([f"{name}{NAME_VALUE_SEP}{value}{PROPERTY_SEP}" for name, value in properties.items()])
+    # Each pair adds exactly one of each separator; any more means a name or value contains one.
+    if text.count(NAME_VALUE_SEP) != len(properties) or text.count(PROPERTY_SEP) != len(properties):
+        bad = next(n for n, v in properties.items()
+                   if NAME_VALUE_SEP in n or PROPERTY_SEP in n or NAME_VALUE_SEP in v or PROPERTY_SEP in v)
+        raise ValueError(f"property {bad!r} contains a reserved separator character")
+    return text.encode("utf-8")
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
+    return _parse_properties(raw.decode("utf-8")) if raw else {}
+
+
+def _parse_properties(text: str) -> dict[str, str]:
     result: dict[str, str] = {}
-    if not raw:
-        return result
-    for pair in raw.decode("utf-8").split(PROPERTY_SEP):
+    for pair in text.split(PROPERTY_SEP):
         if pair:
             name, _, value = pair.partition(NAME_VALUE_SEP)
             result[name] = value
@@ -121,13 +133,12 @@ def encode_record(
 ) -> bytes:
     """Serialize one record (text fields already UTF-8 encoded, properties via ``encode_properties``)."""
     total = RECORD_HEADER.size + len(topic) + len(born_host) + len(store_host) + len(body) + len(properties)
-    header = RECORD_HEADER.pack(
-        total, RECORD_MAGIC, 0, queue_id, sys_flag, queue_offset, physical_offset, born_timestamp,
-        store_timestamp, reconsume_times, len(topic), len(born_host), len(store_host), len(body), len(properties),
+    after_crc = _RECORD_AFTER_CRC.pack(
+        queue_id, sys_flag, queue_offset, physical_offset, born_timestamp, store_timestamp, reconsume_times,
+        len(topic), len(born_host), len(store_host), len(body), len(properties),
     )
-    tail = b"".join((topic, born_host, store_host, body, properties))
-    crc = zlib.crc32(tail, zlib.crc32(memoryview(header)[CRC_START:]))
-    return header[:8] + crc.to_bytes(4, "big") + header[CRC_START:] + tail
+    tail = b"".join((after_crc, topic, born_host, store_host, body, properties))
+    return b"".join((_RECORD_PREFIX.pack(total, RECORD_MAGIC, zlib.crc32(tail)), tail))
 
 
 def record_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
@@ -158,23 +169,41 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
 
 def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, verify_crc: bool = True) -> MessageExt:
     """Decode the record at ``pos``; raises ``ProtocolError`` when it is damaged."""
-    total = check_record(buf, pos) if verify_crc else record_size_at(buf, pos)
+    return _decode_at(memoryview(buf), pos, verify_crc)
+
+
+def _decode_at(view: memoryview, pos: int, verify_crc: bool) -> MessageExt:
+    """``record_size_at`` + ``check_record`` + decoding with one header unpack and no copy but the body."""
+    left = len(view) - pos
+    if left < _HEADER_SIZE:
+        raise ProtocolError(f"record at {pos}: {left} bytes left, header needs {_HEADER_SIZE}")
     (
-        _total, _magic, _crc, queue_id, sys_flag, queue_offset, physical_offset, born_ts, store_ts,
+        total, magic, crc, queue_id, sys_flag, queue_offset, physical_offset, born_ts, store_ts,
         reconsume_times, topic_len, born_len, store_len, body_len, props_len,
-    ) = RECORD_HEADER.unpack_from(buf, pos)
-    view = memoryview(buf)
-    p = pos + RECORD_HEADER.size
+    ) = _unpack_header(view, pos)
+    if magic != RECORD_MAGIC:
+        raise ProtocolError(f"record at {pos}: bad magic 0x{magic:08x}")
+    if not _HEADER_SIZE <= total <= MAX_RECORD_SIZE:
+        raise ProtocolError(f"record at {pos}: size {total} out of range")
+    if left < total:
+        raise ProtocolError(f"record at {pos}: truncated, {left} of {total} bytes")
+    if verify_crc:
+        if _HEADER_SIZE + topic_len + born_len + store_len + body_len + props_len != total:
+            raise ProtocolError(f"record at {pos}: field lengths do not add up to {total}")
+        computed = zlib.crc32(view[pos + CRC_START : pos + total])
+        if computed != crc:
+            raise ProtocolError(f"record at {pos}: CRC mismatch (stored 0x{crc:08x}, computed 0x{computed:08x})")
+    p = pos + _HEADER_SIZE
     topic = str(view[p : p + topic_len], "utf-8")
     p += topic_len
     born_host = str(view[p : p + born_len], "utf-8")
     p += born_len
     store_host = str(view[p : p + store_len], "utf-8")
     p += store_len
-    body = bytes(view[p : p + body_len])
+    body = view[p : p + body_len].tobytes()
     p += body_len
     try:
-        properties = decode_properties(bytes(view[p : p + props_len]))
+        properties = _parse_properties(str(view[p : p + props_len], "utf-8")) if props_len else {}
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"record at {pos}: properties are not UTF-8") from exc
     return MessageExt(
@@ -185,11 +214,12 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, verify_crc:
 
 
 def iter_records(buf: bytes | bytearray | memoryview, verify_crc: bool = True) -> Iterator[MessageExt]:
-    """Decode concatenated records (a pull response's ``records`` field)."""
+    """Decode concatenated records (a pull response's ``records`` field), each CRC-checked by default."""
+    view = memoryview(buf)
     pos = 0
-    end = len(buf)
+    end = len(view)
     while pos < end:
-        message = decode_record(buf, pos, verify_crc)
+        message = _decode_at(view, pos, verify_crc)
         yield message
         pos += message.store_size
 

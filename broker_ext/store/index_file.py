@@ -17,6 +17,7 @@ segment are deleted with it.
 from __future__ import annotations
 
 import bisect
+import functools
 import mmap
 import os
 import struct
@@ -33,20 +34,26 @@ KEY_HASH = struct.Struct(">I")
 HASH_TOP_BIT = 0x8000_0000
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_seed(topic: str) -> int:
+    return zlib.crc32(f"{topic}\x01".encode())
+
+
 def key_hash(topic: str, key: str) -> int:
-    return zlib.crc32(key.encode(), zlib.crc32(f"{topic}\x01".encode())) | HASH_TOP_BIT
+    return zlib.crc32(key.encode(), _topic_seed(topic)) | HASH_TOP_BIT
 
 
 def index_entries(topic: str, properties: Mapping[str, str], physical_offset: int, store_timestamp: int) -> bytes:
     """The entries of one message: one per distinct key and one for its msg id."""
     keys = properties.get(PROPERTY_KEYS)
-    names = keys.split(KEY_SEPARATOR) if keys else []
     msg_id = properties.get(PROPERTY_MSG_ID)
+    seed = _topic_seed(topic)
+    if not keys:  # the common case: a msg id only
+        return ENTRY.pack(zlib.crc32(msg_id.encode(), seed) | HASH_TOP_BIT, physical_offset, store_timestamp) \
+            if msg_id else b""
+    names = keys.split(KEY_SEPARATOR)
     if msg_id:
         names.append(msg_id)
-    if not names:
-        return b""
-    seed = zlib.crc32(f"{topic}\x01".encode())
     pack = ENTRY.pack
     return b"".join([
         pack(zlib.crc32(name.encode(), seed) | HASH_TOP_BIT, physical_offset, store_timestamp)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from broker_ext.store.atomic_file import fsync_dir, write_atomic
 from broker_ext.store.background import BlockingWork, cancel_and_wait
@@ -34,7 +34,7 @@ from broker_ext.store.retention import RetentionPolicy, disk_usage
 from broker_ext.store.stats import StoreStats
 from protocol.constants import PROPERTY_TAGS, check_topic_name, tag_hash
 from protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
-from protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
+from protocol.record import MAX_RECORD_SIZE, RECORD_HEADER, decode_record, encode_properties, encode_record
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,9 @@ class PutMessage:
     reconsume_times: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where one message went. A named tuple, not a dataclass: one is made per message appended."""
+
     physical_offset: int  # where the record starts in the commit log
     size: int
     queue_offset: int
@@ -208,6 +209,10 @@ class MessageStore:
         ``start()``); raises ``FlushTimeoutError`` after ``sync_flush_timeout_ms``. Async flush: returns at once."""
         await self._flush.wait_flushed(end_offset)
 
+    def flushed_future(self, end_offset: int) -> asyncio.Future[None] | None:
+        """``wait_flushed`` as a plain future (no task, no coroutine); ``None`` when there is nothing to wait for."""
+        return self._flush.flushed_future(end_offset)
+
     async def write_checkpoint(self) -> None:
         """Sync consume queues and key index, then save the checkpoint (checkpoint.py), off the loop."""
         await self._work.run(self._sync_and_save, self._checkpoint())
@@ -247,7 +252,12 @@ class MessageStore:
 
     def put_messages(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
         """Append ``messages`` contiguously (one copy into the commit log, never split across segments),
-        assign queue offsets and dispatch to consume queues and key index before returning. No fsync."""
+        assign queue offsets and dispatch to consume queues and key index before returning. No fsync.
+
+        Everything is validated and encoded before the first byte is written, so a bad message
+        fails the whole batch and leaves the store untouched. Per batch, not per message: topic and
+        host encodings, tag hashes, index seeds, the room check, one commit-log copy, one index write.
+        """
         if not messages:
             return []
         if self._disk_ratio > self.config.disk_critical_ratio:
@@ -255,33 +265,34 @@ class MessageStore:
                 f"disk usage {self._disk_ratio:.1%} of {self.config.store_dir} is above the critical "
                 f"watermark {self.config.disk_critical_ratio:.0%}: writes are refused"
             )
-        queue_offsets, batch_ends = self._assign_queue_offsets(messages)
+        plan, batch_ends, total = self._plan(messages)
         store_timestamp = max(self._clock_ms(), self._last_store_timestamp)
-        records = self._encode(messages, queue_offsets, self.commitlog.max_offset, store_timestamp)
-        total = sum(map(len, records))
         if total > self.commitlog.room_left():
             self.commitlog.roll(total)
             self.stats.segments = len(self.commitlog.segments)
             self.disk_usage_ratio()
-            records = self._encode(messages, queue_offsets, self.commitlog.max_offset, store_timestamp)
+        start = self.commitlog.max_offset
+        records = self._encode(messages, plan, start, store_timestamp)
         queues = {}
         for key, end in batch_ends.items():
             queue = self.queues.get(*key) or self.queues.create(*key)
             queue.prepare(end - queue.max_offset)
             queues[key] = queue
-        start = self.commitlog.max_offset
         segment_start = self.commitlog.segments[-1].start
-        self.commitlog.append(b"".join(records))
+        self.commitlog.append(records[0] if len(records) == 1 else b"".join(records))
 
         results = []
         entries = []
+        tag_hashes: dict[str, int] = {}
         physical_offset = start
-        for message, queue_offset, record in zip(messages, queue_offsets, records, strict=True):
-            size = len(record)
-            queues[(message.topic, message.queue_id)].append(
-                physical_offset, size, tag_hash(message.properties.get(PROPERTY_TAGS, ""))
-            )
-            entry = index_entries(message.topic, message.properties, physical_offset, store_timestamp)
+        for message, (queue_offset, size, _, _, _) in zip(messages, plan, strict=True):
+            properties = message.properties
+            tags = properties.get(PROPERTY_TAGS, "")
+            hashed = tag_hashes.get(tags)
+            if hashed is None:
+                hashed = tag_hashes[tags] = tag_hash(tags)
+            queues[(message.topic, message.queue_id)].append(physical_offset, size, hashed)
+            entry = index_entries(message.topic, properties, physical_offset, store_timestamp)
             if entry:
                 entries.append(entry)
             results.append(AppendResult(physical_offset, size, queue_offset, store_timestamp, physical_offset + size))
@@ -296,14 +307,18 @@ class MessageStore:
         self.stats.put_bytes += total
         return results
 
-    def _assign_queue_offsets(
+    def _plan(
         self, messages: Sequence[PutMessage]
-    ) -> tuple[list[int], dict[tuple[str, int], int]]:
-        """Queue offset of each message and, per queue, the offset after the batch; validates first."""
-        offsets = []
+    ) -> tuple[list[tuple[int, int, bytes, bytes, bytes]], dict[tuple[str, int], int], int]:
+        """Validate the batch and lay it out: per message (queue offset, record size, topic, born host and
+        properties encoded), per queue the offset after the batch, and the batch's total size."""
+        plan = []
         ends: dict[tuple[str, int], int] = {}
+        encoded: dict[str, bytes] = {}  # topics and born hosts repeat within a batch
         limit = self.config.max_message_size
-        for message in messages:
+        fixed = RECORD_HEADER.size + len(self._store_host)
+        total = 0
+        for i, message in enumerate(messages):
             key = (message.topic, message.queue_id)
             offset = ends.get(key)
             if offset is None:
@@ -311,36 +326,48 @@ class MessageStore:
                 if queue is None:
                     _check_new_queue(*key)
                 offset = queue.max_offset if queue else 0
-            if len(message.body) > limit:
-                raise MessageTooLargeError(f"message body of {len(message.body)} bytes exceeds {limit} bytes")
-            offsets.append(offset)
+            body_size = len(message.body)
+            if body_size > limit:
+                raise MessageTooLargeError(f"message body of {body_size} bytes exceeds {limit} bytes")
             ends[key] = offset + 1
-        return offsets, ends
+            topic = encoded.get(message.topic)
+            if topic is None:
+                topic = encoded[message.topic] = message.topic.encode()
+            born_host = encoded.get(message.born_host)
+            if born_host is None:
+                born_host = encoded[message.born_host] = message.born_host.encode()
+            properties = encode_properties(message.properties)
+            size = fixed + len(topic) + len(born_host) + body_size + len(properties)
+            if size > self._record_limit:
+                raise MessageTooLargeError(
+                    f"message {i} of the batch is a {size}-byte record, over the {self._record_limit}-byte "
+                    f"limit (commit log segment size {self.config.segment_size})"
+                )
+            plan.append((offset, size, topic, born_host, properties))
+            total += size
+        return plan, ends, total
 
     def _encode(
-        self, messages: Sequence[PutMessage], queue_offsets: list[int], start: int, store_timestamp: int
+        self, messages: Sequence[PutMessage], plan: list[tuple[int, int, bytes, bytes, bytes]], start: int,
+        store_timestamp: int,
     ) -> list[bytes]:
         records = []
         physical_offset = start
-        for i, (message, queue_offset) in enumerate(zip(messages, queue_offsets, strict=True)):
+        store_host = self._store_host
+        for i, (message, (queue_offset, size, topic, born_host, properties)) in enumerate(
+            zip(messages, plan, strict=True)
+        ):
             try:
                 record = encode_record(
-                    topic=message.topic.encode(), body=message.body,
-                    properties=encode_properties(message.properties), queue_id=message.queue_id,
+                    topic=topic, body=message.body, properties=properties, queue_id=message.queue_id,
                     queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=message.sys_flag,
                     born_timestamp=message.born_timestamp, store_timestamp=store_timestamp,
-                    reconsume_times=message.reconsume_times, born_host=message.born_host.encode(),
-                    store_host=self._store_host,
+                    reconsume_times=message.reconsume_times, born_host=born_host, store_host=store_host,
                 )
             except struct.error as exc:
                 raise ValueError(f"message {i} of the batch has a field out of range: {exc}") from exc
-            if len(record) > self._record_limit:
-                raise MessageTooLargeError(
-                    f"message {i} of the batch is a {len(record)}-byte record, over the {self._record_limit}-byte "
-                    f"limit (commit log segment size {self.config.segment_size})"
-                )
             records.append(record)
-            physical_offset += len(record)
+            physical_offset += size
         return records
 
     # ----------------------------------------------------------------- reads

@@ -96,15 +96,23 @@ class BrokerController:
         return self.topics.require_writable(topic)
 
     def append(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
-        """Append to the store, count, and wake the long polls of every queue written."""
+        """Append to the store, count, and wake the long polls of every queue written.
+
+        Counted per queue written, not per message: a batch costs one stats update and one wake-up.
+        """
         results = self.store.put_messages(messages)
-        woken: set[tuple[str, int]] = set()
+        written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes]
         for put, result in zip(messages, results, strict=True):
-            config = self.topics.get(put.topic)
-            gray = config is not None and put.queue_id in config.gray_queues
-            self.stats.on_put(put.topic, gray, 1, result.size)
-            woken.add((put.topic, put.queue_id))
-        for topic, queue_id in woken:
+            key = (put.topic, put.queue_id)
+            counts = written.get(key)
+            if counts is None:
+                written[key] = [1, result.size]
+            else:
+                counts[0] += 1
+                counts[1] += result.size
+        for (topic, queue_id), (count, size) in written.items():
+            config = self.topics.get(topic)
+            self.stats.on_put(topic, config is not None and queue_id in config.gray_queues, count, size)
             self.holds.notify(topic, queue_id)
         return results
 

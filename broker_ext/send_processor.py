@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import secrets
 import time
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from broker_ext.store import AppendResult, PutMessage
@@ -26,14 +27,11 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
     """The store's view of a producer's message; a missing msg id is generated here."""
     if not msg.msg_id:
         msg.msg_id = new_msg_id()
-    extra = dict(msg.properties)
+    extra = dict(msg.properties) if msg.properties else {}
     if producer_group:
         extra[PROPERTY_PRODUCER_GROUP] = producer_group
-    try:
-        properties = make_properties(tags=msg.tags, keys=list(msg.keys), msg_id=msg.msg_id, trace_id=msg.trace_id,
-                                     extra=extra)
-    except ValueError as exc:
-        raise BadRequestError(str(exc)) from exc
+    properties = make_properties(tags=msg.tags, keys=msg.keys, msg_id=msg.msg_id, trace_id=msg.trace_id,
+                                 extra=extra)
     return PutMessage(
         topic=msg.topic, queue_id=queue_id, body=msg.body, properties=properties,
         sys_flag=SYS_FLAG_GRAY if msg.gray else 0, born_timestamp=msg.born_timestamp or int(time.time() * 1000),
@@ -45,19 +43,19 @@ class SendProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
-    def send(self, req: pb.SendRequest) -> bytes | Awaitable[bytes]:
+    def send(self, req: pb.SendRequest) -> bytes | asyncio.Future[bytes]:
         msg = req.message
         config = self.broker.topic_for_write(msg.topic)
         config.check_queue(req.queue_id)
         put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times)
-        (result,) = self.broker.append([put])
+        (result,) = self._append([put])
         response = pb.SendResponse(
             status=pb.SEND_OK, msg_id=msg.msg_id, broker_name=self.broker.name, queue_id=req.queue_id,
             queue_offset=result.queue_offset, commit_log_offset=result.physical_offset,
         )
         return self._ack(pb.SEND_MESSAGE, response, result)
 
-    def send_batch(self, req: pb.SendBatchRequest) -> bytes | Awaitable[bytes]:
+    def send_batch(self, req: pb.SendBatchRequest) -> bytes | asyncio.Future[bytes]:
         if not req.messages:
             raise BadRequestError("empty batch")
         config = self.broker.topic_for_write(req.topic)
@@ -68,20 +66,37 @@ class SendProcessor:
                 raise BadRequestError(f"batch for topic {req.topic} contains a message for {msg.topic}")
             msg.topic = req.topic
             puts.append(to_put_message(msg, req.queue_id, req.producer_group))
-        results = self.broker.append(puts)
+        results = self._append(puts)
         response = pb.SendBatchResponse(
             status=pb.SEND_OK, msg_ids=[m.msg_id for m in req.messages], broker_name=self.broker.name,
             queue_id=req.queue_id, first_queue_offset=results[0].queue_offset,
         )
         return self._ack(pb.SEND_BATCH, response, results[-1])
 
-    def _ack(self, method: int, response: pb.SendResponse | pb.SendBatchResponse,
-             last: AppendResult) -> bytes | Awaitable[bytes]:
-        if self.broker.settings.flush != "sync":
-            return response_envelope(method, response)
-        return self._ack_after_flush(method, response, last.end_offset)
+    def _append(self, puts: list[PutMessage]) -> list[AppendResult]:
+        try:
+            return self.broker.append(puts)
+        except ValueError as exc:  # the store refuses a field (a separator in a property, a value out of range)
+            raise BadRequestError(str(exc)) from exc
 
-    async def _ack_after_flush(self, method: int, response: pb.SendResponse | pb.SendBatchResponse,
-                               end_offset: int) -> bytes:
-        await self.broker.store.wait_flushed(end_offset)
-        return response_envelope(method, response)
+    def _ack(self, method: int, response: pb.SendResponse | pb.SendBatchResponse,
+             last: AppendResult) -> bytes | asyncio.Future[bytes]:
+        """The response now (async flush, or already durable), else a future answered after the flush."""
+        flushed = self.broker.store.flushed_future(last.end_offset) if self.broker.settings.flush == "sync" else None
+        if flushed is None:
+            return response_envelope(method, response)
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        flushed.add_done_callback(functools.partial(_answer_after_flush, answer, method, response))
+        return answer
+
+
+def _answer_after_flush(answer: asyncio.Future[bytes], method: int,
+                        response: pb.SendResponse | pb.SendBatchResponse, flushed: asyncio.Future[None]) -> None:
+    if answer.done():  # the connection closed and cancelled it
+        return
+    if flushed.cancelled():
+        answer.cancel()
+    elif (exc := flushed.exception()) is not None:
+        answer.set_exception(exc)
+    else:
+        answer.set_result(response_envelope(method, response))

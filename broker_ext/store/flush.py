@@ -19,7 +19,7 @@ import time
 from broker_ext.store.background import BlockingWork, cancel_and_wait
 from broker_ext.store.commitlog import CommitLog
 from broker_ext.store.stats import StoreStats
-from protocol.aio import wait_event, with_timeout
+from protocol.aio import wait_event
 from protocol.errors import FlushTimeoutError
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,8 @@ class FlushService:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.flushed_offset = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        # (end offset, sequence, waiter, its timeout handle), a heap ordered by end offset
+        self._waiters: list[tuple[int, int, asyncio.Future[None], asyncio.TimerHandle]] = []
         self._sequence = itertools.count()
         self._wakeup: asyncio.Event | None = None  # created in start(), inside the running loop
         self._work = BlockingWork()
@@ -55,18 +56,31 @@ class FlushService:
 
     async def wait_flushed(self, end_offset: int) -> None:
         """Sync mode: wait until the log is durable up to ``end_offset``; async mode: return at once."""
+        waiter = self.flushed_future(end_offset)
+        if waiter is not None:
+            await waiter
+
+    def flushed_future(self, end_offset: int) -> asyncio.Future[None] | None:
+        """A future resolved once the log is durable up to ``end_offset``, failed with ``FlushTimeoutError``
+        after ``timeout_s``; ``None`` when nothing needs waiting for (async mode, or already durable).
+
+        A plain future with a timer handle, so a sync send needs neither a task nor a timeout context.
+        """
         if not self.sync or end_offset <= self.flushed_offset:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._sequence), waiter))
+            return None
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        timer = loop.call_later(self.timeout_s, self._expire, waiter, end_offset)
+        heapq.heappush(self._waiters, (end_offset, next(self._sequence), waiter, timer))
         if self._wakeup is not None:
             self._wakeup.set()
-        try:
-            await with_timeout(waiter, self.timeout_s)
-        except TimeoutError:
-            raise FlushTimeoutError(
+        return waiter
+
+    def _expire(self, waiter: asyncio.Future[None], end_offset: int) -> None:
+        if not waiter.done():
+            waiter.set_exception(FlushTimeoutError(
                 f"commit log not flushed up to {end_offset} within {self.timeout_s * 1000:.0f} ms"
-            ) from None
+            ))
 
     async def flush(self) -> None:
         """One round: make the log durable up to its current end, then release the covered waiters.
@@ -87,7 +101,8 @@ class FlushService:
             self.stats.flush_seconds_total += seconds
             self.stats.last_flush_ms = seconds * 1000
         while self._waiters and self._waiters[0][0] <= self.flushed_offset:
-            waiter = heapq.heappop(self._waiters)[2]
+            _, _, waiter, timer = heapq.heappop(self._waiters)
+            timer.cancel()
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -98,7 +113,8 @@ class FlushService:
 
     def _fail_waiters(self, target: int, exc: OSError) -> None:
         while self._waiters and self._waiters[0][0] <= target:
-            waiter = heapq.heappop(self._waiters)[2]
+            _, _, waiter, timer = heapq.heappop(self._waiters)
+            timer.cancel()
             if not waiter.done():
                 waiter.set_exception(FlushTimeoutError(f"commit log flush failed: {exc}"))
 

@@ -51,7 +51,9 @@ class BrokerClient:
 
     async def call(self, address: str, method: int, body: PbMessage, response_type: type[_T],
                    timeout_s: float | None = None) -> _T:
-        conn = await self.connection(address)
+        conn = self._connections.get(address)
+        if conn is None or conn.is_closed:  # the connected case skips a coroutine: this is every send's path
+            conn = await self.connection(address)
         return cast(_T, await conn.request(method, body, timeout_s or self.timeout_s))
 
     async def close(self) -> None:

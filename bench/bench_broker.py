@@ -7,7 +7,8 @@ The client is the library's raw ``BrokerClient`` (no name server, no routing): s
 SEND_MESSAGE per message with 64 outstanding, batch = SEND_BATCH of 64 with 4 outstanding, over
 one connection; consume = one long-polling pull loop per queue, pulls of 64, every record
 decoded and CRC-checked as the consumer library does, offsets committed on the next pull.
-Each case runs on a fresh broker and store; the broker's peak RSS (VmHWM) is reported.
+Each case runs on a fresh broker and store; the broker's peak RSS (VmHWM) is reported, and the CPU
+time per message of the broker and of the client — the figure to compare on a shared machine.
 """
 
 from __future__ import annotations
@@ -106,12 +107,18 @@ async def run_case(root: Path, log_dir: Path, flush: str, batched: bool, count: 
             # warm-up: connection, imports, first segment and consume-queue files
             await client.send(broker.address, pb.SendRequest(producer_group=GROUP, queue_id=0,
                                                              message=_message(0)))
+            cpu = [broker.cpu_seconds(), time.process_time()]
             produce_s = await produce(client, broker.address, count, batched)
+            cpu += [broker.cpu_seconds(), time.process_time()]
             consume_s = await consume(client, broker.address, count + 1)
+            cpu += [broker.cpu_seconds(), time.process_time()]
         finally:
             await client.close()
+        per_msg = [(cpu[i + 2] - cpu[i]) / count * 1e6 for i in range(4)]
         return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
-                "broker_peak_rss_mib": broker.peak_rss_mib()}
+                "broker_peak_rss_mib": broker.peak_rss_mib(),
+                "produce_broker_cpu_us": per_msg[0], "produce_client_cpu_us": per_msg[1],
+                "consume_broker_cpu_us": per_msg[2], "consume_client_cpu_us": per_msg[3]}
     finally:
         broker.stop()
 
@@ -134,10 +141,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="graymq-bench-broker-") as tmp:
         results = asyncio.run(run_all(args.count, args.flush.split(","), args.mode.split(","), Path(tmp)))
-    print(f"{'case':<14} {'produce msg/s':>14} {'MiB/s':>8} {'consume msg/s':>14} {'MiB/s':>8} {'RSS MiB':>8}")
+    print(f"{'case':<14} {'produce msg/s':>14} {'MiB/s':>8} {'consume msg/s':>14} {'MiB/s':>8} {'RSS MiB':>8}"
+          "   CPU us/msg: produce broker/client, consume broker/client")
     for case, f in results.items():
         print(f"{case:<14} {f['produce_msgs_s']:>14,.0f} {f['produce_mib_s']:>8.1f} {f['consume_msgs_s']:>14,.0f} "
-              f"{f['consume_mib_s']:>8.1f} {f['broker_peak_rss_mib']:>8.1f}")
+              f"{f['consume_mib_s']:>8.1f} {f['broker_peak_rss_mib']:>8.1f}   {f['produce_broker_cpu_us']:6.1f} "
+              f"{f['produce_client_cpu_us']:6.1f} {f['consume_broker_cpu_us']:6.1f} {f['consume_client_cpu_us']:6.1f}")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,20 @@ def peak_rss_mib(pid: int) -> float:
     return math.nan
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds consumed so far by ``pid`` (its threads included); NaN when unreadable.
+
+    CPU per message is the figure to optimise on a shared machine: unlike a rate, it hardly moves
+    when other work competes for the cores.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Server:
     """A server subprocess started by a benchmark, output kept in a log file, stopped with SIGTERM.
 
@@ -192,6 +206,9 @@ class Server:
 
     def peak_rss_mib(self) -> float:
         return peak_rss_mib(self.pid)
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         if self.proc.poll() is None:

@@ -17,6 +17,7 @@ from bench.common import Server, graymq_command
 from client.broker_client import BrokerClient
 from client.nameserver_client import NameServerClient
 from protocol import graymq_pb2 as pb
+from protocol.errors import GrayMQError
 
 READY = "graymq-ready "
 ADMIN_TOKEN = "dev-token"
@@ -63,7 +64,7 @@ class NameServer(Server):
         return self
 
     def admin(self) -> NameServerClient:
-        return NameServerClient(self.url, admin_token=ADMIN_TOKEN)
+        return NameServerClient(self.url, admin_token=ADMIN_TOKEN, timeout_s=15.0)
 
 
 async def create_topic_on_broker(address: str, topic: str, queues: int, gray: int = 0) -> None:
@@ -78,17 +79,28 @@ async def create_topic_on_broker(address: str, topic: str, queues: int, gray: in
 
 async def create_topic(ns: NameServerClient, topic: str, queues: int, gray: int, brokers: set[str],
                        timeout_s: float = 30.0) -> None:
-    """Create through the name server and wait until every broker in ``brokers`` serves it in the route."""
-    await ns.put_topic(topic, queues, gray)
+    """Create through the name server and wait until the route names exactly ``brokers``.
+
+    Until a broker reports a new topic, the name server routes it to every live broker — brokers
+    stopped by earlier cases included, while their lease lasts — so "contains ours" is not enough.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         try:
+            await ns.put_topic(topic, queues, gray)
+            break
+        except GrayMQError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+    while True:
+        try:
             route = await ns.request("GET", f"/v1/topics/{topic}/route")
-            if {b["broker_name"] for b in route["brokers"]} >= brokers:
+            if {b["broker_name"] for b in route["brokers"]} == brokers:
                 await asyncio.sleep(0.6)  # one more registration round: the broker applied the config
                 return
-        except Exception:  # noqa: BLE001 - not routable yet; retried until the deadline
-            pass
+        except GrayMQError:
+            pass  # not routable yet; retried until the deadline
         if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {topic} not routed to {sorted(brokers)} after {timeout_s}s")
+            raise TimeoutError(f"topic {topic} not routed to exactly {sorted(brokers)} after {timeout_s}s")
         await asyncio.sleep(0.1)

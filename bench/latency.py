@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import math
 import multiprocessing as mp
+import queue
 import time
 from typing import Any
 
@@ -25,6 +26,7 @@ from bench.common import Figures, latency_figures, sent_at_ns
 
 WARMUP_S = 1.0
 DRAIN_TIMEOUT_S = 30.0
+PRODUCER_GRACE_S = 60.0  # beyond the schedule, for the last acks
 
 
 class Recorder:
@@ -102,16 +104,19 @@ def measure(module: str, params: dict[str, Any], rate: float, duration_s: float)
     consumer_results, producer_results = ctx.Queue(), ctx.Queue()
     consumer = ctx.Process(target=_consumer_main, name="latency-consumer",
                            args=(module, params, count, warmup, ready, produced, consumer_results))
+    producer = ctx.Process(target=_producer_main, args=(module, params, rate, count, producer_results),
+                           name="latency-producer")
     consumer.start()
     try:
         if not ready.wait(90):
             raise RuntimeError(f"{module}: latency consumer not ready after 90 s")
-        producer = ctx.Process(target=_producer_main, args=(module, params, rate, count, producer_results),
-                               name="latency-producer")
         producer.start()
-        status, value = producer_results.get(timeout=duration_s + WARMUP_S + 240)
+        try:
+            status, value = producer_results.get(timeout=duration_s + WARMUP_S + PRODUCER_GRACE_S)
+        except queue.Empty:
+            raise RuntimeError(f"{module}: the producer did not finish {count} sends within "
+                               f"{duration_s + WARMUP_S + PRODUCER_GRACE_S:g} s (it cannot keep up)") from None
         produced.set()
-        producer.join(10)
         if status != "ok":
             raise RuntimeError(f"{module}: latency producer failed: {value}")
         acked, seconds = value
@@ -119,9 +124,12 @@ def measure(module: str, params: dict[str, Any], rate: float, duration_s: float)
         if status != "ok":
             raise RuntimeError(f"{module}: latency consumer failed: {latencies}")
     finally:
-        consumer.join(10)
-        if consumer.is_alive():
-            consumer.kill()
+        for process in (producer, consumer):
+            if process.pid is not None:
+                process.join(10)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
     timed = count - warmup
     figures = latency_figures(latencies, timed, seconds * timed / count)
     figures["send_errors"] = count - acked

@@ -52,12 +52,18 @@ NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 # ---------------------------------------------------------------- repetition and medians
 
 def median_figures(samples: list[Figures]) -> Figures:
-    """Per key: the median of the numeric values (NaN ignored), else the first value."""
+    """Per key: the median of the numeric values of the runs that succeeded (NaN ignored), else the
+    first value; ``failed_runs`` counts the others. All failed: the first error."""
+    ok = [s for s in samples if "error" not in s]
+    if not ok:
+        return dict(samples[0])
     out: Figures = {}
-    for key in samples[0]:
-        values = [s.get(key) for s in samples]
+    for key in ok[0]:
+        values = [s.get(key) for s in ok]
         numbers = [v for v in values if isinstance(v, int | float) and not (isinstance(v, float) and math.isnan(v))]
         out[key] = statistics.median(numbers) if numbers else values[0]
+    if len(ok) < len(samples):
+        out["failed_runs"] = len(samples) - len(ok)
     return out
 
 

@@ -159,13 +159,19 @@ class CutoverRunner:
         await self._stop_gray_producers(report)
 
     async def _flip_consumers(self, report: CutoverReport) -> None:
+        # Gray consumers are listed before the rules go: without its rule a consumer starts
+        # draining at once and may already be normal when it is looked at again.
+        before = await self.inspector.status(self.group, with_backlog=False)
         await self._remove_rules(report)
         await self._step(report, "drain")
-        status = await self.inspector.status(self.group, with_backlog=False)
-        for client in status.clients:
-            if client["role"] != "producer" and (client["gray"] or client["desired_gray"]):
-                await self._set_normal(report, self.group, client["client_id"])
-                report.consumers_flipped.append(client["client_id"])
+        after = await self.inspector.status(self.group, with_backlog=False)
+        for client in before.clients + after.clients:
+            client_id = client["client_id"]
+            if client["role"] == "producer" or not (client["gray"] or client["desired_gray"]):
+                continue
+            if client_id not in report.consumers_flipped:
+                await self._set_normal(report, self.group, client_id)
+                report.consumers_flipped.append(client_id)
         await self._wait(report, "gray consumers draining, then flipping to normal",
                          lambda s: not s.gray_clients() and s.gray_backlog == 0)
 

@@ -3,6 +3,12 @@
 The producer's gray flag comes from the name server (explicit per-client value, gray rules,
 the group's switch) and changes live; the producer reports the flag it applies in its next
 heartbeat, which is how the controller knows no new gray message will be sent.
+
+With ``auto_batch`` (RocketMQ 5's autoBatch, without its linger): ``send()`` calls made during one
+turn of the event loop for the same topic, gray side and sharding key leave as one SEND_BATCH at
+the end of that turn — a message is never held back waiting for others, and a lone send is still
+a plain SEND_MESSAGE. Concurrent senders (many tasks, ``send_async``) then cost one request per
+turn instead of one per message.
 """
 
 from __future__ import annotations
@@ -52,6 +58,28 @@ class MessageIds:
         return f"{self._trace_prefix}{next(self._counter) & 0xFFFF_FFFF:08x}"
 
 
+class _OpenBatch:
+    """Messages waiting for the end of this turn of the loop, each with the future of its send()."""
+
+    __slots__ = ("items", "size")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[dict[str, Any], asyncio.Future[SendResult]]] = []
+        self.size = 0
+
+
+async def _settle(future: asyncio.Future[SendResult], send: Any) -> None:
+    """Await ``send`` and hand its outcome to ``future`` (unless the caller gave up on it)."""
+    try:
+        result = await send
+    except Exception as exc:  # noqa: BLE001 - delivered to the caller awaiting the future
+        if not future.done():
+            future.set_exception(exc)
+        return
+    if not future.done():
+        future.set_result(result)
+
+
 class _MemoSelector(GrayQueueSelector):
     """``GrayQueueSelector`` with each route's candidate queues computed once, not at every send.
 
@@ -90,6 +118,9 @@ class Producer:
         send_timeout_s: float = 3.0,
         heartbeat_interval_s: float = 2.0,
         route_ttl_s: float = 30.0,
+        auto_batch: bool = False,
+        batch_max_messages: int = 64,
+        batch_max_bytes: int = 1 << 20,
     ) -> None:
         if retry_times < 0:
             raise BadRequestError("retry_times must be >= 0")
@@ -110,6 +141,10 @@ class Producer:
         )
         self._pending: set[asyncio.Task[Any]] = set()
         self.started = False
+        self.auto_batch = auto_batch
+        self.batch_max_messages = max(1, batch_max_messages)
+        self.batch_max_bytes = batch_max_bytes
+        self._open_batches: dict[tuple[str, bool, str | None], _OpenBatch] = {}
 
     def _report(self) -> dict[str, Any]:
         gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
@@ -129,6 +164,8 @@ class Producer:
         self.started = True
 
     async def stop(self) -> None:
+        for key, batch in list(self._open_batches.items()):
+            self._close_batch(key, batch)
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
         await self.membership.stop()
@@ -172,14 +209,82 @@ class Producer:
 
     async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         gray = self.resolve_gray(message)
-        req = pb.SendRequest(producer_group=self.group, message=self._fields(message, gray, int(time.time() * 1000)))
+        fields = self._fields(message, gray, int(time.time() * 1000))
+        if self.auto_batch and timeout_s is None and self.started:
+            return await self._join_batch(message, gray, fields)
+        return await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
+
+    async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
+                        timeout_s: float | None) -> SendResult:
+        req = pb.SendRequest(producer_group=self.group, message=fields)
 
         async def attempt(mq: MessageQueue, address: str, remaining: float) -> SendResult:
             req.queue_id = mq.queue_id
             resp = await self.brokers.send(address, req, remaining)
             return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
 
-        return await self._with_retries(message.topic, gray, message.sharding_key, attempt, timeout_s)
+        return await self._with_retries(topic, gray, sharding_key, attempt, timeout_s)
+
+    # -- auto batching -----------------------------------------------------------------------
+    def _join_batch(self, message: Message, gray: bool, fields: dict[str, Any]) -> asyncio.Future[SendResult]:
+        """Add the message to the open batch of its (topic, gray, sharding key); the batch leaves at the end of
+        this turn of the loop, or at once when full."""
+        loop = asyncio.get_running_loop()
+        key = (message.topic, gray, message.sharding_key)
+        batch = self._open_batches.get(key)
+        if batch is None:
+            batch = self._open_batches[key] = _OpenBatch()
+            loop.call_soon(self._close_batch, key, batch)
+        future: asyncio.Future[SendResult] = loop.create_future()
+        batch.items.append((fields, future))
+        batch.size += len(message.body)
+        if len(batch.items) >= self.batch_max_messages or batch.size >= self.batch_max_bytes:
+            self._close_batch(key, batch)
+        return future
+
+    def _close_batch(self, key: tuple[str, bool, str | None], batch: _OpenBatch) -> None:
+        if self._open_batches.get(key) is not batch:
+            return  # closed already (full)
+        del self._open_batches[key]
+        task = asyncio.get_running_loop().create_task(self._send_closed_batch(*key, batch.items))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _send_closed_batch(self, topic: str, gray: bool, sharding_key: str | None,
+                                 items: list[tuple[dict[str, Any], asyncio.Future[SendResult]]]) -> None:
+        if len(items) == 1:
+            fields, future = items[0]
+            await _settle(future, self._send_one(topic, gray, sharding_key, fields, None))
+            return
+        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=[f for f, _ in items])
+
+        async def attempt(mq: MessageQueue, address: str, remaining: float) -> list[SendResult]:
+            req.queue_id = mq.queue_id
+            resp = await self.brokers.send_batch(address, req, remaining)
+            return [SendResult(SendStatus.SEND_OK, msg_id, mq, resp.first_queue_offset + i, gray)
+                    for i, msg_id in enumerate(resp.msg_ids)]
+
+        try:
+            results = await self._with_retries(topic, gray, sharding_key, attempt, None)
+        except GrayMQError as exc:
+            if exc.retriable:
+                for _, future in items:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            # Refused as a whole (the broker stores nothing of a refused batch): send them one by one so
+            # each message gets its own answer and one bad message does not fail the others.
+            for fields, future in items:
+                await _settle(future, self._send_one(topic, gray, sharding_key, fields, None))
+            return
+        except BaseException as exc:
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+            raise
+        for (_, future), result in zip(items, results, strict=True):
+            if not future.done():
+                future.set_result(result)
 
     async def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
         """All messages go to one queue of one topic in one request (same gray side, same key)."""
@@ -204,21 +309,27 @@ class Producer:
 
     def send_async(self, message: Message,
                    callback: Callable[[SendResult | None, BaseException | None], None] | None = None
-                   ) -> asyncio.Task[SendResult]:
-        """Start a send and return its task; ``callback(result, error)`` runs when it completes."""
-        task = asyncio.get_running_loop().create_task(self.send(message))
-        self._pending.add(task)
+                   ) -> asyncio.Future[SendResult]:
+        """Start a send and return its future (a task, or with ``auto_batch`` the message's place in the open
+        batch: no task per message); ``callback(result, error)`` runs when it completes."""
+        future: asyncio.Future[SendResult]
+        if self.auto_batch and self.started:
+            gray = self.resolve_gray(message)
+            future = self._join_batch(message, gray, self._fields(message, gray, int(time.time() * 1000)))
+        else:
+            future = asyncio.get_running_loop().create_task(self.send(message))
+            self._pending.add(future)
 
-        def done(t: asyncio.Task[SendResult]) -> None:
-            self._pending.discard(t)
-            error = t.exception() if not t.cancelled() else asyncio.CancelledError()
+        def done(f: asyncio.Future[SendResult]) -> None:
+            self._pending.discard(f)
+            error = f.exception() if not f.cancelled() else asyncio.CancelledError()
             if callback is not None:
-                callback(None if error else t.result(), error)
+                callback(None if error else f.result(), error)
             elif error is not None:
                 log.warning("async send to %s failed: %s", message.topic, error)
 
-        task.add_done_callback(done)
-        return task
+        future.add_done_callback(done)
+        return future
 
     def send_oneway(self, message: Message) -> None:
         """Fire and forget: errors are logged, never raised."""

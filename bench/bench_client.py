@@ -1,11 +1,14 @@
 """graymq end to end with the client library (issue 5, and graymq's rows in the comparison with the
 peers): ``Producer`` and ``PushConsumer`` against a name server (SQLite) and a broker process.
 
-- produce, single: ``Producer.send``, 64 outstanding; batch: ``Producer.send_batch`` of 64, 4 outstanding;
+- produce, single: ``Producer.send``, 64 outstanding; single-ab: the same with ``auto_batch=True`` (the
+  sends of one loop turn leave as one request); batch: ``Producer.send_batch`` of 64, 4 outstanding;
 - consume: a ``PushConsumer`` from the first offset, pulls of 64, the listener called with batches
   of 64 (``consume_batch_size``) — the same batch the peers' consumers get;
-- latency: ``Producer.send_async`` of each message as it is due; a ``PushConsumer`` with default
-  settings (one message per listener call) in another process.
+- latency: ``Producer.send_async`` of each message as it is due (default producer, and with
+  ``auto_batch``: the messages due at one tick leave together, like Redis's pipeline); a
+  ``PushConsumer`` in another process whose listener takes what a pull brought (``consume_batch_size``
+  64, as the peers' consumers handle a fetched batch in one go).
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ QUEUES = 8
 _case_ids = itertools.count()
 
 
-async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool) -> float:
-    producer = Producer(group, ns_url)
+async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool, auto_batch: bool = False) -> float:
+    producer = Producer(group, ns_url, auto_batch=auto_batch)
     await producer.start()
     try:
         await producer.send(Message(topic, payload(0)))  # warm-up: route, connection
@@ -81,7 +84,7 @@ async def consume(ns_url: str, topic: str, group: str, count: int) -> float:
 
 
 async def throughput_case(ns: NameServer, root: Path, log_dir: Path, flush: str, batched: bool,
-                          count: int) -> Figures:
+                          count: int, auto_batch: bool = False) -> Figures:
     case = next(_case_ids)
     name, topic, group = f"e2e{case}", f"BenchE2E{case}", f"bench_e2e_{case}"
     broker = Broker(name, root / name, log_dir, flush=flush, nameserver=ns.url).wait_ready()
@@ -92,7 +95,7 @@ async def throughput_case(ns: NameServer, root: Path, log_dir: Path, flush: str,
         finally:
             await admin.close()
         cpu = [broker.cpu_seconds(), time.process_time()]
-        produce_s = await produce(ns.url, topic, group, count, batched)
+        produce_s = await produce(ns.url, topic, group, count, batched, auto_batch)
         cpu += [broker.cpu_seconds(), time.process_time()]
         consume_s = await consume(ns.url, topic, group, count + 1)
         cpu += [broker.cpu_seconds(), time.process_time()]
@@ -111,7 +114,8 @@ async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Cal
         for message in messages:
             recorder.record(message.body, now)
 
-    consumer = PushConsumer(params["group"], params["ns_url"], listener=listener, consume_from="last")
+    consumer = PushConsumer(params["group"], params["ns_url"], listener=listener, consume_from="last",
+                            consume_batch_size=BATCH)
     consumer.subscribe(params["topic"])
     await consumer.start()
     try:
@@ -124,12 +128,12 @@ async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Cal
 
 
 async def latency_produce(params: dict[str, Any], rate: float, count: int) -> int:
-    producer = Producer(params["group"], params["ns_url"])
+    producer = Producer(params["group"], params["ns_url"], auto_batch=params.get("auto_batch", False))
     await producer.start()
     topic = params["topic"]
     try:
         await producer.send(Message(topic, payload(count)))  # warm-up (seq past the end: ignored)
-        tasks: list[asyncio.Task[Any]] = []
+        tasks: list[asyncio.Future[Any]] = []
 
         def send(first: int, n: int) -> None:
             for seq in range(first, first + n):
@@ -146,7 +150,8 @@ def _ignore(result: object, error: BaseException | None) -> None:
     """Send errors are counted from the tasks' outcomes, not logged one by one."""
 
 
-def latency_case(ns: NameServer, root: Path, log_dir: Path, rate: float, duration_s: float) -> Figures:
+def latency_case(ns: NameServer, root: Path, log_dir: Path, rate: float, duration_s: float,
+                 auto_batch: bool = False) -> Figures:
     case = next(_case_ids)
     name, topic, group = f"lat{case}", f"BenchLatency{case}", f"bench_latency_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()
@@ -159,7 +164,8 @@ def latency_case(ns: NameServer, root: Path, log_dir: Path, rate: float, duratio
                 await admin.close()
 
         asyncio.run(setup())
-        figures = measure(__name__, {"ns_url": ns.url, "topic": topic, "group": group}, rate, duration_s)
+        figures = measure(__name__, {"ns_url": ns.url, "topic": topic, "group": group, "auto_batch": auto_batch},
+                          rate, duration_s, broker.pid)
         figures["broker_peak_rss_mib"] = broker.peak_rss_mib()
         return figures
     finally:

@@ -111,7 +111,7 @@ async def promote_case(ns: NameServer, root: Path, log_dir: Path, rate: float = 
                               gray=kind == "gray") for kind in ("normal", "gray") for i in range(2)]
     normal = Producer(producer_group, ns.url, gray=False)
     gray = Producer(producer_group, ns.url, gray=True)
-    sent: list[asyncio.Task[Any]] = []
+    sent: list[asyncio.Future[Any]] = []
     seqs = itertools.count()
     try:
         for c in consumers:

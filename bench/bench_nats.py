@@ -168,6 +168,7 @@ def latency_case(root: Path, log_dir: Path, rate: float, duration_s: float) -> F
     with NatsServer(root / "nats-latency", log_dir) as server:
         server.wait_ready()
         asyncio.run(create_stream(server.port or 0))
-        figures = measure(__name__, {"port": server.port}, rate, duration_s)
+        figures = measure(__name__, {"port": server.port}, rate, duration_s,
+                          server.pid)
         figures["broker_peak_rss_mib"] = server.peak_rss_mib()
         return figures

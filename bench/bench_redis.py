@@ -147,6 +147,7 @@ async def latency_produce(params: dict[str, Any], rate: float, count: int) -> in
 def latency_case(root: Path, log_dir: Path, rate: float, duration_s: float) -> Figures:
     with RedisServer(root / "redis-latency", log_dir) as server:
         server.wait_ready()
-        figures = measure(__name__, {"port": server.port}, rate, duration_s)
+        figures = measure(__name__, {"port": server.port}, rate, duration_s,
+                          server.pid)
         figures["broker_peak_rss_mib"] = server.peak_rss_mib()
         return figures

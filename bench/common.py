@@ -69,10 +69,10 @@ def rate_figures(prefix: str, count: int, seconds: float) -> Figures:
     return {f"{prefix}_msgs_s": rate, f"{prefix}_mib_s": rate * BODY_SIZE / MIB}
 
 
-async def paced(rate: float, count: int, send: Callable[[int, int], None]) -> int:
-    """Send ``count`` messages at ``rate`` a second: each time the loop wakes up, ``send(first_seq, n)``
-    is called for the ``n`` messages due by then (a system may pipeline them; the send time in each
-    payload is the actual one). Returns how many were sent."""
+async def paced(rate: float, count: int, send: Callable[[int, int], None], tick_s: float = 0.001) -> int:
+    """Send ``count`` messages at ``rate`` a second: the loop wakes up every ``tick_s`` (1 ms) and calls
+    ``send(first_seq, n)`` for the ``n`` messages due by then (a system may pipeline them; the send
+    time in each payload is the actual one). Returns how many were sent."""
     start = time.monotonic()
     seq = 0
     while seq < count:
@@ -81,7 +81,7 @@ async def paced(rate: float, count: int, send: Callable[[int, int], None]) -> in
             send(seq, due - seq)
             seq = due
         next_at = start + seq / rate
-        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        await asyncio.sleep(max(tick_s, next_at - time.monotonic()))
     return seq
 
 

@@ -15,14 +15,17 @@ once subscribed, returns once ``recorder.done`` is set) and ``async latency_prod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import math
 import multiprocessing as mp
+import os
 import queue
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from bench.common import Figures, latency_figures, sent_at_ns
+from bench.common import Figures, cpu_seconds, latency_figures, sent_at_ns
 
 WARMUP_S = 1.0
 DRAIN_TIMEOUT_S = 30.0
@@ -52,6 +55,24 @@ class Recorder:
             self.done.set()
 
 
+@contextlib.contextmanager
+def _profiled(role: str) -> Iterator[None]:
+    """With ``BENCH_PROFILE_DIR`` set, profile this process's CPU time (cProfile) into ``<dir>/<role>.pstats``."""
+    directory = os.environ.get("BENCH_PROFILE_DIR")
+    if not directory:
+        yield
+        return
+    import cProfile
+
+    profile = cProfile.Profile(time.process_time)
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        profile.dump_stats(os.path.join(directory, f"{role}.pstats"))
+
+
 def _consumer_main(module: str, params: dict[str, Any], expected: int, first_timed: int, ready: Any,
                    produced: Any, results: Any) -> None:
     system = importlib.import_module(module)
@@ -76,7 +97,10 @@ def _consumer_main(module: str, params: dict[str, Any], expected: int, first_tim
         return recorder.latencies_ms
 
     try:
-        results.put(("ok", asyncio.run(run())))
+        cpu = time.process_time()
+        with _profiled("consumer"):
+            latencies = asyncio.run(run())
+        results.put(("ok", (latencies, time.process_time() - cpu)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         results.put(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -84,17 +108,21 @@ def _consumer_main(module: str, params: dict[str, Any], expected: int, first_tim
 def _producer_main(module: str, params: dict[str, Any], rate: float, count: int, results: Any) -> None:
     system = importlib.import_module(module)
     try:
-        began = time.monotonic()
-        acked = asyncio.run(system.latency_produce(params, rate, count))
-        results.put(("ok", (acked, time.monotonic() - began)))
+        began, cpu = time.monotonic(), time.process_time()
+        with _profiled("producer"):
+            acked = asyncio.run(system.latency_produce(params, rate, count))
+        results.put(("ok", (acked, time.monotonic() - began, time.process_time() - cpu)))
     except BaseException as exc:  # noqa: BLE001
         results.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def measure(module: str, params: dict[str, Any], rate: float, duration_s: float) -> Figures:
+def measure(module: str, params: dict[str, Any], rate: float, duration_s: float, server_pid: int | None = None
+            ) -> Figures:
     """Run the consumer and producer processes of ``module`` against an already running server.
 
     ``latency_produce`` returns how many sends were acknowledged; the others count as send errors.
+    CPU per message (µs) of producer, consumer and ``server_pid``: the whole run (warm-up included),
+    not the interpreters' start-up.
     """
     ctx = mp.get_context("spawn")
     warmup = int(rate * WARMUP_S)
@@ -106,6 +134,7 @@ def measure(module: str, params: dict[str, Any], rate: float, duration_s: float)
                            args=(module, params, count, warmup, ready, produced, consumer_results))
     producer = ctx.Process(target=_producer_main, args=(module, params, rate, count, producer_results),
                            name="latency-producer")
+    server_cpu = cpu_seconds(server_pid) if server_pid else math.nan
     consumer.start()
     try:
         if not ready.wait(90):
@@ -119,10 +148,12 @@ def measure(module: str, params: dict[str, Any], rate: float, duration_s: float)
         produced.set()
         if status != "ok":
             raise RuntimeError(f"{module}: latency producer failed: {value}")
-        acked, seconds = value
-        status, latencies = consumer_results.get(timeout=DRAIN_TIMEOUT_S + 120)
+        acked, seconds, producer_cpu = value
+        server_cpu = (cpu_seconds(server_pid) if server_pid else math.nan) - server_cpu
+        status, outcome = consumer_results.get(timeout=DRAIN_TIMEOUT_S + 120)
         if status != "ok":
-            raise RuntimeError(f"{module}: latency consumer failed: {latencies}")
+            raise RuntimeError(f"{module}: latency consumer failed: {outcome}")
+        latencies, consumer_cpu = outcome
     finally:
         for process in (producer, consumer):
             if process.pid is not None:
@@ -134,4 +165,7 @@ def measure(module: str, params: dict[str, Any], rate: float, duration_s: float)
     figures = latency_figures(latencies, timed, seconds * timed / count)
     figures["send_errors"] = count - acked
     figures["lost"] = timed - len(latencies)
+    figures["producer_cpu_us"] = producer_cpu / count * 1e6
+    figures["consumer_cpu_us"] = consumer_cpu / count * 1e6
+    figures["server_cpu_us"] = server_cpu / count * 1e6
     return figures

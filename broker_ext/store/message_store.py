@@ -34,7 +34,7 @@ from broker_ext.store.retention import RetentionPolicy, disk_usage
 from broker_ext.store.stats import StoreStats
 from protocol.constants import PROPERTY_TAGS, check_topic_name, tag_hash
 from protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
-from protocol.record import MAX_RECORD_SIZE, RECORD_HEADER, decode_record, encode_properties, encode_record
+from protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
 
 log = logging.getLogger(__name__)
 
@@ -265,14 +265,15 @@ class MessageStore:
                 f"disk usage {self._disk_ratio:.1%} of {self.config.store_dir} is above the critical "
                 f"watermark {self.config.disk_critical_ratio:.0%}: writes are refused"
             )
-        plan, batch_ends, total = self._plan(messages)
         store_timestamp = max(self._clock_ms(), self._last_store_timestamp)
+        records, queue_offsets, batch_ends, total = self._encode(messages, self.commitlog.max_offset, store_timestamp)
         if total > self.commitlog.room_left():
             self.commitlog.roll(total)
             self.stats.segments = len(self.commitlog.segments)
             self.disk_usage_ratio()
+            records, queue_offsets, batch_ends, total = self._encode(messages, self.commitlog.max_offset,
+                                                                     store_timestamp)
         start = self.commitlog.max_offset
-        records = self._encode(messages, plan, start, store_timestamp)
         queues = {}
         for key, end in batch_ends.items():
             queue = self.queues.get(*key) or self.queues.create(*key)
@@ -285,7 +286,8 @@ class MessageStore:
         entries = []
         tag_hashes: dict[str, int] = {}
         physical_offset = start
-        for message, (queue_offset, size, _, _, _) in zip(messages, plan, strict=True):
+        for message, queue_offset, record in zip(messages, queue_offsets, records, strict=True):
+            size = len(record)
             properties = message.properties
             tags = properties.get(PROPERTY_TAGS, "")
             hashed = tag_hashes.get(tags)
@@ -307,17 +309,19 @@ class MessageStore:
         self.stats.put_bytes += total
         return results
 
-    def _plan(
-        self, messages: Sequence[PutMessage]
-    ) -> tuple[list[tuple[int, int, bytes, bytes, bytes]], dict[tuple[str, int], int], int]:
-        """Validate the batch and lay it out: per message (queue offset, record size, topic, born host and
-        properties encoded), per queue the offset after the batch, and the batch's total size."""
-        plan = []
+    def _encode(
+        self, messages: Sequence[PutMessage], start: int, store_timestamp: int
+    ) -> tuple[list[bytes], list[int], dict[tuple[str, int], int], int]:
+        """Validate and encode the batch as if written at ``start``: the records, each one's queue offset,
+        per queue the offset after the batch, and the batch's total size. Run again after a segment roll."""
+        records = []
+        offsets = []
         ends: dict[tuple[str, int], int] = {}
         encoded: dict[str, bytes] = {}  # topics and born hosts repeat within a batch
         limit = self.config.max_message_size
-        fixed = RECORD_HEADER.size + len(self._store_host)
-        total = 0
+        record_limit = self._record_limit
+        store_host = self._store_host
+        physical_offset = start
         for i, message in enumerate(messages):
             key = (message.topic, message.queue_id)
             offset = ends.get(key)
@@ -326,9 +330,9 @@ class MessageStore:
                 if queue is None:
                     _check_new_queue(*key)
                 offset = queue.max_offset if queue else 0
-            body_size = len(message.body)
-            if body_size > limit:
-                raise MessageTooLargeError(f"message body of {body_size} bytes exceeds {limit} bytes")
+            body = message.body
+            if len(body) > limit:
+                raise MessageTooLargeError(f"message body of {len(body)} bytes exceeds {limit} bytes")
             ends[key] = offset + 1
             topic = encoded.get(message.topic)
             if topic is None:
@@ -336,39 +340,24 @@ class MessageStore:
             born_host = encoded.get(message.born_host)
             if born_host is None:
                 born_host = encoded[message.born_host] = message.born_host.encode()
-            properties = encode_properties(message.properties)
-            size = fixed + len(topic) + len(born_host) + body_size + len(properties)
-            if size > self._record_limit:
-                raise MessageTooLargeError(
-                    f"message {i} of the batch is a {size}-byte record, over the {self._record_limit}-byte "
-                    f"limit (commit log segment size {self.config.segment_size})"
-                )
-            plan.append((offset, size, topic, born_host, properties))
-            total += size
-        return plan, ends, total
-
-    def _encode(
-        self, messages: Sequence[PutMessage], plan: list[tuple[int, int, bytes, bytes, bytes]], start: int,
-        store_timestamp: int,
-    ) -> list[bytes]:
-        records = []
-        physical_offset = start
-        store_host = self._store_host
-        for i, (message, (queue_offset, size, topic, born_host, properties)) in enumerate(
-            zip(messages, plan, strict=True)
-        ):
             try:
                 record = encode_record(
-                    topic=topic, body=message.body, properties=properties, queue_id=message.queue_id,
-                    queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=message.sys_flag,
-                    born_timestamp=message.born_timestamp, store_timestamp=store_timestamp,
+                    topic=topic, body=body, properties=encode_properties(message.properties),
+                    queue_id=message.queue_id, queue_offset=offset, physical_offset=physical_offset,
+                    sys_flag=message.sys_flag, born_timestamp=message.born_timestamp, store_timestamp=store_timestamp,
                     reconsume_times=message.reconsume_times, born_host=born_host, store_host=store_host,
                 )
             except struct.error as exc:
                 raise ValueError(f"message {i} of the batch has a field out of range: {exc}") from exc
+            if len(record) > record_limit:
+                raise MessageTooLargeError(
+                    f"message {i} of the batch is a {len(record)}-byte record, over the {record_limit}-byte "
+                    f"limit (commit log segment size {self.config.segment_size})"
+                )
             records.append(record)
-            physical_offset += size
-        return records
+            offsets.append(offset)
+            physical_offset += len(record)
+        return records, offsets, ends, physical_offset - start
 
     # ----------------------------------------------------------------- reads
 

@@ -152,14 +152,14 @@ def part_throughput(results: Results, args: argparse.Namespace, root: Path) -> N
                         return asyncio.run(bench_client.throughput_case(ns, Path(tmp), root, flush, mode == "batch",
                                                                         args.count, auto_batch=mode == "single-ab"))
                 cases.append((f"graymq/{flush}/{mode}", graymq))
-        for fsync, flush in (("everysec", "async"), ("always", "sync")):
+        for fsync, flush in (("everysec", "async"), ("always", "sync")) if not args.only_graymq else ():
             for mode in ("single", "batch"):
                 def redis(fsync: str = fsync, mode: str = mode) -> Figures:
                     with tempfile.TemporaryDirectory(dir=root) as tmp:
                         return asyncio.run(bench_redis.throughput_case(Path(tmp), root, fsync, mode == "batch",
                                                                        args.count, f"redis-{fsync}-{mode}"))
                 cases.append((f"redis/{flush}/{mode}", redis))
-        for mode in ("single", "batch"):
+        for mode in ("single", "batch") if not args.only_graymq else ():
             def nats(mode: str = mode) -> Figures:
                 with tempfile.TemporaryDirectory(dir=root) as tmp:
                     return asyncio.run(bench_nats.throughput_case(Path(tmp), root, mode == "batch", args.count,
@@ -185,8 +185,9 @@ def part_latency(results: Results, args: argparse.Namespace, root: Path) -> None
             with tempfile.TemporaryDirectory(dir=root) as tmp:
                 return bench_nats.latency_case(Path(tmp), root, args.rate, args.duration)
 
-        run_repeated(results, "latency", [("graymq", graymq), ("graymq auto-batch", lambda: graymq(True)),
-                                          ("redis", redis), ("nats", nats)], args.repeat)
+        peers = [("redis", redis), ("nats", nats)] if not args.only_graymq else []
+        run_repeated(results, "latency", [("graymq", graymq), ("graymq auto-batch", lambda: graymq(True)), *peers],
+                     args.repeat)
 
 
 def part_gray(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:
@@ -451,6 +452,23 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
     return "\n".join(out)
 
 
+def load_baseline(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.baseline and args.baseline.exists() and args.baseline.resolve() != args.json.resolve():
+        return dict(json.loads(args.baseline.read_text()))
+    return None
+
+
+def render_saved(args: argparse.Namespace) -> int:
+    saved = json.loads(args.json.read_text())
+    results = Results()
+    results.parts = saved["parts"]
+    meta = {**saved, "parts": saved.get("parts_run", list(saved["parts"]))}
+    text = render(results, meta, load_baseline(args))
+    print(text)
+    args.markdown.write_text(text + "\n\n## Notes\n\n" + keep_notes(args.markdown))
+    return 0
+
+
 def keep_notes(path: Path) -> str:
     if not path.exists():
         return f"{NOTES_START}\n{NOTES_END}\n"
@@ -501,6 +519,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="earlier results JSON to show before/after against (default bench/baseline.json)")
     parser.add_argument("--label", default="", help="a label stored in the JSON (e.g. 'before')")
     parser.add_argument("--no-install", action="store_true", help="do not apt-get install missing peers")
+    parser.add_argument("--only-graymq", action="store_true", help="skip Redis and NATS (e.g. a before/after run)")
+    parser.add_argument("--render-only", action="store_true",
+                        help="run nothing: render RESULTS.md (and the tables) from the JSON given by --json")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -514,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the parts named in ``args`` (all when none), print the tables, write JSON and Markdown."""
+    if args.render_only:
+        return render_saved(args)
     parts = [p for p in PARTS if p in args.parts] if args.parts else list(PARTS)
     if not args.no_install:
         from bench.common import ensure_debian_packages
@@ -541,10 +564,7 @@ def run(args: argparse.Namespace) -> int:
                     globals()[f"part_{part}"](results, args, root)
     meta["duration_s"] = time.monotonic() - began
     meta["load_average_end"] = list(os.getloadavg())
-    baseline = None
-    if args.baseline and args.baseline.exists() and args.baseline.resolve() != args.json.resolve():
-        baseline = json.loads(args.baseline.read_text())
-    text = render(results, meta, baseline)
+    text = render(results, meta, load_baseline(args))
     print(text)
     args.json.write_text(json.dumps({**meta, "parts": results.parts, "parts_run": parts}, indent=1, default=str))
     args.markdown.write_text(text + "\n\n## Notes\n\n" + keep_notes(args.markdown))

@@ -365,8 +365,10 @@ def targets(results: Results) -> list[list[str]]:
 def before_after(results: Results, baseline: dict[str, Any]) -> list[str]:
     rows = []
     before_parts = baseline.get("parts", {})
-    keys = {"throughput": ["produce_msgs_s", "consume_msgs_s"], "broker": ["produce_msgs_s", "consume_msgs_s"],
-            "latency": ["rate_msgs_s", "p50_ms", "p99_ms"], "store": ["msgs_s"],
+    cpu = ["produce_broker_cpu_us", "produce_client_cpu_us", "consume_client_cpu_us"]
+    rates = ["produce_msgs_s", "consume_msgs_s"]
+    keys = {"throughput": [*rates, *cpu], "broker": [*rates, *cpu],
+            "latency": ["rate_msgs_s", "p50_ms", "p99_ms", "producer_cpu_us", "server_cpu_us"], "store": ["msgs_s"],
             "gray": ["last_gray_to_rebalanced_s", "drain_msgs_s", "converge_after_start_s"]}
     for part, figure_keys in keys.items():
         for case, entry in results.parts.get(part, {}).items():
@@ -386,7 +388,9 @@ def before_after(results: Results, baseline: dict[str, Any]) -> list[str]:
         return []
     return [f"### Before / after the optimisations (before: {baseline.get('label', 'baseline')}, "
             f"commit {baseline.get('machine', {}).get('graymq_commit', '?')})", "",
-            table(["case", "figure", "before", "after", "after / before"], rows), ""]
+            table(["case", "figure", "before", "after", "after / before"], rows), "",
+            "`*_cpu_us`: CPU microseconds per message of the broker (server) or the client process — the figure "
+            "least moved by other work on the machine.", ""]
 
 
 def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | None) -> str:

@@ -22,12 +22,10 @@ from pathlib import Path
 
 from bench.common import (
     BATCH,
-    BATCH_IN_FLIGHT,
-    SINGLE_IN_FLIGHT,
     Figures,
     payload,
     rate_figures,
-    run_windowed,
+    timed_produce,
 )
 from bench.graymq_servers import Broker, create_topic_on_broker
 from client.broker_client import BrokerClient
@@ -55,12 +53,7 @@ async def produce(client: BrokerClient, address: str, count: int, batched: bool)
                                   messages=[_message(s) for s in range(first, first + n)])
         await client.send_batch(address, req)
 
-    began = time.perf_counter()
-    if batched:
-        await run_windowed(count, BATCH, BATCH_IN_FLIGHT, batch)
-    else:
-        await run_windowed(count, 1, SINGLE_IN_FLIGHT, single)
-    return time.perf_counter() - began
+    return await timed_produce(count, batched, single, batch)
 
 
 async def consume(client: BrokerClient, address: str, count: int) -> float:

@@ -22,13 +22,11 @@ from typing import Any
 
 from bench.common import (
     BATCH,
-    BATCH_IN_FLIGHT,
-    SINGLE_IN_FLIGHT,
     Figures,
     paced,
     payload,
     rate_figures,
-    run_windowed,
+    timed_produce,
     wait_until,
 )
 from bench.graymq_servers import Broker, NameServer, create_topic
@@ -56,12 +54,7 @@ async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool
         async def batch(first: int, n: int) -> None:
             await producer.send_batch([Message(topic, payload(seq)) for seq in range(first, first + n)])
 
-        began = time.perf_counter()
-        if batched:
-            await run_windowed(count, BATCH, BATCH_IN_FLIGHT, batch)
-        else:
-            await run_windowed(count, 1, SINGLE_IN_FLIGHT, single)
-        return time.perf_counter() - began
+        return await timed_produce(count, batched, single, batch)
     finally:
         await producer.stop()
 

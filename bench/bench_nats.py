@@ -22,7 +22,6 @@ from typing import Any
 from bench.common import (
     BATCH,
     BATCH_IN_FLIGHT,
-    SINGLE_IN_FLIGHT,
     Figures,
     Server,
     binary_path,
@@ -30,7 +29,7 @@ from bench.common import (
     paced,
     payload,
     rate_figures,
-    run_windowed,
+    timed_produce,
 )
 from bench.latency import Recorder, measure
 
@@ -75,12 +74,7 @@ async def produce(port: int, count: int, batched: bool) -> float:
             acks = [await js.publish_async(SUBJECT, payload(seq)) for seq in range(first, first + n)]
             await asyncio.gather(*acks)
 
-        began = time.perf_counter()
-        if batched:
-            await run_windowed(count, BATCH, BATCH_IN_FLIGHT, batch)
-        else:
-            await run_windowed(count, 1, SINGLE_IN_FLIGHT, single)
-        return time.perf_counter() - began
+        return await timed_produce(count, batched, single, batch)
     finally:
         await nc.close()
 

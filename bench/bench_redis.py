@@ -17,7 +17,6 @@ from typing import Any
 
 from bench.common import (
     BATCH,
-    BATCH_IN_FLIGHT,
     SINGLE_IN_FLIGHT,
     Figures,
     Server,
@@ -26,7 +25,7 @@ from bench.common import (
     paced,
     payload,
     rate_figures,
-    run_windowed,
+    timed_produce,
 )
 from bench.latency import Recorder, measure
 
@@ -66,12 +65,7 @@ async def produce(port: int, count: int, batched: bool) -> float:
                 pipe.xadd(STREAM, {b"d": payload(seq)})
             await pipe.execute()
 
-        began = time.perf_counter()
-        if batched:
-            await run_windowed(count, BATCH, BATCH_IN_FLIGHT, batch)
-        else:
-            await run_windowed(count, 1, SINGLE_IN_FLIGHT, single)
-        return time.perf_counter() - began
+        return await timed_produce(count, batched, single, batch)
     finally:
         await r.aclose(close_connection_pool=True)
 

@@ -100,6 +100,17 @@ async def run_windowed(count: int, per_call: int, in_flight: int, call: Callable
     await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
+async def timed_produce(count: int, batched: bool, single: Callable[[int, int], Awaitable[None]],
+                        batch: Callable[[int, int], Awaitable[None]]) -> float:
+    """Seconds to send ``count`` messages, one per call or in batches of ``BATCH``, with the usual windows."""
+    began = time.perf_counter()
+    if batched:
+        await run_windowed(count, BATCH, BATCH_IN_FLIGHT, batch)
+    else:
+        await run_windowed(count, 1, SINGLE_IN_FLIGHT, single)
+    return time.perf_counter() - began
+
+
 async def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.005) -> float:
     """Poll ``predicate`` until true; returns the monotonic time it became true."""
     deadline = time.monotonic() + timeout_s

@@ -3,6 +3,10 @@
 One heartbeat per interval (and on demand). The response — desired flag, the group's gray
 switch, orphan policy and queue layouts — goes to ``on_update``; while every name server is
 down the client keeps its last known values.
+
+Between heartbeats a watch (a long poll on the name server) returns as soon as an operator's
+change alters the desired flag, switch or orphan policy, so a flip applies in milliseconds
+rather than at the next heartbeat; when watching fails the heartbeats carry the change.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from protocol.aio import cancel_and_wait, wait_event
 from protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
+
+WATCHED = ("desired_gray", "gray_switch", "orphan_policy")  # what a watch compares
+WATCH_S = 20.0  # one watch's timeout on the name server
+WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 
 
 def new_client_id(role: str) -> str:
@@ -52,8 +60,9 @@ class Membership:
         self.last: dict[str, Any] | None = None
         self.reachable = False
         self.epoch = 0  # bumped on every local change; answers to older reports are stale
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
+        self._applying = asyncio.Lock()  # answers are acted on one at a time
 
     async def beat(self) -> dict[str, Any] | None:
         """One heartbeat now; returns the response, or None when no name server answered.
@@ -73,9 +82,16 @@ class Membership:
             return None
         self.reachable = True
         self.last = response
-        if sent_epoch == self.epoch:
-            await self._on_update(response)
+        await self._apply(response, sent_epoch)
         return response
+
+    async def _apply(self, response: dict[str, Any], sent_epoch: int) -> bool:
+        """Act on an answer unless the client changed since it asked; False when it was stale."""
+        async with self._applying:
+            if sent_epoch != self.epoch:
+                return False
+            await self._on_update(response)
+            return True
 
     def poke(self) -> None:
         """Heartbeat as soon as possible."""
@@ -87,10 +103,13 @@ class Membership:
         self._wake.set()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"membership {self.client_id}")
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run(), name=f"membership {self.client_id}"),
+                       loop.create_task(self._watch(), name=f"watch {self.client_id}")]
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
+        for task in self._tasks:
+            await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:
@@ -100,3 +119,33 @@ class Membership:
                 await self.beat()
             except Exception:
                 log.exception("membership update of %s failed", self.client_id)
+
+    async def _watch(self) -> None:
+        """Watch the name server for a change of what the last answer said, and act on it at once.
+
+        A stale answer (the client changed meanwhile) is not acted on; a heartbeat follows at once.
+        """
+        while True:
+            last = self.last
+            if last is None or not self.reachable:
+                await asyncio.sleep(self.interval_s)
+                continue
+            known = {key: last.get(key) for key in WATCHED}
+            body = {"group": self.group, "client_id": self.client_id, "role": self.role, "known": known}
+            sent_epoch = self.epoch
+            try:
+                response = await self.nameserver.watch_client(body, WATCH_S)
+            except GrayMQError as exc:
+                log.debug("%s %s: watch failed (%s); heartbeats carry changes", self.role, self.client_id, exc.message)
+                await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
+                continue
+            except Exception:
+                log.exception("watch of %s failed", self.client_id)
+                await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
+                continue
+            if all(response.get(key) == value for key, value in known.items()):
+                continue
+            log.debug("%s %s: watch saw %s", self.role, self.client_id, {k: response.get(k) for k in WATCHED})
+            self.last = response
+            if not await self._apply(response, sent_epoch):
+                self.poke()

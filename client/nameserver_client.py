@@ -15,6 +15,8 @@ import httpx
 from client.route import TopicRoute
 from protocol.errors import BadRequestError, ConfigError, GrayMQError, NameServerError, TopicNotExistError
 
+WATCH_GRACE_S = 5.0  # beyond a watch's own timeout, for the answer to arrive
+
 
 class NotFoundError(GrayMQError):
     """The name server does not know the group, client, topic or operation."""
@@ -61,17 +63,23 @@ class NameServerClient:
         return sorted(self.urls, key=lambda u: self._demoted.get(u, 0.0) > now)
 
     async def request(self, method: str, path: str, *, json: Any = None, admin: bool = False,
-                      params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Any:
-        """One call, tried on each address in turn; returns the decoded JSON body."""
+                      params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                      timeout_s: float | None = None) -> Any:
+        """One call, tried on each address in turn; returns the decoded JSON body. ``timeout_s`` replaces the
+        client's read timeout for this call (a long poll)."""
         all_headers = dict(headers or {})
         if admin:
             all_headers["Authorization"] = f"Bearer {self.admin_token}"
+        timeout = self._http.timeout
+        if timeout_s is not None:
+            timeout = httpx.Timeout(timeout_s, connect=timeout.connect)
         errors = []
         # an idempotent read gets a second round: a connection the server just closed is not an outage
         rounds = 2 if method == "GET" else 1
         for url in self._ordered() * rounds:
             try:
-                response = await self._http.request(method, url + path, json=json, params=params, headers=all_headers)
+                response = await self._http.request(method, url + path, json=json, params=params, headers=all_headers,
+                                                    timeout=timeout)
             except httpx.HTTPError as exc:
                 errors.append(f"{url}: {type(exc).__name__} {exc}")
                 self._demoted[url] = time.monotonic() + self._demote_s
@@ -93,6 +101,12 @@ class NameServerClient:
 
     async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(await self.request("POST", "/v1/clients/heartbeat", json=body))
+
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Long poll: the heartbeat answer once the desired flag, switch or orphan policy differs from
+        ``body["known"]``, or after ``timeout_s``."""
+        return dict(await self.request("POST", "/v1/clients/watch", json={**body, "timeout_s": timeout_s},
+                                       timeout_s=timeout_s + WATCH_GRACE_S))
 
     async def group_clients(self, group: str, role: str | None = None) -> dict[str, Any]:
         return dict(await self.request("GET", f"/v1/groups/{group}/clients", params={"role": role} if role else None))

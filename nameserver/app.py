@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -15,6 +16,7 @@ from nameserver.metrics import Metrics
 from nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
 from nameserver.schemas import ErrorBody
 from nameserver.settings import NameServerSettings
+from nameserver.watch import GroupChanges
 
 # Error answers every /v1 route may give (all errors share the ErrorBody shape).
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
@@ -63,11 +65,22 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     engine = create_db_engine(settings.db_url)
     metrics = Metrics()
 
+    sessions = session_factory(engine)
+    postgres = engine.dialect.name == "postgresql"
+    changes = GroupChanges()
+    changes.install(sessions, postgres)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        changes.bind(asyncio.get_running_loop())
+        listening = asyncio.create_task(changes.listen(settings.db_url)) if postgres else None
         try:
             yield
         finally:
+            changes.close()
+            if listening is not None:
+                listening.cancel()
+                await asyncio.gather(listening, return_exceptions=True)
             engine.dispose()
 
     app = FastAPI(
@@ -79,7 +92,8 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = engine
-    app.state.sessions = session_factory(engine)
+    app.state.sessions = sessions
+    app.state.group_changes = changes
     app.state.token_actors = token_actors
     app.state.metrics = metrics
     install_error_handlers(app, metrics)

@@ -29,6 +29,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._requests: Counter[tuple[str, str, int]] = Counter()
         self._db_errors = 0
+        self._open_watches = 0
 
     def request(self, method: str, route: str, status: int) -> None:
         with self._lock:
@@ -37,6 +38,11 @@ class Metrics:
     def db_error(self) -> None:
         with self._lock:
             self._db_errors += 1
+
+    def watching(self, delta: int) -> None:
+        """A client watch opened (+1) or answered (-1)."""
+        with self._lock:
+            self._open_watches += delta
 
     def render(
         self,
@@ -47,6 +53,7 @@ class Metrics:
         with self._lock:
             requests = sorted(self._requests.items())
             db_errors = self._db_errors
+            open_watches = self._open_watches
         lines = [
             f"# HELP {PREFIX}_http_requests_total HTTP requests by method, route template and status.",
             f"# TYPE {PREFIX}_http_requests_total counter",
@@ -58,6 +65,9 @@ class Metrics:
             f"# HELP {PREFIX}_db_errors_total Requests that failed because the database was unavailable.",
             f"# TYPE {PREFIX}_db_errors_total counter",
             f"{PREFIX}_db_errors_total {db_errors}",
+            f"# HELP {PREFIX}_open_watches Client watches (long polls) waiting for a change.",
+            f"# TYPE {PREFIX}_open_watches gauge",
+            f"{PREFIX}_open_watches {open_watches}",
         ]
         if live_brokers is not None:
             lines += [

@@ -29,6 +29,7 @@ DEFAULT_PERM = 6
 MAX_LABELS = 64
 MAX_TOPICS = 10_000
 MAX_QUEUES = 100_000
+MAX_WATCH_S = 60.0
 
 
 def _check_topic(topic: str) -> str:
@@ -145,6 +146,22 @@ class ClientHeartbeatResponse(BaseModel):
     state: ClientState
     orphan_policy: OrphanPolicy
     topics: dict[str, QueueCounts]
+
+
+class WatchedState(BaseModel):
+    """The part of a heartbeat answer a client acts on; a watch returns once it differs."""
+
+    desired_gray: bool
+    gray_switch: bool
+    orphan_policy: OrphanPolicy
+
+
+class ClientWatch(BaseModel):
+    group: Name
+    client_id: Name
+    role: Role
+    known: WatchedState | None = Field(default=None, description="what the client knows; None: answer at once")
+    timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
 
 
 class ClientView(BaseModel):

@@ -63,16 +63,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, calling ``on_ready`` once it accepts connections."""
+    """uvicorn's server, calling ``on_ready`` once it accepts connections and ``on_stopping`` before it waits
+    for open requests to finish."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None], on_stopping: Callable[[], None]) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_stopping = on_stopping
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             self._on_ready()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._on_stopping()
+        await super().shutdown(sockets)
 
 
 def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) -> None:
@@ -101,7 +107,8 @@ def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) ->
         access_log=settings.log_level == "DEBUG",
         timeout_graceful_shutdown=10,
     )
-    server = _Server(config, lambda: on_ready(host, port))
+    # Watches (long polls) answer at once when the server stops instead of holding the shutdown up.
+    server = _Server(config, lambda: on_ready(host, port), app.state.group_changes.close)
     # uvicorn re-raises the signal it stopped for once it has shut down; with this handler in place
     # that is a no-op, so SIGTERM ends the process with status 0 instead of killing it.
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)

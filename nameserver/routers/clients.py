@@ -1,11 +1,17 @@
-"""Client self-reports (no token: clients report themselves)."""
+"""Client self-reports and watches (no token: clients report themselves)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import time
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
 from nameserver.deps import Clients
-from nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse
+from nameserver.metrics import Metrics
+from nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse, ClientWatch, WatchedState
+from nameserver.services.clients import ClientService
+from nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1/clients", tags=["clients"])
 
@@ -14,3 +20,38 @@ router = APIRouter(prefix="/v1/clients", tags=["clients"])
 def client_heartbeat(body: ClientHeartbeat, clients: Clients) -> ClientHeartbeatResponse:
     """Report a client's labels, effective flag, state and queues; answers with the flag it should have."""
     return clients.heartbeat(body)
+
+
+@router.post("/watch")
+async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatResponse:
+    """What a heartbeat would answer, once its desired flag, gray switch or orphan policy differs from
+    ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest.
+
+    A change committed through any name server on the same database wakes the watch; the client
+    then heartbeats as usual to report what it applied. 404 until the client's first heartbeat.
+    """
+    state = request.app.state
+    changes: GroupChanges = state.group_changes
+    deadline = time.monotonic() + body.timeout_s
+
+    def read() -> ClientHeartbeatResponse:
+        with state.sessions() as session:
+            return ClientService(session, state.settings).view(body)
+
+    metrics: Metrics = state.metrics
+    metrics.watching(+1)
+    try:
+        while True:
+            changed = changes.changed(body.group)
+            view = await run_in_threadpool(read)
+            remaining = deadline - time.monotonic()
+            if body.known is None or _watched(view) != body.known or remaining <= 0 or changes.closing:
+                return view
+            await wait_changed(changed, remaining)
+    finally:
+        metrics.watching(-1)
+
+
+def _watched(view: ClientHeartbeatResponse) -> WatchedState:
+    return WatchedState(desired_gray=view.desired_gray, gray_switch=view.gray_switch,
+                        orphan_policy=view.orphan_policy)

@@ -11,10 +11,12 @@ from nameserver.clock import utc_now
 from nameserver.models import AuditEntry
 from nameserver.repositories.audit import AuditRepository
 from nameserver.schemas import AuditView
+from nameserver.watch import mark_changed
 
 
 class AuditService:
     def __init__(self, session: Session) -> None:
+        self.session = session
         self.audit = AuditRepository(session)
 
     def record(
@@ -29,7 +31,10 @@ class AuditService:
         after: Any = None,
         reason: str | None = None,
     ) -> None:
-        """Append one entry in the caller's transaction (it commits with the change it describes)."""
+        """Append one entry in the caller's transaction (it commits with the change it describes); the
+        watchers of ``group`` wake once it commits."""
+        if group is not None:
+            mark_changed(self.session, group)
         self.audit.add(
             AuditEntry(
                 actor=actor,

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from nameserver.clock import utc_now
 from nameserver.errors import Conflict, NotFound
-from nameserver.models import Group
+from nameserver.models import Client, Group
 from nameserver.repositories.clients import ClientRepository
 from nameserver.repositories.cutovers import CutoverRepository
 from nameserver.repositories.groups import GroupRepository
@@ -17,6 +17,7 @@ from nameserver.repositories.topics import TopicRepository
 from nameserver.schemas import (
     ClientHeartbeat,
     ClientHeartbeatResponse,
+    ClientWatch,
     FlagPut,
     FlagResult,
     GroupClients,
@@ -49,18 +50,30 @@ class ClientService:
         """
         group = self.groups.ensure(report.group, self.settings.default_gray_switch)
         client = self.clients.upsert(group.id, report, utc_now())
-        rules = self.rules.of_group(group.id)
-        topics = self.topics.by_names(report.topics) if report.topics else []
+        response = self._answer(group, client)
         self.session.commit()
+        return response
+
+    def view(self, watch: ClientWatch) -> ClientHeartbeatResponse:
+        """What a heartbeat of this client would answer now, without recording one."""
+        group = self._group(watch.group)
+        client = next((c for c in self.clients.of_client(group.id, watch.client_id) if c.role == watch.role), None)
+        if client is None:
+            raise NotFound(f"{watch.role} {watch.client_id} is unknown in group {group.name}: heartbeat first")
+        return self._answer(group, client)
+
+    def _answer(self, group: Group, client: Client) -> ClientHeartbeatResponse:
+        rules = self.rules.of_group(group.id)
+        topics = self.topics.by_names(client.topics) if client.topics else []
         return ClientHeartbeatResponse(
             group=group.name,
             client_id=client.client_id,
-            role=report.role,
+            role=client.role,  # type: ignore[arg-type]
             gray_switch=group.gray_switch,
             desired_gray=client_desired_gray(client, group, rules),
             explicit_gray=client.explicit_gray,
             gray=client.gray,
-            state=report.state,
+            state=client.state,  # type: ignore[arg-type]
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
             topics={
                 t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)

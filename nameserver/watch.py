@@ -1,0 +1,141 @@
+"""Group change notification: what lets a client's watch return the moment its desired flag may have changed.
+
+Every audited change of a group (a client's flag, a rule, the switch, the orphan policy) marks the
+group in its session; once the transaction commits, the group's watchers on this process wake
+up and re-read their view. On PostgreSQL the committing transaction also sends
+``NOTIFY graymq_group_changed, '<group>'`` and every replica LISTENs on that channel, so a
+change made through one replica wakes the watchers of all of them. A replica whose listening
+connection drops wakes all its watchers when it reconnects (it may have missed a change);
+between the two a watcher still re-reads at its own timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import psycopg
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "graymq_group_changed"
+_CHANGED_KEY = "graymq_changed_groups"
+RECONNECT_S = 1.0
+
+
+def mark_changed(session: Session, group: str) -> None:
+    """Record that this transaction changes ``group`` (its watchers wake once it commits)."""
+    session.info.setdefault(_CHANGED_KEY, set()).add(group)
+
+
+class GroupChanges:
+    """Per-group wake-ups for the watch requests of this process.
+
+    ``changed(group)`` is the event the next change of the group sets; a watcher takes it before
+    reading its view and waits on it after, so a change committed in between is not missed.
+    ``publish`` may be called from any thread (the sync routes run in a thread pool).
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.closing = False
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve on ``loop`` (the application's startup)."""
+        self._loop = loop
+        self.closing = False
+
+    def changed(self, group: str) -> asyncio.Event:
+        event = self._events.get(group)
+        if event is None:
+            event = self._events[group] = asyncio.Event()
+        return event
+
+    def publish(self, groups: set[str] | None) -> None:
+        """Wake the watchers of ``groups`` (None: of every group); thread-safe."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake(groups)
+        else:
+            loop.call_soon_threadsafe(self._wake, groups)
+
+    def close(self) -> None:
+        """Shutting down: every watcher returns now, and new ones do not wait."""
+        self.closing = True
+        self.publish(None)
+
+    def _wake(self, groups: set[str] | None) -> None:
+        names = list(self._events) if groups is None else [g for g in groups if g in self._events]
+        for name in names:
+            self._events.pop(name).set()
+
+    def install(self, sessions: sessionmaker[Session], postgres: bool) -> None:
+        """Publish the groups a session marked once it commits (on PostgreSQL, NOTIFY them in the transaction)."""
+
+        def before_commit(session: Session) -> None:
+            for group in sorted(session.info.get(_CHANGED_KEY, ())):
+                session.execute(text("SELECT pg_notify(:channel, :group)"), {"channel": CHANNEL, "group": group})
+
+        def after_commit(session: Session) -> None:
+            groups = session.info.pop(_CHANGED_KEY, None)
+            if groups:
+                self.publish(groups)
+
+        def after_rollback(session: Session) -> None:
+            session.info.pop(_CHANGED_KEY, None)
+
+        if postgres:
+            event.listen(sessions, "before_commit", before_commit)
+        event.listen(sessions, "after_commit", after_commit)
+        event.listen(sessions, "after_rollback", after_rollback)
+
+    async def listen(self, db_url: str) -> None:
+        """LISTEN for the changes committed through every replica (PostgreSQL); runs until cancelled."""
+        connect_args = _connect_args(db_url)
+        reported = False
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(**connect_args, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    if reported:
+                        log.info("listening for group changes again")
+                    reported = False
+                    self.publish(None)  # changes made while we were not listening
+                    async for notify in conn.notifies():
+                        self.publish({notify.payload})
+            except (psycopg.Error, OSError) as exc:
+                if not reported:
+                    log.warning("not listening for group changes (%s); retrying every %gs", exc, RECONNECT_S)
+                    reported = True
+            await asyncio.sleep(RECONNECT_S)
+
+
+def _connect_args(db_url: str) -> dict[str, Any]:
+    url = make_url(db_url)
+    translated = url.translate_connect_args(database="dbname", username="user")
+    args: dict[str, Any] = {k: v for k, v in translated.items() if v}
+    args.update(url.query)
+    args.setdefault("connect_timeout", 2)
+    args["application_name"] = "graymq-nameserver-listen"
+    return args
+
+
+async def wait_changed(changed: asyncio.Event, timeout_s: float) -> None:
+    """Wait for ``changed`` at most ``timeout_s`` seconds."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await changed.wait()
+    except TimeoutError:
+        pass

@@ -25,6 +25,7 @@ rollback:
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from gray_controller.group_state import GroupInspector, GroupStatus
 from gray_controller.progress import Progress
 from protocol.errors import GrayMQError
 
-POLL_S = 0.1
+POLL_S = 0.05
 
 
 class CutoverFailed(GrayMQError):
@@ -77,6 +78,7 @@ class CutoverRunner:
         self.progress = progress or Progress()
         self.inspector = GroupInspector(nameserver)
         self._deadline = 0.0
+        self._recorded: tuple[str, dict[str, Any]] | None = None
 
     async def close(self) -> None:
         await self.inspector.close()
@@ -132,12 +134,12 @@ class CutoverRunner:
         await self._step(report, "producers")
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
-            for client in data["clients"]:
-                if client["gray"] or client["desired_gray"]:
-                    await self._set_normal(report, producer_group, client["client_id"])
-                    name = f"{producer_group}/{client['client_id']}"
-                    if name not in report.producers_flipped:
-                        report.producers_flipped.append(name)
+            gray = [c["client_id"] for c in data["clients"] if c["gray"] or c["desired_gray"]]
+            await asyncio.gather(*(self._set_normal(report, producer_group, client_id) for client_id in gray))
+            for client_id in gray:
+                name = f"{producer_group}/{client_id}"
+                if name not in report.producers_flipped:
+                    report.producers_flipped.append(name)
 
         async def producers_normal() -> list[str]:
             left = []
@@ -165,13 +167,11 @@ class CutoverRunner:
         await self._remove_rules(report)
         await self._step(report, "drain")
         after = await self.inspector.status(self.group, with_backlog=False)
-        for client in before.clients + after.clients:
-            client_id = client["client_id"]
-            if client["role"] == "producer" or not (client["gray"] or client["desired_gray"]):
-                continue
-            if client_id not in report.consumers_flipped:
-                await self._set_normal(report, self.group, client_id)
-                report.consumers_flipped.append(client_id)
+        gray = [c["client_id"] for c in before.clients + after.clients
+                if c["role"] != "producer" and (c["gray"] or c["desired_gray"])]
+        todo = [client_id for client_id in dict.fromkeys(gray) if client_id not in report.consumers_flipped]
+        await asyncio.gather(*(self._set_normal(report, self.group, client_id) for client_id in todo))
+        report.consumers_flipped += todo
         await self._wait(report, "gray consumers draining, then flipping to normal",
                          lambda s: not s.gray_clients() and s.gray_backlog == 0)
 
@@ -250,7 +250,11 @@ class CutoverRunner:
         return report
 
     async def _step(self, report: CutoverReport, step: str) -> None:
-        await self.nameserver.update_cutover(report.operation_id, step=step, result=report.to_json())
+        """Record the step and the report so far (skipped when both are what was recorded last)."""
+        recorded = (step, copy.deepcopy(report.to_json()))
+        if recorded != self._recorded:
+            await self.nameserver.update_cutover(report.operation_id, step=step, result=recorded[1])
+            self._recorded = recorded
 
     async def _timed(self, report: CutoverReport, name: str, work: Awaitable[None]) -> None:
         start = time.monotonic()

@@ -33,7 +33,7 @@ from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, Remo
 from client.consumer.process_queue import ProcessQueue
 from client.membership import Membership, new_client_id
 from client.message import MessageExt, MessageQueue
-from client.nameserver_client import NameServerClient, NotFoundError
+from client.nameserver_client import NameServerClient
 from client.route import TopicRoute
 from client.route_cache import RouteCache
 from protocol import graymq_pb2 as pb
@@ -82,7 +82,7 @@ class PushConsumer:
         nameserver_interval_s: float = 1.0,
         long_poll_s: float = 5.0,
         drain_timeout_s: float = 300.0,
-        drain_poll_s: float = 0.1,
+        drain_poll_s: float = 0.05,
         persist_interval_s: float = 1.0,
         max_reconsume_times: int = 16,
         offset_dir: Path | None = None,
@@ -373,21 +373,25 @@ class PushConsumer:
         server in one call, falling back to the brokers' view when it is unreachable.
         """
         members: dict[str, bool] = {}
-        for address in self._broker_addresses():
+
+        async def from_broker(address: str) -> None:
             try:
                 for c in (await self.brokers.consumer_list(address, self.group)).clients:
                     members[c.client_id] = c.gray_flag
             except GrayMQError as exc:
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
-        try:
-            data = await self.nameserver.group_clients(self.group, role="consumer")
+
+        async def from_nameserver() -> bool:
+            try:
+                data = await self.nameserver.group_clients(self.group, role="consumer")
+            except GrayMQError:  # NotFoundError included: the brokers' flags stand
+                return False
             self._ns_view = {c["client_id"]: (bool(c["gray"]), set(c.get("topics") or []) or None)
                              for c in data.get("clients", [])}
-            use_ns = True
-        except NotFoundError:
-            use_ns = False
-        except GrayMQError:
-            use_ns = False
+            return True
+
+        # one round trip's time, not one per broker plus the name server's
+        *_, use_ns = await asyncio.gather(*(from_broker(a) for a in self._broker_addresses()), from_nameserver())
         view: dict[str, tuple[bool, set[str] | None]] = {}
         for client_id, broker_flag in members.items():
             gray, topics = self._ns_view.get(client_id, (broker_flag, None))
@@ -416,16 +420,13 @@ class PushConsumer:
                     address = route.address_of(mq.broker_name)
                     if address is not None:
                         wanted[mq] = (address, not self.gray and strategy.adopted(mq))
-            changed = False
-            for mq, pq in list(self._pqs.items()):
-                if mq not in wanted or wanted[mq] != (pq.address, pq.adopted):
-                    await self._drop(pq)
-                    changed = True
-            for mq, (address, adopted) in wanted.items():
-                if mq not in self._pqs:
-                    await self._take(mq, address, adopted, self.routes.cached(mq.topic))
-                    changed = True
-            if changed:
+            # queues change hands concurrently: each drop commits an offset, each take reads one
+            stale = [pq for mq, pq in self._pqs.items() if mq not in wanted or wanted[mq] != (pq.address, pq.adopted)]
+            await asyncio.gather(*(self._drop(pq) for pq in stale))
+            new = [(mq, address, adopted) for mq, (address, adopted) in wanted.items() if mq not in self._pqs]
+            await asyncio.gather(*(self._take(mq, address, adopted, self.routes.cached(mq.topic))
+                                   for mq, address, adopted in new))
+            if stale or new:
                 log.info("consumer %s (%s) now holds %s", self.client_id, "gray" if self.gray else "normal",
                          " ".join(str(mq) for mq in sorted(self._pqs)) or "nothing")
                 self.membership.poke()

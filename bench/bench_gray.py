@@ -14,8 +14,7 @@ and a broker process; consumers and producers are in-process.
   each side's consumers holding counts that differ by at most one.
 
 Client settings are the library's defaults (name server heartbeat 1 s, producer heartbeat 2 s,
-rebalance interval 5 s, long poll 5 s) unless stated; the promote also runs with consumers polling
-the name server every 0.2 s, to show how much of it is that poll.
+rebalance interval 5 s, long poll 5 s; flag changes arrive through the name server watch).
 """
 
 from __future__ import annotations
@@ -104,13 +103,12 @@ async def _promote(ns: NameServer, group: str, producer_group: str) -> tuple[flo
         await admin.close()
 
 
-async def promote_case(ns: NameServer, root: Path, log_dir: Path, rate: float = 200.0,
-                       nameserver_interval_s: float | None = None) -> Figures:
+async def promote_case(ns: NameServer, root: Path, log_dir: Path, rate: float = 200.0) -> Figures:
     queues, gray_nums = 8, 2
     broker, topic, group, producer_group = await _setup(ns, root, log_dir, queues, gray_nums)
     received = Received()
     consumers = [PushConsumer(group, ns.url, listener=received.listener(), client_id=f"{kind}{i}",
-                              gray=kind == "gray", nameserver_interval_s=nameserver_interval_s or 1.0)
+                              gray=kind == "gray")
                  for kind in ("normal", "gray") for i in range(2)]
     normal = Producer(producer_group, ns.url, gray=False)
     gray = Producer(producer_group, ns.url, gray=True)

@@ -204,8 +204,6 @@ def part_gray(results: Results, args: argparse.Namespace, root: Path, postgres: 
 
         run_repeated(results, "gray", [
             ("promote", run(lambda tmp: bench_gray.promote_case(ns, tmp, root))),
-            ("promote, consumers polling the name server every 0.2 s",
-             run(lambda tmp: bench_gray.promote_case(ns, tmp, root, nameserver_interval_s=0.2))),
             ("drain", run(lambda tmp: bench_gray.drain_case(ns, tmp, root, args.gray_backlog))),
             ("rebalance", run(lambda tmp: bench_gray.rebalance_case(ns, tmp, root, args.consumers))),
         ], args.repeat)

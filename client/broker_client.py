@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
 from google.protobuf.message import Message as PbMessage
@@ -49,11 +49,18 @@ class BrokerClient:
             notice = pb.GroupChangedNotice.FromString(envelope.body)
             self._on_group_changed(notice.consumer_group)
 
-    async def call(self, address: str, method: int, body: PbMessage, response_type: type[_T],
-                   timeout_s: float | None = None) -> _T:
+    def call(self, address: str, method: int, body: PbMessage, response_type: type[_T],
+             timeout_s: float | None = None) -> Awaitable[_T]:
+        """The response, awaited. Connected (every send's case), this is the connection's own request: no
+        coroutine of ours in between."""
         conn = self._connections.get(address)
-        if conn is None or conn.is_closed:  # the connected case skips a coroutine: this is every send's path
-            conn = await self.connection(address)
+        if conn is not None and not conn.is_closed:
+            return cast(Awaitable[_T], conn.request(method, body, timeout_s or self.timeout_s))
+        return self._connect_and_call(address, method, body, response_type, timeout_s)
+
+    async def _connect_and_call(self, address: str, method: int, body: PbMessage, response_type: type[_T],
+                                timeout_s: float | None) -> _T:
+        conn = await self.connection(address)
         return cast(_T, await conn.request(method, body, timeout_s or self.timeout_s))
 
     async def close(self) -> None:
@@ -62,12 +69,12 @@ class BrokerClient:
         self._connections.clear()
 
     # -- typed calls -----------------------------------------------------------------------
-    async def send(self, address: str, req: pb.SendRequest, timeout_s: float | None = None) -> pb.SendResponse:
-        return await self.call(address, pb.SEND_MESSAGE, req, pb.SendResponse, timeout_s)
+    def send(self, address: str, req: pb.SendRequest, timeout_s: float | None = None) -> Awaitable[pb.SendResponse]:
+        return self.call(address, pb.SEND_MESSAGE, req, pb.SendResponse, timeout_s)
 
-    async def send_batch(self, address: str, req: pb.SendBatchRequest,
-                         timeout_s: float | None = None) -> pb.SendBatchResponse:
-        return await self.call(address, pb.SEND_BATCH, req, pb.SendBatchResponse, timeout_s)
+    def send_batch(self, address: str, req: pb.SendBatchRequest,
+                   timeout_s: float | None = None) -> Awaitable[pb.SendBatchResponse]:
+        return self.call(address, pb.SEND_BATCH, req, pb.SendBatchResponse, timeout_s)
 
     async def pull(self, address: str, req: pb.PullRequest) -> pb.PullResponse:
         timeout = req.suspend_timeout_ms / 1000 + self.timeout_s

@@ -4,11 +4,12 @@ The producer's gray flag comes from the name server (explicit per-client value, 
 the group's switch) and changes live; the producer reports the flag it applies in its next
 heartbeat, which is how the controller knows no new gray message will be sent.
 
-With ``auto_batch`` (RocketMQ 5's autoBatch, without its linger): ``send()`` calls made during one
-turn of the event loop for the same topic, gray side and sharding key leave as one SEND_BATCH at
-the end of that turn — a message is never held back waiting for others, and a lone send is still
-a plain SEND_MESSAGE. Concurrent senders (many tasks, ``send_async``) then cost one request per
-turn instead of one per message.
+Auto batching (RocketMQ 5's autoBatch, without its linger; on by default, ``auto_batch=False`` turns it
+off): ``send()`` calls made during one turn of the event loop for the same topic, gray side and sharding
+key leave as one SEND_BATCH at the end of that turn — a message is never held back waiting for others,
+and a lone send is still a plain SEND_MESSAGE. Concurrent senders (many tasks, ``send_async``) then cost
+one request per turn instead of one per message. A batch the broker refuses as a whole is resent one
+message at a time, so each sender gets its own answer.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, T
 
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()
+_SendRequest = pb.SendRequest | pb.SendBatchRequest
 
 
 def new_msg_id() -> str:
@@ -104,7 +106,11 @@ class _MemoSelector(GrayQueueSelector):
 
 
 class Producer:
-    """Async producer. ``await start()`` before sending, ``await stop()`` at the end."""
+    """Async producer. ``await start()`` before sending, ``await stop()`` at the end (it sends the open batches).
+
+    ``auto_batch`` (default on) joins the sends of one loop turn into SEND_BATCH requests of at most
+    ``batch_max_messages`` messages / ``batch_max_bytes`` body bytes; ``send(timeout_s=...)`` always goes alone.
+    """
 
     def __init__(
         self,
@@ -118,7 +124,7 @@ class Producer:
         send_timeout_s: float = 3.0,
         heartbeat_interval_s: float = 2.0,
         route_ttl_s: float = 30.0,
-        auto_batch: bool = False,
+        auto_batch: bool = True,
         batch_max_messages: int = 64,
         batch_max_bytes: int = 1 << 20,
     ) -> None:
@@ -217,13 +223,15 @@ class Producer:
     async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
                         timeout_s: float | None) -> SendResult:
         req = pb.SendRequest(producer_group=self.group, message=fields)
+        mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
+        return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
 
-        async def attempt(mq: MessageQueue, address: str, remaining: float) -> SendResult:
-            req.queue_id = mq.queue_id
-            resp = await self.brokers.send(address, req, remaining)
-            return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
-
-        return await self._with_retries(topic, gray, sharding_key, attempt, timeout_s)
+    async def _send_batch_request(self, topic: str, gray: bool, sharding_key: str | None,
+                                  messages: list[dict[str, Any]], timeout_s: float | None) -> list[SendResult]:
+        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=messages)
+        mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
+        first = resp.first_queue_offset
+        return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
 
     # -- auto batching -----------------------------------------------------------------------
     def _join_batch(self, message: Message, gray: bool, fields: dict[str, Any]) -> asyncio.Future[SendResult]:
@@ -256,16 +264,8 @@ class Producer:
             fields, future = items[0]
             await _settle(future, self._send_one(topic, gray, sharding_key, fields, None))
             return
-        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=[f for f, _ in items])
-
-        async def attempt(mq: MessageQueue, address: str, remaining: float) -> list[SendResult]:
-            req.queue_id = mq.queue_id
-            resp = await self.brokers.send_batch(address, req, remaining)
-            return [SendResult(SendStatus.SEND_OK, msg_id, mq, resp.first_queue_offset + i, gray)
-                    for i, msg_id in enumerate(resp.msg_ids)]
-
         try:
-            results = await self._with_retries(topic, gray, sharding_key, attempt, None)
+            results = await self._send_batch_request(topic, gray, sharding_key, [f for f, _ in items], None)
         except GrayMQError as exc:
             if exc.retriable:
                 for _, future in items:
@@ -296,16 +296,8 @@ class Producer:
             if m.topic != topic or self.resolve_gray(m) != gray:
                 raise BadRequestError("a batch must share one topic and one gray mark")
         born_ms = int(time.time() * 1000)
-        req = pb.SendBatchRequest(producer_group=self.group, topic=topic,
-                                  messages=[self._fields(m, gray, born_ms) for m in messages])
-
-        async def attempt(mq: MessageQueue, address: str, remaining: float) -> list[SendResult]:
-            req.queue_id = mq.queue_id
-            resp = await self.brokers.send_batch(address, req, remaining)
-            return [SendResult(SendStatus.SEND_OK, msg_id, mq, resp.first_queue_offset + i, gray)
-                    for i, msg_id in enumerate(resp.msg_ids)]
-
-        return await self._with_retries(topic, gray, messages[0].sharding_key, attempt, timeout_s)
+        return await self._send_batch_request(topic, gray, messages[0].sharding_key,
+                                              [self._fields(m, gray, born_ms) for m in messages], timeout_s)
 
     def send_async(self, message: Message,
                    callback: Callable[[SendResult | None, BaseException | None], None] | None = None
@@ -335,24 +327,30 @@ class Producer:
         """Fire and forget: errors are logged, never raised."""
         self.send_async(message)
 
-    async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None,
-                            attempt: Callable[[MessageQueue, str, float], Any], timeout_s: float | None) -> Any:
+    async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
+                            timeout_s: float | None) -> tuple[MessageQueue, Any]:
+        """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side; on a retriable error, again
+        on another broker with a fresh route, until ``retry_times`` or the timeout. Returns the queue and response."""
         if not self.started:
             raise BadRequestError("producer not started: await producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
+        send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
         last_broker: str | None = None
         error: GrayMQError | None = None
         for _ in range(1 + self.retry_times):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            route = await self.routes.get(topic, refresh=error is not None)
+            route = self.routes.fresh(topic) if error is None else None
+            if route is None:
+                route = await self.routes.get(topic, refresh=error is not None)
             mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
                                       sharding_key=sharding_key)
             address = route.address_of(mq.broker_name)
             assert address is not None
+            req.queue_id = mq.queue_id
             try:
-                return await attempt(mq, address, remaining)
+                return mq, await send(address, req, remaining)  # type: ignore[arg-type]
             except GrayMQError as exc:
                 if not exc.retriable and not isinstance(exc, TopicNotExistError):
                     raise

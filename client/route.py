@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from client.message import MessageQueue
@@ -25,6 +25,10 @@ class BrokerData:
 class TopicRoute:
     topic: str
     brokers: tuple[BrokerData, ...]
+    _addresses: dict[str, str] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_addresses", {b.broker_name: b.address for b in self.brokers})
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> TopicRoute:
@@ -39,8 +43,7 @@ class TopicRoute:
         return next((b for b in self.brokers if b.broker_name == broker_name), None)
 
     def address_of(self, broker_name: str) -> str | None:
-        broker = self.broker(broker_name)
-        return broker.address if broker else None
+        return self._addresses.get(broker_name)
 
     def queues(self, *, writable: bool = False, readable: bool = False) -> list[MessageQueue]:
         """Every queue of the topic, by broker then id."""

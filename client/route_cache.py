@@ -32,6 +32,13 @@ class RouteCache:
         self._routes[topic] = (time.monotonic(), route)
         return route
 
+    def fresh(self, topic: str) -> TopicRoute | None:
+        """The cached route while younger than ``ttl_s`` (no coroutine: the send path's lookup), else None."""
+        cached = self._routes.get(topic)
+        if cached is not None and time.monotonic() - cached[0] < self.ttl_s:
+            return cached[1]
+        return None
+
     def cached(self, topic: str) -> TopicRoute | None:
         entry = self._routes.get(topic)
         return entry[1] if entry else None

@@ -4,7 +4,8 @@ A single reader task decodes frames. Responses resolve the future waiting on the
 number; requests go to the connection's handler, which may answer at once (bytes) or later
 (a future, answered from its done callback, or another awaitable, run as a tracked task) so a
 long-polling pull never blocks the requests pipelined behind it. When the connection closes,
-every pending future fails with ``ConnectionClosedError``.
+every pending future fails with ``ConnectionClosedError``. Request deadlines share one timer per
+connection (a heap of deadlines, armed at the earliest), not one timer handle per request.
 
 Frames written during one turn of the event loop — the responses to the requests of one read,
 the requests of many producers sending at once — leave together in one ``transport.write`` (one
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import inspect
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -76,6 +79,10 @@ class Connection:
         self._decoder = FrameDecoder(max_frame_size)
         self._serials = itertools.count(1)
         self._pending: dict[int, asyncio.Future[pb.Envelope]] = {}
+        # (deadline, serial) of the requests in _pending, a heap; entries of answered requests leave lazily
+        self._deadlines: list[tuple[float, int]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._tasks: set[asyncio.Future[Any]] = set()  # handlers still answering: tasks and futures
         self._out: list[bytes] = []  # frames written this turn of the loop, sent by _flush_out
         self._loop = asyncio.get_running_loop()
@@ -111,19 +118,47 @@ class Connection:
         if self.is_closed:
             raise ConnectionClosedError(f"connection to {self.peer} is closed: {self.close_reason}")
         serial = next(self._serials) & 0xFFFFFFFF
-        future: asyncio.Future[pb.Envelope] = self._loop.create_future()
-        self._pending[serial] = future
-        # One timer handle per request: much cheaper than an asyncio.timeout() context around the await.
-        timer = self._loop.call_later(timeout, _expire, future)
+        loop = self._loop
+        future: asyncio.Future[pb.Envelope] = loop.create_future()
+        pending = self._pending
+        pending[serial] = future
+        deadline = loop.time() + timeout
+        heapq.heappush(self._deadlines, (deadline, serial))
+        if deadline < self._timer_at:
+            self._arm(deadline)
         try:
             self._write(serial, request_envelope(method, body))
             envelope = await future
         except _Expired as exc:
             raise RequestTimeoutError(f"{method_name(method)} to {self.peer}: no response in {timeout}s") from exc
         finally:
-            timer.cancel()
-            self._pending.pop(serial, None)
+            pending.pop(serial, None)
+            deadlines = self._deadlines
+            while deadlines and deadlines[0][1] not in pending:  # answered in order: the oldest entry leaves
+                heapq.heappop(deadlines)
         return parse_body(envelope, response=True)
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self._loop.call_at(when, self._expire_due)
+
+    def _expire_due(self) -> None:
+        """Fail the requests past their deadline, drop answered entries, re-arm for the next pending one."""
+        self._timer = None
+        self._timer_at = math.inf
+        now = self._loop.time()
+        deadlines, pending = self._deadlines, self._pending
+        while deadlines:
+            deadline, serial = deadlines[0]
+            future = pending.get(serial)
+            if future is not None and deadline > now:
+                self._arm(deadline)
+                return
+            heapq.heappop(deadlines)
+            if future is not None and not future.done():
+                future.set_exception(_Expired())
 
     def send_oneway(self, method: int, body: PbMessage) -> None:
         """Fire and forget; silently dropped when the connection is closed."""
@@ -202,7 +237,9 @@ class Connection:
             log.exception("handler for %s from %s failed", method_name(envelope.method), self.peer)
             self._reply(serial, envelope, error_envelope(envelope.method, GrayMQError(f"internal error: {exc}")))
             return
-        if isinstance(result, asyncio.Future):
+        if type(result) is bytes:  # the common case first: an answer now
+            self._reply(serial, envelope, result)
+        elif isinstance(result, asyncio.Future):
             # No task needed: answer from the future's done callback (e.g. a sync send waiting on a flush).
             self._tasks.add(result)
             result.add_done_callback(functools.partial(self._future_done, serial, envelope))
@@ -255,6 +292,10 @@ class Connection:
             if not future.done():
                 future.set_exception(ConnectionClosedError(f"connection to {self.peer} closed: {reason}"))
         self._pending.clear()
+        self._deadlines.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for task in list(self._tasks):
             task.cancel()
         self._flush_out()
@@ -279,7 +320,3 @@ class Connection:
 class _Expired(Exception):
     """A request's deadline passed (set on its future by the timer)."""
 
-
-def _expire(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(_Expired())

@@ -38,15 +38,42 @@ def method_name(method: int) -> str:
         return f"method#{method}"
 
 
+# Envelopes are written by hand, field by field as protobuf does (method = 1, is_response = 2, oneway = 3,
+# body = 6; proto3 leaves defaults out): no Envelope object and no second copy of the body per message.
+_METHOD_TAG, _IS_RESPONSE_TRUE, _ONEWAY_TRUE, _BODY_TAG = b"\x08", b"\x10\x01", b"\x18\x01", b"\x32"
+
+
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _envelope(head: bytes, data: bytes) -> bytes:
+    return b"".join((head, _BODY_TAG, _varint(len(data)), data)) if data else head
+
+
+def _head(method: int, *flags: bytes) -> bytes:
+    return (_METHOD_TAG + _varint(method) if method else b"") + b"".join(flags)
+
+
+_REQUEST_HEADS = {m: _head(m) for m in pb.Method.values()}
+_RESPONSE_HEADS = {m: _head(m, _IS_RESPONSE_TRUE) for m in pb.Method.values()}
+
+
 def request_envelope(method: int, body: PbMessage, oneway: bool = False) -> bytes:
-    envelope = pb.Envelope(method=method, oneway=oneway, body=body.SerializeToString())  # type: ignore[arg-type]
-    return envelope.SerializeToString()
+    head = _head(method, _ONEWAY_TRUE) if oneway else _REQUEST_HEADS.get(method) or _head(method)
+    return _envelope(head, body.SerializeToString())
 
 
 def response_envelope(method: int, body: PbMessage | None = None) -> bytes:
-    data = body.SerializeToString() if body is not None else b""
-    envelope = pb.Envelope(method=method, is_response=True, body=data)  # type: ignore[arg-type]
-    return envelope.SerializeToString()
+    head = _RESPONSE_HEADS.get(method) or _head(method, _IS_RESPONSE_TRUE)
+    return _envelope(head, body.SerializeToString() if body is not None else b"")
 
 
 def error_envelope(method: int, error: GrayMQError) -> bytes:

@@ -50,6 +50,7 @@ class BrokerController:
         self.admin_processor = AdminProcessor(self)
         self.send_back_processor = SendBackProcessor(self)
         self._loops: list[asyncio.Task[None]] = []
+        self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its gray ids)
 
     def load(self) -> None:
         self.topics.load()
@@ -101,6 +102,11 @@ class BrokerController:
         Counted per queue written, not per message: a batch costs one stats update and one wake-up.
         """
         results = self.store.put_messages(messages)
+        if len(messages) == 1:  # a plain send
+            put = messages[0]
+            self.stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), 1, results[0].size)
+            self.holds.notify(put.topic, put.queue_id)
+            return results
         written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes]
         for put, result in zip(messages, results, strict=True):
             key = (put.topic, put.queue_id)
@@ -111,10 +117,19 @@ class BrokerController:
                 counts[0] += 1
                 counts[1] += result.size
         for (topic, queue_id), (count, size) in written.items():
-            config = self.topics.get(topic)
-            self.stats.on_put(topic, config is not None and queue_id in config.gray_queues, count, size)
+            self.stats.on_put(topic, self._is_gray_queue(topic, queue_id), count, size)
             self.holds.notify(topic, queue_id)
         return results
+
+    def _is_gray_queue(self, topic: str, queue_id: int) -> bool:
+        """From the topic's current config; its gray ids are computed once per config, not per put."""
+        config = self.topics.get(topic)
+        if config is None:
+            return False
+        known = self._gray_queues.get(topic)
+        if known is None or known[0] is not config:
+            known = self._gray_queues[topic] = (config, frozenset(config.gray_queues))
+        return queue_id in known[1]
 
     def group_backlog(self, group: str, topic: str | None) -> list[pb.QueueBacklog]:
         """Per queue of the group's topics: committed offset, max and min offset, gray or not.

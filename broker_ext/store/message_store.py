@@ -175,6 +175,7 @@ class MessageStore:
         self._flush.flushed_offset = result.end_offset
         if result.scanned_from is not None:
             self.commitlog.flush(result.scanned_from, result.end_offset)
+        self.index.write_buffered()
         self._sync_and_save(self._checkpoint())
         write_atomic(self._abort_path, b"")
         self.stats.segments = len(self.commitlog.segments)
@@ -214,7 +215,9 @@ class MessageStore:
         return self._flush.flushed_future(end_offset)
 
     async def write_checkpoint(self) -> None:
-        """Sync consume queues and key index, then save the checkpoint (checkpoint.py), off the loop."""
+        """Sync consume queues and key index, then save the checkpoint (checkpoint.py), off the loop. The index
+        entries buffered so far are written first, here on the loop (puts fill that buffer), so the sync covers them."""
+        self.index.write_buffered()
         await self._work.run(self._sync_and_save, self._checkpoint())
 
     def _checkpoint(self) -> Checkpoint:

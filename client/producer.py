@@ -37,6 +37,7 @@ from protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, T
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()
 _SendRequest = pb.SendRequest | pb.SendBatchRequest
+_BatchKey = tuple[str, bool, str | None]  # topic, gray, sharding key
 
 
 def new_msg_id() -> str:
@@ -150,7 +151,7 @@ class Producer:
         self.auto_batch = auto_batch
         self.batch_max_messages = max(1, batch_max_messages)
         self.batch_max_bytes = batch_max_bytes
-        self._open_batches: dict[tuple[str, bool, str | None], _OpenBatch] = {}
+        self._open_batches: dict[_BatchKey, _OpenBatch] = {}
 
     def _report(self) -> dict[str, Any]:
         gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
@@ -217,7 +218,11 @@ class Producer:
         gray = self.resolve_gray(message)
         fields = self._fields(message, gray, int(time.time() * 1000))
         if self.auto_batch and timeout_s is None and self.started:
-            return await self._join_batch(message, gray, fields)
+            key = (message.topic, gray, message.sharding_key)
+            batch = self._open_batches.get(key)
+            if batch is not None:
+                return await self._add_to_batch(key, batch, message, fields)
+            return await self._lead_batch(key, message, fields)
         return await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
 
     async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
@@ -234,23 +239,43 @@ class Producer:
         return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
 
     # -- auto batching -----------------------------------------------------------------------
+    async def _lead_batch(self, key: _BatchKey, message: Message, fields: dict[str, Any]) -> SendResult:
+        """``send()`` opening a batch: the other sends of this loop turn join it; alone, the message leaves from
+        this coroutine as a plain send (no task, one loop turn later), else the batch leaves from a task."""
+        batch = self._open_batches[key] = _OpenBatch()
+        future = self._add_to_batch(key, batch, message, fields)
+        try:
+            await asyncio.sleep(0)
+        finally:  # cancelled too: the messages that joined still leave
+            alone = self._open_batches.get(key) is batch and len(batch.items) == 1
+            if alone:
+                del self._open_batches[key]
+            else:
+                self._close_batch(key, batch)
+        if alone:
+            return await self._send_one(*key, fields, None)
+        return await future
+
     def _join_batch(self, message: Message, gray: bool, fields: dict[str, Any]) -> asyncio.Future[SendResult]:
         """Add the message to the open batch of its (topic, gray, sharding key); the batch leaves at the end of
         this turn of the loop, or at once when full."""
-        loop = asyncio.get_running_loop()
         key = (message.topic, gray, message.sharding_key)
         batch = self._open_batches.get(key)
         if batch is None:
             batch = self._open_batches[key] = _OpenBatch()
-            loop.call_soon(self._close_batch, key, batch)
-        future: asyncio.Future[SendResult] = loop.create_future()
+            asyncio.get_running_loop().call_soon(self._close_batch, key, batch)
+        return self._add_to_batch(key, batch, message, fields)
+
+    def _add_to_batch(self, key: _BatchKey, batch: _OpenBatch, message: Message,
+                      fields: dict[str, Any]) -> asyncio.Future[SendResult]:
+        future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         batch.items.append((fields, future))
         batch.size += len(message.body)
         if len(batch.items) >= self.batch_max_messages or batch.size >= self.batch_max_bytes:
             self._close_batch(key, batch)
         return future
 
-    def _close_batch(self, key: tuple[str, bool, str | None], batch: _OpenBatch) -> None:
+    def _close_batch(self, key: _BatchKey, batch: _OpenBatch) -> None:
         if self._open_batches.get(key) is not batch:
             return  # closed already (full)
         del self._open_batches[key]

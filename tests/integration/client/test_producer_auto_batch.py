@@ -234,3 +234,22 @@ def test_batches_move_to_the_live_broker_and_fail_clearly_when_none_is_left(clus
         assert requests.kinds()[-1] == ("batch", 4)  # the last try was still one batch, not one by one
 
     with_producer(cluster.ns_url, body, retry_times=2, send_timeout_s=5.0)
+
+
+def test_the_others_of_a_batch_still_leave_when_the_send_that_opened_it_is_cancelled(shared: Cluster) -> None:
+    async def body(producer: Producer, requests: Requests) -> None:
+        first = asyncio.ensure_future(producer.send(Message(TOPIC, b"opener")))
+
+        async def cancel_first_then_send(body: bytes) -> SendResult:
+            first.cancel()  # the opener is waiting for the end of the turn, the others have joined
+            return await producer.send(Message(TOPIC, body))
+
+        sent = bodies("joined", 4)
+        others = [asyncio.ensure_future(producer.send(Message(TOPIC, b))) for b in sent[:3]]
+        others.append(asyncio.ensure_future(cancel_first_then_send(sent[3])))
+        results = await asyncio.gather(*others)
+        assert first.cancelled()
+        assert requests.kinds() == [("batch", 5)]  # the opener's message had joined: it leaves with them
+        assert await stored_bodies(shared.ns_url, results) == sent
+
+    with_producer(shared.ns_url, body)

@@ -10,9 +10,16 @@ from typing import TYPE_CHECKING
 
 from broker_ext.store import AppendResult, PutMessage
 from protocol import graymq_pb2 as pb
-from protocol.constants import PROPERTY_PRODUCER_GROUP
+from protocol.constants import (
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_MSG_ID,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TAGS,
+    PROPERTY_TRACE_ID,
+)
 from protocol.errors import BadRequestError
-from protocol.record import SYS_FLAG_GRAY, make_properties
+from protocol.record import SYS_FLAG_GRAY
 from protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
@@ -23,20 +30,26 @@ def new_msg_id() -> str:
     return secrets.token_hex(16).upper()
 
 
-def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsume_times: int = 0) -> PutMessage:
-    """The store's view of a producer's message; a missing msg id is generated here."""
-    if not msg.msg_id:
-        msg.msg_id = new_msg_id()
-    extra = dict(msg.properties) if msg.properties else {}
+def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsume_times: int = 0,
+                   topic: str = "") -> PutMessage:
+    """The store's view of a producer's message (``topic`` overrides the message's); a missing msg id is
+    generated here. Properties as ``make_properties`` orders them: the message's own, PGROUP, then the
+    reserved ones — built in one dict, this runs for every message stored."""
+    msg_id = msg.msg_id
+    if not msg_id:
+        msg_id = msg.msg_id = new_msg_id()
+    properties = dict(msg.properties)
     if producer_group:
-        extra[PROPERTY_PRODUCER_GROUP] = producer_group
-    properties = make_properties(tags=msg.tags, keys=msg.keys, msg_id=msg.msg_id, trace_id=msg.trace_id,
-                                 extra=extra)
-    return PutMessage(
-        topic=msg.topic, queue_id=queue_id, body=msg.body, properties=properties,
-        sys_flag=SYS_FLAG_GRAY if msg.gray else 0, born_timestamp=msg.born_timestamp or int(time.time() * 1000),
-        born_host=msg.born_host, reconsume_times=reconsume_times,
-    )
+        properties[PROPERTY_PRODUCER_GROUP] = producer_group
+    if tags := msg.tags:
+        properties[PROPERTY_TAGS] = tags
+    if keys := msg.keys:
+        properties[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
+    properties[PROPERTY_MSG_ID] = msg_id
+    if trace_id := msg.trace_id:
+        properties[PROPERTY_TRACE_ID] = trace_id
+    return PutMessage(topic or msg.topic, queue_id, msg.body, properties, SYS_FLAG_GRAY if msg.gray else 0,
+                      msg.born_timestamp or int(time.time() * 1000), msg.born_host, reconsume_times)
 
 
 class SendProcessor:
@@ -60,16 +73,16 @@ class SendProcessor:
             raise BadRequestError("empty batch")
         config = self.broker.topic_for_write(req.topic)
         config.check_queue(req.queue_id)
+        topic, queue_id, group = req.topic, req.queue_id, req.producer_group
         puts = []
         for msg in req.messages:
-            if msg.topic and msg.topic != req.topic:
-                raise BadRequestError(f"batch for topic {req.topic} contains a message for {msg.topic}")
-            msg.topic = req.topic
-            puts.append(to_put_message(msg, req.queue_id, req.producer_group))
+            if msg.topic and msg.topic != topic:
+                raise BadRequestError(f"batch for topic {topic} contains a message for {msg.topic}")
+            puts.append(to_put_message(msg, queue_id, group, topic=topic))
         results = self._append(puts)
         response = pb.SendBatchResponse(
-            status=pb.SEND_OK, msg_ids=[m.msg_id for m in req.messages], broker_name=self.broker.name,
-            queue_id=req.queue_id, first_queue_offset=results[0].queue_offset,
+            status=pb.SEND_OK, msg_ids=[p.properties[PROPERTY_MSG_ID] for p in puts], broker_name=self.broker.name,
+            queue_id=queue_id, first_queue_offset=results[0].queue_offset,
         )
         return self._ack(pb.SEND_BATCH, response, results[-1])
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 
 from protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS, PROPERTY_TRACE_ID
 from protocol.errors import ProtocolError
@@ -50,24 +49,57 @@ PROPERTY_SEP = "\x02"
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 
 
-@dataclass(slots=True)
 class MessageExt:
-    """A message as stored: body, properties and where the broker put it."""
+    """A message as stored: body, properties and where the broker put it.
 
-    topic: str
-    body: bytes
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    properties: dict[str, str] = field(default_factory=dict)
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    store_timestamp: int = 0
-    reconsume_times: int = 0
-    born_host: str = ""
-    store_host: str = ""
-    store_size: int = 0
-    broker_name: str = ""
+    A slotted class rather than a dataclass because a consumer builds one per message: the
+    properties stay encoded until first read (``properties``; ``tags``, ``keys``, ``msg_id``
+    and ``trace_id`` read single values without building the map), and the constructor takes
+    ``raw_properties`` — the encoded section — for the decoder's use.
+    """
+
+    __slots__ = ("topic", "body", "queue_id", "queue_offset", "commit_log_offset", "sys_flag", "born_timestamp",
+                 "store_timestamp", "reconsume_times", "born_host", "store_host", "store_size", "broker_name",
+                 "_properties", "_raw_properties")
+
+    def __init__(
+        self, topic: str, body: bytes, queue_id: int, queue_offset: int, commit_log_offset: int,
+        properties: dict[str, str] | None = None, sys_flag: int = 0, born_timestamp: int = 0,
+        store_timestamp: int = 0, reconsume_times: int = 0, born_host: str = "", store_host: str = "",
+        store_size: int = 0, broker_name: str = "", raw_properties: bytes = b"",
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.store_timestamp = store_timestamp
+        self.reconsume_times = reconsume_times
+        self.born_host = born_host
+        self.store_host = store_host
+        self.store_size = store_size
+        self.broker_name = broker_name
+        self._properties = properties if properties is not None or raw_properties else {}
+        self._raw_properties = raw_properties
+
+    @property
+    def properties(self) -> dict[str, str]:
+        properties = self._properties
+        if properties is None:
+            properties = self._properties = decode_properties(self._raw_properties)
+            self._raw_properties = b""
+        return properties
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties, self._raw_properties = value, b""
+
+    def _property(self, name: str) -> str:
+        if self._properties is None:
+            return find_property(self._raw_properties, name)
+        return self._properties.get(name, "")
 
     @property
     def gray(self) -> bool:
@@ -75,20 +107,37 @@ class MessageExt:
 
     @property
     def tags(self) -> str:
-        return self.properties.get(PROPERTY_TAGS, "")
+        return self._property(PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
-        raw = self.properties.get(PROPERTY_KEYS, "")
+        raw = self._property(PROPERTY_KEYS)
         return raw.split(KEY_SEPARATOR) if raw else []
 
     @property
     def msg_id(self) -> str:
-        return self.properties.get(PROPERTY_MSG_ID, "")
+        return self._property(PROPERTY_MSG_ID)
 
     @property
     def trace_id(self) -> str:
-        return self.properties.get(PROPERTY_TRACE_ID, "")
+        return self._property(PROPERTY_TRACE_ID)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.topic, self.body, self.queue_id, self.queue_offset, self.commit_log_offset, self.properties,
+                self.sys_flag, self.born_timestamp, self.store_timestamp, self.reconsume_times, self.born_host,
+                self.store_host, self.store_size, self.broker_name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageExt):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+                f"commit_log_offset={self.commit_log_offset}, sys_flag={self.sys_flag}, "
+                f"reconsume_times={self.reconsume_times}, body={len(self.body)} bytes, properties={self.properties!r})")
 
 
 def encode_properties(properties: Mapping[str, str]) -> bytes:
@@ -104,16 +153,48 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
-    return _parse_properties(raw.decode("utf-8")) if raw else {}
-
-
-def _parse_properties(text: str) -> dict[str, str]:
+    """The property map of an encoded properties section; ``ProtocolError`` when it is not UTF-8."""
+    if not raw:
+        return {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("record properties are not UTF-8") from exc
     result: dict[str, str] = {}
     for pair in text.split(PROPERTY_SEP):
         if pair:
             name, _, value = pair.partition(NAME_VALUE_SEP)
             result[name] = value
     return result
+
+
+def find_property(raw: bytes, name: str) -> str:
+    """One value of an encoded properties section ("" when absent) without decoding the others.
+
+    Names and values never contain a separator, so ``name`` + NAME_VALUE_SEP at the start or right
+    after a PROPERTY_SEP is the start of that pair.
+    """
+    keys = _property_keys.get(name)
+    if keys is None:
+        key = f"{name}{NAME_VALUE_SEP}".encode()
+        keys = _property_keys[name] = (key, PROPERTY_SEP.encode() + key)
+    key, inner_key = keys
+    if raw.startswith(key):
+        start = len(key)
+    else:
+        start = raw.find(inner_key)
+        if start < 0:
+            return ""
+        start += len(inner_key)
+    end = raw.find(_SEP, start)
+    try:
+        return raw[start : end if end >= 0 else len(raw)].decode()
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("record properties are not UTF-8") from exc
+
+
+_SEP = PROPERTY_SEP.encode()
+_property_keys: dict[str, tuple[bytes, bytes]] = {}  # name -> (name + NAME_VALUE_SEP, PROPERTY_SEP + that), encoded
 
 
 def encode_record(
@@ -169,59 +250,70 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
 
 def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, verify_crc: bool = True) -> MessageExt:
     """Decode the record at ``pos``; raises ``ProtocolError`` when it is damaged."""
-    return _decode_at(memoryview(buf), pos, verify_crc)
+    if type(buf) is not bytes:  # copy the record only, never a whole segment
+        size = record_size_at(buf, pos)
+        return next(_decode(bytes(memoryview(buf)[pos : pos + size]), 0, 1, verify_crc, pos, ""))
+    return next(_decode(buf, pos, pos + 1, verify_crc, 0, ""))
 
 
-def _decode_at(view: memoryview, pos: int, verify_crc: bool) -> MessageExt:
-    """``record_size_at`` + ``check_record`` + decoding with one header unpack and no copy but the body."""
-    left = len(view) - pos
-    if left < _HEADER_SIZE:
-        raise ProtocolError(f"record at {pos}: {left} bytes left, header needs {_HEADER_SIZE}")
-    (
-        total, magic, crc, queue_id, sys_flag, queue_offset, physical_offset, born_ts, store_ts,
-        reconsume_times, topic_len, born_len, store_len, body_len, props_len,
-    ) = _unpack_header(view, pos)
-    if magic != RECORD_MAGIC:
-        raise ProtocolError(f"record at {pos}: bad magic 0x{magic:08x}")
-    if not _HEADER_SIZE <= total <= MAX_RECORD_SIZE:
-        raise ProtocolError(f"record at {pos}: size {total} out of range")
-    if left < total:
-        raise ProtocolError(f"record at {pos}: truncated, {left} of {total} bytes")
-    if verify_crc:
-        if _HEADER_SIZE + topic_len + born_len + store_len + body_len + props_len != total:
-            raise ProtocolError(f"record at {pos}: field lengths do not add up to {total}")
-        computed = zlib.crc32(view[pos + CRC_START : pos + total])
-        if computed != crc:
-            raise ProtocolError(f"record at {pos}: CRC mismatch (stored 0x{crc:08x}, computed 0x{computed:08x})")
-    p = pos + _HEADER_SIZE
-    topic = str(view[p : p + topic_len], "utf-8")
-    p += topic_len
-    born_host = str(view[p : p + born_len], "utf-8")
-    p += born_len
-    store_host = str(view[p : p + store_len], "utf-8")
-    p += store_len
-    body = view[p : p + body_len].tobytes()
-    p += body_len
-    try:
-        properties = _parse_properties(str(view[p : p + props_len], "utf-8")) if props_len else {}
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"record at {pos}: properties are not UTF-8") from exc
-    return MessageExt(
-        topic=topic, body=body, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=physical_offset,
-        properties=properties, sys_flag=sys_flag, born_timestamp=born_ts, store_timestamp=store_ts,
-        reconsume_times=reconsume_times, born_host=born_host, store_host=store_host, store_size=total,
-    )
+def iter_records(
+    buf: bytes | bytearray | memoryview, verify_crc: bool = True, broker_name: str = ""
+) -> Iterator[MessageExt]:
+    """Decode concatenated records (a pull response's ``records`` field from ``broker_name``), each CRC-checked
+    by default."""
+    return _decode(buf if type(buf) is bytes else bytes(buf), 0, len(buf), verify_crc, 0, broker_name)
 
 
-def iter_records(buf: bytes | bytearray | memoryview, verify_crc: bool = True) -> Iterator[MessageExt]:
-    """Decode concatenated records (a pull response's ``records`` field), each CRC-checked by default."""
+def _decode(
+    buf: bytes, pos: int, stop: int, verify_crc: bool, origin: int, broker_name: str
+) -> Iterator[MessageExt]:
+    """The records of ``buf`` starting in ``[pos, stop)``, checked as ``check_record`` does; ``origin`` is
+    added to positions in errors.
+
+    Per record: one header unpack, a CRC over a view, one copy each of the body and the properties;
+    topic and hosts are decoded once per run of records that share them (a pull returns one queue's).
+    """
     view = memoryview(buf)
-    pos = 0
-    end = len(view)
-    while pos < end:
-        message = _decode_at(view, pos, verify_crc)
-        yield message
-        pos += message.store_size
+    end = len(buf)
+    strings_raw = b""
+    split = (0, 0)
+    topic = born_host = store_host = ""
+    while pos < stop:
+        left = end - pos
+        if left < _HEADER_SIZE:
+            raise ProtocolError(f"record at {origin + pos}: {left} bytes left, header needs {_HEADER_SIZE}")
+        (
+            total, magic, crc, queue_id, sys_flag, queue_offset, physical_offset, born_ts, store_ts,
+            reconsume_times, topic_len, born_len, store_len, body_len, props_len,
+        ) = _unpack_header(buf, pos)
+        if magic != RECORD_MAGIC:
+            raise ProtocolError(f"record at {origin + pos}: bad magic 0x{magic:08x}")
+        if not _HEADER_SIZE <= total <= MAX_RECORD_SIZE:
+            raise ProtocolError(f"record at {origin + pos}: size {total} out of range")
+        if left < total:
+            raise ProtocolError(f"record at {origin + pos}: truncated, {left} of {total} bytes")
+        strings_len = topic_len + born_len + store_len
+        if verify_crc:
+            if _HEADER_SIZE + strings_len + body_len + props_len != total:
+                raise ProtocolError(f"record at {origin + pos}: field lengths do not add up to {total}")
+            computed = zlib.crc32(view[pos + CRC_START : pos + total])
+            if computed != crc:
+                raise ProtocolError(
+                    f"record at {origin + pos}: CRC mismatch (stored 0x{crc:08x}, computed 0x{computed:08x})")
+        p = pos + _HEADER_SIZE
+        if len(strings_raw) != strings_len or not buf.startswith(strings_raw, p) or split != (topic_len, born_len):
+            strings_raw = buf[p : p + strings_len]
+            split = (topic_len, born_len)
+            topic = strings_raw[:topic_len].decode()
+            born_host = strings_raw[topic_len : topic_len + born_len].decode()
+            store_host = strings_raw[topic_len + born_len :].decode()
+        p += strings_len
+        body_end = p + body_len
+        yield MessageExt(
+            topic, buf[p:body_end], queue_id, queue_offset, physical_offset, None, sys_flag, born_ts, store_ts,
+            reconsume_times, born_host, store_host, total, broker_name, buf[body_end : body_end + props_len],
+        )
+        pos += total
 
 
 def make_properties(

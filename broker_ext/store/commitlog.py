@@ -16,13 +16,16 @@ from typing import NamedTuple
 from broker_ext.store.mapped_file import MappedFile, file_name, list_files
 from protocol.constants import PROPERTY_TAGS
 from protocol.errors import MessageTooLargeError, ProtocolError
-from protocol.record import RECORD_HEADER, RECORD_MAGIC, check_record, decode_properties
+from protocol.record import RECORD_HEADER, RECORD_MAGIC, check_record, find_property
 
 # The first 8 bytes of a record (total_size uint32, magic uint32: the leading fields of
 # RECORD_HEADER) and of the end-of-segment marker (bytes left in the segment uint32, BLANK_MAGIC).
 # A segment whose tail has fewer than 8 bytes left needs no marker: readers treat it as ended.
 SIZE_AND_MAGIC = struct.Struct(">II")
 BLANK_MAGIC = 0xBBCCDDEE
+# RECORD_HEADER's trailing length fields (topic, born host, store host, body, properties) and where they start.
+_LENGTHS = struct.Struct(">" + RECORD_HEADER.format[-5:])
+_LENGTHS_AT = RECORD_HEADER.size - _LENGTHS.size
 
 
 class RecordHeader(NamedTuple):
@@ -55,10 +58,10 @@ def record_topic(buf: memoryview, pos: int, header: RecordHeader) -> str:
 
 
 def record_tags(record: memoryview) -> str:
-    """The TAGS property of a stored record, without decoding its body."""
-    h = read_header(record)
-    start = RECORD_HEADER.size + h.topic_len + h.born_host_len + h.store_host_len + h.body_len
-    return decode_properties(bytes(record[start : start + h.properties_len])).get(PROPERTY_TAGS, "")
+    """The TAGS property of a stored record, without decoding its body or its other properties."""
+    topic_len, born_len, store_len, body_len, props_len = _LENGTHS.unpack_from(record, _LENGTHS_AT)
+    start = RECORD_HEADER.size + topic_len + born_len + store_len + body_len
+    return find_property(bytes(record[start : start + props_len]), PROPERTY_TAGS)
 
 
 class CommitLog:

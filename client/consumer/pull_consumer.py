@@ -91,11 +91,9 @@ class PullConsumer:
         )
         response = await self.brokers.pull(await self._address(mq), request)
         tags = parse_sub_expression(expression)
-        messages = []
-        for message in iter_records(response.records):
-            if tags is None or message.tags in tags:
-                message.broker_name = mq.broker_name
-                messages.append(message)
+        messages = list(iter_records(response.records, broker_name=mq.broker_name))
+        if tags is not None:
+            messages = [m for m in messages if m.tags in tags]
         return PullResult(_PULL_STATUS[response.status], response.next_begin_offset, response.min_offset,
                           response.max_offset, messages)
 

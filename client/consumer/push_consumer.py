@@ -503,11 +503,9 @@ class PushConsumer:
             if response.status != pb.FOUND:
                 pq.advance(response.next_begin_offset)
                 continue
-            messages = []
-            for message in iter_records(response.records):
-                if tags is None or message.tags in tags:
-                    message.broker_name = mq.broker_name
-                    messages.append(message)
+            messages = list(iter_records(response.records, broker_name=mq.broker_name))
+            if tags is not None:
+                messages = [m for m in messages if m.tags in tags]
             pq.add([m.queue_offset for m in messages], response.next_begin_offset, self.max_in_flight)
             if messages:
                 await self._dispatch(pq, messages)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
 from dataclasses import dataclass, field
 
 from client.message import MessageQueue
@@ -10,7 +11,11 @@ from client.message import MessageQueue
 
 @dataclass(eq=False)
 class ProcessQueue:
-    """The committable offset is the lowest one not yet consumed (at-least-once)."""
+    """The committable offset is the lowest one not yet consumed (at-least-once).
+
+    ``_order`` is a min-heap of the offsets added and not yet known to be done, so finding the lowest
+    in-flight offset (once per pull) costs the offsets finished since, not a scan of ``in_flight``.
+    """
 
     mq: MessageQueue
     address: str
@@ -21,12 +26,16 @@ class ProcessQueue:
     committed: int = -1
     task: asyncio.Task[None] | None = None
     space: asyncio.Event = field(default_factory=asyncio.Event)
+    _order: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.space.set()
 
     def add(self, offsets: list[int], next_offset: int, max_in_flight: int) -> None:
         self.in_flight.update(offsets)
+        order = self._order
+        for offset in offsets:
+            heapq.heappush(order, offset)
         self.pull_offset = next_offset
         if len(self.in_flight) >= max_in_flight:
             self.space.clear()
@@ -41,4 +50,7 @@ class ProcessQueue:
             self.space.set()
 
     def commit_offset(self) -> int:
-        return min(self.in_flight) if self.in_flight else self.pull_offset
+        order, in_flight = self._order, self.in_flight
+        while order and order[0] not in in_flight:
+            heapq.heappop(order)
+        return order[0] if order else self.pull_offset

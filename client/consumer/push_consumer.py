@@ -473,14 +473,17 @@ class PushConsumer:
         expression = self.subscriptions[mq.topic]
         tags = parse_sub_expression(expression)
         backoff = 0.05
+        # One request per queue, its changing fields set before each pull (the client serializes it at once).
+        request = pb.PullRequest(
+            consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
+            max_msg_nums=self.pull_batch_size, suspend_timeout_ms=int(self.long_poll_s * 1000),
+            adopted=pq.adopted, sub_expression=expression,
+        )
         while not pq.dropped:
             await pq.space.wait()
-            request = pb.PullRequest(
-                consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
-                queue_offset=pq.pull_offset, max_msg_nums=self.pull_batch_size,
-                suspend_timeout_ms=int(self.long_poll_s * 1000), gray_flag=self.gray, adopted=pq.adopted,
-                commit_offset=-1 if self.broadcasting else pq.commit_offset(), sub_expression=expression,
-            )
+            request.queue_offset = pq.pull_offset
+            request.gray_flag = self.gray
+            request.commit_offset = -1 if self.broadcasting else pq.commit_offset()
             try:
                 response = await self.brokers.pull(pq.address, request)
             except GrayIsolationError as exc:

@@ -1,0 +1,28 @@
+"""ProcessQueue's commit offset stays the lowest unconsumed offset whatever order batches finish in."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from client.consumer.process_queue import ProcessQueue
+from client.message import MessageQueue
+
+pytestmark = pytest.mark.unit
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), pulls=st.lists(st.integers(0, 6), min_size=1, max_size=12))
+def test_commit_offset_is_the_lowest_in_flight_offset_for_any_completion_order(data, pulls):
+    pq = ProcessQueue(MessageQueue("T", "a", 0), "x", pull_offset=0)
+    next_offset = 0
+    for size in pulls:
+        offsets = list(range(next_offset, next_offset + size))
+        next_offset += size
+        pq.add(offsets, next_offset, max_in_flight=1000)
+        assert pq.commit_offset() == (min(pq.in_flight) if pq.in_flight else next_offset)
+        finished = data.draw(st.lists(st.sampled_from(sorted(pq.in_flight)), unique=True) if pq.in_flight
+                             else st.just([]))
+        pq.done(finished, max_in_flight=1000)
+        assert pq.commit_offset() == (min(pq.in_flight) if pq.in_flight else next_offset)

@@ -79,6 +79,16 @@ class ConsumeQueue:
 
     def units(self, start: int, count: int) -> Iterator[tuple[int, int, int]]:
         """Units ``[start, start + count)``, unpacked straight from the mapping file by file."""
+        if count <= 0:
+            return iter(())
+        file = self._file_of(start)
+        pos = start * UNIT.size - file.start
+        end = pos + count * UNIT.size
+        if end <= self.file_bytes:  # the usual case (every pull): one file, no generator of ours in between
+            return UNIT.iter_unpack(file.view[pos:end])
+        return self._units_across_files(start, count)
+
+    def _units_across_files(self, start: int, count: int) -> Iterator[tuple[int, int, int]]:
         end = start + count
         while start < end:
             file = self._file_of(start)

@@ -46,7 +46,8 @@ class ClientProcessor:
             raise ConsumerNotOnlineError(f"no consumer of group {req.consumer_group} is online on this broker")
         response = pb.ConsumerListResponse(
             clients=[
-                pb.ClientInfo(client_id=c.client_id, gray_flag=c.gray_flag, last_heartbeat_ms=c.last_heartbeat_ms)
+                pb.ClientInfo(client_id=c.client_id, gray_flag=c.gray_flag, last_heartbeat_ms=c.last_heartbeat_ms,
+                              topics=sorted(c.subscriptions))
                 for c in sorted(info.clients.values(), key=lambda c: c.client_id)
             ],
             subscriptions=[s.to_pb() for s in info.subscription_table.values()],

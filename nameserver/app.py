@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nameserver.db import create_db_engine, session_factory
+from nameserver.db import create_db_engine, read_only, session_factory
 from nameserver.errors import install_error_handlers
 from nameserver.metrics import Metrics
 from nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
@@ -93,6 +93,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = sessions
+    app.state.read_sessions = session_factory(read_only(engine))
     app.state.group_changes = changes
     app.state.token_actors = token_actors
     app.state.metrics = metrics

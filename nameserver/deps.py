@@ -24,8 +24,10 @@ def get_settings(request: Request) -> NameServerSettings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """One session per request; services commit their changes, anything uncommitted is rolled back."""
-    with request.app.state.sessions() as session:
+    """One session per request; services commit their changes, anything uncommitted is rolled back.
+    GET requests only read (on SQLite they then take no write lock)."""
+    state = request.app.state
+    with (state.read_sessions if request.method in ("GET", "HEAD") else state.sessions)() as session:
         yield session
 
 

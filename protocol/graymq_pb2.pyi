@@ -404,14 +404,16 @@ class ConsumerListRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
 
 class ClientInfo(_message.Message):
-    __slots__ = ("client_id", "gray_flag", "last_heartbeat_ms")
+    __slots__ = ("client_id", "gray_flag", "last_heartbeat_ms", "topics")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     gray_flag: bool
     last_heartbeat_ms: int
-    def __init__(self, client_id: _Optional[str] = ..., gray_flag: _Optional[bool] = ..., last_heartbeat_ms: _Optional[int] = ...) -> None: ...
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, client_id: _Optional[str] = ..., gray_flag: _Optional[bool] = ..., last_heartbeat_ms: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsumerListResponse(_message.Message):
     __slots__ = ("clients", "subscriptions", "gray_subscriptions", "gray_switch")

@@ -79,7 +79,7 @@ class PushConsumer:
         max_in_flight_per_queue: int = 1000,
         rebalance_interval_s: float = 5.0,
         heartbeat_interval_s: float = 2.0,
-        nameserver_interval_s: float = 1.0,
+        nameserver_interval_s: float = 5.0,
         long_poll_s: float = 5.0,
         drain_timeout_s: float = 300.0,
         drain_poll_s: float = 0.05,
@@ -135,7 +135,6 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._drain_task: asyncio.Task[None] | None = None
         self._drain_lock = asyncio.Lock()
-        self._ns_view: dict[str, tuple[bool, set[str] | None]] = {}
         self._started = False
         self._consuming_started = False
         self.last_drain_error = ""
@@ -367,35 +366,28 @@ class PushConsumer:
                 await asyncio.sleep(0.5)
 
     async def _group_view(self) -> dict[str, tuple[bool, set[str] | None]]:
-        """client id -> (effective gray flag, subscribed topics or None if unknown).
+        """client id -> (effective gray flag, subscribed topics or None if unknown), from the brokers.
 
-        Members come from the brokers (live connections); flags and topics from the name
-        server in one call, falling back to the brokers' view when it is unreachable.
+        Every consumer heartbeats each broker of its topics with its flag and subscriptions; where
+        brokers disagree (a heartbeat in flight) the latest heartbeat wins. The name server is not
+        asked: N consumers rebalancing at once would cost it N² rows per group change.
         """
-        members: dict[str, bool] = {}
+        latest: dict[str, pb.ClientInfo] = {}
 
         async def from_broker(address: str) -> None:
             try:
-                for c in (await self.brokers.consumer_list(address, self.group)).clients:
-                    members[c.client_id] = c.gray_flag
+                clients = (await self.brokers.consumer_list(address, self.group)).clients
             except GrayMQError as exc:
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
+                return
+            for c in clients:
+                seen = latest.get(c.client_id)
+                if seen is None or c.last_heartbeat_ms > seen.last_heartbeat_ms:
+                    latest[c.client_id] = c
 
-        async def from_nameserver() -> bool:
-            try:
-                data = await self.nameserver.group_clients(self.group, role="consumer")
-            except GrayMQError:  # NotFoundError included: the brokers' flags stand
-                return False
-            self._ns_view = {c["client_id"]: (bool(c["gray"]), set(c.get("topics") or []) or None)
-                             for c in data.get("clients", [])}
-            return True
-
-        # one round trip's time, not one per broker plus the name server's
-        *_, use_ns = await asyncio.gather(*(from_broker(a) for a in self._broker_addresses()), from_nameserver())
-        view: dict[str, tuple[bool, set[str] | None]] = {}
-        for client_id, broker_flag in members.items():
-            gray, topics = self._ns_view.get(client_id, (broker_flag, None))
-            view[client_id] = (gray if use_ns else broker_flag, topics)
+        await asyncio.gather(*(from_broker(a) for a in self._broker_addresses()))
+        view: dict[str, tuple[bool, set[str] | None]] = {
+            client_id: (c.gray_flag, set(c.topics) or None) for client_id, c in latest.items()}
         view[self.client_id] = (self.gray, None)
         return view
 

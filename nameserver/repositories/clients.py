@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from nameserver.db import upsert_insert
 from nameserver.models import Client, Group
 from nameserver.schemas import ClientHeartbeat
+
+_REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "last_seen")
+
+
+@functools.cache
+def _upsert_statement(dialect: str) -> Any:
+    """The heartbeat's INSERT ... ON CONFLICT DO UPDATE, built once per backend (building it per heartbeat
+    cost more than running it); parameters: group_id, client_id, role and the reported columns."""
+    sibling_flag = (
+        select(Client.explicit_gray)
+        .where(Client.group_id == bindparam("group_id"), Client.client_id == bindparam("client_id"))
+        .order_by(Client.role)
+        .limit(1)
+        .scalar_subquery()
+    )
+    stmt = upsert_insert(dialect, Client).values(
+        group_id=bindparam("group_id"),
+        client_id=bindparam("client_id"),
+        role=bindparam("role"),
+        explicit_gray=sibling_flag,
+        first_seen=bindparam("last_seen"),
+        **{column: bindparam(column) for column in _REPORTED},
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=[Client.group_id, Client.client_id, Client.role],
+        set_={column: getattr(stmt.excluded, column) for column in _REPORTED},
+    ).returning(Client)
 
 
 class ClientRepository:
@@ -23,35 +52,10 @@ class ClientRepository:
         A role seen for the first time takes the explicit flag the client id already has, so a
         process that starts producing after operators flagged it is flagged alike.
         """
-        sibling_flag = (
-            select(Client.explicit_gray)
-            .where(Client.group_id == group_id, Client.client_id == report.client_id)
-            .order_by(Client.role)
-            .limit(1)
-            .scalar_subquery()
-        )
-        reported = {
-            "labels": report.labels,
-            "declared_gray": report.declared_gray,
-            "gray": report.gray,
-            "state": report.state,
-            "queues": report.queues,
-            "topics": report.topics,
-            "last_seen": now,
-        }
-        stmt = upsert_insert(self.session, Client).values(
-            group_id=group_id,
-            client_id=report.client_id,
-            role=report.role,
-            explicit_gray=sibling_flag,
-            first_seen=now,
-            **reported,
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[Client.group_id, Client.client_id, Client.role],
-            set_={column: getattr(stmt.excluded, column) for column in reported},
-        ).returning(Client)
-        return self.session.scalars(stmt, execution_options={"populate_existing": True}).one()
+        params = {"group_id": group_id, "client_id": report.client_id, "role": report.role, "last_seen": now,
+                  **{column: getattr(report, column) for column in _REPORTED if column != "last_seen"}}
+        stmt = _upsert_statement(self.session.get_bind().dialect.name)
+        return self.session.scalars(stmt, params, execution_options={"populate_existing": True}).one()
 
     def of_client(self, group_id: int, client_id: str) -> Sequence[Client]:
         """Every role row of one client id in the group (live or not), by role."""

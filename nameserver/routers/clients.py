@@ -35,7 +35,7 @@ async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatRe
     deadline = time.monotonic() + body.timeout_s
 
     def read() -> ClientHeartbeatResponse:
-        with state.sessions() as session:
+        with state.read_sessions() as session:
             return ClientService(session, state.settings).view(body)
 
     metrics: Metrics = state.metrics

@@ -70,13 +70,15 @@ def test_drain_timeout_leaves_the_client_gray_and_says_why(cluster):
 
     async def scenario() -> None:
         recorder = Recorder()
-        slow = consumer(recorder, ns_url, GROUP, "slow", {TOPIC: "*"}, gray=True, delay_s=0.3)
+        # 40 messages at 0.3 s each on at most 8 threads need 1.5 s from the moment the queues are taken,
+        # whatever the machine's speed: a 0.5 s drain cannot finish.
+        slow = consumer(recorder, ns_url, GROUP, "slow", {TOPIC: "*"}, gray=True, delay_s=0.3, max_threads=8)
         producer = Producer("P", ns_url)
-        await slow.start()
         await producer.start()
+        sent = [await producer.send(Message(TOPIC, b"g", gray=True)) for _ in range(40)]
+        await slow.start()
         try:
             await wait_until(lambda: len([q for q in slow.assigned() if q.topic == TOPIC]) == 2, 20, "gray queues")
-            sent = [await producer.send(Message(TOPIC, b"g", gray=True)) for _ in range(20)]
             with pytest.raises(DrainTimeoutError, match="gray messages left"):
                 await slow.drain_and_flip(timeout_s=0.5)
             assert slow.gray and slow.state == "GRAY" and "drain timed out" in slow.last_drain_error

@@ -167,7 +167,8 @@ def test_gray_and_normal_subscription_tables_filter_each_side(start_broker):
         await heartbeat(client, address, "v1", "G", {"TOPIC_A": "v1"}, gray=False)
         await heartbeat(client, address, "v2", "G", {"TOPIC_A": "v2", "TOPIC_B": "v2"}, gray=True)
         listing = await client.consumer_list(address, "G")
-        assert {(c.client_id, c.gray_flag) for c in listing.clients} == {("v1", False), ("v2", True)}
+        assert {(c.client_id, c.gray_flag, tuple(c.topics)) for c in listing.clients} == {
+            ("v1", False, ("TOPIC_A",)), ("v2", True, ("TOPIC_A", "TOPIC_B"))}
         assert {(s.topic, s.sub_string) for s in listing.subscriptions} == {("TOPIC_A", "v1")}
         assert {(s.topic, s.sub_string) for s in listing.gray_subscriptions} == {("TOPIC_A", "v2"),
                                                                                   ("TOPIC_B", "v2")}

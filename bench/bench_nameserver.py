@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import httpx
 
+from devkit.postgres import PostgresServer
+from devkit.processes import GraymqProcess
 from nameserver.schema import upgrade
-from tests.support.postgres import PostgresServer
-from tests.support.processes import GraymqProcess
 
 GROUP = "bench_group"
 TOKEN = "bench-secret"

@@ -38,12 +38,6 @@ from typing import Any
 
 from bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
-# The PostgreSQL fixture of the test suite (``tests/support``) starts the throwaway database; it lives
-# next to ``bench/`` in a source checkout, which ``graymq bench`` (a console script) has not on its path.
-_REPO = Path(__file__).resolve().parents[1]
-if (_REPO / "tests" / "support").is_dir() and str(_REPO) not in sys.path:
-    sys.path.append(str(_REPO))
-
 PARTS = ("store", "broker", "throughput", "latency", "gray", "nameserver")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
@@ -103,7 +97,7 @@ def run_repeated(results: Results, part: str, cases: Sequence[tuple[str, Callabl
 
 @contextlib.contextmanager
 def postgres_server() -> Iterator[Any]:
-    from tests.support.postgres import PostgresServer
+    from devkit.postgres import PostgresServer
 
     server = PostgresServer()
     server.start()

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import GraymqProcess
+from devkit.processes import GraymqProcess
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[object]:
     """A PostgreSQL server started from the machine's binaries, torn down at the end."""
-    from tests.support.postgres import PostgresServer
+    from devkit.postgres import PostgresServer
 
     server = PostgresServer()
     server.start()

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
+from devkit.processes import GraymqProcess
 from tests.support.cli import graymq, held_queues, json_lines, start_consumer, wait_for
-from tests.support.processes import GraymqProcess
 
 pytestmark = pytest.mark.e2e
 GROUP = "GID_ORDER"

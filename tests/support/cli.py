@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.support.processes import GraymqProcess
+from devkit.processes import GraymqProcess
 
 
 def json_lines(proc: GraymqProcess) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from client.nameserver_client import NameServerClient
-from tests.support.processes import GraymqProcess
+from devkit.processes import GraymqProcess
 
 FAST_ENV = {
     "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5",

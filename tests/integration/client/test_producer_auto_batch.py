@@ -16,10 +16,10 @@ import pytest
 
 from client import Message, PullConsumer, SendResult
 from client.producer import Producer
+from devkit.processes import GraymqProcess
 from protocol.errors import BadRequestError, GrayMQError
 from tests.support.clients import run_scenario
 from tests.support.cluster import Cluster
-from tests.support.processes import GraymqProcess
 
 pytestmark = pytest.mark.integration
 TOPIC = "TOPIC_AB"

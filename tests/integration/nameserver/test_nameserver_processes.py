@@ -12,8 +12,8 @@ import httpx
 import pytest
 from nameserver_testkit import ADMIN_TOKENS, OPS, broker_heartbeat, client_heartbeat, wait_until
 
-from tests.support.ports import free_port
-from tests.support.processes import GraymqProcess
+from devkit.ports import free_port
+from devkit.processes import GraymqProcess
 
 pytestmark = pytest.mark.integration
 

@@ -1,8 +1,8 @@
-"""A real PostgreSQL server for tests, started from the machine's server binaries.
+"""A real PostgreSQL server for tests and benchmarks, started from the machine's server binaries.
 
 initdb refuses to run as root, so as root the server runs as the ``postgres`` system user.
 The cluster lives in a temporary directory, listens on 127.0.0.1 only, trusts local
-connections and runs with ``fsync=off`` (tests do not need durability of the database).
+connections and runs with ``fsync=off`` (nobody needs durability of a throwaway database).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support.ports import free_port
+from devkit.ports import free_port
 
 
 def find_pg_bin() -> Path:

@@ -1,4 +1,4 @@
-"""Long polling: pulls that found nothing wait here until a message arrives on their queue or time runs out."""
+"""Long polling: pulls that found nothing are held here until a message arrives on their queue or time runs out."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Callable
 
 # After the expiry timer fires it is not re-armed sooner than this, so a broker holding many pulls handles
 # their timeouts in a few timer callbacks a second; a held pull may end this much late (never early).
@@ -15,59 +16,69 @@ TIMER_RESOLUTION_S = 0.01
 _CLOCK_RESOLUTION_S = time.get_clock_info("monotonic").resolution
 
 
-class PullRequestHoldService:
-    """Waiters keyed by (topic, queue_id); ``notify`` wakes them all after an append.
+class _Hold:
+    __slots__ = ("key", "on_done", "done")
 
-    Per held pull: a future and a heap entry. Timeouts share one timer armed for the earliest deadline
-    (asyncio's per-call timers are Python-compared heap entries, cancelled ones lingering: that cost
-    was paid on every pull). ``notify`` takes the queue's waiters out of the table, so the appends
-    that follow find nothing to wake; the heap entry of a woken pull is dropped at its deadline.
+    def __init__(self, key: tuple[str, int], on_done: Callable[[bool], None]) -> None:
+        self.key = key
+        self.on_done = on_done
+        self.done = False
+
+    def finish(self, woken: bool) -> None:
+        if not self.done:
+            self.done = True
+            self.on_done(woken)
+
+
+class PullRequestHoldService:
+    """Held pulls keyed by (topic, queue_id), each a callback run once: with True by ``notify`` after an
+    append to its queue (or ``wake_all`` at shutdown), with False when its time runs out.
+
+    No task, coroutine or asyncio timer per held pull: timeouts share one timer armed for the earliest
+    deadline of a (deadline, serial, hold) heap, and ``notify`` takes the queue's holds out of the table,
+    so the appends that follow find nothing to wake. Callbacks must not raise: ``notify`` runs them inside
+    the append that woke them.
     """
 
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], set[asyncio.Future[bool]]] = {}
-        self._deadlines: list[tuple[float, int, asyncio.Future[bool]]] = []
+        self._held: dict[tuple[str, int], list[_Hold]] = {}
+        self._deadlines: list[tuple[float, int, _Hold]] = []
         self._serials = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def wait(self, topic: str, queue_id: int, timeout_s: float) -> bool:
-        """Wait for a message on the queue; returns False on timeout."""
+    def hold(self, topic: str, queue_id: int, timeout_s: float, on_done: Callable[[bool], None]) -> None:
+        """Run ``on_done(True)`` when a message arrives on the queue, ``on_done(False)`` after ``timeout_s``."""
         key = (topic, queue_id)
+        entry = _Hold(key, on_done)
+        held = self._held.get(key)
+        if held is None:
+            self._held[key] = [entry]
+        else:
+            held.append(entry)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        waiters = self._waiters.get(key)
-        if waiters is None:
-            waiters = self._waiters[key] = set()
-        waiters.add(future)
         deadline = loop.time() + timeout_s
-        heapq.heappush(self._deadlines, (deadline, next(self._serials), future))
+        heapq.heappush(self._deadlines, (deadline, next(self._serials), entry))
         if deadline < self._timer_at or loop is not self._loop:
             self._arm(loop, deadline)
-        try:
-            return await future
-        finally:
-            waiters.discard(future)
-            if not waiters and self._waiters.get(key) is waiters:
-                del self._waiters[key]
 
     def notify(self, topic: str, queue_id: int) -> None:
-        waiters = self._waiters.pop((topic, queue_id), None)
-        if waiters:
-            for future in waiters:
-                _resolve(future, True)
+        held = self._held.pop((topic, queue_id), None)
+        if held:
+            for entry in held:
+                entry.finish(True)
 
     def wake_all(self) -> None:
-        """Release every waiter (shutdown)."""
-        table, self._waiters = self._waiters, {}
-        for waiters in table.values():
-            for future in waiters:
-                _resolve(future, True)
+        """Release every held pull (shutdown)."""
+        table, self._held = self._held, {}
+        for held in table.values():
+            for entry in held:
+                entry.finish(True)
 
     @property
     def waiting(self) -> int:
-        return sum(len(w) for w in self._waiters.values())
+        return sum(len(held) for held in self._held.values())
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
@@ -76,7 +87,7 @@ class PullRequestHoldService:
         self._timer = loop.call_at(when, self._expire)
 
     def _expire(self) -> None:
-        """Time out the pulls whose deadline has come; re-arm for the next one."""
+        """Time out the holds whose deadline has come (entries of woken ones are just dropped); re-arm."""
         loop = self._loop
         assert loop is not None
         self._timer, self._timer_at = None, math.inf
@@ -84,11 +95,14 @@ class PullRequestHoldService:
         due = now + _CLOCK_RESOLUTION_S
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= due:
-            _resolve(heapq.heappop(deadlines)[2], False)
+            entry = heapq.heappop(deadlines)[2]
+            if entry.done:
+                continue
+            held = self._held.get(entry.key)
+            if held is not None:
+                held.remove(entry)
+                if not held:
+                    del self._held[entry.key]
+            entry.finish(False)
         if deadlines:
             self._arm(loop, max(deadlines[0][0], now + TIMER_RESOLUTION_S))
-
-
-def _resolve(future: asyncio.Future[bool], woken: bool) -> None:
-    if not future.done():
-        future.set_result(woken)

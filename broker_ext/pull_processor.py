@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from broker_ext.group_info import ConsumerGroupInfo
@@ -49,7 +50,8 @@ class PullProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
-    async def pull(self, req: pb.PullRequest) -> bytes:
+    def pull(self, req: pb.PullRequest) -> bytes | asyncio.Future[bytes]:
+        """The response, or when the pull is held (long polling) a future of it: no task per pull."""
         broker = self.broker
         config = broker.topics.require(req.topic)
         if not config.readable:
@@ -63,11 +65,26 @@ class PullProcessor:
         max_nums = max(1, min(req.max_msg_nums or 32, MAX_PULL_NUMS))
         result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
         timeout_s = min(req.suspend_timeout_ms, broker.settings.max_long_poll_ms) / 1000
-        woken = result.status is GetStatus.NO_NEW_MSG and timeout_s > 0 and await broker.holds.wait(
-            req.topic, req.queue_id, timeout_s)
-        if woken:
-            result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
+        if result.status is GetStatus.NO_NEW_MSG and timeout_s > 0:
+            return self._hold(config, req, result, max_nums, tags, timeout_s)
         return self._respond(config, req, result)
+
+    def _hold(self, config: TopicConfig, req: pb.PullRequest, result: GetResult, max_nums: int,
+              tags: frozenset[str] | None, timeout_s: float) -> asyncio.Future[bytes]:
+        response: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def answer(woken: bool) -> None:
+            if response.done():  # cancelled: the connection closed while the pull was held
+                return
+            try:
+                found = self.broker.store.get_messages(
+                    req.topic, req.queue_id, req.queue_offset, max_nums, tags) if woken else result
+                response.set_result(self._respond(config, req, found))
+            except Exception as exc:  # runs inside an append (notify): the connection answers and logs it
+                response.set_exception(exc)
+
+        self.broker.holds.hold(req.topic, req.queue_id, timeout_s, answer)
+        return response
 
     def _tags(self, group: ConsumerGroupInfo | None, req: pb.PullRequest) -> frozenset[str] | None:
         subscription = group.find_subscription(req.topic, req.gray_flag) if group else None

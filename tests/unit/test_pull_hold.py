@@ -1,4 +1,4 @@
-"""Long polling: a held pull wakes on its queue's append, times out otherwise, and leaves nothing behind."""
+"""Long polling: a held pull is answered once, on its queue's append or at its timeout, and leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -15,46 +15,43 @@ def run(coro_fn):  # a hang guard, not a speed check
     return asyncio.run(asyncio.wait_for(coro_fn(), 10))
 
 
-def test_a_held_pull_wakes_on_an_append_to_its_queue_only():
+def held(holds: PullRequestHoldService, topic: str, queue_id: int, timeout_s: float) -> asyncio.Future[bool]:
+    """The outcome of one held pull as a future (True: woken by an append, False: timed out)."""
+    outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    calls = []
+
+    def on_done(woken: bool) -> None:
+        calls.append(woken)
+        assert len(calls) == 1, "a held pull is answered once"
+        outcome.set_result(woken)
+
+    holds.hold(topic, queue_id, timeout_s, on_done)
+    return outcome
+
+
+def test_a_held_pull_is_answered_by_an_append_to_its_queue_only():
     async def scenario():
         holds = PullRequestHoldService()
-        mine = asyncio.create_task(holds.wait("T", 1, 30))
-        other = asyncio.create_task(holds.wait("T", 2, 30))
-        await asyncio.sleep(0)
+        mine, other = held(holds, "T", 1, 30), held(holds, "T", 2, 30)
         assert holds.waiting == 2
         holds.notify("T", 1)
-        holds.notify("T", 1)  # a second append before the waiter ran
+        holds.notify("T", 1)  # a second append: nothing left to wake
         holds.notify("U", 1)
-        assert await mine is True
+        assert mine.result() is True  # answered inside the append, no loop turn needed
         assert not other.done() and holds.waiting == 1
         holds.wake_all()
-        assert await other is True
-        assert holds.waiting == 0 and not holds._waiters
+        assert other.result() is True
+        assert holds.waiting == 0
 
     run(scenario)
 
 
-def test_a_held_pull_times_out_and_cleans_up():
+def test_a_held_pull_times_out_and_leaves_nothing_behind():
     async def scenario():
         holds = PullRequestHoldService()
-        assert await holds.wait("T", 0, 0.01) is False
-        assert holds.waiting == 0 and not holds._waiters
-
-    run(scenario)
-
-
-def test_a_cancelled_pull_leaves_no_waiter_and_a_new_one_still_wakes():
-    async def scenario():
-        holds = PullRequestHoldService()
-        gone = asyncio.create_task(holds.wait("T", 0, 30))
-        await asyncio.sleep(0)
-        gone.cancel()
-        await asyncio.gather(gone, return_exceptions=True)
-        assert holds.waiting == 0 and not holds._waiters
-        again = asyncio.create_task(holds.wait("T", 0, 30))
-        await asyncio.sleep(0)
-        holds.notify("T", 0)
-        assert await again is True
+        assert await held(holds, "T", 0, 0.01) is False
+        assert holds.waiting == 0 and not holds._held
+        holds.notify("T", 0)  # no late second answer (the callback asserts it)
 
     run(scenario)
 
@@ -64,11 +61,10 @@ def test_timeouts_never_end_a_pull_early_and_a_shorter_one_is_not_held_up_by_a_l
         holds = PullRequestHoldService()
         loop = asyncio.get_running_loop()
         started = loop.time()
-        long = asyncio.create_task(holds.wait("T", 0, 30))
-        woken = asyncio.create_task(holds.wait("T", 1, 0.02))
-        await asyncio.sleep(0)
+        long = held(holds, "T", 0, 30)
+        woken = held(holds, "T", 1, 0.02)
         holds.notify("T", 1)  # its deadline entry stays behind and must not disturb the others
-        short = [asyncio.create_task(holds.wait("T", 2, timeout)) for timeout in (0.05, 0.03, 0.03)]
+        short = [held(holds, "T", 2, timeout) for timeout in (0.05, 0.03, 0.03)]
         assert await woken is True
         assert await asyncio.gather(*short) == [False, False, False]
         assert loop.time() - started >= 0.05
@@ -83,7 +79,7 @@ def test_the_service_keeps_working_on_a_new_event_loop():
     holds = PullRequestHoldService()
 
     async def time_out():
-        return await holds.wait("T", 0, 0.01)
+        return await held(holds, "T", 0, 0.01)
 
     assert run(time_out) is False
     assert run(time_out) is False

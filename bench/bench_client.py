@@ -1,13 +1,13 @@
 """graymq end to end with the client library (issue 5, and graymq's rows in the comparison with the
 peers): ``Producer`` and ``PushConsumer`` against a name server (SQLite) and a broker process.
 
-- produce, single: ``Producer(auto_batch=False).send``, 64 outstanding; single-ab: the same with
-  ``auto_batch=True`` (the sends of one loop turn leave as one request); batch: ``Producer.send_batch``
-  of 64, 4 outstanding;
+- produce, single: ``Producer(auto_batch=False).send``, 64 outstanding (one request per message); auto: the
+  same with the default producer (``auto_batch``: the sends of one loop turn leave as one request); batch:
+  ``Producer.send_batch`` of 64, 4 outstanding;
 - consume: a ``PushConsumer`` from the first offset, pulls of 64, the listener called with batches
   of 64 (``consume_batch_size``) — the same batch the peers' consumers get;
-- latency: ``Producer.send_async`` of each message as it is due (``auto_batch=False``, and with
-  ``auto_batch``, the default: the messages due at one tick leave together, like Redis's pipeline); a
+- latency: ``Producer.send_async`` of each message as it is due (the default producer: the messages due at
+  one tick leave together, like Redis's pipeline; and with ``auto_batch=False``); a
   ``PushConsumer`` in another process whose listener takes what a pull brought (``consume_batch_size``
   64, as the peers' consumers handle a fetched batch in one go).
 """
@@ -38,14 +38,8 @@ QUEUES = 8
 _case_ids = itertools.count()
 
 
-def _auto_batch(enabled: bool) -> dict[str, Any]:
-    """The option, always explicit: the producer's default changed (on since the auto-batch tests); the single
-    rows measure one request per message."""
-    return {"auto_batch": enabled}
-
-
-async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool, auto_batch: bool = False) -> float:
-    producer = Producer(group, ns_url, **_auto_batch(auto_batch))
+async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool, auto_batch: bool = True) -> float:
+    producer = Producer(group, ns_url, auto_batch=auto_batch)
     await producer.start()
     try:
         await producer.send(Message(topic, payload(0)))  # warm-up: route, connection
@@ -84,7 +78,7 @@ async def consume(ns_url: str, topic: str, group: str, count: int) -> float:
 
 
 async def throughput_case(ns: NameServer, root: Path, log_dir: Path, flush: str, batched: bool,
-                          count: int, auto_batch: bool = False) -> Figures:
+                          count: int, auto_batch: bool = True) -> Figures:
     case = next(_case_ids)
     name, topic, group = f"e2e{case}", f"BenchE2E{case}", f"bench_e2e_{case}"
     broker = Broker(name, root / name, log_dir, flush=flush, nameserver=ns.url).wait_ready()
@@ -128,7 +122,7 @@ async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Cal
 
 
 async def latency_produce(params: dict[str, Any], rate: float, count: int) -> int:
-    producer = Producer(params["group"], params["ns_url"], **_auto_batch(params.get("auto_batch", False)))
+    producer = Producer(params["group"], params["ns_url"], auto_batch=params.get("auto_batch", True))
     await producer.start()
     topic = params["topic"]
     try:
@@ -151,7 +145,7 @@ def _ignore(result: object, error: BaseException | None) -> None:
 
 
 def latency_case(ns: NameServer, root: Path, log_dir: Path, rate: float, duration_s: float,
-                 auto_batch: bool = False) -> Figures:
+                 auto_batch: bool = True) -> Figures:
     case = next(_case_ids)
     name, topic, group = f"lat{case}", f"BenchLatency{case}", f"bench_latency_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()

@@ -17,6 +17,7 @@ from broker_ext.retry import ScheduleMessageService, SendBackProcessor
 from broker_ext.send_processor import SendProcessor
 from broker_ext.stats import BrokerStats
 from broker_ext.store import AppendResult, MessageStore, PutMessage, StoreConfig
+from broker_ext.store.background import BlockingWork
 from broker_ext.topic_config import TopicConfig, TopicConfigManager
 from protocol import graymq_pb2 as pb
 from protocol.errors import TopicNotExistError
@@ -40,6 +41,7 @@ class BrokerController:
         self.topics = TopicConfigManager(config_dir, retry_queue_nums=settings.retry_queue_nums,
                                          retry_gray_queue_nums=settings.retry_gray_queue_nums)
         self.offsets = ConsumerOffsetManager(config_dir)
+        self.file_work = BlockingWork()  # small config files written (and fsynced) off the event loop
         self.consumers = ConsumerManager(settings.client_expiry_s)
         self.holds = PullRequestHoldService()
         self.stats = BrokerStats()
@@ -75,6 +77,8 @@ class BrokerController:
                 pass
         self._loops.clear()
         await self.schedule.stop()
+        await self.file_work.drain()  # a background write in flight lands before the final one
+        self.schedule.persist()
         self.offsets.persist()
         await self.store.stop()
 
@@ -84,7 +88,7 @@ class BrokerController:
             await asyncio.sleep(1.0)
             self.consumers.scan_expired()
             try:
-                self.offsets.persist()
+                await self.offsets.persist_off_loop(self.file_work)
             except OSError:
                 log.exception("persisting consumer offsets failed; will retry")
 

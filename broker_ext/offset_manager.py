@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker_ext.store.atomic_file import read_json, write_json_atomic
+from broker_ext.store.atomic_file import json_bytes, read_json, write_atomic, write_json_atomic
+from broker_ext.store.background import BlockingWork
 
 KEY_SEPARATOR = "@"
 
@@ -23,9 +24,23 @@ class ConsumerOffsetManager:
         self._offsets = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in raw.items()}
 
     def persist(self) -> None:
+        """Write the offsets now, on the caller's thread (at stop, once no background write is in flight)."""
         if self._dirty:
             self._dirty = False
             write_json_atomic(self._path, {"offsets": self._offsets})
+
+    async def persist_off_loop(self, work: BlockingWork) -> None:
+        """Snapshot the offsets here, write and fsync them in a worker thread: a slow disk must not stall the
+        broker's event loop (two fsyncs a round). A failed write leaves them dirty for the next round."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        data = json_bytes({"offsets": self._offsets})
+        try:
+            await work.run(write_atomic, self._path, data)
+        except OSError:
+            self._dirty = True
+            raise
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self._offsets.setdefault(f"{group}{KEY_SEPARATOR}{topic}", {})

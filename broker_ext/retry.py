@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker_ext.store import PutMessage
-from broker_ext.store.atomic_file import read_json, write_json_atomic
+from broker_ext.store.atomic_file import json_bytes, read_json, write_atomic, write_json_atomic
 from protocol import graymq_pb2 as pb
 from protocol.aio import cancel_and_wait
 from protocol.constants import (
@@ -110,20 +110,24 @@ class ScheduleMessageService:
                 offset = result.next_begin_offset
 
     def persist(self) -> None:
-        write_json_atomic(self._path, {str(k): v for k, v in self._offsets.items()})
+        write_json_atomic(self._path, self._snapshot())
+
+    def _snapshot(self) -> dict[str, int]:
+        return {str(k): v for k, v in self._offsets.items()}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="schedule-service")
 
     async def stop(self) -> None:
+        """Stop delivering; the broker writes the offsets last, once background writes are done."""
         await cancel_and_wait(self._task)
-        self.persist()
 
     async def _run(self) -> None:
         while True:
             try:
                 if self.deliver_due(int(time.time() * 1000)):
-                    self.persist()
+                    # written and fsynced off the loop, one write at a time (this loop awaits it)
+                    await self.broker.file_work.run(write_atomic, self._path, json_bytes(self._snapshot()))
             except Exception:
                 log.exception("schedule service failed; retrying")
             await asyncio.sleep(self._interval_s)

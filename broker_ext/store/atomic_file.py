@@ -53,6 +53,11 @@ def read_json(path: Path, default: Any) -> Any:
         raise ValueError(f"{path}: not a valid JSON document: {exc}") from exc
 
 
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` as the JSON these files hold."""
+    return json.dumps(obj, indent=1).encode("utf-8")
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON to ``path`` with ``write_atomic``."""
-    write_atomic(path, json.dumps(obj, indent=1).encode("utf-8"))
+    write_atomic(path, json_bytes(obj))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import pytest
@@ -75,3 +76,32 @@ def test_every_acknowledged_message_survives_kill_9(graymq_process, tmp_path):
     for q in range(QUEUES):  # queue offsets stay dense after every recovery
         offsets = sorted(o for (qq, o) in stored if qq == q)
         assert offsets == list(range(len(offsets)))
+
+
+def test_committed_offsets_survive_kill_9_once_persisted(graymq_process, tmp_path):
+    """The broker writes consumer offsets in the background (off its event loop) every second; whatever it
+    wrote is what a restart after kill -9 serves."""
+    store = tmp_path / "store"
+    args = ("broker", "--name", "offsets", "--port", "0", "--store", str(store))
+    offsets_file = store / "config" / "consumer_offsets.json"
+
+    async def persisted(offset: int) -> None:
+        for _ in range(200):  # the housekeeping round runs every second
+            if offsets_file.exists() and json.loads(offsets_file.read_text())["offsets"].get("g@OFFS") == {"1": offset}:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"offset {offset} never reached {offsets_file}")
+
+    broker = graymq_process(*args)
+
+    async def commit(client: BrokerClient) -> None:
+        await create_topic(client, broker.address, "OFFS", 2)
+        for offset in (5, 9):  # the second write replaces the first
+            await client.update_offset(broker.address, "g", "OFFS", 1, offset)
+            await persisted(offset)
+
+    run(commit)
+    broker.proc.kill()
+    broker.kill()
+    broker = graymq_process(*args)
+    assert run(lambda client: client.query_offset(broker.address, "g", "OFFS", 1)) == 9

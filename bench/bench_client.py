@@ -31,7 +31,7 @@ from bench.common import (
     wait_until,
 )
 from bench.graymq_servers import Broker, NameServer, create_topic
-from bench.latency import Recorder, measure
+from bench.latency import InFlight, Recorder, measure
 from client import Message, Producer, PushConsumer
 
 QUEUES = 8
@@ -127,15 +127,14 @@ async def latency_produce(params: dict[str, Any], rate: float, count: int) -> in
     topic = params["topic"]
     try:
         await producer.send(Message(topic, payload(count)))  # warm-up (seq past the end: ignored)
-        tasks: list[asyncio.Future[Any]] = []
+        in_flight = InFlight()
 
         def send(first: int, n: int) -> None:
             for seq in range(first, first + n):
-                tasks.append(producer.send_async(Message(topic, payload(seq)), callback=_ignore))
+                in_flight.track(producer.send_async(Message(topic, payload(seq)), callback=_ignore))
 
         await paced(rate, count, send)
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        return sum(1 for o in outcomes if not isinstance(o, BaseException))
+        return await in_flight.acked_when_done()
     finally:
         await producer.stop()
 

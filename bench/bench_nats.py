@@ -31,7 +31,7 @@ from bench.common import (
     rate_figures,
     timed_produce,
 )
-from bench.latency import Recorder, measure
+from bench.latency import InFlight, Recorder, measure
 
 STREAM = "BENCH"
 SUBJECT = "bench.data"
@@ -143,7 +143,7 @@ async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Cal
 async def latency_produce(params: dict[str, Any], rate: float, count: int) -> int:
     nc = await _connect(params["port"])
     js = nc.jetstream(publish_async_max_pending=100_000)
-    acks: list[asyncio.Future[Any]] = []
+    in_flight = InFlight()
     try:
         queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
 
@@ -151,15 +151,14 @@ async def latency_produce(params: dict[str, Any], rate: float, count: int) -> in
             while True:
                 first, n = await queue.get()
                 for seq in range(first, first + n):
-                    acks.append(await js.publish_async(SUBJECT, payload(seq)))
+                    in_flight.track(await js.publish_async(SUBJECT, payload(seq)))
                 queue.task_done()
 
         task = asyncio.create_task(publisher())
         await paced(rate, count, lambda first, n: queue.put_nowait((first, n)))
         await queue.join()
         task.cancel()
-        outcomes = await asyncio.gather(*acks, return_exceptions=True)
-        return sum(1 for o in outcomes if not isinstance(o, BaseException))
+        return await in_flight.acked_when_done()
     finally:
         await nc.close()
 

@@ -27,7 +27,7 @@ from bench.common import (
     rate_figures,
     timed_produce,
 )
-from bench.latency import Recorder, measure
+from bench.latency import InFlight, Recorder, measure
 
 STREAM = "bench"
 GROUP = "bench_group"
@@ -127,7 +127,7 @@ async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Cal
 
 async def latency_produce(params: dict[str, Any], rate: float, count: int) -> int:
     r = _client(params["port"], SINGLE_IN_FLIGHT)
-    tasks: list[asyncio.Task[list[Any]]] = []
+    in_flight = InFlight()
     try:
         await r.ping()
 
@@ -135,11 +135,10 @@ async def latency_produce(params: dict[str, Any], rate: float, count: int) -> in
             pipe = r.pipeline(transaction=False)
             for seq in range(first, first + n):
                 pipe.xadd(STREAM, {b"d": payload(seq)})
-            tasks.append(asyncio.get_running_loop().create_task(pipe.execute()))
+            in_flight.track(asyncio.get_running_loop().create_task(pipe.execute()), n)
 
         await paced(rate, count, send)
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        return sum(len(o) for o in outcomes if not isinstance(o, BaseException))
+        return await in_flight.acked_when_done()
     finally:
         await r.aclose(close_connection_pool=True)
 

@@ -9,13 +9,15 @@ for the messages of the timed part. The send time is the actual one, not the sch
 producer falls behind, its lag shows in the achieved rate, not in the latencies.
 
 A system module provides ``async latency_consume(params, recorder, ready)`` (calls ``ready()``
-once subscribed, returns once ``recorder.done`` is set) and ``async latency_produce(params, rate, count) -> int``.
+once subscribed, returns once ``recorder.done`` is set) and ``async latency_produce(params, rate, count) -> int``
+(how many messages were acknowledged; its sends go through ``InFlight``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import math
 import multiprocessing as mp
@@ -53,6 +55,31 @@ class Recorder:
         self.count += 1
         if self.count >= self.expected:
             self.done.set()
+
+
+class InFlight:
+    """The producer's sends, counted as they complete and dropped once done: a run that kept every future
+    (and its result) until the end would make the producer's garbage collector scan them all, pausing it
+    for tens of milliseconds — the tail of the latencies it measures."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self._pending: set[asyncio.Future[Any]] = set()
+
+    def track(self, future: asyncio.Future[Any], messages: int = 1) -> None:
+        self._pending.add(future)
+        future.add_done_callback(functools.partial(self._done, messages))
+
+    def _done(self, messages: int, future: asyncio.Future[Any]) -> None:
+        self._pending.discard(future)
+        if not future.cancelled() and future.exception() is None:
+            self.acked += messages
+
+    async def acked_when_done(self) -> int:
+        """Wait for the sends still in flight; how many messages were acknowledged."""
+        if self._pending:
+            await asyncio.wait(list(self._pending))
+        return self.acked
 
 
 @contextlib.contextmanager

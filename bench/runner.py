@@ -180,8 +180,8 @@ def part_latency(results: Results, args: argparse.Namespace, root: Path) -> None
                 return bench_nats.latency_case(Path(tmp), root, args.rate, args.duration)
 
         peers = [("redis", redis), ("nats", nats)] if not args.only_graymq else []
-        run_repeated(results, "latency", [("graymq", graymq), ("graymq auto_batch=False", lambda: graymq(False)), *peers],
-                     args.repeat)
+        cases = [("graymq", graymq), ("graymq auto_batch=False", lambda: graymq(False)), *peers]
+        run_repeated(results, "latency", cases, args.repeat)
 
 
 def part_gray(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -39,6 +40,10 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         loop.add_signal_handler(sig, stop.set)
     log.info("broker %s serving on %s (store %s, flush %s)", broker.name, broker.address, settings.store_dir,
              settings.flush)
+    # What start-up built (modules, protobuf descriptors, recovered tables) lives until exit: out of the
+    # collector's sight, a full collection scans only what serving creates (a 10-25 ms pause otherwise).
+    gc.collect()
+    gc.freeze()
     on_ready(info)
     await stop.wait()
     log.info("broker %s stopping", broker.name)

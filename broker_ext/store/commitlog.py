@@ -108,15 +108,15 @@ class CommitLog:
             pos = self.max_offset - active.start
             left = active.size - pos
             if left >= SIZE_AND_MAGIC.size:
-                SIZE_AND_MAGIC.pack_into(active.mm, pos, left, BLANK_MAGIC)
+                active.write(pos, SIZE_AND_MAGIC.pack(left, BLANK_MAGIC))
+            active.seal()
         self.segments.append(segment)
         self.max_offset = start
 
     def append(self, data: bytes) -> None:
-        """Copy ``data`` to the end of the active segment in one slice assignment (room checked by the caller)."""
+        """Write ``data`` at the end of the active segment in one ``pwrite`` (room checked by the caller)."""
         segment = self.segments[-1]
-        pos = self.max_offset - segment.start
-        segment.mm[pos : pos + len(data)] = data
+        segment.write(self.max_offset - segment.start, data)
         self.max_offset += len(data)
 
     def segment_for(self, offset: int) -> MappedFile | None:

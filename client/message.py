@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol.record import MessageExt
 
@@ -41,8 +42,10 @@ class SendStatus(enum.Enum):
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True, slots=True)
-class SendResult:
+class SendResult(NamedTuple):
+    """Where a sent message was stored. A named tuple (immutable, built at a fraction of a frozen dataclass's
+    cost): a batch makes one per message."""
+
     status: SendStatus
     msg_id: str
     queue: MessageQueue

@@ -26,7 +26,7 @@ from typing import Any
 from client.broker_client import BrokerClient
 from client.context import current_message
 from client.membership import Membership, new_client_id
-from client.message import Message, MessageQueue, SendResult, SendStatus
+from client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from client.nameserver_client import NameServerClient
 from client.route import TopicRoute
 from client.route_cache import RouteCache
@@ -185,19 +185,21 @@ class Producer:
     # -- sending ---------------------------------------------------------------------------
     def resolve_gray(self, message: Message) -> bool:
         """Explicit mark, else the gray mark of the message being handled, else the producer's flag."""
+        return self._side(message, current_message())
+
+    def _side(self, message: Message, handling: MessageExt | None) -> bool:
         if message.gray is not None:
             return message.gray
-        handling = current_message()
         if handling is not None:
             return handling.gray
         return self.gray
 
-    def _fields(self, message: Message, gray: bool, born_ms: int) -> dict[str, Any]:
+    def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None) -> dict[str, Any]:
         """The ``pb.Message`` of ``message`` as constructor fields (a request built from dicts costs a third of
-        one built from message objects, which protobuf copies); empty fields are left out."""
+        one built from message objects, which protobuf copies); empty fields are left out. ``handling``: the
+        message being handled (its trace id is inherited)."""
         if not message.topic:
             raise BadRequestError("message without topic")
-        handling = current_message()
         trace_id = message.trace_id or (handling.trace_id if handling else "") or self.ids.trace_id()
         fields: dict[str, Any] = {
             "topic": message.topic, "body": message.body, "gray": gray, "trace_id": trace_id,
@@ -211,12 +213,10 @@ class Producer:
             fields["properties"] = message.properties
         return fields
 
-    def _to_pb(self, message: Message, gray: bool) -> pb.Message:
-        return pb.Message(**self._fields(message, gray, int(time.time() * 1000)))
-
     async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
-        gray = self.resolve_gray(message)
-        fields = self._fields(message, gray, int(time.time() * 1000))
+        handling = current_message()
+        gray = self._side(message, handling)
+        fields = self._fields(message, gray, int(time.time() * 1000), handling)
         if self.auto_batch and timeout_s is None and self.started:
             key = (message.topic, gray, message.sharding_key)
             batch = self._open_batches.get(key)
@@ -316,13 +316,15 @@ class Producer:
         if not messages:
             return []
         topic = messages[0].topic
-        gray = self.resolve_gray(messages[0])
-        for m in messages:
-            if m.topic != topic or self.resolve_gray(m) != gray:
-                raise BadRequestError("a batch must share one topic and one gray mark")
+        handling = current_message()
+        gray = self._side(messages[0], handling)
         born_ms = int(time.time() * 1000)
-        return await self._send_batch_request(topic, gray, messages[0].sharding_key,
-                                              [self._fields(m, gray, born_ms) for m in messages], timeout_s)
+        fields = []
+        for m in messages:
+            if m.topic != topic or self._side(m, handling) != gray:
+                raise BadRequestError("a batch must share one topic and one gray mark")
+            fields.append(self._fields(m, gray, born_ms, handling))
+        return await self._send_batch_request(topic, gray, messages[0].sharding_key, fields, timeout_s)
 
     def send_async(self, message: Message,
                    callback: Callable[[SendResult | None, BaseException | None], None] | None = None
@@ -331,8 +333,9 @@ class Producer:
         batch: no task per message); ``callback(result, error)`` runs when it completes."""
         future: asyncio.Future[SendResult]
         if self.auto_batch and self.started:
-            gray = self.resolve_gray(message)
-            future = self._join_batch(message, gray, self._fields(message, gray, int(time.time() * 1000)))
+            handling = current_message()
+            gray = self._side(message, handling)
+            future = self._join_batch(message, gray, self._fields(message, gray, int(time.time() * 1000), handling))
         else:
             future = asyncio.get_running_loop().create_task(self.send(message))
             self._pending.add(future)

@@ -403,7 +403,8 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
                       f"{meta['versions']['redis-py']}, nats-py {meta['versions']['nats-py']}"],
             ["graymq commit", m["graymq_commit"]],
         ]), "",
-        "The machine is shared (other engineers' test suites run on it), so every figure is noisy: each case "
+        "Every figure is noisy (other work on the machine, the benchmark's own processes sharing its cores): "
+        "each case "
         f"ran {s['repeat']} times, interleaved with the other cases, and the tables show the **median**. "
         "Compare figures of one run with each other rather than across runs.", "",
         "## Settings", "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import socket
@@ -74,6 +75,10 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            # Start-up's objects (FastAPI, SQLAlchemy, pydantic: ~130k) live until exit; out of the
+            # collector's sight, a full collection no longer pauses requests for 10-40 ms.
+            gc.collect()
+            gc.freeze()
             self._on_ready()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

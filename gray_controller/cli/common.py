@@ -12,12 +12,17 @@ from typing import Any
 READY_PREFIX = "graymq-ready "
 
 
-def setup_logging(level: str | None = None) -> None:
-    logging.basicConfig(
-        level=(level or os.environ.get("GRAYMQ_LOG_LEVEL", "INFO")).upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def setup_logging(level: str | None = None, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s") -> None:
+    """Log to stderr at ``level``, else ``$GRAYMQ_LOG_LEVEL``, else INFO; an unknown level is a ConfigError."""
+    from protocol.errors import ConfigError
+
+    name = (level or os.environ.get("GRAYMQ_LOG_LEVEL") or "INFO").upper()
+    if name not in LOG_LEVELS:
+        raise ConfigError(f"log level {name!r} (GRAYMQ_LOG_LEVEL): expected one of {', '.join(LOG_LEVELS)}")
+    logging.basicConfig(level=name, format=fmt, stream=sys.stderr)
 
 
 def print_ready(info: dict[str, Any]) -> None:

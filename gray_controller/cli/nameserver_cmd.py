@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
+from gray_controller.cli.common import READY_PREFIX, setup_logging
+
 EXIT_UNAVAILABLE = 1
 EXIT_CONFIG = 2
-READY_PREFIX = "graymq-ready "
 
 # Settings fields → the flag or variable that sets them, for error messages.
 _SOURCES = {
@@ -83,9 +83,7 @@ def run(args: argparse.Namespace) -> int:
         settings = NameServerSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         return _fail(_settings_error(exc), EXIT_CONFIG)
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
-    )
+    setup_logging(settings.log_level)
 
     def announce(host: str, port: int) -> None:
         address = f"{host}:{port}"
@@ -114,7 +112,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         settings = DatabaseSettings(**({"db_url": args.db} if getattr(args, "db", None) else {}))
     except ValidationError as exc:
         return _fail(_settings_error(exc), EXIT_CONFIG)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    setup_logging(fmt="%(message)s")  # Alembic's steps at INFO, quiet with GRAYMQ_LOG_LEVEL=WARNING
     shown = make_url(settings.db_url).render_as_string(hide_password=True)
     try:
         upgrade(settings.db_url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -192,3 +193,29 @@ def test_a_taken_port_is_exit_code_1(graymq_process: StartProcess, db_url: str) 
         proc = graymq_process("nameserver", "--port", port, "--db", db_url, "--dev", wait=False)
         assert exit_of(proc) == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.output
+
+
+@pytest.mark.parametrize(("level", "shows_steps"), [(None, True), ("WARNING", False)])
+def test_migrate_logs_its_steps_at_the_configured_level(tmp_path: Path, level: str | None, shows_steps: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GRAYMQ_LOG_LEVEL"}
+    if level:
+        env["GRAYMQ_LOG_LEVEL"] = level
+    migrate = subprocess.run(
+        [sys.executable, "-m", "gray_controller.cli", "nameserver", "migrate", "--db", f"sqlite:///{tmp_path}/ns.db"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert migrate.returncode == 0, migrate.stderr
+    assert "is up to date" in migrate.stdout
+    assert ("Running upgrade" in migrate.stderr) is shows_steps, migrate.stderr
+
+
+def test_migrate_refuses_an_unknown_log_level(tmp_path: Path) -> None:
+    db = tmp_path / "ns.db"
+    migrate = subprocess.run(
+        [sys.executable, "-m", "gray_controller.cli", "nameserver", "migrate", "--db", f"sqlite:///{db}"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "GRAYMQ_LOG_LEVEL": "chatty"},
+    )
+    assert migrate.returncode == 2
+    assert "log level 'CHATTY' (GRAYMQ_LOG_LEVEL): expected one of DEBUG, INFO" in migrate.stderr
+    assert "Traceback" not in migrate.stderr
+    assert not db.exists()  # refused before touching the database

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
 
@@ -13,15 +15,33 @@ log = logging.getLogger(__name__)
 
 
 class RouteCache:
+    """One lookup in flight per topic: the sends that find no fresh route (first use, TTL expiry, a refresh
+    after an error) all wait for the same name-server request instead of sending one each."""
+
     def __init__(self, nameserver: NameServerClient, ttl_s: float = 30.0) -> None:
         self.nameserver = nameserver
         self.ttl_s = ttl_s
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
+        self._lookups: dict[str, asyncio.Future[TopicRoute]] = {}
 
     async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
         cached = self._routes.get(topic)
         if cached is not None and not refresh and time.monotonic() - cached[0] < self.ttl_s:
             return cached[1]
+        lookup = self._lookups.get(topic)
+        if lookup is None:
+            lookup = self._lookups[topic] = asyncio.ensure_future(self._lookup(topic))
+            lookup.add_done_callback(functools.partial(self._looked_up, topic))
+        return await asyncio.shield(lookup)  # a cancelled sender leaves the lookup to the others
+
+    def _looked_up(self, topic: str, lookup: asyncio.Future[TopicRoute]) -> None:
+        if self._lookups.get(topic) is lookup:
+            del self._lookups[topic]
+        if not lookup.cancelled():
+            lookup.exception()  # retrieved: the waiters (if any are left) got it
+
+    async def _lookup(self, topic: str) -> TopicRoute:
+        cached = self._routes.get(topic)
         try:
             route = await self.nameserver.get_route(topic)
         except NameServerError:

@@ -253,3 +253,31 @@ def test_the_others_of_a_batch_still_leave_when_the_send_that_opened_it_is_cance
         assert await stored_bodies(shared.ns_url, results) == sent
 
     with_producer(shared.ns_url, body)
+
+
+def _route_lookups(ns_url: str) -> int:
+    """How many route lookups the name server has answered (its request counter)."""
+    import httpx
+
+    text = httpx.get(f"{ns_url}/metrics", timeout=10).text
+    prefix = 'graymq_nameserver_http_requests_total{method="GET",route="/v1/topics/{topic}/route",status="200"} '
+    return sum(int(float(line[len(prefix):])) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_concurrent_first_sends_share_one_route_lookup(shared: Cluster) -> None:
+    """32 sends starting together with no route cached (each alone: a timeout opts out of batching) wait for
+    one name-server lookup, not 32; every send still lands."""
+
+    async def scenario() -> None:
+        producer = Producer("g_route_once", shared.ns_url)
+        await producer.start()
+        try:
+            before = _route_lookups(shared.ns_url)
+            results = await asyncio.gather(*(producer.send(Message(TOPIC, b"r%d" % i), timeout_s=10)
+                                             for i in range(32)))
+            assert _route_lookups(shared.ns_url) - before == 1
+            assert len({r.msg_id for r in results}) == 32
+        finally:
+            await producer.stop()
+
+    run_scenario(scenario)

@@ -86,6 +86,9 @@ def run_repeated(results: Results, part: str, cases: Sequence[tuple[str, Callabl
     for round_no in range(repeat):
         for case, fn in cases:
             progress(f"{part}: {case} (run {round_no + 1}/{repeat})")
+            # Earlier cases' files (commit logs, AOFs, JetStream blocks) would otherwise be written back by
+            # the kernel while this one runs: every case starts with no dirty pages.
+            os.sync()
             try:
                 results.add(part, case, fn())
             except Exception as exc:  # noqa: BLE001 - one failed case is reported, the rest still run

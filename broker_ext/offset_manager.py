@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker_ext.store.atomic_file import json_bytes, read_json, write_atomic, write_json_atomic
+from broker_ext.store.atomic_file import read_json, write_json_atomic
 from broker_ext.store.background import BlockingWork
 
 KEY_SEPARATOR = "@"
@@ -35,9 +35,8 @@ class ConsumerOffsetManager:
         if not self._dirty:
             return
         self._dirty = False
-        data = json_bytes({"offsets": self._offsets})
         try:
-            await work.run(write_atomic, self._path, data)
+            await work.write_json(self._path, {"offsets": self._offsets})
         except OSError:
             self._dirty = True
             raise

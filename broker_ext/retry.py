@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker_ext.store import PutMessage
-from broker_ext.store.atomic_file import json_bytes, read_json, write_atomic, write_json_atomic
+from broker_ext.store.atomic_file import read_json, write_json_atomic
 from protocol import graymq_pb2 as pb
 from protocol.aio import cancel_and_wait
 from protocol.constants import (
@@ -127,7 +127,7 @@ class ScheduleMessageService:
             try:
                 if self.deliver_due(int(time.time() * 1000)):
                     # written and fsynced off the loop, one write at a time (this loop awaits it)
-                    await self.broker.file_work.run(write_atomic, self._path, json_bytes(self._snapshot()))
+                    await self.broker.file_work.write_json(self._path, self._snapshot())
             except Exception:
                 log.exception("schedule service failed; retrying")
             await asyncio.sleep(self._interval_s)

@@ -183,11 +183,9 @@ class Producer:
         await self.nameserver.close()
 
     # -- sending ---------------------------------------------------------------------------
-    def resolve_gray(self, message: Message) -> bool:
-        """Explicit mark, else the gray mark of the message being handled, else the producer's flag."""
-        return self._side(message, current_message())
-
     def _side(self, message: Message, handling: MessageExt | None) -> bool:
+        """Gray or not: the message's explicit mark, else that of the message being handled (``handling``,
+        from ``current_message()``), else the producer's flag."""
         if message.gray is not None:
             return message.gray
         if handling is not None:

@@ -10,11 +10,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from protocol.constants import LOG_LEVELS
+
 DEFAULT_DB_URL = "sqlite:///./graymq-data/nameserver.db"
 DEV_TOKEN = "dev-token"
 DEV_TOKEN_NAME = "dev"
 _TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
 class InsecureConfigError(ValueError):
@@ -103,8 +104,8 @@ class NameServerSettings(DatabaseSettings):
     @field_validator("log_level")
     @classmethod
     def _check_log_level(cls, value: str) -> str:
-        if value.upper() not in _LOG_LEVELS:
-            raise ValueError(f"log level must be one of {', '.join(_LOG_LEVELS)}")
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}")
         return value.upper()
 
     def token_actors(self) -> dict[str, str]:

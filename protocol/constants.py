@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import zlib
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")  # GRAYMQ_LOG_LEVEL of every process
+
 # Reserved message property names (stored in the record's properties section).
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"  # keys joined by KEY_SEPARATOR

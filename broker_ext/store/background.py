@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
+from broker_ext.store.atomic_file import json_bytes, write_atomic
 from protocol.aio import cancel_and_wait
 
 __all__ = ["BlockingWork", "cancel_and_wait"]
@@ -28,6 +30,10 @@ class BlockingWork:
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
         return await asyncio.shield(future)
+
+    async def write_json(self, path: Path, obj: Any) -> None:
+        """Encode ``obj`` now (a snapshot, on the loop), write and fsync it with ``write_atomic`` in a thread."""
+        await self.run(write_atomic, path, json_bytes(obj))
 
     async def drain(self) -> None:
         if self._pending:

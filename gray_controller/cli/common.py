@@ -12,11 +12,9 @@ from typing import Any
 READY_PREFIX = "graymq-ready "
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
 def setup_logging(level: str | None = None, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s") -> None:
     """Log to stderr at ``level``, else ``$GRAYMQ_LOG_LEVEL``, else INFO; an unknown level is a ConfigError."""
+    from protocol.constants import LOG_LEVELS
     from protocol.errors import ConfigError
 
     name = (level or os.environ.get("GRAYMQ_LOG_LEVEL") or "INFO").upper()

@@ -2,33 +2,37 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Each target installs only what it needs: the demo the server extra, the tests everything.
+DEMO_STAMP := $(VENV)/.installed-server
+TEST_STAMP := $(VENV)/.installed-test
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test unit lint proto demo system-deps clean bench
 
-test: $(STAMP) system-deps
+test: $(TEST_STAMP) system-deps
 	$(BIN)/pytest
 
-unit: $(STAMP)
+unit: $(TEST_STAMP)
 	$(BIN)/pytest -m unit
 
-demo: $(STAMP)
-	$(BIN)/python -m gray_controller.demo
+demo: $(DEMO_STAMP)
+	$(BIN)/python -m graymq.gray_controller.demo
 
-# Benchmarks: graymq vs Redis Streams vs NATS JetStream; `python -m bench` installs the Debian packages
+# Benchmarks: graymq vs Redis Streams vs NATS JetStream; `python -m graymq.bench` installs the Debian packages
 # it needs (redis-server, nats-server, postgresql) when missing. BENCH_ARGS="latency --repeat 3" etc.
-bench: $(STAMP)
+bench: $(DEMO_STAMP)
 	$(BIN)/pip install --quiet -e '.[server,bench]'
-	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m graymq.bench $(BENCH_ARGS)
 
 # Reinstall only when the project's dependency list changes.
-$(STAMP): pyproject.toml
+$(DEMO_STAMP): EXTRAS := server
+$(TEST_STAMP): EXTRAS := server,spark,dev
+$(DEMO_STAMP) $(TEST_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server,spark,dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
 
 # PostgreSQL server binaries for the test fixtures, Java for Spark: installed when missing.
 system-deps:
@@ -41,12 +45,12 @@ system-deps:
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	fi
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy protocol broker_ext client nameserver gray_controller
 
-proto: $(STAMP)
-	$(BIN)/python -m protocol.codegen
+proto: $(TEST_STAMP)
+	$(BIN)/python -m graymq.protocol.codegen
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
-"""``python -m bench``: see ``bench/runner.py``."""
+"""``python -m graymq.bench``: see ``bench/runner.py``."""
 
 import sys
 
-from bench.runner import main
+from graymq.bench.runner import main
 
 sys.exit(main())

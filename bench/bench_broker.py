@@ -1,7 +1,7 @@
 """Broker throughput over the wire (issue 3): produce then consume N 1 KiB messages against a real
 ``graymq broker`` process, single sends and batches, async and sync flush.
 
-    .venv/bin/python -m bench.bench_broker [--count N] [--flush async,sync] [--mode single,batch]
+    .venv/bin/python -m graymq.bench.bench_broker [--count N] [--flush async,sync] [--mode single,batch]
 
 The client is the library's raw ``BrokerClient`` (no name server, no routing): single = one
 SEND_MESSAGE per message with 64 outstanding, batch = SEND_BATCH of 64 with 4 outstanding, over
@@ -20,17 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import (
+from graymq.bench.common import (
     BATCH,
     Figures,
     payload,
     rate_figures,
     timed_produce,
 )
-from bench.graymq_servers import Broker, create_topic_on_broker
-from client.broker_client import BrokerClient
-from protocol import graymq_pb2 as pb
-from protocol.record import iter_records
+from graymq.bench.graymq_servers import Broker, create_topic_on_broker
+from graymq.client.broker_client import BrokerClient
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.record import iter_records
 
 TOPIC = "BenchRaw"
 QUEUES = 8

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
+from graymq.bench.common import (
     BATCH,
     Figures,
     paced,
@@ -30,9 +30,9 @@ from bench.common import (
     timed_produce,
     wait_until,
 )
-from bench.graymq_servers import Broker, NameServer, create_topic
-from bench.latency import InFlight, Recorder, measure
-from client import Message, Producer, PushConsumer
+from graymq.bench.graymq_servers import Broker, NameServer, create_topic
+from graymq.bench.latency import InFlight, Recorder, measure
+from graymq.client import Message, Producer, PushConsumer
 
 QUEUES = 8
 _case_ids = itertools.count()

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import BATCH, Figures, paced, payload, quiet_logs, wait_until
-from bench.graymq_servers import Broker, NameServer, create_topic
-from client import Message, Producer, PushConsumer
-from gray_controller.cutover import CutoverRunner
-from gray_controller.progress import Progress
-from protocol.gray import gray_queue_ids
+from graymq.bench.common import BATCH, Figures, paced, payload, quiet_logs, wait_until
+from graymq.bench.graymq_servers import Broker, NameServer, create_topic
+from graymq.client import Message, Producer, PushConsumer
+from graymq.gray_controller.cutover import CutoverRunner
+from graymq.gray_controller.progress import Progress
+from graymq.protocol.gray import gray_queue_ids
 
 _case_ids = itertools.count()
 

@@ -1,6 +1,6 @@
 """Name server latency: flag flips and group lookups against a real process on a throwaway PostgreSQL.
 
-    .venv/bin/python -m bench.bench_nameserver [--clients 200] [--calls 300]
+    .venv/bin/python -m graymq.bench.bench_nameserver [--clients 200] [--calls 300]
 
 Starts its own PostgreSQL (as the tests do), migrates it, starts ``graymq nameserver`` on a free
 port, registers the clients by heartbeat, then times sequential calls from one HTTP client:
@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import httpx
 
-from devkit.postgres import PostgresServer
-from devkit.processes import GraymqProcess
-from nameserver.schema import upgrade
+from graymq.devkit.postgres import PostgresServer
+from graymq.devkit.processes import GraymqProcess
+from graymq.nameserver.schema import upgrade
 
 GROUP = "bench_group"
 TOKEN = "bench-secret"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
+from graymq.bench.common import (
     BATCH,
     BATCH_IN_FLIGHT,
     Figures,
@@ -31,7 +31,7 @@ from bench.common import (
     rate_figures,
     timed_produce,
 )
-from bench.latency import InFlight, Recorder, measure
+from graymq.bench.latency import InFlight, Recorder, measure
 
 STREAM = "BENCH"
 SUBJECT = "bench.data"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
+from graymq.bench.common import (
     BATCH,
     SINGLE_IN_FLIGHT,
     Figures,
@@ -27,7 +27,7 @@ from bench.common import (
     rate_figures,
     timed_produce,
 )
-from bench.latency import InFlight, Recorder, measure
+from graymq.bench.latency import InFlight, Recorder, measure
 
 STREAM = "bench"
 GROUP = "bench_group"

@@ -1,6 +1,6 @@
 """Messages per second into Spark through the ``graymq`` source: a batch read of N messages.
 
-    .venv/bin/python -m bench.bench_spark [--count N] [--size BYTES] [--queues Q] [--master local[2]]
+    .venv/bin/python -m graymq.bench.bench_spark [--count N] [--size BYTES] [--queues Q] [--master local[2]]
                                           [--pull-batch 1024] [--rounds 3]
 
 Starts a local cluster (``graymq up``: name server on SQLite + one broker) in a temporary
@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from client import Message, Producer
-from client.nameserver_client import NameServerClient
+from graymq.client import Message, Producer
+from graymq.client.nameserver_client import NameServerClient
 
 TOPIC = "BenchSpark"
 GROUP = "BENCH_SPARK"
@@ -35,7 +35,7 @@ MIB = 1024 * 1024
 def start_cluster(data: Path) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "GRAYMQ_LOG_LEVEL": "WARNING", "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gray_controller.cli", "up", "--data", str(data), "--nameserver-port", "0",
+        [sys.executable, "-m", "graymq.gray_controller.cli", "up", "--data", str(data), "--nameserver-port", "0",
          "--broker-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -71,7 +71,7 @@ def read_rounds(url: str, master: str, pull_batch: int, rounds: int, count: int,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from client.spark import register
+    from graymq.client.spark import register
 
     spark = (SparkSession.builder.master(master).appName("bench-spark").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())

@@ -2,7 +2,7 @@
 flush and with sync flush (group commit, concurrent writers each waiting for its flush), then
 read back with pulls of 32.
 
-    .venv/bin/python -m bench.bench_store [--count N] [--writers W] [--dir DIR]
+    .venv/bin/python -m graymq.bench.bench_store [--count N] [--writers W] [--dir DIR]
 
 Each case runs on a fresh store in a temporary directory (64 MiB segments). Figures are
 messages per second and MiB of message bodies per second; sync cases also show how many
@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker_ext.store import GetStatus, MessageStore, PutMessage, StoreConfig
-from protocol.record import make_properties
+from graymq.broker_ext.store import GetStatus, MessageStore, PutMessage, StoreConfig
+from graymq.protocol.record import make_properties
 
 TOPIC = "BenchTopic"
 QUEUES = 8

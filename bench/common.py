@@ -239,7 +239,7 @@ class Server:
 
 
 def graymq_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gray_controller.cli", *args]
+    return [sys.executable, "-m", "graymq.gray_controller.cli", *args]
 
 
 @contextlib.contextmanager

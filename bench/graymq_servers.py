@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Self
 
-from bench.common import Server, graymq_command
-from client.broker_client import BrokerClient
-from client.nameserver_client import NameServerClient
-from protocol import graymq_pb2 as pb
-from protocol.errors import GrayMQError
+from graymq.bench.common import Server, graymq_command
+from graymq.client.broker_client import BrokerClient
+from graymq.client.nameserver_client import NameServerClient
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import GrayMQError
 
 READY = "graymq-ready "
 ADMIN_TOKEN = "dev-token"

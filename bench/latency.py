@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.common import Figures, cpu_seconds, latency_figures, sent_at_ns
+from graymq.bench.common import Figures, cpu_seconds, latency_figures, sent_at_ns
 
 WARMUP_S = 1.0
 DRAIN_TIMEOUT_S = 30.0

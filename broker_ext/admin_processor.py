@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker_ext.topic_config import TopicConfig
-from protocol import graymq_pb2 as pb
-from protocol.errors import MessageNotFoundError
-from protocol.remoting import response_envelope
+from graymq.broker_ext.topic_config import TopicConfig
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import MessageNotFoundError
+from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
-    from broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.broker_controller import BrokerController
 
 
 class AdminProcessor:

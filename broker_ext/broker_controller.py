@@ -6,21 +6,21 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from broker_ext.admin_processor import AdminProcessor
-from broker_ext.client_processor import ClientProcessor
-from broker_ext.config import BrokerSettings
-from broker_ext.consumer_manager import ConsumerManager
-from broker_ext.offset_manager import ConsumerOffsetManager
-from broker_ext.pull_hold import PullRequestHoldService
-from broker_ext.pull_processor import PullProcessor
-from broker_ext.retry import ScheduleMessageService, SendBackProcessor
-from broker_ext.send_processor import SendProcessor
-from broker_ext.stats import BrokerStats
-from broker_ext.store import AppendResult, MessageStore, PutMessage, StoreConfig
-from broker_ext.store.background import BlockingWork
-from broker_ext.topic_config import TopicConfig, TopicConfigManager
-from protocol import graymq_pb2 as pb
-from protocol.errors import TopicNotExistError
+from graymq.broker_ext.admin_processor import AdminProcessor
+from graymq.broker_ext.client_processor import ClientProcessor
+from graymq.broker_ext.config import BrokerSettings
+from graymq.broker_ext.consumer_manager import ConsumerManager
+from graymq.broker_ext.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.pull_processor import PullProcessor
+from graymq.broker_ext.retry import ScheduleMessageService, SendBackProcessor
+from graymq.broker_ext.send_processor import SendProcessor
+from graymq.broker_ext.stats import BrokerStats
+from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage, StoreConfig
+from graymq.broker_ext.store.background import BlockingWork
+from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import TopicNotExistError
 
 log = logging.getLogger(__name__)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from protocol import graymq_pb2 as pb
-from protocol.connection import Connection
-from protocol.constants import check_topic_name, retry_topic
-from protocol.errors import BadRequestError, ConsumerNotOnlineError
-from protocol.remoting import response_envelope
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection
+from graymq.protocol.constants import check_topic_name, retry_topic
+from graymq.protocol.errors import BadRequestError, ConsumerNotOnlineError
+from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
-    from broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.broker_controller import BrokerController
 
 
 def check_group_name(group: str) -> None:

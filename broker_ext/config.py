@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from protocol.constants import DELAY_LEVELS_S
-from protocol.frame import DEFAULT_MAX_FRAME_SIZE
+from graymq.protocol.constants import DELAY_LEVELS_S
+from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 
 
 class BrokerSettings(BaseSettings):

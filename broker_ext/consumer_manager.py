@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import time
 
-from broker_ext.group_info import ConsumerGroupInfo, SubscriptionData
-from protocol import graymq_pb2 as pb
-from protocol.connection import Connection
+from graymq.broker_ext.group_info import ConsumerGroupInfo, SubscriptionData
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from protocol import graymq_pb2 as pb
-from protocol.connection import Connection
-from protocol.constants import parse_sub_expression
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection
+from graymq.protocol.constants import parse_sub_expression
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,11 @@ import logging
 import signal
 from collections.abc import Callable
 
-from broker_ext.broker_controller import BrokerController
-from broker_ext.config import BrokerSettings
-from broker_ext.metrics import MetricsServer, render_metrics
-from broker_ext.nameserver_registry import NameServerRegistry
-from broker_ext.remoting_server import RemotingServer
+from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.config import BrokerSettings
+from graymq.broker_ext.metrics import MetricsServer, render_metrics
+from graymq.broker_ext.nameserver_registry import NameServerRegistry
+from graymq.broker_ext.remoting_server import RemotingServer
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker_ext.broker_controller import BrokerController
-from broker_ext.stats import Exposition
-from protocol.aio import with_timeout
+from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.stats import Exposition
+from graymq.protocol.aio import with_timeout
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ import logging
 
 import httpx
 
-from broker_ext.broker_controller import BrokerController
-from broker_ext.topic_config import TopicConfig
-from protocol.aio import cancel_and_wait
-from protocol.constants import SCHEDULE_TOPIC
-from protocol.errors import GrayMQError
+from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.topic_config import TopicConfig
+from graymq.protocol.aio import cancel_and_wait
+from graymq.protocol.constants import SCHEDULE_TOPIC
+from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker_ext.store.atomic_file import read_json, write_json_atomic
-from broker_ext.store.background import BlockingWork
+from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
+from graymq.broker_ext.store.background import BlockingWork
 
 KEY_SEPARATOR = "@"
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker_ext.group_info import ConsumerGroupInfo
-from broker_ext.store import GetResult, GetStatus
-from broker_ext.topic_config import TopicConfig
-from protocol import graymq_pb2 as pb
-from protocol.constants import parse_sub_expression
-from protocol.errors import GrayIsolationError, NoPermissionError, SubscriptionNotExistError
-from protocol.remoting import response_envelope
+from graymq.broker_ext.group_info import ConsumerGroupInfo
+from graymq.broker_ext.store import GetResult, GetStatus
+from graymq.broker_ext.topic_config import TopicConfig
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.constants import parse_sub_expression
+from graymq.protocol.errors import GrayIsolationError, NoPermissionError, SubscriptionNotExistError
+from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
-    from broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.broker_controller import BrokerController
 
 _STATUS = {
     GetStatus.FOUND: pb.FOUND,

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker_ext.broker_controller import BrokerController
-from protocol import graymq_pb2 as pb
-from protocol.connection import Connection, HandlerResult
-from protocol.errors import ServiceNotAvailableError, UnknownMethodError
-from protocol.remoting import method_name, parse_body
+from graymq.broker_ext.broker_controller import BrokerController
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection, HandlerResult
+from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
+from graymq.protocol.remoting import method_name, parse_body
 
 log = logging.getLogger(__name__)
 

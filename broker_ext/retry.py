@@ -15,11 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker_ext.store import PutMessage
-from broker_ext.store.atomic_file import read_json, write_json_atomic
-from protocol import graymq_pb2 as pb
-from protocol.aio import cancel_and_wait
-from protocol.constants import (
+from graymq.broker_ext.store import PutMessage
+from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import cancel_and_wait
+from graymq.protocol.constants import (
     DEFAULT_MAX_RECONSUME_TIMES,
     PROPERTY_DELAY_LEVEL,
     PROPERTY_ORIGIN_MSG_ID,
@@ -28,13 +28,13 @@ from protocol.constants import (
     dlq_topic,
     retry_topic,
 )
-from protocol.errors import MessageNotFoundError
-from protocol.gray import normal_queue_ids
-from protocol.record import decode_record
-from protocol.remoting import response_envelope
+from graymq.protocol.errors import MessageNotFoundError
+from graymq.protocol.gray import normal_queue_ids
+from graymq.protocol.record import decode_record
+from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
-    from broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"

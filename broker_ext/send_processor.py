@@ -8,9 +8,9 @@ import secrets
 import time
 from typing import TYPE_CHECKING
 
-from broker_ext.store import AppendResult, PutMessage
-from protocol import graymq_pb2 as pb
-from protocol.constants import (
+from graymq.broker_ext.store import AppendResult, PutMessage
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.constants import (
     KEY_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_MSG_ID,
@@ -18,12 +18,12 @@ from protocol.constants import (
     PROPERTY_TAGS,
     PROPERTY_TRACE_ID,
 )
-from protocol.errors import BadRequestError
-from protocol.record import SYS_FLAG_GRAY
-from protocol.remoting import response_envelope
+from graymq.protocol.errors import BadRequestError
+from graymq.protocol.record import SYS_FLAG_GRAY
+from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
-    from broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.broker_controller import BrokerController
 
 
 def new_msg_id() -> str:

@@ -1,14 +1,14 @@
 """graymq client library: producers, consumers and the gray allocation strategy."""
 
-from client.allocate import (
+from graymq.client.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueGray,
     ConsumerView,
 )
-from client.consumer.pull_consumer import PullConsumer
-from client.consumer.push_consumer import PushConsumer
-from client.message import (
+from graymq.client.consumer.pull_consumer import PullConsumer
+from graymq.client.consumer.push_consumer import PushConsumer
+from graymq.client.message import (
     ConsumeStatus,
     Message,
     MessageExt,
@@ -17,8 +17,8 @@ from client.message import (
     SendResult,
     SendStatus,
 )
-from client.producer import Producer
-from client.selector import GrayQueueSelector
+from graymq.client.producer import Producer
+from graymq.client.selector import GrayQueueSelector
 
 __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueGray",

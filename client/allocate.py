@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from client.message import MessageQueue
-from protocol.errors import ConfigError
+from graymq.client.message import MessageQueue
+from graymq.protocol.errors import ConfigError
 
 OrphanPolicy = Literal["hold", "adopt"]
 

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from client.broker_client import BrokerClient
-from client.route_cache import RouteCache
-from protocol.errors import GrayMQError
-from protocol.gray import gray_queue_ids
+from graymq.client.broker_client import BrokerClient
+from graymq.client.route_cache import RouteCache
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.gray import gray_queue_ids
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from typing import TypeVar, cast
 
 from google.protobuf.message import Message as PbMessage
 
-from protocol import graymq_pb2 as pb
-from protocol.connection import Connection
-from protocol.errors import BadRequestError
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection
+from graymq.protocol.errors import BadRequestError
 
 _T = TypeVar("_T", bound=PbMessage)
 

@@ -10,7 +10,7 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from protocol.record import MessageExt
+from graymq.protocol.record import MessageExt
 
 _current: contextvars.ContextVar[MessageExt | None] = contextvars.ContextVar("graymq_current_message", default=None)
 

@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client.nameserver_client import NameServerClient
-from protocol.aio import cancel_and_wait, wait_event
-from protocol.errors import GrayMQError
+from graymq.client.nameserver_client import NameServerClient
+from graymq.protocol.aio import cancel_and_wait, wait_event
+from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
 

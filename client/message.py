@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from protocol.record import MessageExt
+from graymq.protocol.record import MessageExt
 
 __all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "PullResult", "PullStatus",
            "ConsumeStatus"]

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from client.route import TopicRoute
-from protocol.errors import BadRequestError, ConfigError, GrayMQError, NameServerError, TopicNotExistError
+from graymq.client.route import TopicRoute
+from graymq.protocol.errors import BadRequestError, ConfigError, GrayMQError, NameServerError, TopicNotExistError
 
 WATCH_GRACE_S = 5.0  # beyond a watch's own timeout, for the answer to arrive
 

@@ -23,16 +23,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from client.broker_client import BrokerClient
-from client.context import current_message
-from client.membership import Membership, new_client_id
-from client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
-from client.nameserver_client import NameServerClient
-from client.route import TopicRoute
-from client.route_cache import RouteCache
-from client.selector import GrayQueueSelector
-from protocol import graymq_pb2 as pb
-from protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, TopicNotExistError
+from graymq.client.broker_client import BrokerClient
+from graymq.client.context import current_message
+from graymq.client.membership import Membership, new_client_id
+from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from graymq.client.nameserver_client import NameServerClient
+from graymq.client.route import TopicRoute
+from graymq.client.route_cache import RouteCache
+from graymq.client.selector import GrayQueueSelector
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, TopicNotExistError
 
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.message import MessageQueue
-from protocol.gray import gray_queue_ids
+from graymq.client.message import MessageQueue
+from graymq.protocol.gray import gray_queue_ids
 
 PERM_READ = 4
 PERM_WRITE = 2

@@ -7,9 +7,9 @@ import functools
 import logging
 import time
 
-from client.nameserver_client import NameServerClient
-from client.route import TopicRoute
-from protocol.errors import NameServerError
+from graymq.client.nameserver_client import NameServerClient
+from graymq.client.route import TopicRoute
+from graymq.protocol.errors import NameServerError
 
 log = logging.getLogger(__name__)
 

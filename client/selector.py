@@ -7,9 +7,9 @@ import logging
 import random
 import zlib
 
-from client.message import MessageQueue
-from client.route import TopicRoute
-from protocol.errors import NoPermissionError
+from graymq.client.message import MessageQueue
+from graymq.client.route import TopicRoute
+from graymq.protocol.errors import NoPermissionError
 
 log = logging.getLogger(__name__)
 

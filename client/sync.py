@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from client.consumer.pull_consumer import PullConsumer
-from client.consumer.push_consumer import PushConsumer
-from client.producer import Producer
+from graymq.client.consumer.pull_consumer import PullConsumer
+from graymq.client.consumer.push_consumer import PushConsumer
+from graymq.client.producer import Producer
 
 _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()

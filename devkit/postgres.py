@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from devkit.ports import free_port
+from graymq.devkit.ports import free_port
 
 
 def find_pg_bin() -> Path:

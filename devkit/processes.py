@@ -39,7 +39,7 @@ class GraymqProcess:
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gray_controller.cli", *self.args],
+            [sys.executable, "-m", "graymq.gray_controller.cli", *self.args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=full_env, cwd=str(cwd or REPO_ROOT), text=True, bufsize=1,
         )

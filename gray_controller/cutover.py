@@ -31,11 +31,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.backlog import BacklogUnavailable
-from client.nameserver_client import ConflictError, NameServerClient, NotFoundError
-from gray_controller.group_state import GroupInspector, GroupStatus
-from gray_controller.progress import Progress
-from protocol.errors import GrayMQError
+from graymq.client.backlog import BacklogUnavailable
+from graymq.client.nameserver_client import ConflictError, NameServerClient, NotFoundError
+from graymq.gray_controller.group_state import GroupInspector, GroupStatus
+from graymq.gray_controller.progress import Progress
+from graymq.protocol.errors import GrayMQError
 
 POLL_S = 0.05
 

@@ -19,11 +19,11 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
-from client.nameserver_client import NameServerClient
-from gray_controller.cli.common import READY_PREFIX, table
-from gray_controller.cutover import CutoverRunner
-from gray_controller.group_state import GroupInspector
+from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from graymq.client.nameserver_client import NameServerClient
+from graymq.gray_controller.cli.common import READY_PREFIX, table
+from graymq.gray_controller.cutover import CutoverRunner
+from graymq.gray_controller.group_state import GroupInspector
 
 GROUP = "ORDER_GROUP"
 TOPIC = "TOPIC_V_ORDER"
@@ -39,7 +39,7 @@ def start_cluster(data: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", GRAYMQ_BROKER_REGISTER_INTERVAL_S="0.5",
                GRAYMQ_LOG_LEVEL="WARNING")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gray_controller.cli", "up", "--data", str(data), "--nameserver-port", "0",
+        [sys.executable, "-m", "graymq.gray_controller.cli", "up", "--data", str(data), "--nameserver-port", "0",
          "--broker-port", "0"], stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     deadline = time.monotonic() + 60

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.backlog import QueueBacklog, gray_backlog
-from client.broker_client import BrokerClient
-from client.nameserver_client import NameServerClient, NotFoundError
-from client.route_cache import RouteCache
+from graymq.client.backlog import QueueBacklog, gray_backlog
+from graymq.client.broker_client import BrokerClient
+from graymq.client.nameserver_client import NameServerClient, NotFoundError
+from graymq.client.route_cache import RouteCache
 
 CONSUMING_ROLES = ("consumer", "spark")
 

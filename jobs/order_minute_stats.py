@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from client.spark import StreamingJob
+from graymq.client.spark import StreamingJob
 from jobs.order_stats import minute_totals, pipeline
-from protocol.errors import ConfigError, GrayMQError
+from graymq.protocol.errors import ConfigError, GrayMQError
 
 
 def _label(text: str) -> tuple[str, str]:

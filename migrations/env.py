@@ -1,6 +1,6 @@
 """Alembic environment: the name server's models are the target metadata.
 
-Called through ``nameserver.schema`` (``graymq nameserver migrate``), it runs on the connection
+Called through ``graymq.nameserver.schema`` (``graymq nameserver migrate``), it runs on the connection
 given in ``config.attributes["connection"]``; run by hand (``alembic -c migrations/alembic.ini``)
 it connects to ``GRAYMQ_DB_URL``.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from nameserver.db import create_db_engine
-from nameserver.models import Base
-from nameserver.settings import DatabaseSettings, normalize_db_url
+from graymq.nameserver.db import create_db_engine
+from graymq.nameserver.models import Base
+from graymq.nameserver.settings import DatabaseSettings, normalize_db_url
 
 config = context.config
 url = normalize_db_url(config.attributes.get("db_url") or DatabaseSettings().db_url)

@@ -10,13 +10,13 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nameserver.db import create_db_engine, read_only, session_factory
-from nameserver.errors import install_error_handlers
-from nameserver.metrics import Metrics
-from nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
-from nameserver.schemas import ErrorBody
-from nameserver.settings import NameServerSettings
-from nameserver.watch import GroupChanges
+from graymq.nameserver.db import create_db_engine, read_only, session_factory
+from graymq.nameserver.errors import install_error_handlers
+from graymq.nameserver.metrics import Metrics
+from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
+from graymq.nameserver.schemas import ErrorBody
+from graymq.nameserver.settings import NameServerSettings
+from graymq.nameserver.watch import GroupChanges
 
 # Error answers every /v1 route may give (all errors share the ErrorBody shape).
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {

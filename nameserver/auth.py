@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from nameserver.errors import Unauthorized
+from graymq.nameserver.errors import Unauthorized
 
 _bearer = HTTPBearer(auto_error=False, description="an admin token from GRAYMQ_ADMIN_TOKENS")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -8,14 +8,14 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from nameserver.services.audit import AuditService
-from nameserver.services.clients import ClientService
-from nameserver.services.cutovers import CutoverService
-from nameserver.services.groups import GroupService
-from nameserver.services.health import HealthService
-from nameserver.services.registry import RegistryService
-from nameserver.services.topics import TopicService
-from nameserver.settings import NameServerSettings
+from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.clients import ClientService
+from graymq.nameserver.services.cutovers import CutoverService
+from graymq.nameserver.services.groups import GroupService
+from graymq.nameserver.services.health import HealthService
+from graymq.nameserver.services.registry import RegistryService
+from graymq.nameserver.services.topics import TopicService
+from graymq.nameserver.settings import NameServerSettings
 
 
 def get_settings(request: Request) -> NameServerSettings:

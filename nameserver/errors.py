@@ -12,8 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
-from nameserver.metrics import Metrics
+from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
+from graymq.nameserver.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

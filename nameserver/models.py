@@ -19,8 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from nameserver.clock import utc_now
-from nameserver.sqltypes import JsonType, UtcDateTime
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.sqltypes import JsonType, UtcDateTime
 
 # Stable constraint names so Alembic migrations can refer to them on every backend.
 NAMING_CONVENTION = {

@@ -12,8 +12,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import migrations
-from nameserver.db import create_db_engine
+from graymq import migrations
+from graymq.nameserver.db import create_db_engine
 
 ALEMBIC_INI = Path(migrations.__file__).resolve().parent / "alembic.ini"
 # PostgreSQL advisory lock key held while migrating, so replicas started together migrate once.

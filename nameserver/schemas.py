@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from protocol.constants import check_topic_name
-from protocol.gray import gray_queue_ids
+from graymq.protocol.constants import check_topic_name
+from graymq.protocol.gray import gray_queue_ids
 
 # Names that appear in URL paths: no whitespace and no slash.
 Name = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s/]+$")]

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import uvicorn
 from alembic.util import CommandError
 
-from nameserver.app import create_app
-from nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
-from nameserver.schema import schema_status, upgrade
-from nameserver.settings import InsecureConfigError, NameServerSettings
+from graymq.nameserver.app import create_app
+from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
+from graymq.nameserver.schema import schema_status, upgrade
+from graymq.nameserver.settings import InsecureConfigError, NameServerSettings
 
 log = logging.getLogger(__name__)
 

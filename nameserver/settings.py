@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from protocol.constants import LOG_LEVELS
+from graymq.protocol.constants import LOG_LEVELS
 
 DEFAULT_DB_URL = "sqlite:///./graymq-data/nameserver.db"
 DEV_TOKEN = "dev-token"

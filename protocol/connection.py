@@ -26,9 +26,9 @@ from typing import Any
 
 from google.protobuf.message import Message as PbMessage
 
-from protocol import graymq_pb2 as pb
-from protocol.aio import with_timeout
-from protocol.errors import (
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import with_timeout
+from graymq.protocol.errors import (
     BadRequestError,
     ConnectionClosedError,
     GrayMQError,
@@ -36,8 +36,8 @@ from protocol.errors import (
     RequestTimeoutError,
     UnknownMethodError,
 )
-from protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
-from protocol.remoting import (
+from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from graymq.protocol.remoting import (
     METHOD_TYPES,
     error_envelope,
     method_name,

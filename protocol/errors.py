@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
-from protocol import graymq_pb2 as pb
+from graymq.protocol import graymq_pb2 as pb
 
 _E = TypeVar("_E", bound="type[GrayMQError]")
 _BY_CODE: dict[int, type[GrayMQError]] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from protocol.errors import ProtocolError
+from graymq.protocol.errors import ProtocolError
 
 MSG_TOKEN = 0xFF7FF4FE
 # token (uint32), serial number (uint32), number of data blocks (uint32)

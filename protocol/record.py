@@ -30,8 +30,8 @@ import struct
 import zlib
 from collections.abc import Iterator, Mapping
 
-from protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS, PROPERTY_TRACE_ID
-from protocol.errors import ProtocolError
+from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS, PROPERTY_TRACE_ID
+from graymq.protocol.errors import ProtocolError
 
 RECORD_MAGIC = 0x47524159  # "GRAY"
 RECORD_HEADER = struct.Struct(">IIIiiqqqqiHHHII")

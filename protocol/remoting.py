@@ -5,8 +5,8 @@ from __future__ import annotations
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
-from protocol import graymq_pb2 as pb
-from protocol.errors import GrayMQError, ProtocolError, error_from_code
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import GrayMQError, ProtocolError, error_from_code
 
 # method -> (request body type, response body type)
 METHOD_TYPES: dict[int, tuple[type[PbMessage], type[PbMessage]]] = {

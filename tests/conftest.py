@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from devkit.processes import GraymqProcess
+from graymq.devkit.processes import GraymqProcess
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[object]:
     """A PostgreSQL server started from the machine's binaries, torn down at the end."""
-    from devkit.postgres import PostgresServer
+    from graymq.devkit.postgres import PostgresServer
 
     server = PostgresServer()
     server.start()

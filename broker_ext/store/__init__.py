@@ -1,6 +1,6 @@
 """The broker's storage engine: commit log, consume queues, key index, flush, recovery, retention."""
 
-from broker_ext.store.message_store import (
+from graymq.broker_ext.store.message_store import (
     AppendResult,
     GetResult,
     GetStatus,
@@ -8,6 +8,6 @@ from broker_ext.store.message_store import (
     PutMessage,
     StoreConfig,
 )
-from broker_ext.store.stats import StoreStats
+from graymq.broker_ext.store.stats import StoreStats
 
 __all__ = ["AppendResult", "GetResult", "GetStatus", "MessageStore", "PutMessage", "StoreConfig", "StoreStats"]

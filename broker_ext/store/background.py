@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker_ext.store.atomic_file import json_bytes, write_atomic
-from protocol.aio import cancel_and_wait
+from graymq.broker_ext.store.atomic_file import json_bytes, write_atomic
+from graymq.protocol.aio import cancel_and_wait
 
 __all__ = ["BlockingWork", "cancel_and_wait"]
 

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_ext.store.atomic_file import read_json, write_json_atomic
+from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 

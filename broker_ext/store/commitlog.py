@@ -4,7 +4,7 @@ Segments live in ``commitlog/`` and are named by their start offset; physical of
 global, so segment k covers ``[k * segment_size, (k + 1) * segment_size)``. A record never
 straddles two segments: when a batch does not fit in the active segment, the rest of it is
 marked with an end-of-segment marker and the batch goes to the next segment. Records use the
-``protocol.record`` layout unchanged, so a read returns stored bytes as they go on the wire.
+``graymq.protocol.record`` layout unchanged, so a read returns stored bytes as they go on the wire.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from broker_ext.store.mapped_file import MappedFile, file_name, list_files
-from protocol.constants import PROPERTY_TAGS
-from protocol.errors import MessageTooLargeError, ProtocolError
-from protocol.record import RECORD_HEADER, RECORD_MAGIC, check_record, find_property
+from graymq.broker_ext.store.mapped_file import MappedFile, file_name, list_files
+from graymq.protocol.constants import PROPERTY_TAGS
+from graymq.protocol.errors import MessageTooLargeError, ProtocolError
+from graymq.protocol.record import RECORD_HEADER, RECORD_MAGIC, check_record, find_property
 
 # The first 8 bytes of a record (total_size uint32, magic uint32: the leading fields of
 # RECORD_HEADER) and of the end-of-segment marker (bytes left in the segment uint32, BLANK_MAGIC).

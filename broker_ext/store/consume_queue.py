@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker_ext.store.mapped_file import MappedFile, file_name, list_files
+from graymq.broker_ext.store.mapped_file import MappedFile, file_name, list_files
 
 log = logging.getLogger(__name__)
 

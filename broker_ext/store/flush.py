@@ -16,11 +16,11 @@ import itertools
 import logging
 import time
 
-from broker_ext.store.background import BlockingWork, cancel_and_wait
-from broker_ext.store.commitlog import CommitLog
-from broker_ext.store.stats import StoreStats
-from protocol.aio import wait_event
-from protocol.errors import FlushTimeoutError
+from graymq.broker_ext.store.background import BlockingWork, cancel_and_wait
+from graymq.broker_ext.store.commitlog import CommitLog
+from graymq.broker_ext.store.stats import StoreStats
+from graymq.protocol.aio import wait_event
+from graymq.protocol.errors import FlushTimeoutError
 
 log = logging.getLogger(__name__)
 

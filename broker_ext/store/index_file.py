@@ -29,8 +29,8 @@ import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from broker_ext.store.mapped_file import file_name, list_files
-from protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
+from graymq.broker_ext.store.mapped_file import file_name, list_files
+from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
 
 # One entry: key hash uint32 (top bit set), commit-log offset int64, store timestamp int64 (ms).
 ENTRY = struct.Struct(">Iqq")

@@ -19,7 +19,7 @@ import mmap
 import os
 from pathlib import Path
 
-from protocol.errors import DiskFullError
+from graymq.protocol.errors import DiskFullError
 
 NAME_DIGITS = 20
 

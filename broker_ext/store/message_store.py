@@ -22,19 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from broker_ext.store.atomic_file import fsync_dir, write_atomic
-from broker_ext.store.background import BlockingWork, cancel_and_wait
-from broker_ext.store.checkpoint import Checkpoint
-from broker_ext.store.commitlog import CommitLog, record_tags
-from broker_ext.store.consume_queue import ConsumeQueue, ConsumeQueues
-from broker_ext.store.flush import FlushService
-from broker_ext.store.index_file import KeyIndex, index_entries
-from broker_ext.store.recovery import recover
-from broker_ext.store.retention import RetentionPolicy, disk_usage
-from broker_ext.store.stats import StoreStats
-from protocol.constants import PROPERTY_TAGS, check_topic_name, tag_hash
-from protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
-from protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
+from graymq.broker_ext.store.atomic_file import fsync_dir, write_atomic
+from graymq.broker_ext.store.background import BlockingWork, cancel_and_wait
+from graymq.broker_ext.store.checkpoint import Checkpoint
+from graymq.broker_ext.store.commitlog import CommitLog, record_tags
+from graymq.broker_ext.store.consume_queue import ConsumeQueue, ConsumeQueues
+from graymq.broker_ext.store.flush import FlushService
+from graymq.broker_ext.store.index_file import KeyIndex, index_entries
+from graymq.broker_ext.store.recovery import recover
+from graymq.broker_ext.store.retention import RetentionPolicy, disk_usage
+from graymq.broker_ext.store.stats import StoreStats
+from graymq.protocol.constants import PROPERTY_TAGS, check_topic_name, tag_hash
+from graymq.protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
+from graymq.protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from broker_ext.store.checkpoint import Checkpoint
-from broker_ext.store.commitlog import (
+from graymq.broker_ext.store.checkpoint import Checkpoint
+from graymq.broker_ext.store.commitlog import (
     BLANK_MAGIC,
     SIZE_AND_MAGIC,
     CommitLog,
@@ -30,12 +30,12 @@ from broker_ext.store.commitlog import (
     read_header,
     record_topic,
 )
-from broker_ext.store.consume_queue import ConsumeQueues
-from broker_ext.store.index_file import KeyIndex, index_entries
-from broker_ext.store.mapped_file import MappedFile
-from protocol.constants import tag_hash
-from protocol.errors import ProtocolError
-from protocol.record import check_record, decode_record, record_size_at
+from graymq.broker_ext.store.consume_queue import ConsumeQueues
+from graymq.broker_ext.store.index_file import KeyIndex, index_entries
+from graymq.broker_ext.store.mapped_file import MappedFile
+from graymq.protocol.constants import tag_hash
+from graymq.protocol.errors import ProtocolError
+from graymq.protocol.record import check_record, decode_record, record_size_at
 
 log = logging.getLogger(__name__)
 

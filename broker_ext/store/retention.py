@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_ext.store.mapped_file import MappedFile
+from graymq.broker_ext.store.mapped_file import MappedFile
 
 
 def disk_usage(path: Path) -> float:

@@ -1,7 +1,7 @@
 """Runs the listener on pulled messages: concurrently (batches in parallel) or orderly (one at a time per queue).
 
 Sync listeners run in a thread pool, async ones on the loop; either way the message being
-handled is visible to producers through ``client.context`` (gray and trace id propagate).
+handled is visible to producers through ``graymq.client.context`` (gray and trace id propagate).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from client.context import handling
-from client.message import ConsumeStatus, MessageExt
+from graymq.client.context import handling
+from graymq.client.message import ConsumeStatus, MessageExt
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from client.broker_client import BrokerClient
-from client.message import MessageQueue
+from graymq.client.broker_client import BrokerClient
+from graymq.client.message import MessageQueue
 
 
 class OffsetStore(Protocol):

@@ -6,7 +6,7 @@ import asyncio
 import heapq
 from dataclasses import dataclass, field
 
-from client.message import MessageQueue
+from graymq.client.message import MessageQueue
 
 
 @dataclass(eq=False)

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from client.broker_client import BrokerClient
-from client.membership import Membership, new_client_id
-from client.message import MessageQueue, PullResult, PullStatus
-from client.nameserver_client import NameServerClient
-from client.route import TopicRoute
-from client.route_cache import RouteCache
-from protocol import graymq_pb2 as pb
-from protocol.constants import parse_sub_expression
-from protocol.record import iter_records
+from graymq.client.broker_client import BrokerClient
+from graymq.client.membership import Membership, new_client_id
+from graymq.client.message import MessageQueue, PullResult, PullStatus
+from graymq.client.nameserver_client import NameServerClient
+from graymq.client.route import TopicRoute
+from graymq.client.route_cache import RouteCache
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.constants import parse_sub_expression
+from graymq.protocol.record import iter_records
 
 _PULL_STATUS = {pb.FOUND: PullStatus.FOUND, pb.NO_NEW_MSG: PullStatus.NO_NEW_MSG,
                 pb.NO_MATCHED_MSG: PullStatus.NO_MATCHED_MSG, pb.OFFSET_ILLEGAL_STATUS: PullStatus.OFFSET_ILLEGAL}

@@ -19,34 +19,34 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from client.allocate import (
+from graymq.client.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueGray,
     AllocateMessageQueueStrategy,
     ConsumerView,
     OrphanPolicy,
 )
-from client.backlog import BacklogUnavailable, gray_backlog
-from client.broker_client import BrokerClient
-from client.consumer.consume_service import Listener, ListenerRunner
-from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
-from client.consumer.process_queue import ProcessQueue
-from client.membership import Membership, new_client_id
-from client.message import MessageExt, MessageQueue
-from client.nameserver_client import NameServerClient
-from client.route import TopicRoute
-from client.route_cache import RouteCache
-from protocol import graymq_pb2 as pb
-from protocol.aio import wait_event
-from protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression, retry_topic
-from protocol.errors import (
+from graymq.client.backlog import BacklogUnavailable, gray_backlog
+from graymq.client.broker_client import BrokerClient
+from graymq.client.consumer.consume_service import Listener, ListenerRunner
+from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.membership import Membership, new_client_id
+from graymq.client.message import MessageExt, MessageQueue
+from graymq.client.nameserver_client import NameServerClient
+from graymq.client.route import TopicRoute
+from graymq.client.route_cache import RouteCache
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import wait_event
+from graymq.protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression, retry_topic
+from graymq.protocol.errors import (
     BadRequestError,
     DrainTimeoutError,
     GrayIsolationError,
     GrayMQError,
     SubscriptionNotExistError,
 )
-from protocol.record import iter_records
+from graymq.protocol.record import iter_records
 
 log = logging.getLogger(__name__)
 

@@ -2,13 +2,13 @@
 
 Reading::
 
-    from client.spark import register
+    from graymq.client.spark import register
     register(spark)
     frame = (spark.readStream.format("graymq")           # or spark.read for a snapshot
              .option("nameserver", "http://ns:9876").option("topic", "ORDERS")
              .option("group", "ORDER_STATS").option("grayFlag", "true").load())
 
-Options are in ``client.spark.options.SourceOptions`` (nameserver, topic(s), group, grayFlag,
+Options are in ``graymq.client.spark.options.SourceOptions`` (nameserver, topic(s), group, grayFlag,
 expression, maxRecordsPerTrigger, startingOffsets, pullBatchSize). The side can also come from
 the Spark conf ``spark.graymq.grayFlag``: ``with_conf_gray_flag(spark, options)`` reads it on the
 driver and passes it on as the option (``StreamingJob`` does this). Schema: ``schema.SCHEMA``.
@@ -32,13 +32,13 @@ Membership and the drain: ``StreamingJob`` registers the job in the name server 
 ``spark``, labels ``app_name``/``app_id``), heartbeats from the driver, and follows the desired
 flag — on gray → normal it drains the gray queues with an ``availableNow`` run on the gray
 checkpoint, checks the gray backlog, reports normal and restarts as normal on its own
-checkpoint. Runbook: ``jobs/README.md``; life cycle: ``client.spark.job``.
+checkpoint. Runbook: ``jobs/README.md``; life cycle: ``graymq.client.spark.job``.
 """
 
 from __future__ import annotations
 
-from client.spark.job import StreamingJob
-from client.spark.options import GRAY_FLAG_CONF, SourceOptions, with_conf_gray_flag
-from client.spark.source import GraymqDataSource, register
+from graymq.client.spark.job import StreamingJob
+from graymq.client.spark.options import GRAY_FLAG_CONF, SourceOptions, with_conf_gray_flag
+from graymq.client.spark.source import GraymqDataSource, register
 
 __all__ = ["GRAY_FLAG_CONF", "GraymqDataSource", "SourceOptions", "StreamingJob", "register", "with_conf_gray_flag"]

@@ -10,7 +10,7 @@ Life cycle (the name server holds the desired flag; the job reports its effectiv
   reports DRAINING, stops the gray query and runs it once more with ``availableNow`` on the
   gray checkpoint — to the gray queues' max offsets as of that moment (producers were flipped
   first, so that is every gray message). The source commits the run's final offsets to the
-  brokers before the run returns (see ``client.spark.stream``); the job then checks the gray
+  brokers before the run returns (see ``graymq.client.spark.stream``); the job then checks the gray
   backlog on the brokers, runs again if gray messages arrived meanwhile, reports gray=false /
   NORMAL, and starts the normal query on ``<root>/normal`` from the group's committed offsets.
   With the group's gray switch off there is nothing to drain (every queue is normal).
@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from client.spark.member import SparkMember
-from client.spark.options import SourceOptions, with_conf_gray_flag
-from client.spark.source import GraymqDataSource, register
-from client.sync import SyncFacade
-from protocol.errors import DrainTimeoutError, GrayMQError
+from graymq.client.spark.member import SparkMember
+from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
+from graymq.client.spark.source import GraymqDataSource, register
+from graymq.client.sync import SyncFacade
+from graymq.protocol.errors import DrainTimeoutError, GrayMQError
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from client.backlog import BacklogUnavailable, gray_backlog
-from client.consumer.pull_consumer import PullConsumer
-from client.spark.options import SourceOptions
-from client.spark.planner import job_queues
+from graymq.client.backlog import BacklogUnavailable, gray_backlog
+from graymq.client.consumer.pull_consumer import PullConsumer
+from graymq.client.spark.options import SourceOptions
+from graymq.client.spark.planner import job_queues
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from client.message import MessageQueue
+from graymq.client.message import MessageQueue
 
 QueueOffsets = dict[MessageQueue, int]
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.nameserver_client import parse_urls
-from protocol.constants import check_topic_name
-from protocol.errors import ConfigError
+from graymq.client.nameserver_client import parse_urls
+from graymq.protocol.constants import check_topic_name
+from graymq.protocol.errors import ConfigError
 
 GRAY_FLAG_CONF = "spark.graymq.grayFlag"
 STARTING_OFFSETS = ("group", "earliest", "latest")

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from client.message import MessageQueue, PullStatus
-from client.spark.options import SourceOptions
-from client.spark.schema import to_record_batch
-from client.sync import SyncPullConsumer
-from protocol.errors import OffsetIllegalError, RequestTimeoutError
+from graymq.client.message import MessageQueue, PullStatus
+from graymq.client.spark.options import SourceOptions
+from graymq.client.spark.schema import to_record_batch
+from graymq.client.sync import SyncPullConsumer
+from graymq.protocol.errors import OffsetIllegalError, RequestTimeoutError
 
 NO_NEW_MSG_WAIT_S = 1.0
 STALL_TIMEOUT_S = 30.0

@@ -1,7 +1,7 @@
 """Driver side of a read: the job's queue set, where each queue starts and ends, and offset commits.
 
 Async like the rest of the client; Spark's driver-side workers use it through
-``client.sync.SyncFacade``. It never registers in the name server (the job's ``SparkMember``
+``graymq.client.sync.SyncFacade``. It never registers in the name server (the job's ``SparkMember``
 does that).
 """
 
@@ -11,13 +11,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from client.consumer.pull_consumer import PullConsumer
-from client.message import MessageQueue
-from client.nameserver_client import NotFoundError
-from client.route import TopicRoute
-from client.spark.offsets import QueueOffsets
-from client.spark.options import SourceOptions
-from protocol.errors import GrayMQError, NameServerError
+from graymq.client.consumer.pull_consumer import PullConsumer
+from graymq.client.message import MessageQueue
+from graymq.client.nameserver_client import NotFoundError
+from graymq.client.route import TopicRoute
+from graymq.client.spark.offsets import QueueOffsets
+from graymq.client.spark.options import SourceOptions
+from graymq.protocol.errors import GrayMQError, NameServerError
 
 log = logging.getLogger(__name__)
 

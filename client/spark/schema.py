@@ -23,7 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from protocol.record import MessageExt
+from graymq.protocol.record import MessageExt
 
 SCHEMA = StructType([
     StructField("topic", StringType(), False),

@@ -7,13 +7,13 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from client.spark.options import SourceOptions
-from client.spark.partition import QueueRange, read_range
-from client.spark.planner import Planner
-from client.spark.schema import SCHEMA
-from client.spark.stream import GraymqStreamReader
-from client.sync import SyncFacade
-from protocol.errors import ConfigError
+from graymq.client.spark.options import SourceOptions
+from graymq.client.spark.partition import QueueRange, read_range
+from graymq.client.spark.planner import Planner
+from graymq.client.spark.schema import SCHEMA
+from graymq.client.spark.stream import GraymqStreamReader
+from graymq.client.sync import SyncFacade
+from graymq.protocol.errors import ConfigError
 
 
 class GraymqDataSource(DataSource):

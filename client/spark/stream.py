@@ -1,6 +1,6 @@
 """The streaming reader: micro-batches of queue offset ranges, ``maxRecordsPerTrigger``, ``availableNow``.
 
-Offsets live in Spark's checkpoint (``client.spark.offsets`` JSON), so a restarted query
+Offsets live in Spark's checkpoint (``graymq.client.spark.offsets`` JSON), so a restarted query
 resumes exactly where its last committed batch ended. They are also committed to the brokers
 under the job's group, from ``latestOffset``: Spark (with its default, synchronous progress
 tracking) asks for the latest offset only after the batch ending at ``start`` has been written by
@@ -18,11 +18,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from client.spark.offsets import QueueOffsets, cap_offsets, from_json, to_json
-from client.spark.options import SourceOptions
-from client.spark.partition import QueueRange, read_range
-from client.spark.planner import Planner
-from client.sync import SyncFacade
+from graymq.client.spark.offsets import QueueOffsets, cap_offsets, from_json, to_json
+from graymq.client.spark.options import SourceOptions
+from graymq.client.spark.partition import QueueRange, read_range
+from graymq.client.spark.planner import Planner
+from graymq.client.sync import SyncFacade
 
 
 class GraymqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

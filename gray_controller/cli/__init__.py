@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from protocol.errors import ConfigError, GrayMQError
+from graymq.protocol.errors import ConfigError, GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
 _COMMAND_MODULES: tuple[str, ...] = (
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"graymq {own_version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        importlib.import_module(f"gray_controller.cli.{name}").register(subparsers)
+        importlib.import_module(f"graymq.gray_controller.cli.{name}").register(subparsers)
     return parser
 
 

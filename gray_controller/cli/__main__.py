@@ -1,5 +1,5 @@
 import sys
 
-from gray_controller.cli import main
+from graymq.gray_controller.cli import main
 
 sys.exit(main())

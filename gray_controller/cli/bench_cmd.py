@@ -1,4 +1,4 @@
-"""``graymq bench``: run the benchmarks of ``bench/`` (the same options as ``python -m bench``)."""
+"""``graymq bench``: run the benchmarks of ``bench/`` (the same options as ``python -m graymq.bench``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    from bench.runner import __doc__ as bench_doc
-    from bench.runner import add_arguments
+    from graymq.bench.runner import __doc__ as bench_doc
+    from graymq.bench.runner import add_arguments
 
     p = subparsers.add_parser(
         "bench", help="run the benchmarks (graymq vs Redis Streams vs NATS JetStream, gray figures)",
@@ -19,9 +19,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bench.runner import PARTS
-    from bench.runner import run as run_bench
-    from protocol.errors import ConfigError
+    from graymq.bench.runner import PARTS
+    from graymq.bench.runner import run as run_bench
+    from graymq.protocol.errors import ConfigError
 
     unknown = [p for p in args.parts if p not in PARTS]
     if unknown:

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gray_controller.cli.common import print_ready, setup_logging
-from protocol.errors import ConfigError
+from graymq.gray_controller.cli.common import print_ready, setup_logging
+from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -38,8 +38,8 @@ def _nameserver_from_env() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from broker_ext.config import BrokerSettings
-    from broker_ext.main import serve
+    from graymq.broker_ext.config import BrokerSettings
+    from graymq.broker_ext.main import serve
 
     overrides = {
         "name": args.name, "host": args.host, "port": args.port, "store_dir": args.store,

@@ -14,8 +14,8 @@ READY_PREFIX = "graymq-ready "
 
 def setup_logging(level: str | None = None, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s") -> None:
     """Log to stderr at ``level``, else ``$GRAYMQ_LOG_LEVEL``, else INFO; an unknown level is a ConfigError."""
-    from protocol.constants import LOG_LEVELS
-    from protocol.errors import ConfigError
+    from graymq.protocol.constants import LOG_LEVELS
+    from graymq.protocol.errors import ConfigError
 
     name = (level or os.environ.get("GRAYMQ_LOG_LEVEL") or "INFO").upper()
     if name not in LOG_LEVELS:
@@ -39,7 +39,7 @@ def add_nameserver_arg(parser: Any) -> None:
 
 def parse_labels(items: list[str] | None) -> dict[str, str]:
     """``k=v`` strings into a dict; a malformed one is a ConfigError naming it."""
-    from protocol.errors import ConfigError
+    from graymq.protocol.errors import ConfigError
 
     labels: dict[str, str] = {}
     for item in items or []:
@@ -63,7 +63,7 @@ def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]
     """Run ``command(nameserver_client, args)`` on a fresh event loop; the client is closed after."""
     import asyncio
 
-    from client.nameserver_client import NameServerClient
+    from graymq.client.nameserver_client import NameServerClient
 
     async def main() -> int:
         ns = NameServerClient(args.nameserver)

@@ -11,9 +11,9 @@ import time
 from datetime import datetime
 from typing import Any
 
-from gray_controller.cli.common import add_nameserver_arg, parse_labels
-from protocol.aio import wait_event
-from protocol.errors import ConfigError
+from graymq.gray_controller.cli.common import add_nameserver_arg, parse_labels
+from graymq.protocol.aio import wait_event
+from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, timestamp: int) -> int:
-    from client import ConsumeStatus, MessageExt, PushConsumer
+    from graymq.client import ConsumeStatus, MessageExt, PushConsumer
 
     done = asyncio.Event()
     seen = 0

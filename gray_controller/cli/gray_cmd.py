@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json, run_with_nameserver, table
-from protocol.errors import ConfigError
+from graymq.gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json, run_with_nameserver, table
+from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -78,7 +78,7 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _status(ns: Any, args: argparse.Namespace) -> int:
-    from gray_controller.group_state import GroupInspector
+    from graymq.gray_controller.group_state import GroupInspector
 
     inspector = GroupInspector(ns)
     try:
@@ -120,7 +120,7 @@ async def _rule(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _cutover(ns: Any, args: argparse.Namespace) -> int:
-    from gray_controller.cutover import CutoverFailed, CutoverRunner
+    from graymq.gray_controller.cutover import CutoverFailed, CutoverRunner
 
     if args.timeout <= 0:
         raise ConfigError("--timeout must be > 0")

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from gray_controller.cli.common import READY_PREFIX, setup_logging
+from graymq.gray_controller.cli.common import READY_PREFIX, setup_logging
 
 EXIT_UNAVAILABLE = 1
 EXIT_CONFIG = 2
@@ -71,8 +71,8 @@ def _settings_error(exc: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from nameserver.server import StartupFailed, StartupRefused, serve
-    from nameserver.settings import NameServerSettings
+    from graymq.nameserver.server import StartupFailed, StartupRefused, serve
+    from graymq.nameserver.settings import NameServerSettings
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port, "db_url": args.db}
     if args.migrate:
@@ -104,9 +104,9 @@ def run_migrate(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from sqlalchemy.engine import make_url
 
-    from nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
-    from nameserver.schema import upgrade
-    from nameserver.settings import DatabaseSettings
+    from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
+    from graymq.nameserver.schema import upgrade
+    from graymq.nameserver.settings import DatabaseSettings
 
     try:
         settings = DatabaseSettings(**({"db_url": args.db} if getattr(args, "db", None) else {}))

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json
-from protocol.errors import ConfigError
+from graymq.gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json
+from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from client import Message, Producer
+    from graymq.client import Message, Producer
 
     bodies = _bodies(args)
     producer = Producer(args.group, args.nameserver, client_id=args.client_id, labels=parse_labels(args.label),

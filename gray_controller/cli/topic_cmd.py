@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
-from protocol.errors import ConfigError
+from graymq.gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
+from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
-    from protocol.gray import gray_queue_ids
+    from graymq.protocol.gray import gray_queue_ids
 
     if args.topic_command == "create":
         if args.queues < 1:

@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gray_controller.cli.common import READY_PREFIX, print_ready
-from protocol.errors import GrayMQError
+from graymq.gray_controller.cli.common import READY_PREFIX, print_ready
+from graymq.protocol.errors import GrayMQError
 
 
 def register(subparsers: Any) -> None:
@@ -32,7 +32,7 @@ class Child:
         self.name = name
         self.ready: dict[str, Any] | None = None
         self._event = threading.Event()
-        self.proc = subprocess.Popen([sys.executable, "-m", "gray_controller.cli", *args], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "graymq.gray_controller.cli", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=env)
         threading.Thread(target=self._relay, daemon=True).start()
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from nameserver.models import AuditEntry
+from graymq.nameserver.models import AuditEntry
 
 
 class AuditRepository:

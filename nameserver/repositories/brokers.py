@@ -8,9 +8,9 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from nameserver.db import upsert_insert
-from nameserver.models import Broker, BrokerTopicRoute
-from nameserver.schemas import TopicConfig
+from graymq.nameserver.db import upsert_insert
+from graymq.nameserver.models import Broker, BrokerTopicRoute
+from graymq.nameserver.schemas import TopicConfig
 
 
 class BrokerRepository:

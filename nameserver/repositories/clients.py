@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from nameserver.db import upsert_insert
-from nameserver.models import Client, Group
-from nameserver.schemas import ClientHeartbeat
+from graymq.nameserver.db import upsert_insert
+from graymq.nameserver.models import Client, Group
+from graymq.nameserver.schemas import ClientHeartbeat
 
 _REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "last_seen")
 

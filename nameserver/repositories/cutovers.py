@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from nameserver.models import RUNNING, CutoverOperation
+from graymq.nameserver.models import RUNNING, CutoverOperation
 
 
 class CutoverRepository:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from nameserver.db import upsert_insert
-from nameserver.models import Group
+from graymq.nameserver.db import upsert_insert
+from graymq.nameserver.models import Group
 
 
 class GroupRepository:

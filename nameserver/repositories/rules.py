@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from nameserver.models import GrayRule
+from graymq.nameserver.models import GrayRule
 
 
 class RuleRepository:

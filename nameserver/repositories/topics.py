@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from nameserver.db import upsert_insert
-from nameserver.models import Topic
-from nameserver.schemas import TopicConfig
+from graymq.nameserver.db import upsert_insert
+from graymq.nameserver.models import Topic
+from graymq.nameserver.schemas import TopicConfig
 
 
 class TopicRepository:

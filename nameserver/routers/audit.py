@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from nameserver.deps import Audit
-from nameserver.schemas import AuditView
+from graymq.nameserver.deps import Audit
+from graymq.nameserver.schemas import AuditView
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 

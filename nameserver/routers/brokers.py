@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from nameserver.deps import Registry
-from nameserver.schemas import BrokerHeartbeat, BrokerHeartbeatResponse, BrokerView
+from graymq.nameserver.deps import Registry
+from graymq.nameserver.schemas import BrokerHeartbeat, BrokerHeartbeatResponse, BrokerView
 
 router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 

@@ -7,11 +7,11 @@ import time
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from nameserver.deps import Clients
-from nameserver.metrics import Metrics
-from nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse, ClientWatch, WatchedState
-from nameserver.services.clients import ClientService
-from nameserver.watch import GroupChanges, wait_changed
+from graymq.nameserver.deps import Clients
+from graymq.nameserver.metrics import Metrics
+from graymq.nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse, ClientWatch, WatchedState
+from graymq.nameserver.services.clients import ClientService
+from graymq.nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1/clients", tags=["clients"])
 

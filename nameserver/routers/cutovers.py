@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from nameserver.auth import AdminActor
-from nameserver.deps import Cutovers
-from nameserver.schemas import CutoverCreate, CutoverPatch, CutoverState, CutoverView
+from graymq.nameserver.auth import AdminActor
+from graymq.nameserver.deps import Cutovers
+from graymq.nameserver.schemas import CutoverCreate, CutoverPatch, CutoverState, CutoverView
 
 router = APIRouter(prefix="/v1", tags=["cutovers"])
 

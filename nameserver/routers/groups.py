@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 
-from nameserver.auth import AdminActor
-from nameserver.deps import Clients, Groups
-from nameserver.schemas import (
+from graymq.nameserver.auth import AdminActor
+from graymq.nameserver.deps import Clients, Groups
+from graymq.nameserver.schemas import (
     FlagPut,
     FlagResult,
     GroupClients,

@@ -7,9 +7,9 @@ import logging
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
-from nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
-from nameserver.deps import Health
-from nameserver.metrics import Metrics
+from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
+from graymq.nameserver.deps import Health
+from graymq.nameserver.metrics import Metrics
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])

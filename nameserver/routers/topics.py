@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from nameserver.auth import AdminActor
-from nameserver.deps import Registry, Topics
-from nameserver.schemas import TopicPut, TopicRoute, TopicView
+from graymq.nameserver.auth import AdminActor
+from graymq.nameserver.deps import Registry, Topics
+from graymq.nameserver.schemas import TopicPut, TopicRoute, TopicView
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 

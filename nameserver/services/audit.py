@@ -7,11 +7,11 @@ from typing import Any
 from fastapi.encoders import jsonable_encoder
 from sqlalchemy.orm import Session
 
-from nameserver.clock import utc_now
-from nameserver.models import AuditEntry
-from nameserver.repositories.audit import AuditRepository
-from nameserver.schemas import AuditView
-from nameserver.watch import mark_changed
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.models import AuditEntry
+from graymq.nameserver.repositories.audit import AuditRepository
+from graymq.nameserver.schemas import AuditView
+from graymq.nameserver.watch import mark_changed
 
 
 class AuditService:

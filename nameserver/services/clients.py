@@ -6,15 +6,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from nameserver.clock import utc_now
-from nameserver.errors import Conflict, NotFound
-from nameserver.models import Client, Group
-from nameserver.repositories.clients import ClientRepository
-from nameserver.repositories.cutovers import CutoverRepository
-from nameserver.repositories.groups import GroupRepository
-from nameserver.repositories.rules import RuleRepository
-from nameserver.repositories.topics import TopicRepository
-from nameserver.schemas import (
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.errors import Conflict, NotFound
+from graymq.nameserver.models import Client, Group
+from graymq.nameserver.repositories.clients import ClientRepository
+from graymq.nameserver.repositories.cutovers import CutoverRepository
+from graymq.nameserver.repositories.groups import GroupRepository
+from graymq.nameserver.repositories.rules import RuleRepository
+from graymq.nameserver.repositories.topics import TopicRepository
+from graymq.nameserver.schemas import (
     ClientHeartbeat,
     ClientHeartbeatResponse,
     ClientWatch,
@@ -23,9 +23,9 @@ from nameserver.schemas import (
     GroupClients,
     QueueCounts,
 )
-from nameserver.services.audit import AuditService
-from nameserver.services.views import client_desired_gray, client_view, cutover_view
-from nameserver.settings import NameServerSettings
+from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.views import client_desired_gray, client_view, cutover_view
+from graymq.nameserver.settings import NameServerSettings
 
 
 class ClientService:

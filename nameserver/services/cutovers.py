@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from nameserver.clock import utc_now
-from nameserver.errors import Conflict, NotFound
-from nameserver.models import RUNNING, CutoverOperation, Group
-from nameserver.repositories.cutovers import CutoverRepository
-from nameserver.repositories.groups import GroupRepository
-from nameserver.schemas import CutoverCreate, CutoverPatch, CutoverView
-from nameserver.services.audit import AuditService
-from nameserver.services.views import cutover_view
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.errors import Conflict, NotFound
+from graymq.nameserver.models import RUNNING, CutoverOperation, Group
+from graymq.nameserver.repositories.cutovers import CutoverRepository
+from graymq.nameserver.repositories.groups import GroupRepository
+from graymq.nameserver.schemas import CutoverCreate, CutoverPatch, CutoverView
+from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.views import cutover_view
 
 
 class CutoverService:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from nameserver.clock import utc_now
-from nameserver.errors import NotFound
-from nameserver.models import GrayRule, Group
-from nameserver.repositories.cutovers import CutoverRepository
-from nameserver.repositories.groups import GroupRepository
-from nameserver.repositories.rules import RuleRepository
-from nameserver.schemas import GroupDetail, GroupView, OrphanPolicyPut, RuleCreate, RuleView, SwitchPut
-from nameserver.services.audit import AuditService
-from nameserver.services.views import cutover_view, group_view, rule_view
-from nameserver.settings import NameServerSettings
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.errors import NotFound
+from graymq.nameserver.models import GrayRule, Group
+from graymq.nameserver.repositories.cutovers import CutoverRepository
+from graymq.nameserver.repositories.groups import GroupRepository
+from graymq.nameserver.repositories.rules import RuleRepository
+from graymq.nameserver.schemas import GroupDetail, GroupView, OrphanPolicyPut, RuleCreate, RuleView, SwitchPut
+from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.views import cutover_view, group_view, rule_view
+from graymq.nameserver.settings import NameServerSettings
 
 
 class GroupService:

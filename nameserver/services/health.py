@@ -7,10 +7,10 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from nameserver.clock import utc_now
-from nameserver.repositories.brokers import BrokerRepository
-from nameserver.repositories.clients import ClientRepository
-from nameserver.settings import NameServerSettings
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.repositories.brokers import BrokerRepository
+from graymq.nameserver.repositories.clients import ClientRepository
+from graymq.nameserver.settings import NameServerSettings
 
 
 class HealthService:

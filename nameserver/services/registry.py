@@ -6,13 +6,13 @@ from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
-from nameserver.clock import utc_now
-from nameserver.errors import NotFound
-from nameserver.repositories.brokers import BrokerRepository
-from nameserver.repositories.topics import TopicRepository
-from nameserver.schemas import BrokerHeartbeat, BrokerHeartbeatResponse, BrokerRoute, BrokerView, TopicRoute
-from nameserver.services.views import topic_config
-from nameserver.settings import NameServerSettings
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.errors import NotFound
+from graymq.nameserver.repositories.brokers import BrokerRepository
+from graymq.nameserver.repositories.topics import TopicRepository
+from graymq.nameserver.schemas import BrokerHeartbeat, BrokerHeartbeatResponse, BrokerRoute, BrokerView, TopicRoute
+from graymq.nameserver.services.views import topic_config
+from graymq.nameserver.settings import NameServerSettings
 
 
 class RegistryService:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from nameserver.errors import InvalidInput
-from nameserver.repositories.topics import TopicRepository
-from nameserver.schemas import TopicConfig, TopicPut, TopicView
-from nameserver.services.audit import AuditService
-from nameserver.services.views import topic_config, topic_view
-from protocol.constants import check_topic_name
+from graymq.nameserver.errors import InvalidInput
+from graymq.nameserver.repositories.topics import TopicRepository
+from graymq.nameserver.schemas import TopicConfig, TopicPut, TopicView
+from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.views import topic_config, topic_view
+from graymq.protocol.constants import check_topic_name
 
 
 class TopicService:

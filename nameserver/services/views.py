@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nameserver.gray_policy import desired_gray
-from nameserver.models import Client, CutoverOperation, GrayRule, Group, Topic
-from nameserver.schemas import ClientView, CutoverView, GroupView, RuleView, TopicConfig, TopicView
+from graymq.nameserver.gray_policy import desired_gray
+from graymq.nameserver.models import Client, CutoverOperation, GrayRule, Group, Topic
+from graymq.nameserver.schemas import ClientView, CutoverView, GroupView, RuleView, TopicConfig, TopicView
 
 
 def topic_config(topic: Topic) -> TopicConfig:

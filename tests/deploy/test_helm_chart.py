@@ -119,8 +119,8 @@ def release(request: pytest.FixtureRequest) -> Release:
 
 def declared_settings_env() -> set[str]:
     """Every GRAYMQ_* name a settings class declares (env prefix + field name) or the code reads directly."""
-    from broker_ext.config import BrokerSettings
-    from nameserver.settings import DatabaseSettings, NameServerSettings
+    from graymq.broker_ext.config import BrokerSettings
+    from graymq.nameserver.settings import DatabaseSettings, NameServerSettings
 
     names: set[str] = set()
     for cls in (DatabaseSettings, NameServerSettings, BrokerSettings):
@@ -292,7 +292,7 @@ def test_bundled_postgres_exists_before_the_migrations_job_runs(default_release:
 
 
 def test_the_database_url_the_chart_builds_is_one_the_nameserver_accepts(default_release: Release) -> None:
-    from nameserver.settings import DatabaseSettings
+    from graymq.nameserver.settings import DatabaseSettings
 
     secret = default_release.find("Secret", "-postgresql")
     url = base64.b64decode(secret["data"]["db-url"]).decode()
@@ -395,7 +395,7 @@ def test_every_container_runs_as_non_root_on_a_read_only_root_filesystem(release
 
 
 def test_a_generated_admin_token_is_real_and_accepted_outside_dev_mode(default_release: Release) -> None:
-    from nameserver.settings import DEV_TOKEN, NameServerSettings
+    from graymq.nameserver.settings import DEV_TOKEN, NameServerSettings
 
     secret = default_release.find("Secret", "-admin-tokens")
     tokens = base64.b64decode(secret["data"]["admin-tokens"]).decode()
@@ -417,7 +417,7 @@ def test_rendering_again_does_not_roll_the_name_servers(default_release: Release
 
 
 def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
-    from nameserver.settings import parse_admin_tokens
+    from graymq.nameserver.settings import parse_admin_tokens
 
     tokens = {"ops": "0123456789abcdefXYZ", "ci": "fedcba9876543210xyz"}
     secret = render({"adminTokens": {"tokens": tokens}}, "given tokens").find("Secret", "-admin-tokens")

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from devkit.processes import GraymqProcess
+from graymq.devkit.processes import GraymqProcess
 from tests.support.cli import graymq, held_queues, json_lines, start_consumer, wait_for
 
 pytestmark = pytest.mark.e2e

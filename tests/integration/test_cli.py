@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([sys.executable, "-m", "gray_controller.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", *args], capture_output=True, text=True,
                           timeout=60, env={**os.environ, **(env or {})})
 
 

@@ -16,7 +16,7 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from client.spark import register
+    from graymq.client.spark import register
 
     session = (
         SparkSession.builder.master("local[2]")

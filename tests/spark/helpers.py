@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from client import Message
-from client.sync import SyncProducer
+from graymq.client import Message
+from graymq.client.sync import SyncProducer
 
 
 def poll_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:

@@ -8,8 +8,8 @@ from collections import defaultdict
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from client import PullConsumer
-from client.sync import SyncProducer
+from graymq.client import PullConsumer
+from graymq.client.sync import SyncProducer
 from tests.spark.helpers import BatchLog, send
 
 pytestmark = pytest.mark.spark

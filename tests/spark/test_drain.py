@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from client.spark import StreamingJob
-from client.spark.options import GRAY_FLAG_CONF
-from client.sync import SyncProducer
-from gray_controller.group_state import GroupInspector
+from graymq.client.spark import StreamingJob
+from graymq.client.spark.options import GRAY_FLAG_CONF
+from graymq.client.sync import SyncProducer
+from graymq.gray_controller.group_state import GroupInspector
 from tests.spark.helpers import BatchLog, poll_until, send
 
 pytestmark = pytest.mark.spark

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from client import Message
-from client.sync import SyncProducer
+from graymq.client import Message
+from graymq.client.sync import SyncProducer
 from jobs.order_stats import minute_totals, pipeline
 
 pytestmark = pytest.mark.spark

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client.spark.options import GRAY_FLAG_CONF, with_conf_gray_flag
-from client.sync import SyncProducer
+from graymq.client.spark.options import GRAY_FLAG_CONF, with_conf_gray_flag
+from graymq.client.sync import SyncProducer
 from tests.spark.helpers import send
 
 pytestmark = pytest.mark.spark

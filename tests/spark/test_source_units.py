@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from client.message import MessageQueue
-from client.route import BrokerData, TopicRoute
-from client.spark.offsets import cap_offsets, from_json, to_json
-from client.spark.options import SourceOptions, with_conf_gray_flag
-from client.spark.planner import Planner, job_queues
-from client.spark.schema import ARROW_SCHEMA, to_record_batch
-from protocol.errors import ConfigError, RequestTimeoutError
-from protocol.record import MessageExt, make_properties
+from graymq.client.message import MessageQueue
+from graymq.client.route import BrokerData, TopicRoute
+from graymq.client.spark.offsets import cap_offsets, from_json, to_json
+from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
+from graymq.client.spark.planner import Planner, job_queues
+from graymq.client.spark.schema import ARROW_SCHEMA, to_record_batch
+from graymq.protocol.errors import ConfigError, RequestTimeoutError
+from graymq.protocol.record import MessageExt, make_properties
 
 pytestmark = pytest.mark.spark
 A0, A1, A2 = (MessageQueue("T", "broker-a", q) for q in range(3))

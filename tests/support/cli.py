@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from devkit.processes import GraymqProcess
+from graymq.devkit.processes import GraymqProcess
 
 
 def json_lines(proc: GraymqProcess) -> list[dict[str, Any]]:
@@ -38,7 +38,7 @@ def produce(ns_url: str, topic: str, *args: str, env: dict[str, str] | None = No
     import os
 
     result = subprocess.run(
-        [sys.executable, "-m", "gray_controller.cli", "produce", topic, "--json", "--nameserver", ns_url, *args],
+        [sys.executable, "-m", "graymq.gray_controller.cli", "produce", topic, "--json", "--nameserver", ns_url, *args],
         capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
     )
     sends = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -50,7 +50,7 @@ def produce(ns_url: str, topic: str, *args: str, env: dict[str, str] | None = No
 def graymq(ns_url: str, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
     import os
 
-    result = subprocess.run([sys.executable, "-m", "gray_controller.cli", *args, "--nameserver", ns_url],
+    result = subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", *args, "--nameserver", ns_url],
                             capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, "GRAYMQ_ADMIN_TOKEN": "dev-token"})
     if check:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from client import ConsumeStatus, MessageExt, PushConsumer
+from graymq.client import ConsumeStatus, MessageExt, PushConsumer
 
 FAST = dict(rebalance_interval_s=1.0, heartbeat_interval_s=0.5, nameserver_interval_s=0.3, long_poll_s=1.0,
             persist_interval_s=0.2, drain_poll_s=0.1)

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from client.nameserver_client import NameServerClient
-from devkit.processes import GraymqProcess
+from graymq.client.nameserver_client import NameServerClient
+from graymq.devkit.processes import GraymqProcess
 
 FAST_ENV = {
     "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5",

@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from protocol import graymq_pb2 as pb
-from protocol.connection import Connection, HandlerResult
-from protocol.errors import RequestTimeoutError
-from protocol.remoting import request_envelope, response_envelope
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection, HandlerResult
+from graymq.protocol.errors import RequestTimeoutError
+from graymq.protocol.remoting import request_envelope, response_envelope
 
 pytestmark = pytest.mark.unit
 

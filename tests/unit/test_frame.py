@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import ProtocolError
-from protocol.frame import BLOCK_SIZE, FRAME_HEADER, MSG_TOKEN, FrameDecoder, encode_frame
+from graymq.protocol.errors import ProtocolError
+from graymq.protocol.frame import BLOCK_SIZE, FRAME_HEADER, MSG_TOKEN, FrameDecoder, encode_frame
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.gray import gray_queue_ids, is_gray_queue, normal_queue_ids
+from graymq.protocol.gray import gray_queue_ids, is_gray_queue, normal_queue_ids
 
 pytestmark = pytest.mark.unit
 

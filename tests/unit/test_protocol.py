@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol import graymq_pb2 as pb
-from protocol.codegen import OUT_DIR, generate
-from protocol.errors import (
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.codegen import OUT_DIR, generate
+from graymq.protocol.errors import (
     GrayIsolationError,
     GrayMQError,
     ProtocolError,
@@ -16,7 +16,7 @@ from protocol.errors import (
     UnknownMethodError,
     error_from_code,
 )
-from protocol.remoting import METHOD_TYPES, error_envelope, parse_body, parse_envelope, request_envelope
+from graymq.protocol.remoting import METHOD_TYPES, error_envelope, parse_body, parse_envelope, request_envelope
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import ProtocolError
-from protocol.record import (
+from graymq.protocol.errors import ProtocolError
+from graymq.protocol.record import (
     RECORD_HEADER,
     SYS_FLAG_GRAY,
     check_record,

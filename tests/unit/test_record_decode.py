@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ProtocolError
-from protocol.record import (
+from graymq.protocol.errors import ProtocolError
+from graymq.protocol.record import (
     RECORD_HEADER,
     MessageExt,
     decode_record,

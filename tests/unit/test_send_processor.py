@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from broker_ext.send_processor import to_put_message
-from protocol import graymq_pb2 as pb
-from protocol.constants import PROPERTY_PRODUCER_GROUP
-from protocol.record import SYS_FLAG_GRAY, encode_properties, make_properties
+from graymq.broker_ext.send_processor import to_put_message
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.constants import PROPERTY_PRODUCER_GROUP
+from graymq.protocol.record import SYS_FLAG_GRAY, encode_properties, make_properties
 
 pytestmark = pytest.mark.unit
 

@@ -7,15 +7,15 @@ import urllib.request
 
 import pytest
 
-from client.broker_client import BrokerClient
-from protocol import graymq_pb2 as pb
-from protocol.errors import (
+from graymq.client.broker_client import BrokerClient
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import (
     GrayIsolationError,
     SubscriptionNotExistError,
     TopicNotExistError,
     UnknownMethodError,
 )
-from protocol.record import iter_records
+from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, heartbeat, message, pull_request, run, send
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from client.broker_client import BrokerClient
-from protocol import graymq_pb2 as pb
-from protocol.errors import GrayMQError
-from protocol.record import iter_records
+from graymq.client.broker_client import BrokerClient
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, message, pull_request, run
 
 pytestmark = pytest.mark.integration

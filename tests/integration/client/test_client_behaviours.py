@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
-from client.context import current_message
-from client.sync import SyncProducer
-from protocol.errors import DrainTimeoutError
+from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from graymq.client.context import current_message
+from graymq.client.sync import SyncProducer
+from graymq.protocol.errors import DrainTimeoutError
 from tests.support.clients import FAST, Recorder, consumer, run_scenario, wait_until
 
 pytestmark = pytest.mark.integration
@@ -25,7 +25,7 @@ def setup(cluster, *brokers: str, **env: str) -> str:
 
 
 async def set_flag(ns_url: str, client_id: str, gray: bool) -> None:
-    from client.nameserver_client import NameServerClient
+    from graymq.client.nameserver_client import NameServerClient
 
     ns = NameServerClient(ns_url, admin_token="dev-token")
     try:

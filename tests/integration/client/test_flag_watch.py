@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from client import Message, Producer
+from graymq.client import Message, Producer
 from tests.support.clients import Recorder, consumer, run_scenario, wait_until
 
 pytestmark = pytest.mark.integration

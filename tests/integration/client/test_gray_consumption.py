@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from client import Message, Producer
+from graymq.client import Message, Producer
 from tests.support.clients import FAST, Recorder, consumer, run_scenario, wait_until
 
 pytestmark = pytest.mark.integration
@@ -82,7 +82,7 @@ def test_gray_sends_and_consumption_stay_on_their_queues_and_flip_drains(cluster
 
 
 async def cluster_admin_set_flag(ns_url: str, client_id: str, gray: bool) -> None:
-    from client.nameserver_client import NameServerClient
+    from graymq.client.nameserver_client import NameServerClient
 
     ns = NameServerClient(ns_url, admin_token="dev-token")
     try:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from client import Message, PullConsumer, SendResult
-from client.producer import Producer
-from devkit.processes import GraymqProcess
-from protocol.errors import BadRequestError, GrayMQError
+from graymq.client import Message, PullConsumer, SendResult
+from graymq.client.producer import Producer
+from graymq.devkit.processes import GraymqProcess
+from graymq.protocol.errors import BadRequestError, GrayMQError
 from tests.support.clients import run_scenario
 from tests.support.cluster import Cluster
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
-from nameserver.settings import NameServerSettings
+from graymq.nameserver.settings import NameServerSettings
 
 OPS_TOKEN = "ops-secret-1"
 CI_TOKEN = "ci-secret-2"

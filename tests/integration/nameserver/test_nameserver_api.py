@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from nameserver_testkit import CI, OPS, broker_heartbeat, client_heartbeat, make_settings, wait_until
 
-from nameserver.app import create_app
+from graymq.nameserver.app import create_app
 
 pytestmark = pytest.mark.integration
 

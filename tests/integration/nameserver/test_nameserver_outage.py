@@ -10,7 +10,7 @@ import httpx
 import pytest
 from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, wait_until
 
-from devkit.processes import GraymqProcess
+from graymq.devkit.processes import GraymqProcess
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from nameserver_testkit import ADMIN_TOKENS, OPS, broker_heartbeat, client_heartbeat, wait_until
 
-from devkit.ports import free_port
-from devkit.processes import GraymqProcess
+from graymq.devkit.ports import free_port
+from graymq.devkit.processes import GraymqProcess
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +95,7 @@ def test_refuses_to_start_on_an_unmigrated_database_until_migrated(
     assert refused.ready_info is None
 
     migrate = subprocess.run(
-        [sys.executable, "-m", "gray_controller.cli", "nameserver", "migrate", "--db", url],
+        [sys.executable, "-m", "graymq.gray_controller.cli", "nameserver", "migrate", "--db", url],
         capture_output=True,
         text=True,
         timeout=120,
@@ -201,7 +201,7 @@ def test_migrate_logs_its_steps_at_the_configured_level(tmp_path: Path, level: s
     if level:
         env["GRAYMQ_LOG_LEVEL"] = level
     migrate = subprocess.run(
-        [sys.executable, "-m", "gray_controller.cli", "nameserver", "migrate", "--db", f"sqlite:///{tmp_path}/ns.db"],
+        [sys.executable, "-m", "graymq.gray_controller.cli", "nameserver", "migrate", "--db", f"sqlite:///{tmp_path}/ns.db"],
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert migrate.returncode == 0, migrate.stderr
@@ -212,7 +212,7 @@ def test_migrate_logs_its_steps_at_the_configured_level(tmp_path: Path, level: s
 def test_migrate_refuses_an_unknown_log_level(tmp_path: Path) -> None:
     db = tmp_path / "ns.db"
     migrate = subprocess.run(
-        [sys.executable, "-m", "gray_controller.cli", "nameserver", "migrate", "--db", f"sqlite:///{db}"],
+        [sys.executable, "-m", "graymq.gray_controller.cli", "nameserver", "migrate", "--db", f"sqlite:///{db}"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "GRAYMQ_LOG_LEVEL": "chatty"},
     )
     assert migrate.returncode == 2

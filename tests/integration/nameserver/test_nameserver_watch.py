@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, wait_until
 
-from devkit.processes import GraymqProcess
+from graymq.devkit.processes import GraymqProcess
 
 pytestmark = pytest.mark.integration
 

@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.allocate import (
+from graymq.client.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueGray,
     ConsumerView,
 )
-from client.message import MessageQueue
-from protocol.errors import ConfigError
-from protocol.gray import gray_queue_ids
+from graymq.client.message import MessageQueue
+from graymq.protocol.errors import ConfigError
+from graymq.protocol.gray import gray_queue_ids
 
 pytestmark = pytest.mark.unit
 

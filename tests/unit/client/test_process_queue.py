@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer.process_queue import ProcessQueue
-from client.message import MessageQueue
+from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.message import MessageQueue
 
 pytestmark = pytest.mark.unit
 

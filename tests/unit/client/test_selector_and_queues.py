@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
-from client.consumer.process_queue import ProcessQueue
-from client.message import MessageQueue
-from client.route import BrokerData, TopicRoute
-from client.selector import GrayQueueSelector
-from protocol.errors import NoPermissionError
+from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.message import MessageQueue
+from graymq.client.route import BrokerData, TopicRoute
+from graymq.client.selector import GrayQueueSelector
+from graymq.protocol.errors import NoPermissionError
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nameserver.gray_policy import desired_gray, rule_matches
+from graymq.nameserver.gray_policy import desired_gray, rule_matches
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nameserver.metrics import Metrics, escape_label
+from graymq.nameserver.metrics import Metrics, escape_label
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from nameserver.schemas import BrokerHeartbeat, ClientHeartbeat, QueueLayout, RuleCreate, TopicConfig
+from graymq.nameserver.schemas import BrokerHeartbeat, ClientHeartbeat, QueueLayout, RuleCreate, TopicConfig
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from nameserver.auth import actor_for
-from nameserver.settings import InsecureConfigError, NameServerSettings, normalize_db_url, parse_admin_tokens
+from graymq.nameserver.auth import actor_for
+from graymq.nameserver.settings import InsecureConfigError, NameServerSettings, normalize_db_url, parse_admin_tokens
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from broker_ext.store import AppendResult, GetStatus, MessageStore, PutMessage, StoreConfig
-from protocol.record import MessageExt, decode_record, make_properties
+from graymq.broker_ext.store import AppendResult, GetStatus, MessageStore, PutMessage, StoreConfig
+from graymq.protocol.record import MessageExt, decode_record, make_properties
 
 SEGMENT = 64 * 1024
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from broker_ext.store import atomic_file
-from broker_ext.store.atomic_file import read_json, write_atomic, write_json_atomic
+from graymq.broker_ext.store import atomic_file
+from graymq.broker_ext.store.atomic_file import read_json, write_atomic, write_json_atomic
 
 pytestmark = pytest.mark.unit
 

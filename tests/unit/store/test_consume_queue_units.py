@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker_ext.store.consume_queue import ConsumeQueue
+from graymq.broker_ext.store.consume_queue import ConsumeQueue
 
 pytestmark = pytest.mark.unit
 

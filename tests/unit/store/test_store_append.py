@@ -7,9 +7,9 @@ import random
 import pytest
 from storekit import SEGMENT, body_for, flip_bit, make_config, message, open_store, put, read_all, segment_file
 
-from broker_ext.store import GetStatus, PutMessage
-from protocol.errors import MessageTooLargeError
-from protocol.record import RECORD_HEADER, decode_record
+from graymq.broker_ext.store import GetStatus, PutMessage
+from graymq.protocol.errors import MessageTooLargeError
+from graymq.protocol.record import RECORD_HEADER, decode_record
 
 pytestmark = pytest.mark.unit
 

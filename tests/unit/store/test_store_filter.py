@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from storekit import make_config, message, open_store, put, read_all
 
-from broker_ext.store import GetStatus
-from broker_ext.store.message_store import MAX_SCAN_UNITS
-from protocol.constants import tag_hash
-from protocol.record import decode_record
+from graymq.broker_ext.store import GetStatus
+from graymq.broker_ext.store.message_store import MAX_SCAN_UNITS
+from graymq.protocol.constants import tag_hash
+from graymq.protocol.record import decode_record
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ import time
 import pytest
 from storekit import make_config, message, open_store, run
 
-from broker_ext.store.checkpoint import Checkpoint
-from protocol.errors import FlushTimeoutError
+from graymq.broker_ext.store.checkpoint import Checkpoint
+from graymq.protocol.errors import FlushTimeoutError
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from storekit import crash, make_config, open_store, put, run
 
-from broker_ext.store import MessageStore
+from graymq.broker_ext.store import MessageStore
 
 pytestmark = pytest.mark.unit
 

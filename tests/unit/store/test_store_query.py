@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from storekit import crash, flip_bit, make_config, message, open_store, segment_file, stop
 
-from protocol.record import decode_record
+from graymq.protocol.record import decode_record
 
 pytestmark = pytest.mark.unit
 

@@ -21,10 +21,10 @@ from storekit import (
     stop,
 )
 
-from broker_ext.store import GetStatus
-from broker_ext.store.checkpoint import Checkpoint
-from broker_ext.store.consume_queue import UNIT
-from protocol.record import RECORD_HEADER, decode_record
+from graymq.broker_ext.store import GetStatus
+from graymq.broker_ext.store.checkpoint import Checkpoint
+from graymq.broker_ext.store.consume_queue import UNIT
+from graymq.protocol.record import RECORD_HEADER, decode_record
 
 pytestmark = pytest.mark.unit
 

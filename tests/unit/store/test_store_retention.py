@@ -9,8 +9,8 @@ import time
 import pytest
 from storekit import make_config, message, open_store, put, read_all, run, stop
 
-from broker_ext.store import GetStatus
-from protocol.errors import DiskFullError
+from graymq.broker_ext.store import GetStatus
+from graymq.protocol.errors import DiskFullError
 
 pytestmark = pytest.mark.unit
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from graymq.client.spark import StreamingJob
-from jobs.order_stats import minute_totals, pipeline
 from graymq.protocol.errors import ConfigError, GrayMQError
+from jobs.order_stats import minute_totals, pipeline
 
 
 def _label(text: str) -> tuple[str, str]:

@@ -32,8 +32,8 @@ class Child:
         self.name = name
         self.ready: dict[str, Any] | None = None
         self._event = threading.Event()
-        self.proc = subprocess.Popen([sys.executable, "-m", "graymq.gray_controller.cli", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "graymq.gray_controller.cli", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         threading.Thread(target=self._relay, daemon=True).start()
 
     def _relay(self) -> None:

@@ -22,6 +22,7 @@ def test_postgres_fixture_is_a_real_postgresql_server(postgres, pg_url):
 
 
 def test_graymq_help_lists_commands():
-    result = subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", "--help"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", "--help"],
+                            capture_output=True, text=True)
     assert result.returncode == 0
     assert "graymq" in result.stdout

@@ -68,14 +68,10 @@ async def fill(url: str, count: int, size: int, queues: int) -> None:
 
 
 def read_rounds(url: str, master: str, pull_batch: int, rounds: int, count: int, size: int) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from graymq.client.spark import register
+    from graymq.client.spark.session import local_session
 
-    spark = (SparkSession.builder.master(master).appName("bench-spark").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("bench-spark", master=master, log_level="ERROR")
     register(spark)
     try:
         options = {"nameserver": url, "topic": TOPIC, "group": GROUP, "startingOffsets": "earliest",

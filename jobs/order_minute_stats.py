@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from graymq.client.spark import StreamingJob
+from graymq.client.spark.session import local_session
 from graymq.protocol.errors import ConfigError, GrayMQError
 from jobs.order_stats import minute_totals, pipeline
 
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for chatty in ("httpx", "py4j"):  # one line per HTTP request / Spark callback
         logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
-    spark = SparkSession.builder.appName("order-minute-stats").getOrCreate()
+    spark = local_session("order-minute-stats", master="local[2]")
     try:
         if args.command == "run":
             run(spark, args)

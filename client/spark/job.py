@@ -49,7 +49,7 @@ class StreamingJob:
     def __init__(self, spark: Any, options: Mapping[str, str], pipeline: Pipeline, checkpoint_root: str, *,
                  trigger: Mapping[str, Any] | None = None, labels: Mapping[str, str] | None = None,
                  client_id: str | None = None, heartbeat_interval_s: float = 2.0, drain_timeout_s: float = 300.0,
-                 poll_s: float = 1.0) -> None:
+                 poll_s: float = 1.0, stop_grace_s: float = 60.0) -> None:
         self.spark = spark
         self.options = with_conf_gray_flag(spark, options)
         self.source = SourceOptions.parse(self.options)
@@ -62,6 +62,7 @@ class StreamingJob:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.drain_timeout_s = drain_timeout_s
         self.poll_s = poll_s
+        self.stop_grace_s = stop_grace_s
         self.gray = self.source.gray
         self.query: Any = None
         self.member: Any = None
@@ -82,6 +83,7 @@ class StreamingJob:
             self._follow(self.member.desired_gray)
 
     def stop(self) -> None:
+        log.info("spark job %s: stopping after the running micro-batch", self.client_id)
         self._stop_query()
         if self.member is not None:
             self.member.stop()
@@ -162,9 +164,20 @@ class StreamingJob:
         options = {**self.options, "grayFlag": str(gray).lower()}
         frame = self.spark.readStream.format(GraymqDataSource.name()).options(**options).load()
         writer = self.pipeline(frame, gray).option("checkpointLocation", self.checkpoint(gray))
-        return (writer.trigger(**trigger) if trigger else writer).start()
+        query = (writer.trigger(**trigger) if trigger else writer).start()
+        log.info("spark job %s: %s query started", self.client_id, "gray" if gray else "normal")
+        return query
 
     def _stop_query(self) -> None:
-        if self.query is not None:
-            self.query.stop()
-            self.query = None
+        """Stop the query between micro-batches: one interrupted inside the sink spills Java stack traces.
+
+        Waits up to ``stop_grace_s`` for a running batch to end; a replayed batch is harmless
+        (the sink is idempotent per batch id), so stopping mid-batch after that loses nothing.
+        """
+        if self.query is None:
+            return
+        deadline = time.monotonic() + self.stop_grace_s
+        while self.query.isActive and self.query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.query.stop()
+        self.query = None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,22 +10,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from graymq.client.spark import register
+    from graymq.client.spark.session import local_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("graymq-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("WARN")
+    session = local_session("graymq-spark-tests", master="local[2]",
+                            conf={"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"})
     register(session)
     try:
         yield session

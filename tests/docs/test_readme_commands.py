@@ -1,0 +1,72 @@
+"""The README's commands run as written, in a fresh directory, one line after the other."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+
+def bash_block(readme: Path, heading: str) -> list[str]:
+    """The commands of the first ```bash block under ``heading`` (continued lines joined)."""
+    text = readme.read_text()
+    section = text[text.index(heading):]
+    match = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert match, f"no bash block under {heading!r}"
+    joined = match.group(1).replace("\\\n", " ")
+    return [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def as_a_person_types(lines: list[str]) -> str:
+    """A bash script of ``lines``; after each background command, wait for what a person would see."""
+    script = ["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT"]
+    started = 0
+    for line in lines:
+        script.append(line)
+        if line.split("#")[0].rstrip().endswith("&"):
+            started += " consume " in line or " run " in line
+            script.append(f"{shlex.quote(sys.executable)} -m tests.docs.readme_wait {shlex.quote(line)} {started}")
+    return "\n".join(script) + "\n"
+
+
+def run_block(tmp_path: Path, lines: list[str], timeout: float = 240) -> str:
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    (tmp_path / "jobs").symlink_to(ROOT / "jobs")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAYMQ_", "VIRTUAL_ENV"))}
+    env["PYTHONPATH"] = str(ROOT)
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # no venv on PATH: the README activates it
+    proc = subprocess.Popen(["bash", "-c", as_a_person_types(lines)], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, f"README block failed ({proc.returncode}):\n{output[-6000:]}"
+    return output
+
+
+def test_try_it_by_hand_runs_as_written(tmp_path):
+    output = run_block(tmp_path, bash_block(ROOT / "README.md", "## Try it by hand"))
+    assert "SUCCEEDED" in output
+    gray_deliveries = [line for line in output.splitlines() if line.startswith("{") and '"gray": true' in line
+                       and '"client_id"' in line]
+    assert len(gray_deliveries) == 10, output[-6000:]
+
+
+@pytest.mark.spark
+def test_the_spark_example_runs_as_written(tmp_path):
+    output = run_block(tmp_path, bash_block(ROOT / "jobs" / "README.md", "## The example"), timeout=400)
+    assert "SUCCEEDED" in output
+    assert re.search(r"\|\s*PAID\s*\|\s*1\s*\|\s*12\.5", output), output[-4000:]

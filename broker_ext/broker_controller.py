@@ -35,7 +35,8 @@ class BrokerController:
         config_dir = settings.store_dir / "config"
         config_dir.mkdir(parents=True, exist_ok=True)
         self.store = MessageStore(StoreConfig(
-            store_dir=settings.store_dir, segment_size=settings.segment_size, flush=settings.flush,
+            store_dir=settings.store_dir, segment_size=settings.segment_size,
+            cq_units_per_file=settings.cq_units_per_file, flush=settings.flush,
             flush_interval_ms=settings.flush_interval_ms, retention_hours=settings.retention_hours,
         ))
         self.topics = TopicConfigManager(config_dir, retry_queue_nums=settings.retry_queue_nums,

@@ -7,18 +7,13 @@ from typing import TYPE_CHECKING
 
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
-from graymq.protocol.constants import check_topic_name, retry_topic
+from graymq.protocol.constants import retry_topic
 from graymq.protocol.errors import BadRequestError, ConsumerNotOnlineError
+from graymq.protocol.names import check_group_name
 from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
     from graymq.broker_ext.broker_controller import BrokerController
-
-
-def check_group_name(group: str) -> None:
-    problem = check_topic_name(group)
-    if problem:
-        raise BadRequestError(problem.replace("topic", "group"))
 
 
 class ClientProcessor:
@@ -29,7 +24,9 @@ class ClientProcessor:
         if not req.client_id:
             raise BadRequestError("heartbeat without client_id")
         for data in req.consumers:
-            check_group_name(data.group)
+            problem = check_group_name(data.group)
+            if problem:
+                raise BadRequestError(problem)
             if data.consume_model == pb.CLUSTERING:
                 self.broker.topics.ensure_retry_topic(retry_topic(data.group))
             self.broker.consumers.register(req.client_id, conn, data)

@@ -25,7 +25,8 @@ class BrokerSettings(BaseSettings):
     nameserver: str = ""  # comma-separated name server URLs; empty = standalone
     flush: Literal["async", "sync"] = "async"
     flush_interval_ms: int = Field(200, ge=1)
-    segment_size: int = Field(1 << 30, ge=4096)
+    segment_size: int = Field(1 << 30, ge=4096)  # commit log segment bytes (an existing store keeps its own)
+    cq_units_per_file: int = Field(300_000, ge=1)  # consume-queue units (20 bytes) per preallocated file
     retention_hours: float = Field(72.0, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
     max_frame_size: int = Field(DEFAULT_MAX_FRAME_SIZE, ge=1024)

@@ -13,11 +13,25 @@ from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.metrics import MetricsServer, render_metrics
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
 from graymq.broker_ext.remoting_server import RemotingServer
+from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
 
 log = logging.getLogger(__name__)
 
 
+def with_store_layout(settings: BrokerSettings) -> BrokerSettings:
+    """``settings`` with the segment and consume-queue file sizes of an existing store, which win over the
+    configured ones (those apply to a new store); a difference is logged."""
+    written = {"segment_size": written_segment_size(settings.store_dir),
+               "cq_units_per_file": written_cq_units_per_file(settings.store_dir)}
+    kept = {key: value for key, value in written.items() if value is not None and value != getattr(settings, key)}
+    for key, value in kept.items():
+        log.warning("store %s was written with %s=%d: keeping it (the configured %d applies to a new store)",
+                    settings.store_dir, key, value, getattr(settings, key))
+    return settings.model_copy(update=kept) if kept else settings
+
+
 async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], None]) -> None:
+    settings = with_store_layout(settings)
     broker = BrokerController(settings)
     broker.load()
     await broker.start()
@@ -38,8 +52,8 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("broker %s serving on %s (store %s, flush %s)", broker.name, broker.address, settings.store_dir,
-             settings.flush)
+    log.info("broker %s serving on %s (store %s, flush %s, segments of %d bytes)", broker.name, broker.address,
+             settings.store_dir, settings.flush, settings.segment_size)
     # What start-up built (modules, protobuf descriptors, recovered tables) lives until exit: out of the
     # collector's sight, a full collection scans only what serving creates (a 10-25 ms pause otherwise).
     gc.collect()

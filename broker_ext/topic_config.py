@@ -7,9 +7,9 @@ from pathlib import Path
 
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.constants import check_topic_name
 from graymq.protocol.errors import BadRequestError, NoPermissionError, QueueNotExistError, TopicNotExistError
 from graymq.protocol.gray import gray_queue_ids
+from graymq.protocol.names import check_topic_name
 
 PERM_READ = pb.PERM_READ
 PERM_WRITE = pb.PERM_WRITE

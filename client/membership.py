@@ -7,6 +7,9 @@ down the client keeps its last known values.
 Between heartbeats a watch (a long poll on the name server) returns as soon as an operator's
 change alters the desired flag, switch or orphan policy, so a flip applies in milliseconds
 rather than at the next heartbeat; when watching fails the heartbeats carry the change.
+
+A clean stop unregisters, so the client leaves its group in the name server at once rather
+than when its heartbeats go stale.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class Membership:
         self.last: dict[str, Any] | None = None
         self.reachable = False
         self.epoch = 0  # bumped on every local change; answers to older reports are stale
+        self.registered = False  # a heartbeat was sent: the name server may know this client
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._applying = asyncio.Lock()  # answers are acted on one at a time
@@ -73,6 +77,7 @@ class Membership:
         sent_epoch = self.epoch
         body = {"group": self.group, "client_id": self.client_id, "role": self.role, "labels": self.labels,
                 "declared_gray": self.declared_gray, **self._report()}
+        self.registered = True
         try:
             response = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
@@ -108,8 +113,22 @@ class Membership:
                        loop.create_task(self._watch(), name=f"watch {self.client_id}")]
 
     async def stop(self) -> None:
+        """Stop heartbeating and watching (the client stays registered until ``unregister`` or it goes stale)."""
         for task in self._tasks:
             await cancel_and_wait(task)
+
+    async def unregister(self) -> None:
+        """Leave the group in the name server now (after ``stop``); a failure is logged, the client then goes stale."""
+        if not self.registered:
+            return
+        try:
+            await self.nameserver.unregister_client(self.group, self.client_id, self.role)
+        except GrayMQError as exc:
+            log.warning("%s %s: could not unregister from the name server (%s); it goes stale instead",
+                        self.role, self.client_id, exc.message)
+            return
+        self.registered = False
+        log.info("%s %s left group %s", self.role, self.client_id, self.group)
 
     async def _run(self) -> None:
         while True:

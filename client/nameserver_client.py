@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -66,20 +67,37 @@ class NameServerClient:
                       params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
                       timeout_s: float | None = None) -> Any:
         """One call, tried on each address in turn; returns the decoded JSON body. ``timeout_s`` replaces the
-        client's read timeout for this call (a long poll)."""
+        client's read timeout for this call (a long poll).
+
+        ``path`` holds raw names (``/v1/topics/{topic}``): each segment is percent-encoded here, and an
+        empty segment is refused before anything is sent. A token no HTTP header can carry is a
+        ``ConfigError``, not an outage of every name server.
+        """
+        if "" in path.split("/")[1:]:
+            raise BadRequestError(f"{method} {path}: a name in the path is empty")
         all_headers = dict(headers or {})
         if admin:
-            all_headers["Authorization"] = f"Bearer {self.admin_token}"
+            token = self.admin_token.strip()
+            if not token:
+                raise ConfigError("GRAYMQ_ADMIN_TOKEN is set but empty: set it to an admin token "
+                                  "(or unset it to use the dev-mode token)")
+            if not (token.isascii() and token.isprintable()):
+                raise ConfigError("GRAYMQ_ADMIN_TOKEN holds characters an HTTP header cannot carry "
+                                  "(only printable ASCII is allowed)")
+            all_headers["Authorization"] = f"Bearer {token}"
         timeout = self._http.timeout
         if timeout_s is not None:
             timeout = httpx.Timeout(timeout_s, connect=timeout.connect)
+        encoded = quote(path, safe="/")
         errors = []
         # an idempotent read gets a second round: a connection the server just closed is not an outage
         rounds = 2 if method == "GET" else 1
         for url in self._ordered() * rounds:
             try:
-                response = await self._http.request(method, url + path, json=json, params=params, headers=all_headers,
-                                                    timeout=timeout)
+                response = await self._http.request(method, url + encoded, json=json, params=params,
+                                                    headers=all_headers, timeout=timeout)
+            except httpx.InvalidURL as exc:
+                raise ConfigError(f"name server URL {url!r} is not a valid URL: {exc}") from exc
             except httpx.HTTPError as exc:
                 errors.append(f"{url}: {type(exc).__name__} {exc}")
                 self._demoted[url] = time.monotonic() + self._demote_s
@@ -110,6 +128,10 @@ class NameServerClient:
 
     async def group_clients(self, group: str, role: str | None = None) -> dict[str, Any]:
         return dict(await self.request("GET", f"/v1/groups/{group}/clients", params={"role": role} if role else None))
+
+    async def unregister_client(self, group: str, client_id: str, role: str) -> None:
+        """Leave the group at once (a clean stop); idempotent."""
+        await self.request("DELETE", f"/v1/groups/{group}/clients/{client_id}", params={"role": role})
 
     # -- admin -------------------------------------------------------------------------------
     async def put_topic(self, topic: str, queue_nums: int, gray_queue_nums: int, perm: int = 6) -> dict[str, Any]:
@@ -153,15 +175,26 @@ class NameServerClient:
 
 
 def _error_text(response: httpx.Response) -> str:
+    """The name server's error body in one line: ``error: detail``, a validation failure as ``field: message``."""
     try:
         body = response.json()
     except ValueError:
         return response.text[:200]
-    if isinstance(body, dict):
-        detail = body.get("detail")
-        error = body.get("error", "")
-        return f"{error}: {detail}" if error and detail else str(error or detail or body)
-    return str(body)
+    if not isinstance(body, dict):
+        return str(body)
+    error, detail = body.get("error", ""), body.get("detail")
+    if isinstance(detail, list) and all(isinstance(d, dict) and "msg" in d for d in detail):
+        detail = "; ".join(_field_error(d) for d in detail)
+    return f"{error}: {detail}" if error and detail else str(error or detail or body)
+
+
+def _field_error(error: dict[str, Any]) -> str:
+    """One pydantic error as ``field: message``; the location's ``body``/``path``/``query`` part is left out."""
+    loc = [str(part) for part in error.get("loc") or []]
+    if loc and loc[0] in ("body", "path", "query", "header"):
+        loc = loc[1:] or ["request body" if loc[0] == "body" else loc[0]]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{'.'.join(loc)}: {message}" if loc else message
 
 
 def _result(response: httpx.Response, method: str, path: str) -> Any:
@@ -176,4 +209,6 @@ def _result(response: httpx.Response, method: str, path: str) -> Any:
     if status == 409:
         detail = response.json().get("detail") if response.content else None
         raise ConflictError(f"{method} {path}: {text}", detail)
+    if status == 422:
+        raise BadRequestError(f"{method} {path}: {text}")
     raise BadRequestError(f"{method} {path}: HTTP {status} {text}")

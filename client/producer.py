@@ -171,14 +171,14 @@ class Producer:
         self.started = True
 
     async def stop(self) -> None:
+        """Send what is batched and in flight, then leave the group in the name server and close."""
         for key, batch in list(self._open_batches.items()):
             self._close_batch(key, batch)
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
         await self.membership.stop()
         self.started = False
-        self.membership.changed()
-        await self.membership.beat()  # so a promote does not wait for this producer to expire
+        await self.membership.unregister()  # so a promote does not wait for this producer to go stale
         await self.brokers.close()
         await self.nameserver.close()
 

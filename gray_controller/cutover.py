@@ -12,6 +12,11 @@ promote (gray → normal, lossless):
      clients still gray.
   3. verify: no gray client is left and the gray backlog is 0; record timings.
 
+Clients the name server reports stale (no heartbeat for ``GRAYMQ_CLIENT_STALE_SECONDS``) are
+presumed gone: they get the explicit normal flag like the others (in case they come back) but
+nothing waits for them; the report lists them in ``stale_clients``. A clean stop unregisters a
+client at once.
+
 rollback:
   1. producers as in promote (gray routing stops); gray rules of producer groups other than the
      consumer group go, so new producer pods start normal (the group's own rules stay: its gray
@@ -60,6 +65,7 @@ class CutoverReport:
     consumers_flipped: list[str] = field(default_factory=list)
     rules_removed: list[dict[str, Any]] = field(default_factory=list)
     gray_consumers_left: list[str] = field(default_factory=list)
+    stale_clients: list[str] = field(default_factory=list)  # found stale on the way: presumed gone, not waited for
     gray_backlog: int | None = None
     resumed: bool = False
     message: str = ""
@@ -97,6 +103,7 @@ class CutoverRunner:
         await self._timed(report, "drain", self._flip_consumers(report))
         await self._step(report, "verify")
         status = await self.inspector.status(self.group)
+        self._note_stale(report, status)
         report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left or status.gray_backlog:
@@ -117,6 +124,7 @@ class CutoverRunner:
             await self._timed(report, "drain", self._wait(
                 report, "gray consumers draining the gray backlog", lambda s: s.gray_backlog == 0))
         status = await self.inspector.status(self.group)
+        self._note_stale(report, status)
         report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left:
@@ -145,7 +153,11 @@ class CutoverRunner:
             left = []
             for producer_group in self.producer_groups:
                 data = await self.inspector.clients(producer_group, role="producer")
-                left += [c["client_id"] for c in data["clients"] if c["gray"]]
+                for c in data["clients"]:
+                    if c.get("stale"):
+                        _add(report.stale_clients, f"{producer_group}/{c['client_id']}")
+                    elif c["gray"]:
+                        left.append(c["client_id"])
             return left
 
         while left := await producers_normal():
@@ -167,7 +179,7 @@ class CutoverRunner:
         await self._remove_rules(report)
         await self._step(report, "drain")
         after = await self.inspector.status(self.group, with_backlog=False)
-        gray = [c["client_id"] for c in before.clients + after.clients
+        gray = [c["client_id"] for c in before.clients + before.stale + after.clients + after.stale
                 if c["role"] != "producer" and (c["gray"] or c["desired_gray"])]
         todo = [client_id for client_id in dict.fromkeys(gray) if client_id not in report.consumers_flipped]
         await asyncio.gather(*(self._set_normal(report, self.group, client_id) for client_id in todo))
@@ -188,13 +200,20 @@ class CutoverRunner:
             initial = backlog if initial is None else max(initial, backlog)
             gray = [c["client_id"] for c in status.gray_clients()]
             report.gray_backlog, report.gray_consumers_left = backlog, gray
+            self._note_stale(report, status)
             if done(status):
                 self.progress.update(1, 1, f"{what}: done")
                 self.progress.note("")
                 return
             self.progress.update(initial - backlog, initial, f"gray backlog {backlog}, gray consumers {len(gray)}")
-            self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}")
+            stale = [c["client_id"] for c in status.stale]
+            self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}"
+                                 + (f" (stale, not waited for: {', '.join(stale)})" if stale else ""))
             await asyncio.sleep(POLL_S)
+
+    def _note_stale(self, report: CutoverReport, status: GroupStatus) -> None:
+        for c in status.stale:
+            _add(report.stale_clients, c["client_id"])
 
     async def _remove_gray_rules(self, group: str) -> list[dict[str, Any]]:
         try:
@@ -264,3 +283,8 @@ class CutoverRunner:
     def _check_deadline(self, report: CutoverReport, what: str) -> None:
         if time.monotonic() > self._deadline:
             raise CutoverFailed(f"timed out after {self.timeout_s:g}s — {what}", report.to_json())
+
+
+def _add(names: list[str], name: str) -> None:
+    if name not in names:
+        names.append(name)

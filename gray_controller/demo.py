@@ -22,6 +22,7 @@ from pathlib import Path
 from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from graymq.client.nameserver_client import NameServerClient
 from graymq.gray_controller.cli.common import READY_PREFIX, table
+from graymq.gray_controller.cli.text import format_timings
 from graymq.gray_controller.cutover import CutoverRunner
 from graymq.gray_controller.group_state import GroupInspector
 
@@ -131,7 +132,7 @@ async def release(ns_url: str) -> int:
     runner = CutoverRunner(ns, GROUP, [GROUP], timeout_s=60)
     report = await runner.promote()
     await runner.close()
-    print(f"promote #{report.operation_id} {report.state}: timings {report.timings_s}")
+    print(f"promote #{report.operation_id} {report.state}: {format_timings(report.timings_s)}")
     await asyncio.sleep(2.0)
     stop_sending.set()
     await asyncio.gather(*senders)

@@ -1,4 +1,9 @@
-"""A consumer group as the controller sees it: clients with flags and states, and the gray backlog."""
+"""A consumer group as the controller sees it: clients with flags and states, and the gray backlog.
+
+Clients the name server reports stale (no heartbeat for ``GRAYMQ_CLIENT_STALE_SECONDS``: killed,
+partitioned) are kept apart in ``stale``: they are no live member of the group, and promote and
+rollback do not wait for them; their topics still count for the gray backlog.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ class GroupStatus:
     orphan_policy: str
     clients: list[dict[str, Any]]
     queues: list[QueueBacklog] = field(default_factory=list)
+    stale: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def gray_backlog(self) -> int:
@@ -31,13 +37,18 @@ class GroupStatus:
     def to_json(self) -> dict[str, Any]:
         return {
             "group": self.group, "gray_switch": self.gray_switch, "orphan_policy": self.orphan_policy,
-            "clients": [{k: c.get(k) for k in ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray",
-                                               "state", "queues", "topics", "last_seen")} for c in self.clients],
+            "clients": [_client_json(c) for c in self.clients],
             "gray_backlog": self.gray_backlog,
             "gray_queues": [{"topic": q.topic, "broker": q.broker_name, "queue_id": q.queue_id,
                              "consumer_offset": q.consumer_offset, "max_offset": q.max_offset, "backlog": q.backlog}
                             for q in self.queues],
+            "stale_clients": [_client_json(c) for c in self.stale],
         }
+
+
+def _client_json(client: dict[str, Any]) -> dict[str, Any]:
+    return {k: client.get(k) for k in ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state",
+                                       "queues", "topics", "last_seen")}
 
 
 class GroupInspector:
@@ -60,9 +71,10 @@ class GroupInspector:
 
     async def status(self, group: str, with_backlog: bool = True) -> GroupStatus:
         data = await self.clients(group)
-        clients = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
-        status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")), clients)
+        listed = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
+        status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")),
+                             [c for c in listed if not c.get("stale")], stale=[c for c in listed if c.get("stale")])
         if with_backlog:
-            topics = {t for c in clients if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
+            topics = {t for c in listed if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
             status.queues = await gray_backlog(self.brokers, self.routes, group, topics)
         return status

@@ -176,6 +176,11 @@ class ClientView(BaseModel):
     queues: list[str]
     topics: list[str]
     last_seen: datetime
+    stale: bool = Field(
+        default=False,
+        description="no heartbeat for GRAYMQ_CLIENT_STALE_SECONDS: presumed gone (killed, partitioned) until it "
+        "reports again or expires",
+    )
 
 
 class GroupClients(BaseModel):

@@ -90,6 +90,11 @@ class NameServerSettings(DatabaseSettings):
     dev_mode: bool = False
     broker_lease_seconds: int = Field(default=120, ge=1)
     client_expiry_seconds: int = Field(default=60, ge=1)
+    client_stale_seconds: float = Field(
+        default=15.0, gt=0,
+        description="a client silent this long is stale: listed apart, no longer counted by promote or rollback "
+        "(3 heartbeats of a push consumer, which reports every 5 s)",
+    )
     auto_migrate: bool = False
     default_gray_switch: bool = Field(
         default=True, description="gray switch of a group created by a client's first heartbeat"

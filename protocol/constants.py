@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import zlib
 
+from graymq.protocol.names import check_topic_name as check_topic_name  # the rule lives in names.py
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")  # GRAYMQ_LOG_LEVEL of every process
 
 # Reserved message property names (stored in the record's properties section).
@@ -30,10 +32,6 @@ DELAY_LEVELS_S: tuple[float, ...] = (
 )
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
-# Bounds a topic name must respect (ASCII letters, digits, %, -, _, | and a length limit).
-TOPIC_MAX_LENGTH = 127
-TOPIC_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%-_|")
-
 
 def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
@@ -57,15 +55,3 @@ def parse_sub_expression(expression: str) -> frozenset[str] | None:
         return None
     tags = frozenset(t.strip() for t in expression.split(TAG_SEPARATOR) if t.strip())
     return tags or None
-
-
-def check_topic_name(topic: str) -> str | None:
-    """Why ``topic`` is not a valid topic name, or ``None`` when it is."""
-    if not topic:
-        return "topic name is empty"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"topic name longer than {TOPIC_MAX_LENGTH} characters"
-    bad = sorted(set(topic) - TOPIC_ALLOWED)
-    if bad:
-        return f"topic name {topic!r} contains characters outside [a-zA-Z0-9%|_-]: {''.join(bad)!r}"
-    return None

@@ -4,11 +4,13 @@ Files live in ``consumequeue/<topic>/<queue_id>/``, each holding ``units_per_fil
 named by its start byte offset; queue offset n is unit n. Units are appended in commit-log
 order, so their physical offsets never decrease and can be binary-searched.
 
-A *hole* (size ``HOLE_SIZE``) is a unit whose message is lost: its record was found damaged by
-recovery, or a rebuild found no record for that queue offset. Readers skip holes; queue offsets
-of later messages never move. A hole keeps a physical offset that preserves the order (the
-damaged record's, the next record's for a gap, -1 before the first record of a rebuilt queue).
-Unwritten units are all zero; a written unit never has size 0.
+A *hole* (size ``HOLE_SIZE``) is a unit whose message is lost: its record was found damaged (by
+recovery or by a read), or a rebuild found no record for that queue offset. Readers skip holes;
+queue offsets of later messages never move. A hole keeps a physical offset that preserves the
+order (the damaged record's, the next record's for a gap, -1 before the first record of a rebuilt
+queue). Unwritten units are all zero; a written unit never has size 0.
+
+Opened ``read_only`` (``graymq broker verify``), files are mapped for reading and nothing is changed.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ HOLE_SIZE = -1
 class ConsumeQueue:
     """The unit files of one (topic, queue id); ``[min_offset, max_offset)`` are the readable offsets."""
 
-    def __init__(self, directory: Path, topic: str, queue_id: int, units_per_file: int) -> None:
+    def __init__(self, directory: Path, topic: str, queue_id: int, units_per_file: int,
+                 read_only: bool = False) -> None:
         self.directory = directory
         self.topic = topic
         self.queue_id = queue_id
         self.units_per_file = units_per_file
+        self.read_only = read_only
         self.file_bytes = units_per_file * UNIT.size
         self.files: list[MappedFile] = []
         self.min_offset = 0
@@ -51,16 +55,23 @@ class ConsumeQueue:
             if start % self.file_bytes or (self.files and start != self.files[-1].end):
                 log.warning("consume queue %s/%d: file %s out of sequence, rebuilding the queue from the log",
                             self.topic, self.queue_id, path)
-                self.delete_files()
+                if self.read_only:
+                    self.close()
+                else:
+                    self.delete_files()
                 return
-            self.files.append(MappedFile(path, start, self.file_bytes))
+            self.files.append(MappedFile(path, start, self.file_bytes, self.read_only))
         while self.files:
             last = self.files[-1]
             written = bisect.bisect_left(range(self.units_per_file), True, key=lambda i: self._size_in(last, i) == 0)
             if written or len(self.files) == 1:
                 self.max_offset = (last.start + written * UNIT.size) // UNIT.size
                 break
-            self.files.pop().delete()  # created ahead of a batch that never came
+            unused = self.files.pop()  # created ahead of a batch that never came
+            if self.read_only:
+                unused.close()
+            else:
+                unused.delete()
         if self.files:
             self.min_offset = self.files[0].start // UNIT.size
         self._synced = self.max_offset
@@ -71,6 +82,10 @@ class ConsumeQueue:
 
     def _file_of(self, offset: int) -> MappedFile:
         return self.files[(offset * UNIT.size - self.files[0].start) // self.file_bytes]
+
+    def has_unit(self, offset: int) -> bool:
+        """Whether unit ``offset`` is written and mapped (retention deletes whole files below the log's start)."""
+        return bool(self.files) and self.files[0].start // UNIT.size <= offset < self.max_offset
 
     def unit(self, offset: int) -> tuple[int, int, int]:
         """(physical offset, size, tag hash) of unit ``offset``; it must be in the mapped files."""
@@ -155,19 +170,11 @@ class ConsumeQueue:
         self._active, self._pos = None, self.file_bytes
         self._synced = min(self._synced, queue_offset)
 
-    def mark_holes(self, damaged: set[int]) -> int:
-        """Turn units pointing at damaged records into holes; returns how many."""
-        first = self.first_at_or_after(min(damaged))
-        marked = 0
-        for offset in range(first, self.max_offset):
-            physical_offset, size, _ = self.unit(offset)
-            if physical_offset in damaged and size > 0:
-                file = self._file_of(offset)
-                UNIT.pack_into(file.mm, offset * UNIT.size - file.start, physical_offset, HOLE_SIZE, 0)
-                marked += 1
-        if marked:
-            self._synced = min(self._synced, first)
-        return marked
+    def set_unit(self, offset: int, physical_offset: int, size: int, tag_hash: int) -> None:
+        """Rewrite the written unit ``offset`` (a repair, or ``HOLE_SIZE`` for a lost message)."""
+        file = self._file_of(offset)
+        UNIT.pack_into(file.mm, offset * UNIT.size - file.start, physical_offset, size, tag_hash)
+        self._synced = min(self._synced, offset)
 
     def delete_below(self, physical_offset: int) -> None:
         """Forget units whose records are below the commit log's min offset (whole files are deleted)."""
@@ -180,14 +187,16 @@ class ConsumeQueue:
         self.min_offset = self.first_at_or_after(physical_offset)
 
     def sync(self) -> None:
-        """fdatasync the files holding units written since the last sync (worker thread)."""
+        """fdatasync the files holding units written since the last sync (worker thread). A unit rewritten
+        meanwhile (``set_unit``, ``truncate``) stays for the next sync."""
         start, end = self._synced, self.max_offset
         if end <= start:
             return
         for file in list(self.files):
             if file.end > start * UNIT.size and file.start < end * UNIT.size:
                 file.sync()
-        self._synced = end
+        if self._synced == start:
+            self._synced = end
 
     def delete_files(self) -> None:
         for file in self.files:
@@ -205,12 +214,15 @@ class ConsumeQueue:
 class ConsumeQueues:
     """Every consume queue of a store, keyed by (topic, queue id)."""
 
-    def __init__(self, directory: Path, units_per_file: int) -> None:
+    def __init__(self, directory: Path, units_per_file: int, read_only: bool = False) -> None:
         self.directory = directory
         self.units_per_file = units_per_file
+        self.read_only = read_only
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
 
     def load(self) -> None:
+        if self.read_only and not self.directory.is_dir():
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         for topic_dir in sorted(p for p in self.directory.iterdir() if p.is_dir()):
             for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()):
@@ -221,7 +233,8 @@ class ConsumeQueues:
         return self.queues.get((topic, queue_id))
 
     def create(self, topic: str, queue_id: int) -> ConsumeQueue:
-        queue = ConsumeQueue(self.directory / topic / str(queue_id), topic, queue_id, self.units_per_file)
+        queue = ConsumeQueue(self.directory / topic / str(queue_id), topic, queue_id, self.units_per_file,
+                             self.read_only)
         self.queues[(topic, queue_id)] = queue
         return queue
 
@@ -236,13 +249,6 @@ class ConsumeQueues:
         """Drop units pointing at or past ``end``, the commit log's end after recovery."""
         for queue in self.queues.values():
             queue.truncate(queue.first_at_or_after(end))
-
-    def mark_holes(self, damaged: set[int]) -> None:
-        for queue in self.queues.values():
-            marked = queue.mark_holes(damaged)
-            if marked:
-                log.warning("consume queue %s/%d: %d damaged message(s) will be skipped",
-                            queue.topic, queue.queue_id, marked)
 
     def delete_below(self, physical_offset: int) -> None:
         for queue in self.queues.values():

@@ -32,8 +32,9 @@ from graymq.broker_ext.store.index_file import KeyIndex, index_entries
 from graymq.broker_ext.store.recovery import recover
 from graymq.broker_ext.store.retention import RetentionPolicy, disk_usage
 from graymq.broker_ext.store.stats import StoreStats
-from graymq.protocol.constants import PROPERTY_TAGS, check_topic_name, tag_hash
+from graymq.protocol.constants import PROPERTY_TAGS, tag_hash
 from graymq.protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
+from graymq.protocol.names import check_topic_name
 from graymq.protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
 
 log = logging.getLogger(__name__)

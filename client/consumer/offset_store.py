@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
 from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
+from graymq.protocol.errors import GrayMQError
 
 
 class OffsetStore(Protocol):
     async def read(self, mq: MessageQueue, address: str) -> int: ...  # -1 when never committed
     async def write(self, mq: MessageQueue, address: str, offset: int) -> None: ...
     async def flush(self) -> None: ...
+    async def group_committed(self, addresses: Iterable[str]) -> bool: ...  # any offset, any queue
 
 
 class RemoteOffsetStore:
@@ -33,6 +37,25 @@ class RemoteOffsetStore:
     async def flush(self) -> None:
         return None
 
+    async def group_committed(self, addresses: Iterable[str]) -> bool:
+        """Whether the group committed an offset of any queue on any of these brokers.
+
+        Raises the ``GrayMQError`` of a broker that did not answer unless another one said yes.
+        """
+        answers = await asyncio.gather(*(self.brokers.group_backlog(address, self.group) for address in addresses),
+                                       return_exceptions=True)
+        failures = []
+        for answer in answers:
+            if isinstance(answer, GrayMQError):
+                failures.append(answer)
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif any(q.consumer_offset >= 0 for q in answer):
+                return True
+        if failures:
+            raise failures[0]
+        return False
+
 
 class LocalFileOffsetStore:
     """Broadcasting: every client keeps its own offsets in a JSON file (written atomically on flush)."""
@@ -49,6 +72,9 @@ class LocalFileOffsetStore:
 
     async def write(self, mq: MessageQueue, address: str, offset: int) -> None:
         self._offsets[str(mq)] = offset
+
+    async def group_committed(self, addresses: Iterable[str]) -> bool:
+        return bool(self._offsets)
 
     async def flush(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

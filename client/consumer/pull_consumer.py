@@ -1,7 +1,8 @@
 """PullConsumer: the application chooses queues and offsets; graymq gives it the gray or normal queue set.
 
 Used directly by batch jobs and by the Spark data source. It registers in the name server
-(role ``consumer`` or ``spark``) so the controller sees it, but does no rebalance.
+(role ``consumer`` or ``spark``) so the controller sees it, but does no rebalance; ``stop()``
+unregisters it at once.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ class PullConsumer:
             self.membership.start()
 
     async def stop(self) -> None:
+        """Stop heartbeating, leave the group in the name server (when registered) and close."""
         await self.membership.stop()
+        await self.membership.unregister()
         await self.brokers.close()
         await self.nameserver.close()
 

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from graymq.client.allocate import (
     AllocateMessageQueueAveragely,
@@ -31,6 +31,7 @@ from graymq.client.broker_client import BrokerClient
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.start_offset import ConsumeFrom, QueueToStart, StartOffsets
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageExt, MessageQueue
 from graymq.client.nameserver_client import NameServerClient
@@ -50,7 +51,6 @@ from graymq.protocol.record import iter_records
 
 log = logging.getLogger(__name__)
 
-ConsumeFrom = Literal["last", "first", "timestamp"]
 _FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FIRST_OFFSET,
          "timestamp": pb.CONSUME_FROM_TIMESTAMP}
 
@@ -122,6 +122,7 @@ class PushConsumer:
             LocalFileOffsetStore(offset_dir or Path("./graymq-data/offsets"), group, self.client_id)
             if broadcasting else RemoteOffsetStore(self.brokers, group)
         )
+        self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, consume_from, consume_timestamp_ms)
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="consumer", labels=dict(labels or {}),
             declared_gray=gray, interval_s=nameserver_interval_s, report=self._report, on_update=self._on_update,
@@ -170,7 +171,9 @@ class PushConsumer:
         """Stop pulling, give in-flight messages ``grace_s`` to finish, commit offsets, unregister.
 
         Messages still unfinished after the grace period are abandoned uncommitted, so the
-        group consumes them again (at-least-once).
+        group consumes them again (at-least-once). Unregistering from the brokers makes them push
+        "group changed", so the other consumers take over its queues at once; unregistering from
+        the name server takes it out of ``gray status`` and of what promote and rollback wait for.
         """
         if self._drain_task is not None:
             self._drain_task.cancel()
@@ -197,6 +200,7 @@ class PushConsumer:
             except GrayMQError as exc:
                 log.info("unregister from %s failed: %s", address, exc.message)
         await self.membership.stop()
+        await self.membership.unregister()
         await self.brokers.close()
         await self.nameserver.close()
         self._runner.shutdown()
@@ -416,35 +420,31 @@ class PushConsumer:
             stale = [pq for mq, pq in self._pqs.items() if mq not in wanted or wanted[mq] != (pq.address, pq.adopted)]
             await asyncio.gather(*(self._drop(pq) for pq in stale))
             new = [(mq, address, adopted) for mq, (address, adopted) in wanted.items() if mq not in self._pqs]
-            await asyncio.gather(*(self._take(mq, address, adopted, self.routes.cached(mq.topic))
-                                   for mq, address, adopted in new))
+            if new:
+                await self._take(new)
             if stale or new:
                 log.info("consumer %s (%s) now holds %s", self.client_id, "gray" if self.gray else "normal",
                          " ".join(str(mq) for mq in sorted(self._pqs)) or "nothing")
                 self.membership.poke()
 
-    async def _take(self, mq: MessageQueue, address: str, adopted: bool, route: TopicRoute | None) -> None:
-        try:
-            offset = await self._start_offset(mq, address, route)
-        except GrayMQError as exc:
-            log.info("cannot start %s yet: %s", mq, exc.message)
-            return
-        pq = ProcessQueue(mq, address, offset, adopted=adopted, committed=offset)
-        self._pqs[mq] = pq
-        pq.task = asyncio.get_running_loop().create_task(self._pull_loop(pq), name=f"pull {mq}")
+    async def _take(self, new: list[tuple[MessageQueue, str, bool]]) -> None:
+        """Start pulling newly assigned queues (address, adopted) at their committed offset, else where
+        ``StartOffsets`` says; a queue whose start is unknown yet is retried at the next rebalance."""
+        queues = [QueueToStart(mq, address, self._is_gray_queue(mq)) for mq, address, _ in new]
+        starts = await self.start_offsets.plan(queues, self._broker_addresses())
+        loop = asyncio.get_running_loop()
+        for mq, address, adopted in new:
+            offset = starts[mq]
+            if isinstance(offset, GrayMQError):
+                log.info("cannot start %s yet: %s", mq, offset.message)
+                continue
+            pq = ProcessQueue(mq, address, offset, adopted=adopted, committed=offset)
+            self._pqs[mq] = pq
+            pq.task = loop.create_task(self._pull_loop(pq), name=f"pull {mq}")
 
-    async def _start_offset(self, mq: MessageQueue, address: str, route: TopicRoute | None) -> int:
-        """Committed offset, else: retry topics and gray queues from the first message (they are the
-        group's own and nobody consumed them), otherwise per ``consume_from``."""
-        committed = await self.offset_store.read(mq, address)
-        if committed >= 0:
-            return committed
-        gray_queue = route is not None and self.gray_switch and route.is_gray(mq)
-        if mq.topic == retry_topic(self.group) or gray_queue or self.consume_from == "first":
-            return await self.brokers.min_offset(address, mq.topic, mq.queue_id)
-        if self.consume_from == "timestamp":
-            return await self.brokers.search_offset(address, mq.topic, mq.queue_id, self.consume_timestamp_ms)
-        return await self.brokers.max_offset(address, mq.topic, mq.queue_id)
+    def _is_gray_queue(self, mq: MessageQueue) -> bool:
+        route = self.routes.cached(mq.topic)
+        return route is not None and self.gray_switch and route.is_gray(mq)
 
     async def _drop(self, pq: ProcessQueue, wait: bool = False) -> None:
         """Stop pulling ``pq``; commit what was consumed (in-flight messages finish when ``wait``)."""

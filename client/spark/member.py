@@ -44,6 +44,7 @@ class SparkMember:
         await self.consumer.start()
 
     async def stop(self) -> None:
+        """Stop heartbeating and unregister: the controller stops counting the job at once."""
         await self.consumer.stop()
 
     async def report(self, gray: bool, state: str) -> bool:

@@ -6,12 +6,21 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from graymq.gray_controller.cli.common import NAMESERVER_ENV_HELP, HelpFormatter
 from graymq.protocol.errors import ConfigError, GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
 _COMMAND_MODULES: tuple[str, ...] = (
     "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "produce_cmd", "consume_cmd", "gray_cmd", "bench_cmd",
 )
+
+_EPILOG = NAMESERVER_ENV_HELP + """
+  GRAYMQ_DEV_MODE      true: the name server accepts the built-in admin token dev-token (graymq up sets it)
+  GRAYMQ_DB_URL        the name server's database (see graymq nameserver --help)
+  GRAYMQ_BROKER_*      broker settings (see graymq broker --help)
+
+start with:  graymq up   then, in another shell:  export GRAYMQ_NAMESERVER=http://127.0.0.1:9876
+`graymq COMMAND --help` shows the options and defaults of a command."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graymq",
         description="graymq: gray-release messaging — name server, broker, clients and cutover tools.",
+        epilog=_EPILOG,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"graymq {own_version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

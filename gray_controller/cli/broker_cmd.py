@@ -10,22 +10,32 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from graymq.gray_controller.cli.common import print_ready, setup_logging
+from graymq.gray_controller.cli.common import SERVER_LOG_HELP, HelpFormatter, parse_size, print_ready, setup_logging
 from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("broker", help="run a broker (commit log, consume queues, gray subscription tables)")
-    p.add_argument("--name", help="broker name (GRAYMQ_BROKER_NAME)")
-    p.add_argument("--host", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="listen port; 0 picks a free one (default 10911)")
-    p.add_argument("--store", type=Path, help="store directory (GRAYMQ_BROKER_STORE_DIR)")
+    p = subparsers.add_parser(
+        "broker", help="run a broker (commit log, consume queues, gray subscription tables)",
+        description="Run a broker until SIGTERM/SIGINT. GRAYMQ_BROKER_* variables configure it "
+                    "(e.g. GRAYMQ_BROKER_RETENTION_HOURS); flags override them.",
+        epilog="environment (besides the variables named above):\n" + SERVER_LOG_HELP,
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("--name", help="broker name (GRAYMQ_BROKER_NAME, default broker-a)")
+    p.add_argument("--host", help="listen address (GRAYMQ_BROKER_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port; 0 picks a free one (GRAYMQ_BROKER_PORT, default 10911)")
+    p.add_argument("--store", type=Path,
+                   help="store directory (GRAYMQ_BROKER_STORE_DIR, default ./graymq-data/broker)")
     p.add_argument("--nameserver",
-                   help="name server URL(s), comma-separated (GRAYMQ_BROKER_NAMESERVER, else GRAYMQ_NAMESERVER)")
-    p.add_argument("--flush", choices=["async", "sync"], help="flush mode (default async)")
+                   help="name server URL(s), comma-separated (GRAYMQ_BROKER_NAMESERVER, else GRAYMQ_NAMESERVER; "
+                        "none: standalone)")
+    p.add_argument("--flush", choices=["async", "sync"], help="flush mode (GRAYMQ_BROKER_FLUSH, default async)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 = free port)")
     p.add_argument("--advertised-address", help="host:port clients should dial, when not the bound address")
-    p.add_argument("--segment-size", type=int, help="commit log segment bytes (default 1 GiB)")
+    p.add_argument("--segment-size", type=parse_size, metavar="SIZE",
+                   help="commit log segment size for a new store: bytes or 64M, 1G... (GRAYMQ_BROKER_SEGMENT_SIZE "
+                        "in bytes, default 1G; an existing store keeps its own)")
     p.add_argument("--auto-create-topic", action="store_true", default=None, help="create unknown topics on send")
     p.set_defaults(handler=run)
 
@@ -35,6 +45,13 @@ def _nameserver_from_env() -> str | None:
     if "GRAYMQ_BROKER_NAMESERVER" in os.environ:
         return None
     return os.environ.get("GRAYMQ_NAMESERVER")
+
+
+def _source(field: str, overrides: dict[str, object]) -> str:
+    """The flag that set ``field``, else its environment variable."""
+    if overrides.get(field) is None:
+        return f"GRAYMQ_BROKER_{field.upper()}"
+    return "--store" if field == "store_dir" else "--" + field.replace("_", "-")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        raise ConfigError(f"invalid broker settings: {exc}") from exc
+        raise ConfigError("invalid broker settings: " + "; ".join(
+            f"{_source(str(e['loc'][0]) if e['loc'] else 'settings', overrides)}: {e['msg']}"
+            for e in exc.errors())) from exc
     setup_logging()
     asyncio.run(serve(settings, print_ready))
     return 0

@@ -1,26 +1,59 @@
-"""Helpers shared by the CLI commands: logging, the ready line, JSON output."""
+"""Helpers shared by the CLI commands: logging, the ready line, JSON output, argument checks, help texts."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 READY_PREFIX = "graymq-ready "
 
+# Libraries log at this level or above unless GRAYMQ_LOG_LEVEL=DEBUG (httpx alone logs every heartbeat at INFO).
+LIBRARY_LOG_LEVEL = logging.WARNING
 
-def setup_logging(level: str | None = None, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s") -> None:
-    """Log to stderr at ``level``, else ``$GRAYMQ_LOG_LEVEL``, else INFO; an unknown level is a ConfigError."""
+NAMESERVER_ENV_HELP = """environment:
+  GRAYMQ_NAMESERVER    name server URL(s), comma-separated, when --nameserver is not given
+  GRAYMQ_ADMIN_TOKEN   bearer token of changing calls (default: dev-token, accepted in dev mode only)
+  GRAYMQ_LOG_LEVEL     DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO for servers, WARNING for
+                       other commands); DEBUG also shows the logs of libraries (httpx, uvicorn...)"""
+SERVER_LOG_HELP = ("  GRAYMQ_LOG_LEVEL     DEBUG, INFO (default), WARNING, ERROR or CRITICAL; "
+                   "DEBUG also shows library logs")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps a one-line paragraph of a description or epilog; keeps the line breaks of a paragraph that has
+    them (the environment tables)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            "\n".join(indent + line for line in paragraph.splitlines()) if "\n" in paragraph
+            else super(HelpFormatter, self)._fill_text(paragraph, width, indent)
+            for paragraph in text.split("\n\n"))
+
+
+def setup_logging(level: str | None = None, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s",
+                  loud: tuple[str, ...] = (), default: str = "INFO") -> None:
+    """Log to stderr: graymq's own loggers (and the ``loud`` ones) at ``level``, else ``$GRAYMQ_LOG_LEVEL``, else
+    ``default``; every other library (httpx, httpcore, asyncio, uvicorn.access, ...) at WARNING or above, unless
+    the level is DEBUG. An unknown level is a ConfigError."""
     from graymq.protocol.constants import LOG_LEVELS
     from graymq.protocol.errors import ConfigError
 
-    name = (level or os.environ.get("GRAYMQ_LOG_LEVEL") or "INFO").upper()
+    name = (level or os.environ.get("GRAYMQ_LOG_LEVEL") or default).upper()
     if name not in LOG_LEVELS:
         raise ConfigError(f"log level {name!r} (GRAYMQ_LOG_LEVEL): expected one of {', '.join(LOG_LEVELS)}")
-    logging.basicConfig(level=name, format=fmt, stream=sys.stderr)
+    chosen = logging.getLevelNamesMapping()[name]
+    libraries = chosen if chosen == logging.DEBUG else max(chosen, LIBRARY_LOG_LEVEL)
+    logging.basicConfig(level=libraries, format=fmt, stream=sys.stderr)
+    for logger in ("graymq", *loud):
+        logging.getLogger(logger).setLevel(chosen)
 
 
 def print_ready(info: dict[str, Any]) -> None:
@@ -32,9 +65,48 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, sort_keys=True, default=str), flush=True)
 
 
-def add_nameserver_arg(parser: Any) -> None:
+def add_nameserver_arg(parser: argparse.ArgumentParser) -> None:
+    """``--nameserver``, and the environment variables of a name server client in the command's help."""
     parser.add_argument("--nameserver", default=None,
                         help="name server URL(s), comma-separated (default: $GRAYMQ_NAMESERVER)")
+    parser.epilog = f"{parser.epilog}\n\n{NAMESERVER_ENV_HELP}" if parser.epilog else NAMESERVER_ENV_HELP
+    parser.formatter_class = HelpFormatter
+
+
+_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """A byte size for argparse: ``65536``, ``64K``, ``64M``, ``1G`` (binary units; ``64MiB`` and ``64MB`` too).
+
+    >>> parse_size("64M"), parse_size("1g"), parse_size("4096")
+    (67108864, 1073741824, 4096)
+    """
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: give bytes or a number with K, M or G (e.g. 64M)")
+    return int(match[1]) * _SIZE_UNITS[match[2].upper()]
+
+
+def check_name_args(args: argparse.Namespace) -> None:
+    """Refuse a bad name before any request: the ``topic``/``topics``, ``group``/``producer_group`` and
+    ``client_id`` arguments a command has are checked against the rule of ``protocol/names.py``; a broken
+    one is a ConfigError naming it and the rule."""
+    from graymq.protocol.errors import ConfigError
+    from graymq.protocol.names import check_client_id, check_group_name, check_topic_name
+
+    topics = [getattr(args, "topic", None)]
+    if getattr(args, "topics", None) is not None:
+        topics += [t.strip() for t in args.topics.split(",") if t.strip()]
+    groups = [getattr(args, "group", None), *(getattr(args, "producer_group", None) or [])]
+    checks = [(check_topic_name, topics), (check_group_name, groups),
+              (check_client_id, [getattr(args, "client_id", None)])]
+    for check, names in checks:
+        for name in names:
+            problem = None if name is None else check(name)
+            if problem:
+                raise ConfigError(problem)
 
 
 def parse_labels(items: list[str] | None) -> dict[str, str]:
@@ -60,10 +132,14 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
 
 
 def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]) -> int:
-    """Run ``command(nameserver_client, args)`` on a fresh event loop; the client is closed after."""
+    """Check the names in ``args``, then run ``command(nameserver_client, args)`` on a fresh event loop; the
+    client is closed after."""
     import asyncio
 
     from graymq.client.nameserver_client import NameServerClient
+
+    check_name_args(args)
+    setup_logging(default="WARNING")
 
     async def main() -> int:
         ns = NameServerClient(args.nameserver)
@@ -73,3 +149,38 @@ def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]
             await ns.close()
 
     return asyncio.run(main())
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived while ``until_interrupted`` was waiting; ``exit_code`` is 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.exit_code = 128 + signum
+
+
+async def until_interrupted(work: Awaitable[T]) -> T:
+    """Await ``work``; SIGINT or SIGTERM cancels it (its ``finally`` blocks run) and raises ``Interrupted``."""
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        task.cancel()
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if received:
+            raise Interrupted(received[0]) from None
+        raise
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

@@ -11,23 +11,30 @@ import time
 from datetime import datetime
 from typing import Any
 
-from graymq.gray_controller.cli.common import add_nameserver_arg, parse_labels
+from graymq.gray_controller.cli.common import add_nameserver_arg, check_name_args, parse_labels, setup_logging
 from graymq.protocol.aio import wait_event
 from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("consume", help="consume topics as a member of a consumer group")
+    p = subparsers.add_parser(
+        "consume", help="consume topics as a member of a consumer group",
+        description="Consume TOPIC[,TOPIC...] as a member of GROUP and print every message (one line each, or one "
+                    "JSON object with --json). SIGINT/SIGTERM, --max or --idle-exit stop it after committing offsets.",
+    )
     p.add_argument("topics", help="TOPIC[,TOPIC...]")
     p.add_argument("--group", required=True, help="consumer group")
-    p.add_argument("--tag", default="*", help="tag expression, e.g. 'A||B' (default *)")
+    p.add_argument("--tag", default="*", help="tag expression, e.g. 'A||B' (default: *, every tag)")
     p.add_argument("--gray", action="store_true", help="start as a gray client (unless the name server says otherwise)")
     p.add_argument("--client-id", help="client id (default host@pid@consumer-xxxx)")
     p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
-    p.add_argument("--from", dest="from_", default="last", help="first | last | TIMESTAMP (ms or ISO) for a new group")
+    p.add_argument("--from", dest="from_", default="last",
+                   help="where a group with no committed offset starts: first | last | TIMESTAMP (ms since epoch "
+                        "or ISO time) (default: last)")
     p.add_argument("--max", type=int, help="exit after N messages")
     p.add_argument("--idle-exit", type=float, help="exit after S seconds without a message")
-    p.add_argument("--orphan-policy", choices=["hold", "adopt"], help="override the group's orphan policy")
+    p.add_argument("--orphan-policy", choices=["hold", "adopt"],
+                   help="override the group's orphan policy (default: the group's policy in the name server)")
     p.add_argument("--broadcast", action="store_true", help="broadcasting model (every client gets every message)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     add_nameserver_arg(p)
@@ -49,11 +56,13 @@ def run(args: argparse.Namespace) -> int:
     topics = [t.strip() for t in args.topics.split(",") if t.strip()]
     if not topics:
         raise ConfigError("no topic given")
+    check_name_args(args)
     if args.max is not None and args.max < 1:
         raise ConfigError("--max must be >= 1")
     if args.idle_exit is not None and args.idle_exit <= 0:
         raise ConfigError("--idle-exit must be > 0")
     consume_from, timestamp = parse_from(args.from_)
+    setup_logging(default="WARNING")
     return asyncio.run(_run(args, topics, consume_from, timestamp))
 
 

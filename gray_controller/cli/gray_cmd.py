@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from graymq.gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json, run_with_nameserver, table
+from graymq.gray_controller.cli.common import (
+    Interrupted,
+    add_nameserver_arg,
+    parse_labels,
+    print_json,
+    run_with_nameserver,
+    table,
+    until_interrupted,
+)
+from graymq.gray_controller.cli.text import format_labels, format_queues, format_timings
 from graymq.protocol.errors import ConfigError
 
 
@@ -15,7 +24,7 @@ def register(subparsers: Any) -> None:
 
     status = sub.add_parser("status", help="clients, flags, states, queues and gray backlog of a group")
     status.add_argument("group")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
 
     switch = sub.add_parser("switch", help="turn gray routing of a group on or off")
     switch.add_argument("group")
@@ -35,12 +44,13 @@ def register(subparsers: Any) -> None:
 
     for name, help_text in (("promote", "make the gray release normal, draining the gray queues first"),
                             ("rollback", "stop the gray release without losing its messages")):
-        q = sub.add_parser(name, help=help_text)
+        q = sub.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. Interrupted "
+                           "(Ctrl-C), it stays RUNNING in the name server: the same command resumes it.")
         q.add_argument("group")
         q.add_argument("--producer-group", action="append", default=None,
                        help="producer group of the release (repeatable; default: the group itself)")
-        q.add_argument("--timeout", type=float, default=300.0, help="give up after S seconds (default 300)")
-        q.add_argument("--json", action="store_true")
+        q.add_argument("--timeout", type=float, default=300.0, help="give up after S seconds (default: 300)")
+        q.add_argument("--json", action="store_true", help="print the report as JSON")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()
             mode.add_argument("--drain", dest="mode", action="store_const", const="drain",
@@ -67,8 +77,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     elif action == "flag":
         value = {"on": True, "off": False, "auto": None}[args.value]
         result = await ns.set_flag(args.group, args.client_id, value, args.reason)
-        print(f"{args.group}/{args.client_id}: explicit flag {args.value}; desired gray now "
-              f"{[c['desired_gray'] for c in result['clients']]}"
+        desired = ", ".join(sorted({_flag(c["desired_gray"]) for c in result["clients"]})) or "unknown"
+        print(f"{args.group}/{args.client_id}: explicit flag {args.value}; desired now {desired}"
               + (" (a gray client drains its gray queues before flipping)" if value is False else ""))
     elif action == "rule":
         return await _rule(ns, args)
@@ -90,8 +100,8 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
         return 0
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
           f"orphan policy {status.orphan_policy}")
-    rows = [[c["client_id"], c["role"], ",".join(f"{k}={v}" for k, v in sorted(c["labels"].items())),
-             _flag(c["desired_gray"]), _flag(c["gray"]), c["state"], " ".join(c["queues"])] for c in status.clients]
+    rows = [[c["client_id"], c["role"], format_labels(c["labels"]), _flag(c["desired_gray"]), _flag(c["gray"]),
+             c["state"], format_queues(c["queues"])] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     print(f"gray backlog: {status.gray_backlog}")
     if status.queues:
@@ -108,14 +118,14 @@ async def _rule(ns: Any, args: argparse.Namespace) -> int:
     selector = parse_labels(args.label)
     if args.value == "on":
         rule = await ns.add_rule(args.group, selector, True)
-        print(f"rule #{rule['id']} of {args.group}: clients with {selector} are gray")
+        print(f"rule #{rule['id']} of {args.group}: clients with {format_labels(selector)} are gray")
         return 0
     removed = [r for r in await ns.list_rules(args.group) if r["selector"] == selector]
     if not removed:
-        raise ConfigError(f"no rule of {args.group} has exactly the selector {selector}")
+        raise ConfigError(f"no rule of {args.group} has exactly the selector {format_labels(selector)}")
     for r in removed:
         await ns.delete_rule(args.group, r["id"])
-    print(f"removed {len(removed)} rule(s) of {args.group} with selector {selector}")
+    print(f"removed {len(removed)} rule(s) of {args.group} with selector {format_labels(selector)}")
     return 0
 
 
@@ -126,10 +136,11 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
         raise ConfigError("--timeout must be > 0")
     runner = CutoverRunner(ns, args.group, args.producer_group, args.timeout)
     try:
-        if args.gray_command == "promote":
-            report = await runner.promote()
-        else:
-            report = await runner.rollback(args.mode)
+        report = await until_interrupted(
+            runner.promote() if args.gray_command == "promote" else runner.rollback(args.mode))
+    except Interrupted as exc:
+        runner.progress.note(await _interrupted_text(ns, args))
+        return exc.exit_code
     except CutoverFailed as exc:
         if args.json:
             print_json(exc.report)
@@ -141,8 +152,27 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
+        steps = format_timings(report.timings_s)
         print(f"{report.kind} #{report.operation_id} of {report.group} {report.state} in "
-              f"{sum(report.timings_s.values()):.2f}s {report.timings_s}")
+              f"{sum(report.timings_s.values()):.2f} s" + (f" ({steps})" if steps else ""))
         if report.message:
             print(report.message)
     return 0
+
+
+async def _interrupted_text(ns: Any, args: argparse.Namespace) -> str:
+    """What an interrupted promote or rollback left behind: its operation stays RUNNING in the name server."""
+    from graymq.client.nameserver_client import NotFoundError
+    from graymq.protocol.errors import GrayMQError
+
+    try:
+        running = await ns.list_cutovers(args.group, state="RUNNING")
+    except NotFoundError:
+        running = []
+    except GrayMQError as exc:
+        return (f"{args.gray_command} of {args.group} interrupted; it may still be running ({exc.message}): "
+                "run the command again to resume")
+    if not running:
+        return f"{args.gray_command} of {args.group} interrupted before it started; nothing is running"
+    op = running[0]
+    return f"{op['kind']} #{op['id']} of {args.group} is still running; run the command again to resume"

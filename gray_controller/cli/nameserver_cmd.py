@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from graymq.gray_controller.cli.common import READY_PREFIX, setup_logging
+from graymq.gray_controller.cli.common import READY_PREFIX, SERVER_LOG_HELP, HelpFormatter, setup_logging
 
 EXIT_UNAVAILABLE = 1
 EXIT_CONFIG = 2
@@ -30,11 +30,16 @@ def register(subparsers: Any) -> None:
         "nameserver",
         help="run the name server (routes, grayFlags, switches, cutovers, audit)",
         description="Run the name server REST API. GRAYMQ_* variables configure it; flags override them.",
+        epilog="environment (besides the variables named above):\n"
+               "  GRAYMQ_ADMIN_TOKENS  admin tokens it accepts, NAME=SECRET pairs separated by commas\n"
+               + SERVER_LOG_HELP + "\n\n" + __doc__.split("\n\n", 1)[1].strip(),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--host", help="listen address (GRAYMQ_HOST, default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port, 0 = any free port (GRAYMQ_PORT, default 9876)")
     parser.add_argument(
-        "--db", metavar="URL", help="postgresql+psycopg://... or sqlite:///PATH (GRAYMQ_DB_URL)"
+        "--db", metavar="URL",
+        help="postgresql+psycopg://... or sqlite:///PATH (GRAYMQ_DB_URL, default sqlite:///./graymq-data/nameserver.db)"
     )
     parser.add_argument(
         "--migrate", action="store_true", help="upgrade the schema before serving (GRAYMQ_AUTO_MIGRATE)"
@@ -112,7 +117,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         settings = DatabaseSettings(**({"db_url": args.db} if getattr(args, "db", None) else {}))
     except ValidationError as exc:
         return _fail(_settings_error(exc), EXIT_CONFIG)
-    setup_logging(fmt="%(message)s")  # Alembic's steps at INFO, quiet with GRAYMQ_LOG_LEVEL=WARNING
+    setup_logging(fmt="%(message)s", loud=("alembic",))  # its steps at INFO, quiet with GRAYMQ_LOG_LEVEL=WARNING
     shown = make_url(settings.db_url).render_as_string(hide_password=True)
     try:
         upgrade(settings.db_url)

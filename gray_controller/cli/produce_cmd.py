@@ -8,24 +8,35 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from graymq.gray_controller.cli.common import add_nameserver_arg, parse_labels, print_json
+from graymq.gray_controller.cli.common import (
+    add_nameserver_arg,
+    check_name_args,
+    parse_labels,
+    print_json,
+    setup_logging,
+)
 from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("produce", help="send messages to a topic")
+    p = subparsers.add_parser(
+        "produce", help="send messages to a topic",
+        description="Send messages to TOPIC: one with --body, N generated ones with --count, otherwise one per "
+                    "line of stdin (the line without its newline is the body; an empty line is an empty message; "
+                    "sending ends at end of input). Exit code 1 if any send failed.",
+    )
     p.add_argument("topic")
-    p.add_argument("--group", default="graymq-cli", help="producer group (default graymq-cli)")
-    p.add_argument("--tag", default="", help="message tag")
+    p.add_argument("--group", default="graymq-cli", help="producer group (default: graymq-cli)")
+    p.add_argument("--tag", default="", help="message tag (default: none)")
     p.add_argument("--key", action="append", default=[], help="message key (repeatable)")
     p.add_argument("--gray", action="store_true", help="mark every message gray (sent to the gray queues)")
     p.add_argument("--client-id", help="producer client id (default host@pid@producer-xxxx)")
     p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
-    p.add_argument("--count", type=int, help="number of generated messages")
-    p.add_argument("--size", type=int, default=128, help="body size of generated messages in bytes")
+    p.add_argument("--count", type=int, help="number of generated messages (bodies 'i:xxx...')")
+    p.add_argument("--size", type=int, default=128, help="body size of generated messages in bytes (default: 128)")
     p.add_argument("--body", help="one message with this body")
     p.add_argument("--sharding-key", help="ordered messages: same key, same queue")
-    p.add_argument("--interval", type=float, default=0.0, help="seconds between sends")
+    p.add_argument("--interval", type=float, default=0.0, help="seconds between sends (default: 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per send")
     add_nameserver_arg(p)
     p.set_defaults(handler=run)
@@ -48,6 +59,8 @@ def _bodies(args: argparse.Namespace) -> Iterator[bytes]:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_name_args(args)
+    setup_logging(default="WARNING")
     return asyncio.run(_run(args))
 
 

@@ -12,16 +12,30 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from graymq.gray_controller.cli.common import READY_PREFIX, print_ready
+from graymq.gray_controller.cli.common import READY_PREFIX, SERVER_LOG_HELP, HelpFormatter, parse_size, print_ready
 from graymq.protocol.errors import GrayMQError
+
+# A local cluster stays small on disk: files are preallocated, so these sizes are what the first messages cost.
+UP_SEGMENT_SIZE = "64M"
+UP_CQ_UNITS_PER_FILE = 50_000  # 1 MB consume-queue files (a broker's default is 6 MB)
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("up", help="run a local cluster: name server (SQLite) + one broker")
-    p.add_argument("--data", type=Path, default=Path("./graymq-data"), help="data directory (default ./graymq-data)")
-    p.add_argument("--nameserver-port", type=int, default=9876, help="name server port (0 = free port)")
-    p.add_argument("--broker-port", type=int, default=10911, help="broker port (0 = free port)")
-    p.add_argument("--broker-name", default="broker-a")
+    p = subparsers.add_parser(
+        "up", help="run a local cluster: name server (SQLite) + one broker",
+        description="Run a local cluster in dev mode (admin token dev-token) until Ctrl-C or SIGTERM: a name "
+                    "server on SQLite and one broker with small preallocated files (commit log segments of "
+                    "--segment-size, 1 MB consume-queue files).",
+        epilog=f"environment:\n{SERVER_LOG_HELP}\n"
+               "  GRAYMQ_BROKER_*      further broker settings (e.g. GRAYMQ_BROKER_RETENTION_HOURS)",
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("--data", type=Path, default=Path("./graymq-data"), help="data directory (default: ./graymq-data)")
+    p.add_argument("--nameserver-port", type=int, default=9876, help="name server port, 0 = free port (default: 9876)")
+    p.add_argument("--broker-port", type=int, default=10911, help="broker port, 0 = free port (default: 10911)")
+    p.add_argument("--broker-name", default="broker-a", help="broker name (default: broker-a)")
+    p.add_argument("--segment-size", type=parse_size, default=UP_SEGMENT_SIZE, metavar="SIZE",
+                   help=f"commit log segment size of a new store: bytes or 64M, 1G... (default: {UP_SEGMENT_SIZE})")
     p.set_defaults(handler=run)
 
 
@@ -64,7 +78,8 @@ class Child:
 def run(args: argparse.Namespace) -> int:
     data = args.data.resolve()
     data.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GRAYMQ_DEV_MODE="true", PYTHONUNBUFFERED="1")
+    env = {"GRAYMQ_BROKER_CQ_UNITS_PER_FILE": str(UP_CQ_UNITS_PER_FILE), **os.environ,
+           "GRAYMQ_DEV_MODE": "true", "PYTHONUNBUFFERED": "1"}
     children: list[Child] = []
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -75,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         children.append(ns)
         ns_url = ns.wait_ready(60)["url"]
         broker = Child("broker", ["broker", "--name", args.broker_name, "--port", str(args.broker_port), "--store",
-                                  str(data / args.broker_name), "--nameserver", ns_url], env)
+                                  str(data / args.broker_name), "--nameserver", ns_url,
+                                  "--segment-size", str(args.segment_size)], env)
         children.append(broker)
         broker_info = broker.wait_ready(60)
         print_ready({"kind": "cluster", "address": ns_url.removeprefix("http://"), "url": ns_url,

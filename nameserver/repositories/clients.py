@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
 from graymq.nameserver.models import Client, Group
 from graymq.nameserver.schemas import ClientHeartbeat
+
+# ``last_seen`` of a client that unregistered: older than any expiry, so no view counts it live, while its
+# row (and the explicit flag operators gave the client id) stays for a restart under the same id.
+UNREGISTERED = datetime(1970, 1, 1, tzinfo=UTC)
 
 _REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "last_seen")
 
@@ -65,6 +69,19 @@ class ClientRepository:
             .order_by(Client.role)
         )
         return self.session.scalars(stmt).all()
+
+    def unregister(self, group_id: int, client_id: str, role: str | None) -> Sequence[Client]:
+        """Mark the client id's rows (one role, or all) unregistered; returns the rows that were registered."""
+        stmt = (
+            update(Client)
+            .where(Client.group_id == group_id, Client.client_id == client_id, Client.last_seen > UNREGISTERED)
+            .values(last_seen=UNREGISTERED)
+            .returning(Client)
+        )
+        if role is not None:
+            stmt = stmt.where(Client.role == role)
+        rows = self.session.scalars(stmt, execution_options={"populate_existing": True}).all()
+        return sorted(rows, key=lambda row: row.role)
 
     def live(self, group_id: int, seen_after: datetime, role: str | None = None) -> Sequence[Client]:
         stmt = select(Client).where(Client.group_id == group_id, Client.last_seen > seen_after)

@@ -1,28 +1,28 @@
-"""Client self-reports and watches (no token: clients report themselves)."""
+"""Client self-reports, watches and unregistration (no token: clients report themselves)."""
 
 from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.deps import Clients
 from graymq.nameserver.metrics import Metrics
-from graymq.nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse, ClientWatch, WatchedState
+from graymq.nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse, ClientWatch, Role, WatchedState
 from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.watch import GroupChanges, wait_changed
 
-router = APIRouter(prefix="/v1/clients", tags=["clients"])
+router = APIRouter(prefix="/v1", tags=["clients"])
 
 
-@router.post("/heartbeat")
+@router.post("/clients/heartbeat")
 def client_heartbeat(body: ClientHeartbeat, clients: Clients) -> ClientHeartbeatResponse:
     """Report a client's labels, effective flag, state and queues; answers with the flag it should have."""
     return clients.heartbeat(body)
 
 
-@router.post("/watch")
+@router.post("/clients/watch")
 async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatResponse:
     """What a heartbeat would answer, once its desired flag, gray switch or orphan policy differs from
     ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest.
@@ -50,6 +50,16 @@ async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatRe
             await wait_changed(changed, remaining)
     finally:
         metrics.watching(-1)
+
+
+@router.delete("/groups/{group}/clients/{client_id}", status_code=status.HTTP_204_NO_CONTENT)
+def unregister_client(group: str, client_id: str, clients: Clients, role: Role | None = None) -> None:
+    """A client stopping cleanly leaves its group at once (``role``: that role only, else every role of the id).
+
+    Idempotent (204 whether or not it was registered); audited with the client as actor. Its row stays, so
+    an explicit flag given to the client id still applies when a client with that id heartbeats again.
+    """
+    clients.unregister(group, client_id, role)
 
 
 def _watched(view: ClientHeartbeatResponse) -> WatchedState:

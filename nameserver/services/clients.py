@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -26,6 +27,9 @@ from graymq.nameserver.schemas import (
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.views import client_desired_gray, client_view, cutover_view
 from graymq.nameserver.settings import NameServerSettings
+from graymq.nameserver.watch import mark_changed
+
+log = logging.getLogger(__name__)
 
 
 class ClientService:
@@ -88,16 +92,48 @@ class ClientService:
         return group
 
     def group_clients(self, group_name: str, role: str | None = None) -> GroupClients:
-        """Every live client of the group with its desired flag, in three statements whatever its size."""
+        """Every live client of the group with its desired flag, in three statements whatever its size.
+
+        A client silent for ``client_stale_seconds`` is listed with ``stale`` set: presumed gone
+        (killed, partitioned) well before it expires after ``client_expiry_seconds``.
+        """
         group = self._group(group_name)
         rules = self.rules.of_group(group.id)
         clients = self.clients.live(group.id, self._seen_after(), role)
+        stale_before = utc_now() - timedelta(seconds=self.settings.client_stale_seconds)
         return GroupClients(
             group=group.name,
             gray_switch=group.gray_switch,
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
-            clients=[client_view(c, group, rules) for c in clients],
+            clients=[client_view(c, group, rules).model_copy(update={"stale": c.last_seen <= stale_before})
+                     for c in clients],
         )
+
+    def unregister(self, group_name: str, client_id: str, role: str | None) -> None:
+        """A client stopping cleanly leaves its group at once (one role, or every role of the client id).
+
+        Idempotent: an unknown group or client, or one already gone, changes nothing. The row stays
+        (unregistered), so an explicit flag given to the client id still applies when it comes back.
+        Audited with the client as actor; the group's watchers wake.
+        """
+        group = self.groups.get(group_name)
+        if group is None:
+            return
+        rows = self.clients.unregister(group.id, client_id, role)
+        if not rows:
+            return
+        mark_changed(self.session, group.name)
+        self.audit.record(
+            actor=client_id,
+            object_type="client",
+            object_id=client_id,
+            action="unregister",
+            group=group.name,
+            before={row.role: {"gray": row.gray, "state": row.state, "queues": row.queues} for row in rows},
+            reason="client stopped",
+        )
+        self.session.commit()
+        log.info("client %s (%s) left group %s", client_id, ", ".join(row.role for row in rows), group.name)
 
     def set_flag(
         self, group_name: str, client_id: str, body: FlagPut, actor: str, operation_id: str | None

@@ -132,17 +132,20 @@ class CutoverRunner:
                               "stopped: " + ", ".join(report.gray_consumers_left))
 
     # -- steps -------------------------------------------------------------------------------
-    async def _stop_gray_producers(self, report: CutoverReport) -> None:
+    async def _stop_gray_producers(self, report: CutoverReport, recheck: bool = False) -> None:
         """Give every gray producer an explicit normal flag and wait until each reports it.
 
         Rules are left alone here: a rule shared with the consumer group would flip the gray
         consumers too early. They go in the next step, after which producers are checked again
-        (a producer pod started meanwhile may have come up gray by rule).
+        (``recheck``: a producer pod started meanwhile may have come up gray by rule); the
+        recheck reports progress only when it found such a producer.
         """
         await self._step(report, "producers")
+        found = False
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
             gray = [c["client_id"] for c in data["clients"] if c["gray"] or c["desired_gray"]]
+            found = found or bool(gray)
             await asyncio.gather(*(self._set_normal(report, producer_group, client_id) for client_id in gray))
             for client_id in gray:
                 name = f"{producer_group}/{client_id}"
@@ -161,16 +164,18 @@ class CutoverRunner:
             return left
 
         while left := await producers_normal():
+            found = True
             self._check_deadline(report, f"producers still gray: {', '.join(left)}")
             self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal")
             await asyncio.sleep(POLL_S)
-        self.progress.note("producers report normal: no new gray messages")
+        if found or not recheck:
+            self.progress.note("producers report normal: no new gray messages")
 
     async def _remove_rules(self, report: CutoverReport) -> None:
         """Drop the gray rules of the release so new pods start normal, then re-check producers."""
         for group in dict.fromkeys([*self.producer_groups, self.group]):
             report.rules_removed += await self._remove_gray_rules(group)
-        await self._stop_gray_producers(report)
+        await self._stop_gray_producers(report, recheck=True)
 
     async def _flip_consumers(self, report: CutoverReport) -> None:
         # Gray consumers are listed before the rules go: without its rule a consumer starts

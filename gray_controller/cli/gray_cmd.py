@@ -103,6 +103,9 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     rows = [[c["client_id"], c["role"], format_labels(c["labels"]), _flag(c["desired_gray"]), _flag(c["gray"]),
              c["state"], format_queues(c["queues"])] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
+    if status.stale:
+        print("stale (no heartbeat, presumed gone; promote and rollback do not wait for them): "
+              + ", ".join(f"{c['client_id']} ({c['role']}, {_flag(c['gray'])})" for c in status.stale))
     print(f"gray backlog: {status.gray_backlog}")
     if status.queues:
         print(table([[q.broker_name, q.topic, q.queue_id, q.consumer_offset, q.max_offset, q.backlog]

@@ -79,6 +79,8 @@ def test_rollback_adopt_does_not_wait_for_a_gray_consumer_that_went_away(cluster
         assert "v2" not in listed(status)
         (stale,) = status["stale_clients"]
         assert stale["gray"] and stale["role"] == "consumer"
+        table = graymq(ns, "gray", "status", GROUP).stdout
+        assert "stale (no heartbeat, presumed gone" in table and "v2 (consumer, gray)" in table
     sent = produce(ns, TOPIC, "--group", GROUP, "--label", "version=v2", "--count", "50", "--size", "32")
     assert all(s["gray"] for s in sent)
     report = last_json(graymq(ns, "gray", "rollback", GROUP, "--adopt", "--timeout", "45", "--json", timeout=90).stdout)

@@ -10,13 +10,14 @@ marked with an end-of-segment marker and the batch goes to the next segment. Rec
 from __future__ import annotations
 
 import struct
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 from graymq.broker_ext.store.mapped_file import MappedFile, file_name, list_files
 from graymq.protocol.constants import PROPERTY_TAGS
-from graymq.protocol.errors import MessageTooLargeError, ProtocolError
-from graymq.protocol.record import RECORD_HEADER, RECORD_MAGIC, check_record, find_property
+from graymq.protocol.errors import MessageTooLargeError
+from graymq.protocol.record import CRC_START, MAX_RECORD_SIZE, RECORD_HEADER, RECORD_MAGIC, find_property
 
 # The first 8 bytes of a record (total_size uint32, magic uint32: the leading fields of
 # RECORD_HEADER) and of the end-of-segment marker (bytes left in the segment uint32, BLANK_MAGIC).
@@ -26,6 +27,10 @@ BLANK_MAGIC = 0xBBCCDDEE
 # RECORD_HEADER's trailing length fields (topic, born host, store host, body, properties) and where they start.
 _LENGTHS = struct.Struct(">" + RECORD_HEADER.format[-5:])
 _LENGTHS_AT = RECORD_HEADER.size - _LENGTHS.size
+_HEADER_SIZE = RECORD_HEADER.size
+_unpack_header = RECORD_HEADER.unpack_from
+# RECORD_HEADER's leading fields, total_size to physical_offset: what a read checks besides the CRC.
+_unpack_check = struct.Struct(">" + RECORD_HEADER.format[1:8]).unpack_from
 
 
 class RecordHeader(NamedTuple):
@@ -57,6 +62,53 @@ def record_topic(buf: memoryview, pos: int, header: RecordHeader) -> str:
     return str(buf[start : start + header.topic_len], "utf-8")
 
 
+def frame_fields(buf: memoryview, pos: int, physical_offset: int, room: int) -> tuple[int, ...] | str:
+    """RECORD_HEADER's fields of the record at ``pos`` of ``buf`` if it is sound, else why it is not.
+
+    Sound: the magic, a size within ``room`` (the bytes left where it lies), field lengths adding up to it,
+    the physical-offset field equal to ``physical_offset`` (where it lies in the log) and the CRC. Checked
+    cheapest first, so a chance match of the magic bytes costs no CRC.
+    """
+    if room < _HEADER_SIZE:
+        return f"{room} bytes left, a record header needs {_HEADER_SIZE}"
+    fields = _unpack_header(buf, pos)
+    total, magic = fields[0], fields[1]
+    if magic != RECORD_MAGIC:
+        return f"bad magic 0x{magic:08x}"
+    if not _HEADER_SIZE <= total <= room or total > MAX_RECORD_SIZE:
+        return f"size {total} out of range"
+    if _HEADER_SIZE + fields[10] + fields[11] + fields[12] + fields[13] + fields[14] != total:
+        return f"field lengths do not add up to the size {total}"
+    if fields[6] != physical_offset:
+        return f"physical offset field {fields[6]} is not the record's offset {physical_offset}"
+    crc = zlib.crc32(buf[pos + CRC_START : pos + total])
+    if crc != fields[2]:
+        return f"CRC mismatch (stored 0x{fields[2]:08x}, computed 0x{crc:08x})"
+    return fields
+
+
+def unit_damage(record: memoryview, physical_offset: int, queue_id: int, queue_offset: int) -> str | None:
+    """Why ``record`` — the bytes a consume-queue unit points at — is not that unit's sound record; ``None``
+    when it is: size, magic, queue id, queue offset and physical offset as the unit says, and the CRC.
+
+    The read path's check, once per record served: one short unpack and a CRC over a view (no copy). The
+    field lengths are not added up: they lie in the CRC's range, so a matching CRC vouches for them.
+    """
+    if len(record) >= _HEADER_SIZE:
+        total, magic, crc, record_queue_id, _, record_queue_offset, record_physical_offset = _unpack_check(record)
+        if (total == len(record) and magic == RECORD_MAGIC and record_queue_id == queue_id
+                and record_queue_offset == queue_offset and record_physical_offset == physical_offset
+                and zlib.crc32(record[CRC_START:]) == crc):
+            return None
+    fields = frame_fields(record, 0, physical_offset, len(record))
+    if isinstance(fields, str):
+        return fields
+    if fields[0] != len(record):
+        return f"size {fields[0]}, the consume queue says {len(record)}"
+    return (f"the record is queue {fields[3]} offset {fields[5]}, "
+            f"the consume queue says queue {queue_id} offset {queue_offset}")
+
+
 def record_tags(record: memoryview) -> str:
     """The TAGS property of a stored record, without decoding its body or its other properties."""
     topic_len, born_len, store_len, body_len, props_len = _LENGTHS.unpack_from(record, _LENGTHS_AT)
@@ -67,15 +119,17 @@ def record_tags(record: memoryview) -> str:
 class CommitLog:
     """Segments of ``segment_size`` bytes under ``directory``; ``max_offset`` is where the next record goes."""
 
-    def __init__(self, directory: Path, segment_size: int) -> None:
+    def __init__(self, directory: Path, segment_size: int, read_only: bool = False) -> None:
         self.directory = directory
         self.segment_size = segment_size
+        self.read_only = read_only
         self.segments: list[MappedFile] = []
         self.max_offset = 0
 
     def load(self) -> None:
         """Map the existing segments; the write position is set by recovery (``truncate`` / ``set_end``)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.read_only:
+            self.directory.mkdir(parents=True, exist_ok=True)
         for start, path in list_files(self.directory):
             expected = self.segments[-1].end if self.segments else start - start % self.segment_size
             if start != expected:
@@ -83,7 +137,7 @@ class CommitLog:
                     f"commit log segment {path} does not start at {expected}: "
                     f"a segment is missing or segment_size ({self.segment_size}) was changed"
                 )
-            self.segments.append(MappedFile(path, start, self.segment_size))
+            self.segments.append(MappedFile(path, start, self.segment_size, self.read_only))
         if self.segments:
             self.max_offset = self.segments[-1].end
 
@@ -126,13 +180,12 @@ class CommitLog:
         return segments[(offset - segments[0].start) // self.segment_size]
 
     def record_view(self, offset: int, size: int) -> memoryview | None:
-        """Zero-copy view of the record at ``offset`` if its header declares ``size`` bytes, else ``None``."""
+        """Zero-copy view of the ``size`` bytes at ``offset`` (unchecked: see ``unit_damage``); ``None`` unless
+        they lie inside one segment, below the log end."""
         segment = self.segment_for(offset)
-        if segment is None or size < RECORD_HEADER.size or offset + size > self.max_offset:
+        if segment is None or offset + size > min(self.max_offset, segment.end):
             return None
         pos = offset - segment.start
-        if SIZE_AND_MAGIC.unpack_from(segment.mm, pos) != (size, RECORD_MAGIC):
-            return None
         return segment.view[pos : pos + size]
 
     def read_record(self, offset: int) -> bytes | None:
@@ -141,13 +194,10 @@ class CommitLog:
         if segment is None:
             return None
         pos = offset - segment.start
-        try:
-            size = check_record(segment.view, pos)
-        except ProtocolError:
+        fields = frame_fields(segment.view, pos, offset, min(self.max_offset, segment.end) - offset)
+        if isinstance(fields, str):
             return None
-        if read_header(segment.view, pos).physical_offset != offset or offset + size > self.max_offset:
-            return None
-        return bytes(segment.view[pos : pos + size])
+        return bytes(segment.view[pos : pos + fields[0]])
 
     def store_timestamp(self, offset: int) -> int | None:
         """Store timestamp of the record at ``offset`` (header only, not CRC-checked)."""

@@ -48,6 +48,7 @@ class ConsumeQueue:
         self._active: MappedFile | None = None
         self._pos = self.file_bytes  # write position in _active; file_bytes means "find the next file"
         self._synced = 0
+        self._rewrites = 0  # set_unit calls, so a sync running meanwhile does not count them as synced
 
     def load(self) -> None:
         """Map the files and find the end of the written units (binary search on the last file)."""
@@ -175,6 +176,7 @@ class ConsumeQueue:
         file = self._file_of(offset)
         UNIT.pack_into(file.mm, offset * UNIT.size - file.start, physical_offset, size, tag_hash)
         self._synced = min(self._synced, offset)
+        self._rewrites += 1
 
     def delete_below(self, physical_offset: int) -> None:
         """Forget units whose records are below the commit log's min offset (whole files are deleted)."""
@@ -189,14 +191,13 @@ class ConsumeQueue:
     def sync(self) -> None:
         """fdatasync the files holding units written since the last sync (worker thread). A unit rewritten
         meanwhile (``set_unit``, ``truncate``) stays for the next sync."""
-        start, end = self._synced, self.max_offset
+        start, end, rewrites = self._synced, self.max_offset, self._rewrites
         if end <= start:
             return
         for file in list(self.files):
             if file.end > start * UNIT.size and file.start < end * UNIT.size:
                 file.sync()
-        if self._synced == start:
-            self._synced = end
+        self._synced = end if self._rewrites == rewrites else min(self._synced, start)
 
     def delete_files(self) -> None:
         for file in self.files:

@@ -6,11 +6,16 @@ a worker thread while the event loop keeps appending; when it returns, every wai
 offset is covered is released at once. Waiters that arrived meanwhile are served by the next
 round, so any number of concurrent sends share one fsync. Both modes also flush every
 ``interval_s``; nothing is fsynced per message.
+
+The exposure is kept in the store's stats: ``unflushed_bytes`` and the time of the oldest append not
+yet durable (``unflushed_since``). The first append after each round took its target is timestamped;
+when a round completes, the oldest such append at or past the flushed offset is the oldest unflushed one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import itertools
 import logging
@@ -42,6 +47,9 @@ class FlushService:
         self._wakeup: asyncio.Event | None = None  # created in start(), inside the running loop
         self._work = BlockingWork()
         self._task: asyncio.Task[None] | None = None
+        self._target = 0  # the highest target a round has taken
+        self._appends: collections.deque[tuple[int, float]] = collections.deque()  # (offset, monotonic time) of the
+        # first append after each round's target, oldest first
 
     def start(self) -> None:
         self._wakeup = asyncio.Event()
@@ -76,6 +84,24 @@ class FlushService:
             self._wakeup.set()
         return waiter
 
+    def appended(self, start: int, end: int) -> None:
+        """Note an append of ``[start, end)`` to the commit log (loop thread), for the exposure stats."""
+        stats = self.stats
+        if not self._appends or self._appends[-1][0] < self._target:
+            now = time.monotonic()
+            self._appends.append((start, now))
+            if stats.unflushed_since is None:
+                stats.unflushed_since = now
+        stats.unflushed_bytes = end - self.flushed_offset
+
+    def _note_flushed(self) -> None:
+        appends = self._appends
+        while appends and appends[0][0] < self.flushed_offset:
+            appends.popleft()
+        stats = self.stats
+        stats.unflushed_bytes = max(0, self.commitlog.max_offset - self.flushed_offset)
+        stats.unflushed_since = appends[0][1] if appends and stats.unflushed_bytes else None
+
     def _expire(self, waiter: asyncio.Future[None], end_offset: int) -> None:
         if not waiter.done():
             waiter.set_exception(FlushTimeoutError(
@@ -90,6 +116,7 @@ class FlushService:
         """
         target = self.commitlog.max_offset
         if target > self.flushed_offset:
+            self._target = max(self._target, target)
             try:
                 seconds = await self._work.run(self._sync_range, self.flushed_offset, target)
             except OSError as exc:
@@ -100,6 +127,7 @@ class FlushService:
             self.stats.flush_count += 1
             self.stats.flush_seconds_total += seconds
             self.stats.last_flush_ms = seconds * 1000
+            self._note_flushed()
         while self._waiters and self._waiters[0][0] <= self.flushed_offset:
             _, _, waiter, timer = heapq.heappop(self._waiters)
             timer.cancel()

@@ -13,9 +13,10 @@ Hits are only candidates (32-bit hashes collide): the caller verifies each by re
 The top bit of every hash is set, which the high bytes of offsets and timestamps never are, so
 unaligned false hits are rare.
 
-Entries are rebuilt by recovery from the commit log: entries pointing past the log end are cut,
-missing ones are appended for records after the last entry of a segment's file. The files of a
-segment are deleted with it.
+Entries are rebuilt by recovery from the commit log: entries pointing at no sound record (past the
+log end, into a hole) are dropped, missing ones are appended for records after the last entry of a
+segment's file. The files of a segment are deleted with it. Opened ``read_only`` (``graymq broker
+verify``), nothing is changed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from graymq.broker_ext.store.atomic_file import write_atomic
 from graymq.broker_ext.store.mapped_file import file_name, list_files
 from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
 
@@ -72,13 +74,13 @@ class IndexFile:
 
     __slots__ = ("path", "segment_start", "fd", "size", "dirty", "buffered")
 
-    def __init__(self, path: Path, segment_start: int) -> None:
+    def __init__(self, path: Path, segment_start: int, read_only: bool = False) -> None:
         self.path = path
         self.segment_start = segment_start
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         size = os.fstat(self.fd).st_size
         self.size = size - size % ENTRY.size
-        if self.size != size:  # torn last entry
+        if self.size != size and not read_only:  # torn last entry
             os.ftruncate(self.fd, self.size)
         self.dirty = False
         self.buffered = bytearray()
@@ -105,9 +107,19 @@ class IndexFile:
         self.write_buffered()
         return ENTRY.unpack(os.pread(self.fd, ENTRY.size, index * ENTRY.size))
 
-    def last_offset(self) -> int:
-        """Commit-log offset of the last entry, -1 when empty."""
-        return self.entry(self.size // ENTRY.size - 1)[1] if self.size else -1
+    def read_entries(self) -> bytes:
+        """Every entry of the file, buffered ones included."""
+        self.write_buffered()
+        return os.pread(self.fd, self.size, 0)
+
+    def rewrite(self, entries: bytes) -> None:
+        """Replace the file's entries with ``entries`` (recovery: dropping bad ones), atomically."""
+        self.write_buffered()
+        write_atomic(self.path, entries)
+        os.close(self.fd)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self.size = len(entries)
+        self.dirty = False
 
     def truncate_from(self, physical_offset: int) -> None:
         """Drop the entries pointing at or past ``physical_offset``."""
@@ -146,24 +158,22 @@ class IndexFile:
 class KeyIndex:
     """The index files of a store, one per commit-log segment."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, read_only: bool = False) -> None:
         self.directory = directory
+        self.read_only = read_only
         self.files: dict[int, IndexFile] = {}
 
     def load(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.read_only:
+            self.directory.mkdir(parents=True, exist_ok=True)
         for start, path in list_files(self.directory):
-            self.files[start] = IndexFile(path, start)
+            self.files[start] = IndexFile(path, start, self.read_only)
 
     def add(self, segment_start: int, entries: bytes) -> None:
         file = self.files.get(segment_start)
         if file is None:
             file = self.files[segment_start] = IndexFile(self.directory / file_name(segment_start), segment_start)
         file.append(entries)
-
-    def last_offset(self, segment_start: int) -> int:
-        file = self.files.get(segment_start)
-        return file.last_offset() if file else -1
 
     def candidates(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
         """Commit-log offsets of entries matching (topic, key) stored in [begin_ms, end_ms], newest first."""

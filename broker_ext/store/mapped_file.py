@@ -10,6 +10,9 @@ the mapping and the file, so this writes back pages dirtied through the mapping 
 releases the GIL, unlike ``mmap.flush``, so it can run in a worker thread while the event loop
 keeps appending. The mapping keeps its own duplicate of the descriptor; the commit log's active
 segment also holds one for ``write`` (``pwrite``), closed when the segment is sealed.
+
+A file opened ``read_only`` (``graymq broker verify``) is mapped for reading and never changed: no
+preallocation; a file shorter than its size reads as if zero-filled to it.
 """
 
 from __future__ import annotations
@@ -44,10 +47,15 @@ class MappedFile:
 
     __slots__ = ("path", "start", "size", "mm", "view", "_write_fd")
 
-    def __init__(self, path: Path, start: int, size: int) -> None:
+    def __init__(self, path: Path, start: int, size: int, read_only: bool = False) -> None:
         self.path = path
         self.start = start
         self.size = size
+        self._write_fd: int | None = None
+        if read_only:
+            self.mm = _map_for_reading(path, size)
+            self.view = memoryview(self.mm)
+            return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         actual = 0
         try:
@@ -69,7 +77,6 @@ class MappedFile:
             raise
         os.close(fd)
         self.view = memoryview(self.mm)
-        self._write_fd: int | None = None
 
     def write(self, pos: int, data: bytes) -> None:
         """Write ``data`` at ``pos`` with ``pwrite`` (the mapping sees it: one page cache).
@@ -103,6 +110,32 @@ class MappedFile:
         finally:
             os.close(fd)
 
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The ranges of ``[start, end)`` that may hold anything but zeros, as the file system reports its data
+        extents (``SEEK_DATA`` / ``SEEK_HOLE``): preallocated space never written, and whatever lies past the end
+        of the file, is left out without being read. Without that support the whole range is returned."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return [(start, end)]
+        ranges = []
+        try:
+            pos = start
+            while pos < end:
+                try:
+                    data = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError as exc:
+                    if exc.errno != errno.ENXIO:  # no SEEK_DATA here: everything may be data
+                        ranges.append((pos, end))
+                    break
+                if data >= end:
+                    break
+                pos = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+                ranges.append((data, pos))
+        finally:
+            os.close(fd)
+        return ranges
+
     def zero_from(self, pos: int) -> None:
         """Discard everything from ``pos`` on: the file is cut there and extended again with zeros.
 
@@ -128,3 +161,19 @@ class MappedFile:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+def _map_for_reading(path: Path, size: int) -> mmap.mmap:
+    """A read-only mapping of ``size`` bytes of ``path``; a shorter file is copied into zero-filled memory."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        actual = os.fstat(fd).st_size
+        if actual > size:
+            raise ValueError(f"{path} is {actual} bytes, larger than the expected {size}")
+        if actual == size:
+            return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        mm = mmap.mmap(-1, size)
+        mm[:actual] = os.pread(fd, actual, 0)
+        return mm
+    finally:
+        os.close(fd)

@@ -3,7 +3,13 @@ recovered at load and cleaned by retention.
 
 On disk under ``store_dir``: ``commitlog/`` (commitlog.py), ``consumequeue/<topic>/<queue_id>/``
 (consume_queue.py), ``index/`` (index_file.py), ``checkpoint`` (checkpoint.py) and ``abort``,
-present while the store is open and removed by a clean ``stop`` (recovery.py reads both).
+present while the store is open and removed by a clean ``stop`` (recovery.py reads both), ``holes``
+(holes.py) and ``lock`` (lock.py), held while the store is open.
+
+Damage is never served and never silent: recovery turns damaged records into holes, and a read
+checks every record it returns against its CRC and its unit (queue id, queue offset, physical
+offset); a damaged one is skipped, its unit made a hole, logged at ERROR and counted in
+``stats.damaged_records`` / ``damaged_bytes``.
 
 Everything but fsync runs on the event loop thread: puts, reads and retention never race each
 other; fsyncs and checkpoint writes run in worker threads (flush.py, background.py).
@@ -25,11 +31,15 @@ from typing import Literal, NamedTuple
 from graymq.broker_ext.store.atomic_file import fsync_dir, write_atomic
 from graymq.broker_ext.store.background import BlockingWork, cancel_and_wait
 from graymq.broker_ext.store.checkpoint import Checkpoint
-from graymq.broker_ext.store.commitlog import CommitLog, record_tags
-from graymq.broker_ext.store.consume_queue import ConsumeQueue, ConsumeQueues
+from graymq.broker_ext.store.commitlog import CommitLog, frame_fields, record_tags, unit_damage
+from graymq.broker_ext.store.consume_queue import HOLE_SIZE, ConsumeQueue, ConsumeQueues
 from graymq.broker_ext.store.flush import FlushService
+from graymq.broker_ext.store.holes import HoleLog
 from graymq.broker_ext.store.index_file import KeyIndex, index_entries
-from graymq.broker_ext.store.recovery import recover
+from graymq.broker_ext.store.lock import StoreLock
+from graymq.broker_ext.store.log_scan import Hole
+from graymq.broker_ext.store.mapped_file import file_name
+from graymq.broker_ext.store.recovery import RecoveryResult, recover
 from graymq.broker_ext.store.retention import RetentionPolicy, disk_usage
 from graymq.broker_ext.store.stats import StoreStats
 from graymq.protocol.constants import PROPERTY_TAGS, tag_hash
@@ -139,7 +149,9 @@ class MessageStore:
         self.commitlog = CommitLog(store_dir / "commitlog", config.segment_size)
         self.queues = ConsumeQueues(store_dir / "consumequeue", config.cq_units_per_file)
         self.index = KeyIndex(store_dir / "index")
+        self.holes = HoleLog(store_dir / "holes")
         self.stats = StoreStats()
+        self._lock = StoreLock(store_dir)
         self._flush = FlushService(
             self.commitlog, self.stats, sync=config.flush == "sync",
             interval_s=config.flush_interval_ms / 1000, timeout_s=config.sync_flush_timeout_ms / 1000,
@@ -159,19 +171,32 @@ class MessageStore:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def load(self) -> None:
-        """Open the files and recover (recovery.py); call before anything else."""
+    def load(self, full_scan: bool = False) -> RecoveryResult:
+        """Lock the directory, open the files and recover (recovery.py; ``full_scan``: the whole log); call before
+        anything else. ``StoreLockedError`` when another process holds the store."""
         self.config.store_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            return self._load(full_scan)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _load(self, full_scan: bool) -> RecoveryResult:
         clean = not self._abort_path.exists()
         checkpoint = Checkpoint.load(self._checkpoint_path)
         self.commitlog.load()
         self.queues.load()
         self.index.load()
-        result = recover(self.commitlog, self.queues, self.index, checkpoint, clean)
+        self.holes.load()
+        result = recover(self.commitlog, self.queues, self.index, checkpoint, clean, full=full_scan)
+        for hole in result.holes:
+            self._count_hole(hole, "recovery")
         min_offset = self.commitlog.min_offset
         self.queues.delete_below(min_offset)
         self.queues.remove_empty_dirs()
         self.index.delete_below(min_offset)
+        self.holes.forget_below(min_offset)
         self._last_store_timestamp = result.last_store_timestamp
         self._flush.flushed_offset = result.end_offset
         if result.scanned_from is not None:
@@ -183,6 +208,7 @@ class MessageStore:
         self.disk_usage_ratio()
         log.info("store %s loaded: commit log [%d, %d), %d queues, clean=%s",
                  self.config.store_dir, min_offset, result.end_offset, len(self.queues.queues), clean)
+        return result
 
     async def start(self) -> None:
         """Start the flush loop (periodic flush or group commit) and the checkpoint/retention loop."""
@@ -201,6 +227,7 @@ class MessageStore:
         self.index.close()
         self._abort_path.unlink(missing_ok=True)
         fsync_dir(self.config.store_dir)
+        self._lock.release()
 
     async def flush(self) -> None:
         """Make the commit log durable up to its current end now (one fsync round)."""
@@ -233,6 +260,7 @@ class MessageStore:
         since the last one (worker thread)."""
         self.queues.sync()
         self.index.sync()
+        self.holes.save()
         state = (checkpoint.commitlog_offset, checkpoint.queue_offsets)
         if state != self._saved_state:
             checkpoint.save(self._checkpoint_path)
@@ -285,6 +313,7 @@ class MessageStore:
             queues[key] = queue
         segment_start = self.commitlog.segments[-1].start
         self.commitlog.append(records[0] if len(records) == 1 else b"".join(records))
+        self._flush.appended(start, self.commitlog.max_offset)
 
         results = []
         entries = []
@@ -372,8 +401,9 @@ class MessageStore:
         """Up to ``max_nums`` records of the queue from ``offset`` (see GetStatus for the outcomes).
 
         With ``tags``, units are filtered by tag hash, then records exactly by their TAGS property;
-        skipped messages still advance ``next_begin_offset``. Holes and records gone or damaged are
-        skipped. At most ``max(max_nums, MAX_SCAN_UNITS)`` units are scanned per call.
+        skipped messages still advance ``next_begin_offset``. Holes and records gone are skipped; so is
+        a damaged record (its CRC, or a header not matching its unit), after turning its unit into a hole
+        (see the module doc). At most ``max(max_nums, MAX_SCAN_UNITS)`` units are scanned per call.
         """
         if max_nums < 1:
             raise ValueError(f"max_nums must be at least 1, got {max_nums}")
@@ -396,16 +426,52 @@ class MessageStore:
         ):
             if size > 0 and physical_offset >= log_min and (hashes is None or unit_tag_hash in hashes):
                 record = commitlog.record_view(physical_offset, size)
-                if record is not None and (tags is None or record_tags(record) in tags):
+                if record is None:
+                    self._skip_damaged(queue, next_offset, physical_offset, size, "outside the commit log")
+                elif (damage := unit_damage(record, physical_offset, queue_id, next_offset)) is not None:
+                    self._skip_damaged(queue, next_offset, physical_offset, size, damage)
+                elif tags is None or record_tags(record) in tags:
                     if records and size_total + size > max_bytes:
                         break
                     records.append(record)
                     size_total += size
+            elif size <= 0 and size != HOLE_SIZE and physical_offset >= log_min:
+                self._skip_damaged(queue, next_offset, physical_offset, size, f"unit size {size}")
             next_offset += 1
             if len(records) == max_nums:
                 break
         status = GetStatus.FOUND if records else GetStatus.NO_MATCHED_MSG
         return GetResult(status, next_offset, min_offset, max_offset, records)
+
+    def _skip_damaged(self, queue: ConsumeQueue, queue_offset: int, physical_offset: int, size: int,
+                      reason: str) -> None:
+        """A read found unit ``queue_offset`` pointing at no sound record of its own: make it a hole, log, count.
+        A damaged record is also recorded as a commit-log hole; a sound record that is not the unit's means the
+        unit itself is wrong (``graymq broker verify --repair`` rebuilds it from the log)."""
+        queue.set_unit(queue_offset, physical_offset, HOLE_SIZE, 0)
+        where = f"consume queue {queue.topic}/{queue.queue_id} offset {queue_offset}"
+        segment = self.commitlog.segment_for(physical_offset)
+        if segment is not None:
+            pos = physical_offset - segment.start
+            room = min(self.commitlog.max_offset, segment.end) - physical_offset
+            if isinstance(frame_fields(segment.view, pos, physical_offset, room), str):
+                self._count_hole(Hole(f"commitlog/{file_name(segment.start)}", pos, max(size, 0), reason,
+                                      physical_offset), where)
+                return
+        self.stats.damaged_records += 1
+        self.stats.damaged_bytes += max(size, 0)
+        log.error("%s points at commit log offset %d (%d bytes): %s; skipped, the unit is now a hole",
+                  where, physical_offset, size, reason)
+
+    def _count_hole(self, hole: Hole, found_by: str) -> None:
+        """Record, log (ERROR unless already recorded) and count a hole of the commit log."""
+        self.stats.damaged_records += 1
+        self.stats.damaged_bytes += hole.length
+        new = self.holes.add(hole)
+        log.log(logging.ERROR if new else logging.WARNING,
+                "commit log %s at %d found by %s: %s (%d bytes at offset %d of %s); its messages are lost and skipped",
+                "hole" if new else "known hole", hole.physical_offset, found_by, hole.reason, hole.length, hole.offset,
+                hole.file)
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         queue = self.queues.get(topic, queue_id)
@@ -495,6 +561,7 @@ class MessageStore:
             log.info("deleted commit log segment %d: %s", start, reason)
         if deleted:
             self.queues.delete_below(self.commitlog.min_offset)
+            self.holes.forget_below(self.commitlog.min_offset)
             self.stats.deleted_segments += deleted
             self.stats.segments = len(self.commitlog.segments)
             self.disk_usage_ratio()

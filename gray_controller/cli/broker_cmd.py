@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from graymq.gray_controller.cli import verify_cmd
 from graymq.gray_controller.cli.common import SERVER_LOG_HELP, HelpFormatter, parse_size, print_ready, setup_logging
 from graymq.protocol.errors import ConfigError
 
@@ -38,6 +39,7 @@ def register(subparsers: Any) -> None:
                         "in bytes, default 1G; an existing store keeps its own)")
     p.add_argument("--auto-create-topic", action="store_true", default=None, help="create unknown topics on send")
     p.set_defaults(handler=run)
+    verify_cmd.register(p)  # graymq broker verify --store DIR: an offline check instead of running a broker
 
 
 def _nameserver_from_env() -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.config import BrokerSettings
-from graymq.broker_ext.metrics import MetricsServer, render_metrics
+from graymq.broker_ext.metrics import MetricsServer
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
 from graymq.broker_ext.remoting_server import RemotingServer
 from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
@@ -41,7 +41,7 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     metrics: MetricsServer | None = None
     info = {"kind": "broker", "name": broker.name, "address": broker.address}
     if settings.metrics_port is not None:
-        metrics = MetricsServer(lambda: render_metrics(broker))
+        metrics = MetricsServer(broker)
         info["metrics"] = await metrics.start(settings.host, settings.metrics_port)
     registry: NameServerRegistry | None = None
     if settings.nameserver_urls:

@@ -1,98 +1,143 @@
-"""Prometheus text on a small HTTP endpoint: ``GET /metrics`` (anything else is 404)."""
+"""The broker's Prometheus metrics, served by ``prometheus_client`` on ``--metrics-port`` (``GET /metrics``).
+
+Every value is read at scrape time by ``BrokerCollector``: the hot-path counters stay plain ints in
+``BrokerStats`` / ``StoreStats`` (see ``stats.py`` for why), the rest is read from its owner.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Iterator
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from graymq.broker_ext.broker_controller import BrokerController
-from graymq.broker_ext.stats import Exposition
-from graymq.protocol.aio import with_timeout
 
-log = logging.getLogger(__name__)
+SCRAPE_TIMEOUT_S = 10.0
 
 
-def render_metrics(broker: BrokerController) -> str:
-    out = Exposition()
-    stats = broker.stats
-    out.metric("graymq_broker_put_messages_total", "counter", "Messages stored, by topic and side.")
-    for (topic, gray), n in stats.put_msgs.items():
-        out.sample("graymq_broker_put_messages_total", n, topic=topic, gray=str(gray).lower())
-    out.metric("graymq_broker_put_bytes_total", "counter", "Bytes stored, by topic and side.")
-    for (topic, gray), n in stats.put_bytes.items():
-        out.sample("graymq_broker_put_bytes_total", n, topic=topic, gray=str(gray).lower())
-    out.metric("graymq_broker_put_rate", "gauge", "Messages stored per second over the last 10 s.")
-    for (topic, gray), meter in stats.put_rate.items():
-        out.sample("graymq_broker_put_rate", meter.rate(), topic=topic, gray=str(gray).lower())
-    out.metric("graymq_broker_get_messages_total", "counter", "Messages pulled, by topic and side.")
-    for (topic, gray), n in stats.get_msgs.items():
-        out.sample("graymq_broker_get_messages_total", n, topic=topic, gray=str(gray).lower())
-    out.metric("graymq_broker_get_rate", "gauge", "Messages pulled per second over the last 10 s.")
-    for (topic, gray), meter in stats.get_rate.items():
-        out.sample("graymq_broker_get_rate", meter.rate(), topic=topic, gray=str(gray).lower())
-    out.metric("graymq_broker_consumer_backlog", "gauge", "max offset - committed offset per group and queue.")
-    for group, topic, queue_id, offset in broker.offsets.items():
-        config = broker.topics.get(topic)
-        if config is None or queue_id >= config.queue_nums:
-            continue
-        backlog = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
-        out.sample("graymq_broker_consumer_backlog", backlog, group=group, topic=topic, queue=queue_id,
-                   gray=str(queue_id in config.gray_queues).lower())
-    store = broker.store.stats
-    out.metric("graymq_broker_flush_total", "counter", "Commit log flushes (fsync).")
-    out.sample("graymq_broker_flush_total", store.flush_count)
-    out.metric("graymq_broker_flush_seconds_total", "counter", "Time spent flushing the commit log.")
-    out.sample("graymq_broker_flush_seconds_total", store.flush_seconds_total)
-    out.metric("graymq_broker_last_flush_ms", "gauge", "Latency of the last flush.")
-    out.sample("graymq_broker_last_flush_ms", store.last_flush_ms)
-    out.metric("graymq_broker_commitlog_max_offset", "gauge", "End of the commit log.")
-    out.sample("graymq_broker_commitlog_max_offset", broker.store.max_physical_offset)
-    out.metric("graymq_broker_clients", "gauge", "Consumer clients online, by group and flag.")
-    for group, info in broker.consumers.groups.items():
-        gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
-        out.sample("graymq_broker_clients", gray_count, group=group, gray="true")
-        out.sample("graymq_broker_clients", len(info.clients) - gray_count, group=group, gray="false")
-    out.metric("graymq_broker_long_polls", "gauge", "Pull requests waiting for messages.")
-    out.sample("graymq_broker_long_polls", broker.holds.waiting)
-    out.metric("graymq_broker_rejected_connections_total", "counter", "Connections closed for protocol errors.")
-    out.sample("graymq_broker_rejected_connections_total", stats.connections_rejected)
-    return out.text()
+def _flag(gray: bool) -> str:
+    return "true" if gray else "false"
+
+
+class BrokerCollector(Collector):
+    """The broker's metric families, built on the broker's event loop.
+
+    The counters it reads are plain ints bumped on the send and pull paths: reading them here, at scrape
+    time, is the whole cost, nothing per message. ``collect()`` is called on the HTTP server's thread; it
+    hands the reading to the loop (which owns every dict it reads) and waits for it, so a scrape never
+    iterates a table the loop is changing.
+    """
+
+    def __init__(self, broker: BrokerController, loop: asyncio.AbstractEventLoop) -> None:
+        self._broker = broker
+        self._loop = loop
+
+    def collect(self) -> Iterator[Metric]:
+        async def read() -> list[Metric]:
+            return self.families()
+
+        return iter(asyncio.run_coroutine_threadsafe(read(), self._loop).result(SCRAPE_TIMEOUT_S))
+
+    def families(self) -> list[Metric]:
+        """Every family with its current samples (call on the broker's loop)."""
+        broker, stats, store = self._broker, self._broker.stats, self._broker.store.stats
+        side = ["topic", "gray"]
+        put_msgs = CounterMetricFamily("graymq_broker_put_messages_total", "Messages stored, by topic and side.",
+                                       labels=side)
+        put_bytes = CounterMetricFamily("graymq_broker_put_bytes_total", "Bytes stored, by topic and side.",
+                                        labels=side)
+        put_rate = GaugeMetricFamily("graymq_broker_put_rate", "Messages stored per second over the last 10 s.",
+                                     labels=side)
+        get_msgs = CounterMetricFamily("graymq_broker_get_messages_total", "Messages pulled, by topic and side.",
+                                       labels=side)
+        get_rate = GaugeMetricFamily("graymq_broker_get_rate", "Messages pulled per second over the last 10 s.",
+                                     labels=side)
+        for (topic, gray), n in stats.put_msgs.items():
+            put_msgs.add_metric([topic, _flag(gray)], n)
+        for (topic, gray), n in stats.put_bytes.items():
+            put_bytes.add_metric([topic, _flag(gray)], n)
+        for (topic, gray), meter in stats.put_rate.items():
+            put_rate.add_metric([topic, _flag(gray)], meter.rate())
+        for (topic, gray), n in stats.get_msgs.items():
+            get_msgs.add_metric([topic, _flag(gray)], n)
+        for (topic, gray), meter in stats.get_rate.items():
+            get_rate.add_metric([topic, _flag(gray)], meter.rate())
+        backlog = GaugeMetricFamily("graymq_broker_consumer_backlog",
+                                    "max offset - committed offset per group and queue.",
+                                    labels=["group", "topic", "queue", "gray"])
+        for group, topic, queue_id, offset in broker.offsets.items():
+            config = broker.topics.get(topic)
+            if config is None or queue_id >= config.queue_nums:
+                continue
+            behind = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
+            backlog.add_metric([group, topic, str(queue_id), _flag(queue_id in config.gray_queues)], behind)
+        clients = GaugeMetricFamily("graymq_broker_clients", "Consumer clients online, by group and flag.",
+                                    labels=["group", "gray"])
+        for group, info in broker.consumers.groups.items():
+            gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
+            clients.add_metric([group, "true"], gray_count)
+            clients.add_metric([group, "false"], len(info.clients) - gray_count)
+        return [
+            put_msgs, put_bytes, put_rate, get_msgs, get_rate, backlog,
+            CounterMetricFamily("graymq_broker_flush_total", "Commit log flushes (fsync).", store.flush_count),
+            CounterMetricFamily("graymq_broker_flush_seconds_total", "Time spent flushing the commit log.",
+                                store.flush_seconds_total),
+            GaugeMetricFamily("graymq_broker_last_flush_ms", "Latency of the last flush.", store.last_flush_ms),
+            GaugeMetricFamily("graymq_broker_commitlog_max_offset", "End of the commit log.",
+                              broker.store.max_physical_offset),
+            clients,
+            GaugeMetricFamily("graymq_broker_long_polls", "Pull requests waiting for messages.", broker.holds.waiting),
+            CounterMetricFamily("graymq_broker_rejected_connections_total", "Connections closed for protocol errors.",
+                                stats.connections_rejected),
+            CounterMetricFamily("graymq_store_damaged_records_total",
+                                "Damaged records found by recovery or reads (each lost, counted once).",
+                                store.damaged_records),
+            CounterMetricFamily("graymq_store_damaged_bytes_total", "Bytes of those damaged records.",
+                                store.damaged_bytes),
+            GaugeMetricFamily("graymq_store_unflushed_bytes",
+                              "Acked bytes not yet fsynced (lost if the OS crashes or power fails).",
+                              store.unflushed_bytes),
+            GaugeMetricFamily("graymq_store_unflushed_age_seconds", "Age of the oldest unflushed write.",
+                              store.unflushed_age_s()),
+        ]
+
+
+def broker_registry(broker: BrokerController, loop: asyncio.AbstractEventLoop) -> CollectorRegistry:
+    """A registry of this broker's families plus the process, platform and GC collectors (what
+    ``prometheus_client``'s default registry holds), not shared with anything else in the process."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(broker, loop))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
 
 
 class MetricsServer:
-    """Minimal HTTP/1.1 responder; one request per connection."""
+    """``prometheus_client``'s HTTP server (a daemon thread) for one broker's registry."""
 
-    def __init__(self, render: Callable[[], str]) -> None:
-        self._render = render
-        self._server: asyncio.Server | None = None
+    def __init__(self, broker: BrokerController) -> None:
+        self._broker = broker
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     async def start(self, host: str, port: int) -> str:
-        self._server = await asyncio.start_server(self._serve, host, port)
-        bound = self._server.sockets[0].getsockname()
-        return f"{bound[0]}:{bound[1]}"
+        """Bind and serve; returns ``host:port`` as bound (``port`` 0 picks a free one)."""
+        registry = broker_registry(self._broker, asyncio.get_running_loop())
+        server, self._thread = await asyncio.to_thread(start_http_server, port, host, registry)
+        self._server = server
+        bound_host, bound_port = server.server_address[:2]
+        return f"{bound_host!s}:{bound_port}"
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request_line = await with_timeout(reader.readline(), 5)
-            while (await with_timeout(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
-            parts = request_line.decode("latin-1").split()
-            if len(parts) >= 2 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":
-                status, body, ctype = "200 OK", self._render().encode(), "text/plain; version=0.0.4"
-            else:
-                status, body, ctype = "404 Not Found", b"not found\n", "text/plain"
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode() + body
-            )
-            await writer.drain()
-        except (TimeoutError, ConnectionError, UnicodeDecodeError) as exc:
-            log.debug("metrics request failed: %s", exc)
-        finally:
-            writer.close()
+        """Stop accepting scrapes and close the listening socket."""
+        if self._server is None or self._thread is None:
+            return
+        await asyncio.to_thread(self._server.shutdown)
+        self._server.server_close()
+        await asyncio.to_thread(self._thread.join)

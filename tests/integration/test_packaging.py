@@ -45,7 +45,7 @@ def test_the_client_library_imports_without_server_or_spark_packages() -> None:
         "class Block:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in {'fastapi', 'sqlalchemy', 'uvicorn', 'psycopg', 'alembic', 'pyspark',\n"
-        "                                  'pyarrow', 'pydantic_settings', 'starlette'}:\n"
+        "                                  'pyarrow', 'pydantic_settings', 'starlette', 'prometheus_client'}:\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import graymq.client, graymq.client.sync, graymq.protocol\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 
 import pytest
 
@@ -17,6 +16,7 @@ from graymq.protocol.errors import (
 )
 from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, heartbeat, message, pull_request, run, send
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.integration
 
@@ -256,10 +256,10 @@ def test_metrics_endpoint_counts_puts_and_backlog(start_broker):
         await client.update_offset(broker.address, "G", "M", 1, 0)
 
     run(scenario)
-    body = urllib.request.urlopen(f"http://{broker.ready_info['metrics']}/metrics", timeout=5).read().decode()
-    assert 'graymq_broker_put_messages_total{topic="M",gray="true"} 1' in body
-    assert 'graymq_broker_put_messages_total{topic="M",gray="false"} 1' in body
-    assert 'graymq_broker_consumer_backlog{group="G",topic="M",queue="1",gray="false"} 1' in body
+    metrics = scrape(f"http://{broker.ready_info['metrics']}/metrics")
+    assert metrics.value("graymq_broker_put_messages_total", topic="M", gray="true") == 1
+    assert metrics.value("graymq_broker_put_messages_total", topic="M", gray="false") == 1
+    assert metrics.value("graymq_broker_consumer_backlog", group="G", topic="M", queue="1", gray="false") == 1
 
 
 def test_broker_serves_while_every_name_server_is_down(start_broker):

@@ -157,7 +157,7 @@ def test_a_database_outage_while_listening_is_survived(
 
 def open_watches(ns: httpx.Client) -> int:
     (line,) = [x for x in ns.get("/metrics").text.splitlines() if x.startswith("graymq_nameserver_open_watches ")]
-    return int(line.split()[1])
+    return int(float(line.split()[1]))
 
 
 def _sql(db_url: str, statement: str) -> list[tuple[Any, ...]]:

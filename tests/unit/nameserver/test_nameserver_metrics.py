@@ -1,12 +1,22 @@
-"""Prometheus text rendering."""
+"""The name server's metrics as Prometheus text: parsed back, so malformed exposition fails."""
 
 from __future__ import annotations
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from graymq.nameserver.metrics import Metrics, escape_label
+from graymq.nameserver.metrics import Metrics
 
 pytestmark = pytest.mark.unit
+
+
+def parse(text: str) -> dict[str, tuple[str, dict[tuple[tuple[str, str], ...], float]]]:
+    """family name → (type, {sorted labels: value}) of every ``graymq_`` family."""
+    return {
+        family.name: (family.type, {tuple(sorted(s.labels.items())): s.value for s in family.samples})
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("graymq_")
+    }
 
 
 def test_request_counters_and_gauges_render_in_the_text_format() -> None:
@@ -15,26 +25,45 @@ def test_request_counters_and_gauges_render_in_the_text_format() -> None:
     metrics.request("GET", "/v1/groups/{group}/clients", 200)
     metrics.request("PUT", "/v1/topics/{topic}", 401)
     metrics.db_error()
+    metrics.watching(+1)
+    metrics.watching(+1)
+    metrics.watching(-1)
     text = metrics.render(3, [("g1", "consumer", True, 2), ("g1", "producer", False, 1)])
-    lines = text.splitlines()
-    clients_route = 'route="/v1/groups/{group}/clients"'
-    assert f'graymq_nameserver_http_requests_total{{method="GET",{clients_route},status="200"}} 2' in lines
-    assert (
-        'graymq_nameserver_http_requests_total{method="PUT",route="/v1/topics/{topic}",status="401"} 1'
-        in lines
-    )
-    assert "graymq_nameserver_db_errors_total 1" in lines
-    assert "graymq_nameserver_live_brokers 3" in lines
-    assert 'graymq_nameserver_live_clients{group="g1",role="consumer",gray="true"} 2' in lines
-    assert "# TYPE graymq_nameserver_live_clients gauge" in lines
+    assert parse(text) == {
+        "graymq_nameserver_http_requests": ("counter", {
+            (("method", "GET"), ("route", "/v1/groups/{group}/clients"), ("status", "200")): 2,
+            (("method", "PUT"), ("route", "/v1/topics/{topic}"), ("status", "401")): 1,
+        }),
+        "graymq_nameserver_db_errors": ("counter", {(): 1}),
+        "graymq_nameserver_open_watches": ("gauge", {(): 1}),
+        "graymq_nameserver_live_brokers": ("gauge", {(): 3}),
+        "graymq_nameserver_live_clients": ("gauge", {
+            (("gray", "true"), ("group", "g1"), ("role", "consumer")): 2,
+            (("gray", "false"), ("group", "g1"), ("role", "producer")): 1,
+        }),
+    }
+    assert "# TYPE graymq_nameserver_http_requests_total counter" in text.splitlines()
     assert text.endswith("\n")
 
 
 def test_gauges_are_left_out_when_the_database_could_not_be_read() -> None:
-    text = Metrics().render(None, None)
-    assert "live_brokers" not in text and "live_clients" not in text
-    assert "graymq_nameserver_db_errors_total 0" in text
+    families = parse(Metrics().render(None, None))
+    assert "graymq_nameserver_live_brokers" not in families and "graymq_nameserver_live_clients" not in families
+    assert families["graymq_nameserver_db_errors"] == ("counter", {(): 0})
 
 
 def test_label_values_are_escaped() -> None:
-    assert escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    metrics = Metrics()
+    route = 'a"b\\c\nd'
+    metrics.request("GET", route, 200)
+    text = metrics.render(None, None)
+    assert 'route="a\\"b\\\\c\\nd"' in text
+    (labels,) = parse(text)["graymq_nameserver_http_requests"][1]
+    assert dict(labels)["route"] == route
+
+
+def test_two_apps_in_one_process_keep_separate_counters() -> None:
+    first, second = Metrics(), Metrics()
+    first.db_error()
+    assert parse(first.render(None, None))["graymq_nameserver_db_errors"][1] == {(): 1}
+    assert parse(second.render(None, None))["graymq_nameserver_db_errors"][1] == {(): 0}

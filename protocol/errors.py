@@ -14,11 +14,16 @@ class GrayMQError(Exception):
     """Root of every error graymq raises on purpose.
 
     ``code`` is the wire ``ErrorCode``; ``retriable`` says whether the same call may succeed
-    when repeated (on another broker, or later).
+    when repeated (on another broker, or later). ``permanent`` says that no repeat can succeed
+    until an operator acts (rights, credentials, an invalid request or configuration): a
+    long-running client (a push consumer's loops) stops on it instead of retrying. An error that
+    is neither (an internal broker error, a malformed frame, a stale route) is retried by such a
+    client with backoff, though a one-shot call does not repeat it.
     """
 
     code: ClassVar[int] = pb.SYSTEM_ERROR
     retriable: ClassVar[bool] = False
+    permanent: ClassVar[bool] = False
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message or type(self).__name__)
@@ -62,6 +67,7 @@ class UnknownMethodError(GrayMQError):
 @register
 class BadRequestError(GrayMQError):
     code = pb.BAD_REQUEST
+    permanent = True
 
 
 @register
@@ -82,6 +88,7 @@ class MessageTooLargeError(GrayMQError):
 @register
 class NoPermissionError(GrayMQError):
     code = pb.NO_PERMISSION
+    permanent = True
 
 
 @register
@@ -156,6 +163,8 @@ class NameServerError(GrayMQError):
 
 class ConfigError(GrayMQError):
     """Invalid configuration or arguments."""
+
+    permanent = True
 
 
 class DrainTimeoutError(GrayMQError):

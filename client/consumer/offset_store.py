@@ -77,10 +77,14 @@ class LocalFileOffsetStore:
         return bool(self._offsets)
 
     async def flush(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the offsets (temp file, fsync, rename); a file system error raises ``GrayMQError`` (retry later)."""
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self._offsets, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w") as f:
+                json.dump(self._offsets, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise GrayMQError(f"cannot write offsets to {self.path}: {exc}") from exc

@@ -49,6 +49,17 @@ class ProcessQueue:
         if len(self.in_flight) < max_in_flight:
             self.space.set()
 
+    def rewind(self) -> None:
+        """Pull again from the commit offset, forgetting what is in flight (its late ``done`` is ignored).
+
+        Used when a pull loop is restarted after an unexpected error: some of what it pulled may never
+        have reached the listener, and nothing may be left in flight forever (the commit would stall).
+        """
+        self.pull_offset = self.commit_offset()
+        self.in_flight.clear()
+        self._order.clear()
+        self.space.set()
+
     def commit_offset(self) -> int:
         order, in_flight = self._order, self.in_flight
         while order and order[0] not in in_flight:

@@ -2,7 +2,9 @@
 
 Used directly by batch jobs and by the Spark data source. It registers in the name server
 (role ``consumer`` or ``spark``) so the controller sees it, but does no rebalance; ``stop()``
-unregisters it at once.
+unregisters it at once. A pulled record that does not decode is skipped (logged at ERROR with
+its topic, queue and offset, counted in ``skipped_records``): ``pull`` returns the others, and
+its ``next_begin_offset`` is past the damaged one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from graymq.client.broker_client import BrokerClient
+from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue, PullResult, PullStatus
 from graymq.client.nameserver_client import NameServerClient
@@ -17,7 +20,6 @@ from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
-from graymq.protocol.record import iter_records
 
 _PULL_STATUS = {pb.FOUND: PullStatus.FOUND, pb.NO_NEW_MSG: PullStatus.NO_NEW_MSG,
                 pb.NO_MATCHED_MSG: PullStatus.NO_MATCHED_MSG, pb.OFFSET_ILLEGAL_STATUS: PullStatus.OFFSET_ILLEGAL}
@@ -37,6 +39,7 @@ class PullConsumer:
         self.routes = RouteCache(self.nameserver)
         self.brokers = BrokerClient()
         self.queues: list[MessageQueue] = []
+        self.skipped_records = 0
         self._register = register
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role=role, labels=dict(labels or {}),
@@ -92,11 +95,13 @@ class PullConsumer:
             queue_offset=offset, max_msg_nums=max_nums, suspend_timeout_ms=int(suspend_s * 1000),
             gray_flag=self.gray, commit_offset=-1, sub_expression=expression,
         )
-        response = await self.brokers.pull(await self._address(mq), request)
-        tags = parse_sub_expression(expression)
-        messages = list(iter_records(response.records, broker_name=mq.broker_name))
-        if tags is not None:
-            messages = [m for m in messages if m.tags in tags]
+        address = await self._address(mq)
+        response = await self.brokers.pull(address, request)
+        messages, damaged = decode_pulled(response.records, mq.broker_name, parse_sub_expression(expression), offset,
+                                          response.next_begin_offset)
+        if damaged:
+            self.skipped_records += len(damaged)
+            log_damaged(mq, address, damaged)
         return PullResult(_PULL_STATUS[response.status], response.next_begin_offset, response.min_offset,
                           response.max_offset, messages)
 

@@ -9,13 +9,22 @@ Flag life cycle (the name server holds the desired flag, this client its effecti
   heartbeats the brokers (which push "group changed") and rebalances onto normal queues.
   A drain that times out leaves the client gray and says why; nothing is lost.
 - with the group's gray switch off every queue is normal, so a flip needs no drain.
+
+Failures never stop it silently. A broker call that fails in a loop (pull, commit, heartbeat,
+rebalance) is logged at WARNING naming topic, queue and broker (the same warning at most every
+30 s) and retried with a capped, jittered backoff; a loop that raises unexpectedly is logged at
+ERROR and restarted. A permanent error (``GrayMQError.permanent``: no permission, an invalid
+request) or a deleted topic ends the consumer instead: see ``failure``. A record that does not
+decode is skipped, logged at ERROR and counted in ``skipped_records``; the queue flows on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +40,10 @@ from graymq.client.broker_client import BrokerClient
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
+from graymq.client.consumer.retry import Backoff, ThrottledLog
 from graymq.client.consumer.start_offset import ConsumeFrom, QueueToStart, StartOffsets
+from graymq.client.consumer.supervisor import Supervisor
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageExt, MessageQueue
 from graymq.client.nameserver_client import NameServerClient
@@ -42,21 +54,36 @@ from graymq.protocol.aio import wait_event
 from graymq.protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression, retry_topic
 from graymq.protocol.errors import (
     BadRequestError,
+    ConnectionClosedError,
     DrainTimeoutError,
     GrayIsolationError,
     GrayMQError,
+    QueueNotExistError,
+    RequestTimeoutError,
     SubscriptionNotExistError,
+    TopicNotExistError,
 )
-from graymq.protocol.record import iter_records
 
 log = logging.getLogger(__name__)
 
 _FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FIRST_OFFSET,
          "timestamp": pb.CONSUME_FROM_TIMESTAMP}
+PULL_BACKOFF = (0.1, 3.0)  # seconds: first retry delay and cap of a failing pull
+REBALANCE_BACKOFF = (0.5, 10.0)
+# A failed pull of these may mean the route is stale (broker moved, queues changed): ask the name server again.
+_ROUTE_SUSPECT = (ConnectionClosedError, RequestTimeoutError, TopicNotExistError, QueueNotExistError)
 
 
 class PushConsumer:
-    """Async push consumer; ``subscribe()`` then ``await start()``; ``await stop()`` commits offsets."""
+    """Async push consumer; ``subscribe()`` then ``await start()``; ``await stop()`` commits offsets.
+
+    When a permanent error ends it (no permission, an invalid subscription, its topic deleted), it
+    logs one ERROR line naming the cause, stops consuming, commits its offsets and leaves the group
+    so the other consumers take its queues over. The application sees the cause in ``failure``
+    (None while healthy) and can ``await wait_failed()``; ``start()`` raises it when it happens at
+    once. ``stop()`` is still safe to call (it waits for that stop to end). ``skipped_records``
+    counts the damaged records skipped, ``consumed`` the messages consumed.
+    """
 
     def __init__(
         self,
@@ -114,6 +141,8 @@ class PushConsumer:
         self.gray_switch = True
         self.subscriptions: dict[str, str] = {}
         self.consumed = 0
+        self.skipped_records = 0
+        self.failure: GrayMQError | None = None
 
         self.nameserver = NameServerClient(nameserver)
         self.routes = RouteCache(self.nameserver)
@@ -130,8 +159,12 @@ class PushConsumer:
         self._runner = ListenerRunner(listener, max_threads)
         self._slots = asyncio.Semaphore(max_threads * 2)
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
+        self._tasks = Supervisor(f"consumer {self.client_id}", self._fail)
+        self._warnings = ThrottledLog(log)
         self._consuming: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._stop_task: asyncio.Task[None] | None = None
+        self._failed = asyncio.Event()
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
         self._drain_task: asyncio.Task[None] | None = None
@@ -159,13 +192,25 @@ class PushConsumer:
         self._consuming_started = True
         self.membership.start()
         await self._heartbeat_brokers()
-        loop = asyncio.get_running_loop()
+        if self.failure is not None:
+            await self.stop()
+            raise self.failure
         self._loops = [
-            loop.create_task(self._rebalance_loop(), name=f"rebalance {self.client_id}"),
-            loop.create_task(self._heartbeat_loop(), name=f"heartbeat {self.client_id}"),
-            loop.create_task(self._persist_loop(), name=f"persist {self.client_id}"),
+            self._tasks.spawn("rebalance", self._rebalance_loop, on_restart=self._rebalance_now.set),
+            self._tasks.spawn("heartbeat", self._heartbeat_loop),
+            self._tasks.spawn("persist", self._persist_loop),
         ]
         self._rebalance_now.set()
+
+    async def wait_failed(self) -> GrayMQError:
+        """Wait until a permanent error has ended the consumer and it has stopped; returns the cause.
+
+        It never returns for a consumer that stays healthy (``stop()`` included): await it next to the
+        application's own stop condition (``asyncio.wait(..., return_when=FIRST_COMPLETED)``).
+        """
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop pulling, give in-flight messages ``grace_s`` to finish, commit offsets, unregister.
@@ -174,12 +219,17 @@ class PushConsumer:
         group consumes them again (at-least-once). Unregistering from the brokers makes them push
         "group changed", so the other consumers take over its queues at once; unregistering from
         the name server takes it out of ``gray status`` and of what promote and rollback wait for.
+        A second call, or one while the consumer stops after a failure, waits for that stop.
         """
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(self._stop(grace_s), name=f"stop {self.client_id}")
+            self._tasks.watch(self._stop_task)
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, grace_s: float) -> None:
         if self._drain_task is not None:
             self._drain_task.cancel()
-        for task in self._loops:
-            task.cancel()
-        await asyncio.gather(*self._loops, return_exceptions=True)
+        await self._tasks.cancel(self._loops)
         pqs = list(self._pqs.values())
         for pq in pqs:
             pq.dropped = True
@@ -193,7 +243,7 @@ class PushConsumer:
             await asyncio.gather(*late, return_exceptions=True)
         for pq in pqs:
             await self._drop(pq)
-        await self.offset_store.flush()
+        await self._flush_offsets()
         for address in self._broker_addresses():
             try:
                 await self.brokers.unregister(address, self.client_id, self.group)
@@ -205,6 +255,36 @@ class PushConsumer:
         await self.nameserver.close()
         self._runner.shutdown()
         self._started = False
+
+    # -- failures --------------------------------------------------------------------------
+    def _fail(self, cause: GrayMQError, where: str) -> None:
+        """A permanent error: log one ERROR line, then stop as ``stop()`` does (see the class docstring)."""
+        if self._stop_task is not None:
+            if self.failure is None:
+                log.warning("consumer %s of group %s, stopping: %s failed: %s (%s)", self.client_id, self.group,
+                            where, cause.message, cause.code_name)
+            return
+        self.failure = cause
+        log.error("consumer %s of group %s failed and stops consuming: %s (%s, in %s)", self.client_id, self.group,
+                  cause.message, cause.code_name, where)
+        self._tasks.watch(asyncio.get_running_loop().create_task(self._halt(), name=f"halt {self.client_id}"))
+
+    async def _halt(self) -> None:
+        try:
+            await self.stop()
+        finally:
+            self._failed.set()
+
+    def _retry_later(self, exc: GrayMQError, what: str, key: Hashable) -> bool:
+        """After a failed broker call: fail the consumer when ``exc`` is permanent (False), else warn (True).
+
+        The warning names ``what`` failed and is rate-limited by ``key`` (the same failure repeating).
+        """
+        if exc.permanent:
+            self._fail(exc, what)
+            return False
+        self._warnings.warning(key, "%s failed: %s (%s); retrying", what, exc.message, exc.code_name)
+        return True
 
     async def drain_and_flip(self, timeout_s: float | None = None) -> None:
         """Consume the gray queues dry, then become normal. Raises ``DrainTimeoutError`` (still gray).
@@ -282,7 +362,8 @@ class PushConsumer:
             self.membership.changed()
             log.info("consumer %s: desired flag back to gray, drain cancelled", self.client_id)
         elif not desired and self.gray and self._drain_task is None:
-            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain())
+            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain(), name="drain")
+            self._tasks.watch(self._drain_task)  # an unexpected error is logged; the next update starts a new one
 
     async def _auto_drain(self) -> None:
         try:
@@ -351,7 +432,9 @@ class PushConsumer:
             try:
                 await self.brokers.heartbeat(address, request)
             except GrayMQError as exc:
-                log.info("heartbeat to %s failed: %s", address, exc.message)
+                if not self._retry_later(exc, f"heartbeat of group {self.group} to broker {address}",
+                                         ("heartbeat", address, exc.code, exc.message)):
+                    return
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -360,14 +443,19 @@ class PushConsumer:
 
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance_loop(self) -> None:
+        backoff = Backoff(*REBALANCE_BACKOFF)
         while True:
             await wait_event(self._rebalance_now, self.rebalance_interval_s)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()
-            except Exception:
-                log.exception("rebalance of %s failed; retrying", self.client_id)
-                await asyncio.sleep(0.5)
+            except GrayMQError as exc:
+                if not self._retry_later(exc, f"rebalance of group {self.group}", ("rebalance", exc.code, exc.message)):
+                    return
+                await asyncio.sleep(backoff.next())
+                self._rebalance_now.set()
+                continue
+            backoff.reset()
 
     async def _group_view(self) -> dict[str, tuple[bool, set[str] | None]]:
         """client id -> (effective gray flag, subscribed topics or None if unknown), from the brokers.
@@ -382,6 +470,8 @@ class PushConsumer:
             try:
                 clients = (await self.brokers.consumer_list(address, self.group)).clients
             except GrayMQError as exc:
+                if exc.permanent:
+                    self._fail(exc, f"listing the consumers of group {self.group} on broker {address}")
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
                 return
             for c in clients:
@@ -398,6 +488,8 @@ class PushConsumer:
     async def rebalance(self) -> None:
         async with self._rebalance_lock:
             view = await self._group_view() if not self.broadcasting else {}
+            if self.failure is not None:
+                return
             wanted: dict[MessageQueue, tuple[str, bool]] = {}
             for topic in self.subscriptions:
                 route = await self._route(topic)
@@ -417,12 +509,13 @@ class PushConsumer:
                     if address is not None:
                         wanted[mq] = (address, not self.gray and strategy.adopted(mq))
             # queues change hands concurrently: each drop commits an offset, each take reads one
+            held = dict(self._pqs)
             stale = [pq for mq, pq in self._pqs.items() if mq not in wanted or wanted[mq] != (pq.address, pq.adopted)]
             await asyncio.gather(*(self._drop(pq) for pq in stale))
             new = [(mq, address, adopted) for mq, (address, adopted) in wanted.items() if mq not in self._pqs]
             if new:
                 await self._take(new)
-            if stale or new:
+            if self._pqs != held:  # not when a queue whose start is unknown yet stays untaken
                 log.info("consumer %s (%s) now holds %s", self.client_id, "gray" if self.gray else "normal",
                          " ".join(str(mq) for mq in sorted(self._pqs)) or "nothing")
                 self.membership.poke()
@@ -432,15 +525,16 @@ class PushConsumer:
         ``StartOffsets`` says; a queue whose start is unknown yet is retried at the next rebalance."""
         queues = [QueueToStart(mq, address, self._is_gray_queue(mq)) for mq, address, _ in new]
         starts = await self.start_offsets.plan(queues, self._broker_addresses())
-        loop = asyncio.get_running_loop()
         for mq, address, adopted in new:
             offset = starts[mq]
             if isinstance(offset, GrayMQError):
-                log.info("cannot start %s yet: %s", mq, offset.message)
+                what = f"reading where to start topic {mq.topic} queue {mq.queue_id} on broker {mq.broker_name}"
+                if not self._retry_later(offset, what, ("start", mq, offset.code, offset.message)):
+                    return
                 continue
             pq = ProcessQueue(mq, address, offset, adopted=adopted, committed=offset)
             self._pqs[mq] = pq
-            pq.task = loop.create_task(self._pull_loop(pq), name=f"pull {mq}")
+            pq.task = self._tasks.spawn(f"pull {mq}", functools.partial(self._pull_loop, pq), on_restart=pq.rewind)
 
     def _is_gray_queue(self, mq: MessageQueue) -> bool:
         route = self.routes.cached(mq.topic)
@@ -464,7 +558,7 @@ class PushConsumer:
         mq = pq.mq
         expression = self.subscriptions[mq.topic]
         tags = parse_sub_expression(expression)
-        backoff = 0.05
+        backoff = Backoff(*PULL_BACKOFF)
         # One request per queue, its changing fields set before each pull (the client serializes it at once).
         request = pb.PullRequest(
             consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
@@ -478,32 +572,58 @@ class PushConsumer:
             request.commit_offset = -1 if self.broadcasting else pq.commit_offset()
             try:
                 response = await self.brokers.pull(pq.address, request)
-            except GrayIsolationError as exc:
-                log.info("%s: %s; rebalancing", mq, exc.message)
-                self._rebalance_now.set()
-                await asyncio.sleep(0.5)
-                continue
-            except SubscriptionNotExistError:
-                await self._heartbeat_brokers()
-                await asyncio.sleep(0.1)
-                continue
             except GrayMQError as exc:
-                log.info("pull %s failed: %s", mq, exc.message)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                if not await self._pull_failed(pq, exc):
+                    return
+                await asyncio.sleep(backoff.next())
                 continue
-            backoff = 0.05
+            if backoff.attempts:
+                log.info("pull of topic %s queue %d from broker %s works again after %d failed attempt(s)",
+                         mq.topic, mq.queue_id, mq.broker_name, backoff.attempts)
+                backoff.reset()
             if pq.dropped:
                 return
             if response.status != pb.FOUND:
                 pq.advance(response.next_begin_offset)
                 continue
-            messages = list(iter_records(response.records, broker_name=mq.broker_name))
-            if tags is not None:
-                messages = [m for m in messages if m.tags in tags]
+            messages, damaged = decode_pulled(response.records, mq.broker_name, tags, request.queue_offset,
+                                              response.next_begin_offset)
+            if damaged:
+                self.skipped_records += len(damaged)
+                log_damaged(mq, pq.address, damaged)
             pq.add([m.queue_offset for m in messages], response.next_begin_offset, self.max_in_flight)
             if messages:
                 await self._dispatch(pq, messages)
+
+    async def _pull_failed(self, pq: ProcessQueue, exc: GrayMQError) -> bool:
+        """Act on a failed pull before it is retried (after a backoff); False when the consumer failed instead."""
+        mq = pq.mq
+        if isinstance(exc, GrayIsolationError):  # this client's flag or the allocation changed meanwhile
+            log.info("%s: %s; rebalancing", mq, exc.message)
+            self._rebalance_now.set()
+            return True
+        if isinstance(exc, SubscriptionNotExistError):  # the broker lost this client's heartbeat (restarted)
+            await self._heartbeat_brokers()
+            return self.failure is None
+        what = f"pull of topic {mq.topic} queue {mq.queue_id} from broker {mq.broker_name} ({pq.address})"
+        if isinstance(exc, TopicNotExistError) and await self._topic_deleted(mq.topic):
+            self._fail(TopicNotExistError(f"topic {mq.topic} was deleted (the name server has no route for it): "
+                                          f"{exc.message}"), what)
+            return False
+        if isinstance(exc, _ROUTE_SUSPECT):
+            self.routes.invalidate(mq.topic)
+            self._rebalance_now.set()
+        return self._retry_later(exc, what, ("pull", mq, exc.code, exc.message))
+
+    async def _topic_deleted(self, topic: str) -> bool:
+        """Whether the name server has no route for ``topic`` any more (a broker saying so may only lag behind)."""
+        try:
+            await self.routes.get(topic, refresh=True)
+        except TopicNotExistError:
+            return True
+        except GrayMQError:
+            return False
+        return False
 
     async def _dispatch(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         size = 1 if self.orderly else self.consume_batch_size
@@ -513,24 +633,33 @@ class PushConsumer:
                 await self._consume(pq, batch)
                 continue
             await self._slots.acquire()
-            task = asyncio.get_running_loop().create_task(self._consume(pq, batch, release=True))
+            task = asyncio.get_running_loop().create_task(self._consume(pq, batch))
             self._consuming.add(task)
-            task.add_done_callback(self._consuming.discard)
+            task.add_done_callback(self._consumed)
 
-    async def _consume(self, pq: ProcessQueue, batch: list[MessageExt], release: bool = False) -> None:
-        """Run the listener until the batch succeeds or is sent back; a cancelled batch stays uncommitted."""
-        try:
-            delay = 0.2
-            while not await self._runner.run(batch):
-                if not self.orderly and self.state != "DRAINING" and await self._send_back(pq, batch):
+    def _consumed(self, task: asyncio.Task[None]) -> None:
+        self._consuming.discard(task)
+        self._slots.release()
+        self._tasks.report(task)
+
+    async def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        """Run the listener until the batch succeeds or is sent back; a cancelled batch stays uncommitted.
+
+        The listener's own exceptions are failures of the batch (see ``ListenerRunner``); anything else
+        raised here is a bug, logged at ERROR, and the batch is retried like a failed one.
+        """
+        delay = 0.2
+        while True:
+            try:
+                if await self._runner.run(batch) or (
+                        not self.orderly and self.state != "DRAINING" and await self._send_back(pq, batch)):
                     break
-                await asyncio.sleep(delay)  # orderly, draining, or send-back failed: retry here
-                delay = min(delay * 2, 5.0)
-            self.consumed += len(batch)
-            pq.done([m.queue_offset for m in batch], self.max_in_flight)
-        finally:
-            if release:
-                self._slots.release()
+            except Exception as exc:
+                self._tasks.unexpected(f"consume of {pq.mq}", exc, delay)
+            await asyncio.sleep(delay)  # orderly, draining, or send-back failed: retry here
+            delay = min(delay * 2, 5.0)
+        self.consumed += len(batch)
+        pq.done([m.queue_offset for m in batch], self.max_in_flight)
 
     async def _send_back(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
         try:
@@ -541,7 +670,10 @@ class PushConsumer:
                     origin_topic=message.properties.get(PROPERTY_RETRY_TOPIC, message.topic),
                 ))
         except GrayMQError as exc:
-            log.warning("send back of %d message(s) from %s failed: %s", len(batch), pq.mq, exc.message)
+            mq = pq.mq
+            what = (f"send back of {len(batch)} failed message(s) of topic {mq.topic} queue {mq.queue_id} to broker "
+                    f"{mq.broker_name} ({pq.address})")
+            self._retry_later(exc, what, ("send back", mq, exc.code, exc.message))
             return False
         return True
 
@@ -554,12 +686,20 @@ class PushConsumer:
             await self.offset_store.write(pq.mq, pq.address, offset)
             pq.committed = offset
         except GrayMQError as exc:
-            log.info("commit of %s at %d failed: %s", pq.mq, offset, exc.message)
+            mq = pq.mq
+            what = f"commit of topic {mq.topic} queue {mq.queue_id} at offset {offset} to broker {mq.broker_name}"
+            self._retry_later(exc, what, ("commit", mq, exc.code, exc.message))
+
+    async def _flush_offsets(self) -> None:
+        try:
+            await self.offset_store.flush()
+        except GrayMQError as exc:
+            self._retry_later(exc, f"writing the offsets of group {self.group}", ("flush", exc.code, exc.message))
 
     async def _persist_offsets(self) -> None:
         for pq in list(self._pqs.values()):
             await self._commit(pq)
-        await self.offset_store.flush()
+        await self._flush_offsets()
 
     async def _persist_loop(self) -> None:
         while True:

@@ -38,7 +38,9 @@ def read_range(options: SourceOptions, part: InputPartition) -> Iterator[pa.Reco
     """Every message of the range that matches the tag expression, one Arrow batch per pull.
 
     An offset below the queue's minimum (aged out by retention) fails the task rather than
-    skipping silently; a range end the broker does not reach within ``STALL_TIMEOUT_S`` too.
+    skipping silently; a range end the broker does not reach within ``STALL_TIMEOUT_S`` too. A
+    damaged record is skipped, not fatal: the pull consumer logs it at ERROR with its topic, queue
+    and offset and counts it (``skipped_records``), and the rest of the range is read.
     """
     if not isinstance(part, QueueRange):  # Spark's placeholder when the queue set is empty
         return

@@ -13,14 +13,16 @@ from typing import Any
 
 from graymq.gray_controller.cli.common import add_nameserver_arg, check_name_args, parse_labels, setup_logging
 from graymq.protocol.aio import wait_event
-from graymq.protocol.errors import ConfigError
+from graymq.protocol.errors import ConfigError, GrayMQError
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "consume", help="consume topics as a member of a consumer group",
         description="Consume TOPIC[,TOPIC...] as a member of GROUP and print every message (one line each, or one "
-                    "JSON object with --json). SIGINT/SIGTERM, --max or --idle-exit stop it after committing offsets.",
+                    "JSON object with --json). SIGINT/SIGTERM, --max or --idle-exit stop it after committing offsets. "
+                    "A permanent error (no permission, topic deleted) stops it with exit code 1 after one ERROR line "
+                    "naming the cause.",
     )
     p.add_argument("topics", help="TOPIC[,TOPIC...]")
     p.add_argument("--group", required=True, help="consumer group")
@@ -96,15 +98,20 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
-    await consumer.start()
+    try:
+        await consumer.start()
+    except GrayMQError:
+        if consumer.failure is None:
+            raise
+        return 1  # the consumer logged the cause
     print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
           file=sys.stderr, flush=True)
-    while not done.is_set():
+    while not done.is_set() and consumer.failure is None:
         await wait_event(done, 0.2)
         if args.idle_exit is not None and time.monotonic() - last_message > args.idle_exit:
             break
     await consumer.stop(grace_s=5.0)
-    return 0
+    return 0 if consumer.failure is None else 1
 
 
 def _print(message: Any, consumer: Any, as_json: bool) -> None:

@@ -26,3 +26,15 @@ def test_commit_offset_is_the_lowest_in_flight_offset_for_any_completion_order(d
                              else st.just([]))
         pq.done(finished, max_in_flight=1000)
         assert pq.commit_offset() == (min(pq.in_flight) if pq.in_flight else next_offset)
+
+
+def test_rewind_pulls_again_from_the_commit_offset_and_frees_the_space():
+    pq = ProcessQueue(MessageQueue("T", "a", 0), "x", pull_offset=0)
+    pq.add([0, 1, 2, 3], 4, max_in_flight=3)
+    pq.done([0], max_in_flight=3)
+    assert not pq.space.is_set()
+    pq.rewind()
+    assert (pq.pull_offset, pq.commit_offset(), pq.in_flight) == (1, 1, set())
+    assert pq.space.is_set()
+    pq.done([2], max_in_flight=3)  # a batch of the abandoned pull finishing late changes nothing
+    assert pq.commit_offset() == 1

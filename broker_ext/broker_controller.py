@@ -98,7 +98,8 @@ class BrokerController:
         if config is None and self.settings.auto_create_topic:
             config = self.topics.ensure(topic, self.settings.default_queue_nums, self.settings.default_gray_queue_nums)
         if config is None:
-            raise TopicNotExistError(f"topic {topic} does not exist on broker {self.name} (create it first)")
+            raise TopicNotExistError(f"topic {topic} does not exist on broker {self.name} "
+                                     "(unknown to the name server, or not picked up by this broker yet)")
         return self.topics.require_writable(topic)
 
     def append(self, messages: Sequence[PutMessage]) -> list[AppendResult]:

@@ -1,19 +1,32 @@
-"""Registers the broker with every configured name server on an interval and applies the topics they hold."""
+"""Registers the broker with every configured name server and applies the topics and deletions they hold.
+
+The broker registers on an interval, and at once when the name server's topic table changes: a long
+poll (``POST /v1/brokers/watch``) returns as soon as a topic is created, changed or deleted, so a
+topic just created is served within a round trip, not at the next interval. A registration that
+changed the broker's topics is followed by another, so the name server learns what it now serves.
+Deletions are numbered; the broker persists the last one it applied and reports it, so a broker that
+was down when a topic or group was deleted applies the deletion when it comes back.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import httpx
 
 from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import SCHEDULE_TOPIC
 from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
+
+WATCH_S = 20.0  # how long one watch waits for a change of the topic table
+WATCH_GRACE_S = 5.0  # beyond it, for the answer to arrive
 
 
 class NameServerRegistry:
@@ -24,14 +37,22 @@ class NameServerRegistry:
         self.urls = urls
         self.interval_s = interval_s
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(3.0, connect=2.0))
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._failing: set[str] = set()
+        self._lock = asyncio.Lock()
+        self._versions: dict[str, str] = {}  # url -> topics_version of its last answer
+        self._refused: dict[str, TopicConfig] = {}  # topic -> the config from the name server it cannot apply
+        self._state_path = broker.settings.store_dir / "config" / "deletions_applied.json"
+        self.deletions_applied = int(read_json(self._state_path, {"deletions_applied": 0})["deletions_applied"])
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="nameserver-registry")
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run(), name="nameserver-registry"),
+                       loop.create_task(self._watch(), name="nameserver-watch")]
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
+        for task in self._tasks:
+            await cancel_and_wait(task)
         await self._client.aclose()
 
     async def _run(self) -> None:
@@ -39,21 +60,50 @@ class NameServerRegistry:
             await self.register_once()
             await asyncio.sleep(self.interval_s)
 
+    async def _watch(self) -> None:
+        """Long-poll a reachable name server; register at once when its topic table differs from the last seen."""
+        while True:
+            target = next(((url, v) for url, v in self._versions.items() if url not in self._failing), None)
+            if target is None:
+                await asyncio.sleep(self.interval_s)
+                continue
+            url, known = target
+            body = {"broker_name": self.broker.name, "topics_version": known, "timeout_s": WATCH_S}
+            try:
+                response = await self._client.post(f"{url}/v1/brokers/watch", json=body,
+                                                   timeout=httpx.Timeout(WATCH_S + WATCH_GRACE_S, connect=2.0))
+                response.raise_for_status()
+                version = str(response.json()["topics_version"])
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+                log.debug("watching name server %s failed: %s", url, exc)
+                await asyncio.sleep(self.interval_s)
+                continue
+            if version != self._versions.get(url):
+                await self.register_once()
+
     def _body(self) -> dict[str, object]:
         topics = [
             {"topic": c.topic, "queue_nums": c.queue_nums, "gray_queue_nums": c.gray_queue_nums, "perm": c.perm}
             for c in self.broker.topics.all() if c.topic != SCHEDULE_TOPIC
         ]
-        return {"broker_name": self.broker.name, "address": self.broker.address, "topics": topics}
+        return {"broker_name": self.broker.name, "address": self.broker.address, "topics": topics,
+                "deletions_applied": self.deletions_applied}
 
     async def register_once(self) -> None:
-        body = self._body()
+        """Register with every name server; once more when that changed the broker's topics."""
+        async with self._lock:
+            if await self._register_round():
+                await self._register_round()
+
+    async def _register_round(self) -> bool:
+        """One registration with each name server; returns whether the answers changed the broker's topics."""
+        before = self.broker.topics.version
         for url in self.urls:
             try:
-                response = await self._client.post(f"{url}/v1/brokers/heartbeat", json=body)
+                response = await self._client.post(f"{url}/v1/brokers/heartbeat", json=self._body())
                 response.raise_for_status()
-                self._apply(response.json().get("topics", []))
-            except (httpx.HTTPError, ValueError) as exc:
+                self._apply(url, response.json())
+            except (httpx.HTTPError, ValueError, TypeError) as exc:
                 if url not in self._failing:
                     log.warning("registering with name server %s failed: %s", url, exc)
                 self._failing.add(url)
@@ -61,13 +111,46 @@ class NameServerRegistry:
             if url in self._failing:
                 log.info("name server %s reachable again", url)
                 self._failing.discard(url)
+        return self.broker.topics.version != before
 
-    def _apply(self, topics: list[dict[str, int | str]]) -> None:
-        for raw in topics:
-            try:
-                config = TopicConfig(str(raw["topic"]), int(raw["queue_nums"]), int(raw.get("gray_queue_nums", 0)),
-                                     int(raw.get("perm", 6)))
-                if self.broker.topics.update(config):
-                    log.info("topic %s updated from the name server: %s", config.topic, config)
-            except (KeyError, TypeError, ValueError, GrayMQError) as exc:
-                log.warning("ignoring topic %r from the name server: %s", raw, exc)
+    def _apply(self, url: str, answer: dict[str, Any]) -> None:
+        """Deletions first (a topic deleted, then created again, must come back), then the configured topics."""
+        for deletion in answer.get("deletions", []):
+            self._apply_deletion(deletion)
+        last = int(answer.get("last_deletion_id", self.deletions_applied))
+        if last != self.deletions_applied:
+            self.deletions_applied = last
+            write_json_atomic(self._state_path, {"deletions_applied": last})
+        for raw in answer.get("topics", []):
+            self._apply_topic(raw)
+        self._versions[url] = str(answer.get("topics_version", ""))
+
+    def _apply_deletion(self, deletion: dict[str, Any]) -> None:
+        kind, name = deletion.get("kind"), str(deletion.get("name", ""))
+        if kind == "topic" and name != SCHEDULE_TOPIC:
+            self.broker.offsets.drop_topic(name)
+            self._refused.pop(name, None)
+            if self.broker.topics.delete(name):
+                log.info("topic %s deleted by the name server", name)
+        elif kind == "group":
+            self.broker.offsets.drop_group(name)
+            log.info("offsets of group %s dropped: the group was deleted in the name server", name)
+
+    def _apply_topic(self, raw: dict[str, Any]) -> None:
+        """Apply one configured topic; a config the broker cannot apply is logged once, not at every registration."""
+        try:
+            config = TopicConfig(str(raw["topic"]), int(raw["queue_nums"]), int(raw.get("gray_queue_nums", 0)),
+                                 int(raw.get("perm", 6)))
+        except (KeyError, TypeError, ValueError, GrayMQError) as exc:
+            log.warning("ignoring topic %r from the name server: %s", raw, exc)
+            return
+        try:
+            changed = self.broker.topics.update(config)
+        except GrayMQError as exc:
+            if self._refused.get(config.topic) != config:
+                log.warning("not applying topic %s from the name server: %s", config.topic, exc.message)
+                self._refused[config.topic] = config
+            return
+        self._refused.pop(config.topic, None)
+        if changed:
+            log.info("topic %s updated from the name server: %s", config.topic, config)

@@ -51,6 +51,20 @@ class ConsumerOffsetManager:
         """The committed offset, or -1 when the group never committed this queue."""
         return self._offsets.get(f"{group}{KEY_SEPARATOR}{topic}", {}).get(queue_id, -1)
 
+    def drop_topic(self, topic: str) -> None:
+        """Forget every group's offsets of ``topic`` (deleted)."""
+        self._drop([key for key in self._offsets if key.partition(KEY_SEPARATOR)[2] == topic])
+
+    def drop_group(self, group: str) -> None:
+        """Forget every offset of ``group`` (deleted)."""
+        self._drop([key for key in self._offsets if key.partition(KEY_SEPARATOR)[0] == group])
+
+    def _drop(self, keys: list[str]) -> None:
+        for key in keys:
+            del self._offsets[key]
+        if keys:
+            self._dirty = True
+
     def topics_of(self, group: str) -> list[str]:
         prefix = f"{group}{KEY_SEPARATOR}"
         return [key[len(prefix):] for key in self._offsets if key.startswith(prefix)]

@@ -112,6 +112,14 @@ class TopicConfigManager:
         self._persist()
         return True
 
+    def delete(self, topic: str) -> bool:
+        """Forget the topic (deleted in the name server); returns whether it was known. Its stored messages stay
+        until retention removes them."""
+        if self._topics.pop(topic, None) is None:
+            return False
+        self._persist()
+        return True
+
     def ensure_retry_topic(self, topic: str) -> TopicConfig:
         """``%RETRY%<group>`` topics are created on demand with the broker's retry gray layout."""
         config = self._topics.get(topic)

@@ -134,9 +134,36 @@ class NameServerClient:
         await self.request("DELETE", f"/v1/groups/{group}/clients/{client_id}", params={"role": role})
 
     # -- admin -------------------------------------------------------------------------------
-    async def put_topic(self, topic: str, queue_nums: int, gray_queue_nums: int, perm: int = 6) -> dict[str, Any]:
+    async def put_topic(self, topic: str, queue_nums: int, gray_queue_nums: int, perm: int = 6,
+                        wait_s: float = 0.0) -> dict[str, Any]:
+        """Create or change a topic; ``wait_s``: until every live broker serves it (``brokers_pending`` lists
+        those that do not yet)."""
         body = {"queue_nums": queue_nums, "gray_queue_nums": gray_queue_nums, "perm": perm}
-        return dict(await self.request("PUT", f"/v1/topics/{topic}", json=body, admin=True))
+        return dict(await self.request("PUT", f"/v1/topics/{topic}", json=body, admin=True,
+                                       params={"wait_s": wait_s} if wait_s else None,
+                                       timeout_s=wait_s + WATCH_GRACE_S if wait_s else None))
+
+    async def delete_topic(self, topic: str, reason: str = "") -> None:
+        """Delete a topic no live client uses (``ConflictError`` naming them otherwise)."""
+        await self.request("DELETE", f"/v1/topics/{topic}", params={"reason": reason} if reason else None, admin=True)
+
+    async def get_group(self, group: str) -> dict[str, Any]:
+        """The group's settings, rules and running cutover; ``NotFoundError`` for a group the name server lacks."""
+        return dict(await self.request("GET", f"/v1/groups/{group}"))
+
+    async def list_groups(self) -> list[dict[str, Any]]:
+        return list(await self.request("GET", "/v1/groups"))
+
+    async def delete_group(self, group: str, reason: str = "") -> None:
+        """Delete a group without live clients or a running cutover (``ConflictError`` otherwise)."""
+        await self.request("DELETE", f"/v1/groups/{group}", params={"reason": reason} if reason else None, admin=True)
+
+    async def list_audit(self, group: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Audit entries, newest first (of one group, when given)."""
+        params: dict[str, Any] = {"limit": limit}
+        if group is not None:
+            params["group"] = group
+        return list(await self.request("GET", "/v1/audit", params=params))
 
     async def set_flag(self, group: str, client_id: str, gray: bool | None, reason: str = "",
                        operation_id: int | None = None) -> dict[str, Any]:
@@ -148,9 +175,9 @@ class NameServerClient:
         return dict(await self.request("PUT", f"/v1/groups/{group}/switch", json={"enabled": enabled, "reason": reason},
                                        admin=True))
 
-    async def set_orphan_policy(self, group: str, policy: str) -> dict[str, Any]:
-        return dict(await self.request("PUT", f"/v1/groups/{group}/orphan-policy", json={"policy": policy},
-                                       admin=True))
+    async def set_orphan_policy(self, group: str, policy: str, reason: str = "") -> dict[str, Any]:
+        return dict(await self.request("PUT", f"/v1/groups/{group}/orphan-policy",
+                                       json={"policy": policy, "reason": reason}, admin=True))
 
     async def list_rules(self, group: str) -> list[dict[str, Any]]:
         return list(await self.request("GET", f"/v1/groups/{group}/rules"))

@@ -32,12 +32,16 @@ from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.client.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import with_timeout
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, TopicNotExistError
 
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()
 _SendRequest = pb.SendRequest | pb.SendBatchRequest
 _BatchKey = tuple[str, bool, str | None]  # topic, gray, sharding key
+# Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped.
+TOPIC_WAIT_FIRST_S = 0.05
+TOPIC_WAIT_MAX_S = 0.5
 
 
 def new_msg_id() -> str:
@@ -179,6 +183,7 @@ class Producer:
         await self.membership.stop()
         self.started = False
         await self.membership.unregister()  # so a promote does not wait for this producer to go stale
+        await self.routes.close()
         await self.brokers.close()
         await self.nameserver.close()
 
@@ -356,33 +361,54 @@ class Producer:
     async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
                             timeout_s: float | None) -> tuple[MessageQueue, Any]:
         """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side; on a retriable error, again
-        on another broker with a fresh route, until ``retry_times`` or the timeout. Returns the queue and response."""
+        on another broker, up to ``retry_times`` more, within the timeout. Returns the queue and response.
+
+        A broker that does not know the topic yet (just created: it learns topics when it registers with the
+        name server) is asked again after a short backoff until the timeout, without counting against
+        ``retry_times``; the route is asked again of the name server first, so a deleted topic fails at once.
+        """
         if not self.started:
             raise BadRequestError("producer not started: await producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
         send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
         last_broker: str | None = None
         error: GrayMQError | None = None
-        for _ in range(1 + self.retry_times):
+        retries = 0
+        backoff_s = TOPIC_WAIT_FIRST_S
+        while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             route = self.routes.fresh(topic) if error is None else None
-            if route is None:
-                route = await self.routes.get(topic, refresh=error is not None)
+            if isinstance(error, TopicNotExistError):
+                try:  # does the name server still know the topic? (a hung one must not outlast the timeout)
+                    route = await with_timeout(self.routes.get(topic, refresh=True), remaining)
+                except TimeoutError:
+                    break
+            elif route is None:
+                route = await self.routes.get(topic)
             mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
                                       sharding_key=sharding_key)
             address = route.address_of(mq.broker_name)
             assert address is not None
             req.queue_id = mq.queue_id
             try:
-                return mq, await send(address, req, remaining)  # type: ignore[arg-type]
+                return mq, await send(address, req, max(deadline - time.monotonic(), 0.001))  # type: ignore[arg-type]
+            except TopicNotExistError as exc:
+                error = exc
+                last_broker = mq.broker_name
+                log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, topic, backoff_s)
+                await asyncio.sleep(min(backoff_s, max(deadline - time.monotonic(), 0.0)))
+                backoff_s = min(backoff_s * 2, TOPIC_WAIT_MAX_S)
             except GrayMQError as exc:
-                if not exc.retriable and not isinstance(exc, TopicNotExistError):
+                if not exc.retriable:
                     raise
                 error = exc
                 last_broker = mq.broker_name
                 self.routes.invalidate(topic)
+                retries += 1
+                if retries > self.retry_times:
+                    break
                 log.info("send to %s failed (%s), retrying on another broker", mq, exc.message)
         if error is None:
             raise RequestTimeoutError(f"send to {topic} timed out")

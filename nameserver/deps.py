@@ -39,8 +39,8 @@ def registry_service(session: SessionDep, settings: SettingsDep) -> RegistryServ
     return RegistryService(session, settings)
 
 
-def topic_service(session: SessionDep) -> TopicService:
-    return TopicService(session)
+def topic_service(session: SessionDep, settings: SettingsDep) -> TopicService:
+    return TopicService(session, settings)
 
 
 def client_service(session: SessionDep, settings: SettingsDep) -> ClientService:

@@ -48,16 +48,6 @@ class Conflict(ApiError):
     error = "conflict"
 
 
-class InvalidInput(ApiError):
-    """A path parameter the schema could not check (same shape as a body validation error)."""
-
-    status_code = 422
-    error = "invalid request"
-
-    def __init__(self, location: list[str | int], message: str) -> None:
-        super().__init__(detail=[{"loc": location, "msg": message, "type": "value_error"}])
-
-
 def error_response(
     status_code: int, error: str, detail: Any = None, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:

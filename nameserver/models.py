@@ -39,6 +39,7 @@ CUTOVER_KINDS = ("promote", "rollback")
 CUTOVER_MODES = ("drain", "adopt")
 CUTOVER_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")
 RUNNING = "RUNNING"
+DELETION_KINDS = ("topic", "group")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -190,6 +191,22 @@ class CutoverOperation(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
     group: Mapped[Group] = relationship()
+
+
+class Deletion(Base):
+    """A topic or group an operator deleted, numbered in order.
+
+    Brokers learn deletions through their registration: each reports the last id it applied and
+    gets the newer ones (a topic: drop its config and offsets; a group: drop its offsets).
+    """
+
+    __tablename__ = "deletions"
+    __table_args__ = (CheckConstraint(_one_of("kind", DELETION_KINDS), name="kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    deleted_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
 
 class AuditEntry(Base):

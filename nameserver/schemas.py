@@ -2,41 +2,86 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from fastapi import Path
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from graymq.protocol.constants import check_topic_name
 from graymq.protocol.gray import gray_queue_ids
+from graymq.protocol.names import (
+    CLIENT_ID_RULE,
+    NAME_RULE,
+    check_broker_name,
+    check_client_id,
+    check_group_name,
+    check_label_key,
+    check_label_value,
+    check_principal_name,
+    check_topic_name,
+)
 
-# Names that appear in URL paths: no whitespace and no slash.
-Name = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s/]+$")]
-Reason = Annotated[str | None, Field(default=None, max_length=2000)]
+INT64_MAX = 2**63 - 1
+
+
+def _rule(check: Callable[[str], str | None]) -> AfterValidator:
+    """A pydantic validator refusing what ``check`` (a rule of ``protocol.names``) refuses, with its message."""
+
+    def validate(value: str) -> str:
+        problem = check(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("the NUL character is not allowed")
+    return value
+
+
+def _json_without_nul(value: Any) -> Any:
+    if value is not None and "\\u0000" in json.dumps(value):
+        raise ValueError("the NUL character is not allowed")
+    return value
+
+
+# Every name, in bodies and URL paths alike, follows the one rule of protocol/names.py.
+TopicName = Annotated[str, _rule(check_topic_name)]
+GroupName = Annotated[str, _rule(check_group_name)]
+ClientId = Annotated[str, _rule(check_client_id)]
+BrokerName = Annotated[str, _rule(check_broker_name)]
+PrincipalName = Annotated[str, _rule(check_principal_name)]
+LabelKey = Annotated[str, _rule(check_label_key)]
+LabelValue = Annotated[str, _rule(check_label_value)]
+TopicPath = Annotated[str, Path(description=NAME_RULE), _rule(check_topic_name)]
+GroupPath = Annotated[str, Path(description=NAME_RULE), _rule(check_group_name)]
+ClientIdPath = Annotated[str, Path(description=CLIENT_ID_RULE), _rule(check_client_id)]
+PrincipalPath = Annotated[str, Path(description=NAME_RULE), _rule(check_principal_name)]
+IdPath = Annotated[int, Path(ge=1, le=INT64_MAX)]
+# Free text stored as is (PostgreSQL cannot store NUL).
+Text = Annotated[str, AfterValidator(_no_nul)]
+Reason = Annotated[Text | None, Field(default=None, max_length=2000)]
 Role = Literal["consumer", "producer", "spark"]
 ClientState = Literal["GRAY", "DRAINING", "NORMAL"]
 OrphanPolicy = Literal["hold", "adopt"]
 CutoverKind = Literal["promote", "rollback"]
 CutoverMode = Literal["drain", "adopt"]
 CutoverState = Literal["RUNNING", "SUCCEEDED", "FAILED", "ABORTED"]
-Labels = dict[
-    Annotated[str, StringConstraints(min_length=1, max_length=255)], Annotated[str, Field(max_length=255)]
-]
+Labels = dict[LabelKey, LabelValue]
 
 # RocketMQ permission bits: READ 4, WRITE 2, INHERIT 1.
 DEFAULT_PERM = 6
 # Bounds on what one heartbeat may carry (a report is stored whole on every beat).
 MAX_LABELS = 64
 MAX_TOPICS = 10_000
+MAX_CLIENT_TOPICS = 1_000
 MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
-
-
-def _check_topic(topic: str) -> str:
-    problem = check_topic_name(topic)
-    if problem:
-        raise ValueError(problem)
-    return topic
 
 
 class QueueLayout(BaseModel):
@@ -53,12 +98,7 @@ class QueueLayout(BaseModel):
 
 
 class TopicConfig(QueueLayout):
-    topic: str
-
-    @model_validator(mode="after")
-    def _valid_name(self) -> Self:
-        _check_topic(self.topic)
-        return self
+    topic: TopicName
 
 
 class TopicPut(QueueLayout):
@@ -70,10 +110,22 @@ class TopicView(TopicConfig):
     updated_at: datetime
 
 
+class TopicPutResult(TopicView):
+    """A created or changed topic and which live brokers already serve it with this layout."""
+
+    brokers_ready: list[str]
+    brokers_pending: list[str] = Field(
+        description="live brokers that have not reported the topic with this layout yet (after ``wait_s``)"
+    )
+
+
 class BrokerHeartbeat(BaseModel):
-    broker_name: Name
-    address: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    broker_name: BrokerName
+    address: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s/]+$")]
     topics: list[TopicConfig] = Field(default_factory=list, max_length=MAX_TOPICS)
+    deletions_applied: int = Field(
+        default=0, ge=0, le=INT64_MAX, description="id of the last deletion the broker applied"
+    )
 
     @model_validator(mode="after")
     def _topics_once(self) -> Self:
@@ -84,9 +136,32 @@ class BrokerHeartbeat(BaseModel):
         return self
 
 
+class DeletionView(BaseModel):
+    id: int
+    kind: Literal["topic", "group"]
+    name: str
+
+
 class BrokerHeartbeatResponse(BaseModel):
     lease_seconds: int
     topics: list[TopicConfig]
+    topics_version: str = Field(description="changes whenever the topic table or the deletion log does")
+    deletions: list[DeletionView] = Field(
+        default_factory=list, description="deletions newer than the broker's ``deletions_applied``, oldest first"
+    )
+    last_deletion_id: int = 0
+
+
+class BrokerWatch(BaseModel):
+    broker_name: BrokerName
+    topics_version: Annotated[str, StringConstraints(max_length=128)] | None = Field(
+        default=None, description="what the broker knows; None: answer at once"
+    )
+    timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
+
+
+class BrokerWatchResponse(BaseModel):
+    topics_version: str
 
 
 class BrokerView(BaseModel):
@@ -113,8 +188,8 @@ class TopicRoute(BaseModel):
 
 
 class ClientHeartbeat(BaseModel):
-    group: Name
-    client_id: Name
+    group: GroupName
+    client_id: ClientId
     role: Role
     labels: Labels = Field(default_factory=dict, max_length=MAX_LABELS)
     declared_gray: bool | None = Field(
@@ -122,10 +197,8 @@ class ClientHeartbeat(BaseModel):
     )
     gray: bool = False
     state: ClientState = "NORMAL"
-    topics: list[Annotated[str, StringConstraints(min_length=1, max_length=255)]] = Field(
-        default_factory=list, max_length=MAX_TOPICS
-    )
-    queues: list[Annotated[str, StringConstraints(max_length=512)]] = Field(
+    topics: list[TopicName] = Field(default_factory=list, max_length=MAX_CLIENT_TOPICS)
+    queues: list[Annotated[Text, StringConstraints(max_length=512)]] = Field(
         default_factory=list, max_length=MAX_QUEUES
     )
 
@@ -157,8 +230,8 @@ class WatchedState(BaseModel):
 
 
 class ClientWatch(BaseModel):
-    group: Name
-    client_id: Name
+    group: GroupName
+    client_id: ClientId
     role: Role
     known: WatchedState | None = Field(default=None, description="what the client knows; None: answer at once")
     timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
@@ -235,16 +308,20 @@ class GroupView(BaseModel):
     updated_at: datetime
 
 
+class GroupSummary(GroupView):
+    live_clients: int = Field(description="clients (every role) whose registration has not expired")
+
+
 class CutoverCreate(BaseModel):
     kind: CutoverKind
     mode: CutoverMode = "drain"
-    producer_groups: list[Name] = Field(default_factory=list)
+    producer_groups: list[GroupName] = Field(default_factory=list, max_length=100)
 
 
 class CutoverPatch(BaseModel):
     state: CutoverState | None = None
-    step: Annotated[str | None, Field(max_length=2000)] = None
-    result: dict[str, Any] | None = None
+    step: Annotated[Text | None, Field(max_length=2000)] = None
+    result: Annotated[dict[str, Any] | None, AfterValidator(_json_without_nul)] = None
 
 
 class CutoverView(BaseModel):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import zlib
 
-from graymq.protocol.names import check_topic_name as check_topic_name  # the rule lives in names.py
-
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")  # GRAYMQ_LOG_LEVEL of every process
 
 # Reserved message property names (stored in the record's properties section).

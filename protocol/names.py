@@ -1,8 +1,10 @@
 """The rule every name must follow, in one place: broker, name server, clients and the CLI check with it.
 
-Topics and groups (consumer and producer) follow RocketMQ's rule: 1 to 127 characters from
-``a-z A-Z 0-9 % - _ |``. Client ids are freer (the default one is ``host@pid@consumer-xxxx``)
-but travel in URL paths: 1 to 255 characters, no whitespace, no control character, no ``/``.
+Topics, groups (consumer and producer), broker and principal names follow RocketMQ's rule: 1 to
+127 characters from ``a-z A-Z 0-9 % - _ |``. Client ids are freer (the default one is
+``host@pid@consumer-xxxx``) but travel in URL paths: 1 to 255 characters, no whitespace, no
+control character, no ``/``. Label keys are 1 to 63 characters from ``a-z A-Z 0-9 . _ - /``;
+label values 0 to 255 characters with no control character.
 Each ``check_*`` returns why a name breaks its rule, or ``None`` when it is valid.
 """
 
@@ -16,6 +18,12 @@ NAME_RULE = f"1 to {NAME_MAX_LENGTH} characters from a-z A-Z 0-9 % - _ |"
 
 CLIENT_ID_MAX_LENGTH = 255
 CLIENT_ID_RULE = f"1 to {CLIENT_ID_MAX_LENGTH} characters, no whitespace, no control character, no '/'"
+
+LABEL_KEY_MAX_LENGTH = 63
+LABEL_KEY_CHARACTERS = frozenset(string.ascii_letters + string.digits + "._-/")
+LABEL_KEY_RULE = f"1 to {LABEL_KEY_MAX_LENGTH} characters from a-z A-Z 0-9 . _ - /"
+LABEL_VALUE_MAX_LENGTH = 255
+LABEL_VALUE_RULE = f"0 to {LABEL_VALUE_MAX_LENGTH} characters, no control character"
 
 
 def _describe(chars: set[str]) -> str:
@@ -49,6 +57,44 @@ def check_topic_name(topic: str) -> str | None:
 def check_group_name(group: str) -> str | None:
     """Why ``group`` is not a valid consumer or producer group name, or ``None``."""
     return _problem("group", group)
+
+
+def check_broker_name(broker: str) -> str | None:
+    """Why ``broker`` is not a valid broker name, or ``None``."""
+    return _problem("broker", broker)
+
+
+def check_principal_name(principal: str) -> str | None:
+    """Why ``principal`` is not a valid principal name, or ``None``."""
+    return _problem("principal", principal)
+
+
+def check_label_key(key: str) -> str | None:
+    """Why ``key`` is not a valid label key, or ``None``.
+
+    >>> check_label_key("app.kubernetes.io/version") is None
+    True
+    """
+    if not key:
+        problem = "it is empty"
+    elif len(key) > LABEL_KEY_MAX_LENGTH:
+        problem = f"it has {len(key)} characters"
+    elif bad := set(key) - LABEL_KEY_CHARACTERS:
+        problem = _describe(bad)
+    else:
+        return None
+    return f"invalid label key {key!r}: {problem} ({LABEL_KEY_RULE})"
+
+
+def check_label_value(value: str) -> str | None:
+    """Why ``value`` is not a valid label value, or ``None``."""
+    if len(value) > LABEL_VALUE_MAX_LENGTH:
+        problem = f"it has {len(value)} characters"
+    elif bad := {c for c in value if not c.isprintable()}:
+        problem = _describe(bad)
+    else:
+        return None
+    return f"invalid label value {value!r}: {problem} ({LABEL_VALUE_RULE})"
 
 
 def check_client_id(client_id: str) -> str | None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from graymq.client.nameserver_client import parse_urls
-from graymq.protocol.constants import check_topic_name
 from graymq.protocol.errors import ConfigError
+from graymq.protocol.names import check_topic_name
 
 GRAY_FLAG_CONF = "spark.graymq.grayFlag"
 STARTING_OFFSETS = ("group", "earliest", "latest")

@@ -11,7 +11,8 @@ from graymq.protocol.errors import ConfigError, GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
 _COMMAND_MODULES: tuple[str, ...] = (
-    "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "produce_cmd", "consume_cmd", "gray_cmd", "bench_cmd",
+    "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "group_cmd", "produce_cmd", "consume_cmd", "gray_cmd",
+    "audit_cmd", "bench_cmd",
 )
 
 _EPILOG = NAMESERVER_ENV_HELP + """

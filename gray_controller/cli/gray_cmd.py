@@ -58,6 +58,7 @@ def register(subparsers: Any) -> None:
             mode.add_argument("--adopt", dest="mode", action="store_const", const="adopt",
                               help="normal consumers take over the gray queues once gray consumers stop")
             q.set_defaults(mode="drain")
+    _register_orphan_and_history(sub)
     for q in (status, switch, flag, rule, *[sub.choices["promote"], sub.choices["rollback"]]):
         add_nameserver_arg(q)
     p.set_defaults(handler=run)
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
     action = args.gray_command
+    if action in ("orphan", "history"):
+        return await (_orphan if action == "orphan" else _history)(ns, args)
     if action == "status":
         return await _status(ns, args)
     if action == "switch":
@@ -90,6 +93,7 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
 async def _status(ns: Any, args: argparse.Namespace) -> int:
     from graymq.gray_controller.group_state import GroupInspector
 
+    await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
         status = await inspector.status(args.group)
@@ -179,3 +183,81 @@ async def _interrupted_text(ns: Any, args: argparse.Namespace) -> str:
         return f"{args.gray_command} of {args.group} interrupted before it started; nothing is running"
     op = running[0]
     return f"{op['kind']} #{op['id']} of {args.group} is still running; run the command again to resume"
+
+
+def _register_orphan_and_history(sub: Any) -> None:
+    orphan = sub.add_parser("orphan", help="what happens to gray queues when the group has no gray consumer",
+                            description="hold: gray queues wait for a gray consumer; adopt: normal consumers take "
+                            "them (and their backlog) while no gray consumer is left.")
+    orphan.add_argument("group")
+    orphan.add_argument("policy", choices=["hold", "adopt"])
+    orphan.add_argument("--reason", default="", help="recorded in the audit log")
+    history = sub.add_parser("history", help="past promote and rollback operations of a group, newest first")
+    history.add_argument("group")
+    history.add_argument("--json", action="store_true", help="print JSON (whole recorded results)")
+    for q in (orphan, history):
+        add_nameserver_arg(q)
+
+
+async def _require_group(ns: Any, group: str) -> None:
+    """Refuse, in one line, a group the name server does not know (reads never create one)."""
+    from graymq.client.nameserver_client import NotFoundError
+    from graymq.protocol.errors import GrayMQError
+
+    try:
+        await ns.get_group(group)
+    except NotFoundError as exc:
+        raise GrayMQError(f"group {group} is not known to the name server") from exc
+
+
+async def _orphan(ns: Any, args: argparse.Namespace) -> int:
+    await ns.set_orphan_policy(args.group, args.policy, args.reason)
+    what = ("normal consumers take the gray queues while no gray consumer is left" if args.policy == "adopt"
+            else "gray queues wait for a gray consumer")
+    print(f"orphan policy of {args.group}: {args.policy} ({what})")
+    return 0
+
+
+async def _history(ns: Any, args: argparse.Namespace) -> int:
+    from graymq.client.nameserver_client import NotFoundError
+    from graymq.protocol.errors import GrayMQError
+
+    try:
+        operations = await ns.list_cutovers(args.group)
+    except NotFoundError as exc:
+        raise GrayMQError(f"group {args.group} is not known to the name server") from exc
+    if args.json:
+        print_json(operations)
+        return 0
+    if not operations:
+        print(f"no promote or rollback of {args.group} recorded")
+        return 0
+    rows = [[op["id"], op["kind"], op["mode"], op["state"], str(op["started_at"])[:19].replace("T", " "),
+             _took(op), format_timings((op.get("result") or {}).get("timings_s") or {}), _outcome(op)]
+            for op in operations]
+    print(table(rows, ["id", "kind", "mode", "state", "started (UTC)", "took", "steps", "outcome"]))
+    return 0
+
+
+def _took(operation: dict[str, Any]) -> str:
+    from datetime import datetime
+
+    if not operation.get("finished_at"):
+        return "running"
+    seconds = (datetime.fromisoformat(operation["finished_at"])
+               - datetime.fromisoformat(operation["started_at"])).total_seconds()
+    return f"{seconds:.2f} s"
+
+
+def _outcome(operation: dict[str, Any]) -> str:
+    """What a recorded operation achieved or where it stopped, from its result."""
+    result = operation.get("result") or {}
+    if operation["state"] == "RUNNING":
+        return f"at step {operation.get('step') or 'start'}"
+    if operation["state"] != "SUCCEEDED":
+        return result.get("message") or f"stopped at step {operation.get('step') or 'start'}"
+    flipped = (f"{len(result.get('producers_flipped') or [])} producer(s), "
+               f"{len(result.get('consumers_flipped') or [])} consumer(s) flipped")
+    backlog = result.get("gray_backlog")
+    return flipped + (f", gray backlog {backlog}" if backlog is not None else "") + (
+        f"; {result['message']}" if result.get("message") else "")

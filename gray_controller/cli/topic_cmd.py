@@ -1,4 +1,4 @@
-"""``graymq topic create|list|route``: topics are configured in the name server; brokers pick them up."""
+"""``graymq topic create|delete|list|route``: topics are configured in the name server; brokers pick them up."""
 
 from __future__ import annotations
 
@@ -6,22 +6,31 @@ import argparse
 from typing import Any
 
 from graymq.gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
-from graymq.protocol.errors import ConfigError
+from graymq.protocol.errors import ConfigError, GrayMQError
+
+DEFAULT_WAIT_S = 10.0
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("topic", help="create and inspect topics")
+    p = subparsers.add_parser("topic", help="create, delete and inspect topics")
     sub = p.add_subparsers(dest="topic_command", metavar="ACTION", required=True)
-    create = sub.add_parser("create", help="create or update a topic (reaches every broker within seconds)")
+    create = sub.add_parser("create", help="create or grow a topic; returns once every live broker serves it")
     create.add_argument("topic")
-    create.add_argument("--queues", type=int, required=True, help="queues per broker")
+    create.add_argument("--queues", type=int, required=True, help="queues per broker (a topic never shrinks)")
     create.add_argument("--gray-queues", type=int, default=0, help="gray queues per broker (first/last)")
     create.add_argument("--perm", type=int, default=6, choices=[2, 4, 6], help="2 write, 4 read, 6 both")
+    create.add_argument("--wait", type=float, default=DEFAULT_WAIT_S, metavar="S",
+                        help=f"wait up to S seconds for every live broker to serve it (default: {DEFAULT_WAIT_S:g}; "
+                        "0: do not wait)")
+    delete = sub.add_parser("delete", help="delete a topic no live client uses; brokers drop it")
+    delete.add_argument("topic")
+    delete.add_argument("--reason", default="", help="recorded in the audit log")
     route = sub.add_parser("route", help="show the brokers and queues of a topic")
     route.add_argument("topic")
     listing = sub.add_parser("list", help="list topics")
-    for q in (create, route, listing):
+    for q in (create, delete, route, listing):
         add_nameserver_arg(q)
+    for q in (create, route, listing):
         q.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=run)
 
@@ -31,34 +40,92 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
+    if args.topic_command == "create":
+        return await _create(ns, args)
+    if args.topic_command == "delete":
+        return await _delete(ns, args)
+    if args.topic_command == "route":
+        return await _route(ns, args)
+    topics = await ns.request("GET", "/v1/topics")
+    if args.json:
+        print_json(topics)
+    else:
+        print(table([[t["topic"], t["queue_nums"], t["gray_queue_nums"], t.get("perm", 6)] for t in topics],
+                    ["topic", "queues", "gray", "perm"]))
+    return 0
+
+
+async def _create(ns: Any, args: argparse.Namespace) -> int:
+    """Exit 0 once every live broker serves the topic, 1 when some did not within ``--wait``."""
+    from graymq.client.nameserver_client import ConflictError
     from graymq.protocol.gray import gray_queue_ids
 
-    if args.topic_command == "create":
-        if args.queues < 1:
-            raise ConfigError("--queues must be >= 1")
-        try:
-            gray = gray_queue_ids(args.queues, args.gray_queues)
-        except ValueError as exc:
-            raise ConfigError(f"--gray-queues: {exc}") from exc
-        result = await ns.put_topic(args.topic, args.queues, args.gray_queues, args.perm)
-        if args.json:
-            print_json(result)
-        else:
-            print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}")
-    elif args.topic_command == "route":
-        route = await ns.get_route(args.topic)
-        rows = [[b.broker_name, b.address, b.queue_nums, list(gray_queue_ids(b.queue_nums, b.gray_queue_nums)),
-                 b.perm] for b in route.brokers]
-        if args.json:
-            print_json({"topic": route.topic, "brokers": [dict(zip(
-                ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows]})
-        else:
-            print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
+    if args.queues < 1:
+        raise ConfigError("--queues must be >= 1")
+    if not 0 <= args.wait <= 60:
+        raise ConfigError("--wait must be 0 to 60 seconds")
+    try:
+        gray = gray_queue_ids(args.queues, args.gray_queues)
+    except ValueError as exc:
+        raise ConfigError(f"--gray-queues: {exc}") from exc
+    try:
+        result = await ns.put_topic(args.topic, args.queues, args.gray_queues, args.perm, wait_s=args.wait)
+    except ConflictError as exc:
+        detail = exc.detail if isinstance(exc.detail, dict) else {}
+        if "requested_queue_nums" not in detail:
+            raise
+        raise GrayMQError(f"topic {args.topic} has {detail['queue_nums']} queues per broker and cannot shrink to "
+                          f"{detail['requested_queue_nums']}: keep --queues {detail['queue_nums']} or more, "
+                          "or create a new topic") from exc
+    pending = result.get("brokers_pending") or []
+    if args.json:
+        print_json(result)
     else:
-        topics = await ns.request("GET", "/v1/topics")
-        if args.json:
-            print_json(topics)
-        else:
-            print(table([[t["topic"], t["queue_nums"], t["gray_queue_nums"], t.get("perm", 6)] for t in topics],
-                        ["topic", "queues", "gray", "perm"]))
+        ready = result.get("brokers_ready") or []
+        served = (f"served by {', '.join(ready)}" if ready
+                  else "no live broker yet (brokers pick it up as they register)")
+        print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}; {served}")
+    if pending and args.wait:
+        raise GrayMQError(f"topic {args.topic} is created, but {', '.join(pending)} did not pick it up within "
+                          f"{args.wait:g} s (is the broker running and registered with this name server?)")
+    return 0
+
+
+async def _delete(ns: Any, args: argparse.Namespace) -> int:
+    from graymq.client.nameserver_client import ConflictError, NotFoundError
+
+    try:
+        await ns.delete_topic(args.topic, args.reason)
+    except NotFoundError as exc:
+        raise GrayMQError(f"topic {args.topic} is not known to the name server") from exc
+    except ConflictError as exc:
+        raise GrayMQError(in_use_text(f"topic {args.topic}", exc.detail)) from exc
+    print(f"topic {args.topic} deleted; brokers drop it at their next registration")
+    return 0
+
+
+def in_use_text(what: str, detail: Any) -> str:
+    """One line for a deletion refused while live clients use ``what`` (the name server's 409 detail)."""
+    clients = detail.get("clients") if isinstance(detail, dict) else None
+    if not clients:
+        return f"{what} cannot be deleted now: {detail}"
+    listed = ", ".join(f"{c['client_id']} ({c['role']}{' of ' + c['group'] if 'group' in c else ''})"
+                       for c in clients)
+    expiry = detail.get("client_expiry_seconds")
+    forgotten = f"; a client killed without a clean stop is forgotten {expiry} s after its last heartbeat" \
+        if expiry else ""
+    return f"{what} is in use by live clients: {listed}: stop them first{forgotten}"
+
+
+async def _route(ns: Any, args: argparse.Namespace) -> int:
+    from graymq.protocol.gray import gray_queue_ids
+
+    route = await ns.get_route(args.topic)
+    rows = [[b.broker_name, b.address, b.queue_nums, list(gray_queue_ids(b.queue_nums, b.gray_queue_nums)),
+             b.perm] for b in route.brokers]
+    if args.json:
+        print_json({"topic": route.topic, "brokers": [dict(zip(
+            ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows]})
+    else:
+        print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
     return 0

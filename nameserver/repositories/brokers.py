@@ -68,6 +68,15 @@ class BrokerRepository:
         )
         self.session.execute(stmt)
 
+    def lock_all(self) -> None:
+        """Lock every broker row until the transaction ends: a registration in flight finishes first, and the
+        next ones wait, so none records a topic this transaction deletes."""
+        self.session.execute(select(Broker.id).order_by(Broker.id).with_for_update()).all()
+
+    def delete_routes_of(self, topics: Sequence[str]) -> None:
+        """Forget every broker's route of ``topics`` (deleted: no longer served)."""
+        self.session.execute(delete(BrokerTopicRoute).where(BrokerTopicRoute.topic.in_(list(topics))))
+
     def live(self, now: datetime) -> Sequence[Broker]:
         return self.session.scalars(
             select(Broker).where(Broker.lease_expires_at > now).order_by(Broker.broker_name)

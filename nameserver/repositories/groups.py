@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -32,3 +32,7 @@ class GroupRepository:
 
     def all(self) -> Sequence[Group]:
         return self.session.scalars(select(Group).order_by(Group.name)).all()
+
+    def delete(self, group: Group) -> None:
+        """Delete the group; its clients, rules and cutover records go with it (ON DELETE CASCADE)."""
+        self.session.execute(delete(Group).where(Group.id == group.id))

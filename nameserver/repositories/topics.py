@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
-from graymq.nameserver.models import Topic
+from graymq.nameserver.models import Client, Group, Topic
 from graymq.nameserver.schemas import TopicConfig
 
 
@@ -43,3 +44,17 @@ class TopicRepository:
         )
         stmt = stmt.on_conflict_do_nothing(index_elements=[Topic.name]).returning(Topic.name)
         return set(self.session.scalars(stmt))
+
+    def delete(self, names: Iterable[str]) -> None:
+        self.session.execute(delete(Topic).where(Topic.name.in_(list(names))))
+
+    def live_users(self, topic: str, seen_after: datetime) -> list[tuple[str, str, str]]:
+        """(group, client id, role) of every live client that reports using ``topic``."""
+        stmt = (
+            select(Group.name, Client.client_id, Client.role, Client.topics)
+            .join(Group, Group.id == Client.group_id)
+            .where(Client.last_seen > seen_after)
+            .order_by(Group.name, Client.client_id, Client.role)
+        )
+        return [(group, client_id, role) for group, client_id, role, topics in self.session.execute(stmt)
+                if topic in (topics or [])]

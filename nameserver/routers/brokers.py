@@ -1,19 +1,53 @@
-"""Broker self-registration (no token: brokers report themselves) and the live broker list."""
+"""Broker self-registration (no token: brokers report themselves), their watch, and the live broker list."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import time
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.deps import Registry
-from graymq.nameserver.schemas import BrokerHeartbeat, BrokerHeartbeatResponse, BrokerView
+from graymq.nameserver.schemas import (
+    BrokerHeartbeat,
+    BrokerHeartbeatResponse,
+    BrokerView,
+    BrokerWatch,
+    BrokerWatchResponse,
+)
+from graymq.nameserver.services.registry import TOPIC_TABLE_CHANGED, RegistryService
+from graymq.nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 
 
 @router.post("/heartbeat")
 def broker_heartbeat(body: BrokerHeartbeat, registry: Registry) -> BrokerHeartbeatResponse:
-    """Register or renew a broker with its topics; answers with every configured topic."""
+    """Register or renew a broker with its topics; answers with every configured topic and the deletions the
+    broker has not applied yet."""
     return registry.heartbeat(body)
+
+
+@router.post("/watch")
+async def broker_watch(body: BrokerWatch, request: Request) -> BrokerWatchResponse:
+    """The current ``topics_version`` once it differs from the broker's (at once when it already does, or
+    ``topics_version`` is absent), or after ``timeout_s``: a broker registers again when it changed, so a
+    topic created or deleted reaches it without waiting for its next registration."""
+    state = request.app.state
+    changes: GroupChanges = state.group_changes
+    deadline = time.monotonic() + body.timeout_s
+
+    def read() -> str:
+        with state.read_sessions() as session:
+            return RegistryService(session, state.settings).topics_version()
+
+    while True:
+        changed = changes.changed(TOPIC_TABLE_CHANGED)
+        version = await run_in_threadpool(read)
+        remaining = deadline - time.monotonic()
+        if version != body.topics_version or remaining <= 0 or changes.closing:
+            return BrokerWatchResponse(topics_version=version)
+        await wait_changed(changed, remaining)
 
 
 @router.get("")

@@ -9,7 +9,15 @@ from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.deps import Clients
 from graymq.nameserver.metrics import Metrics
-from graymq.nameserver.schemas import ClientHeartbeat, ClientHeartbeatResponse, ClientWatch, Role, WatchedState
+from graymq.nameserver.schemas import (
+    ClientHeartbeat,
+    ClientHeartbeatResponse,
+    ClientIdPath,
+    ClientWatch,
+    GroupPath,
+    Role,
+    WatchedState,
+)
 from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.watch import GroupChanges, wait_changed
 
@@ -53,7 +61,9 @@ async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatRe
 
 
 @router.delete("/groups/{group}/clients/{client_id}", status_code=status.HTTP_204_NO_CONTENT)
-def unregister_client(group: str, client_id: str, clients: Clients, role: Role | None = None) -> None:
+def unregister_client(
+    group: GroupPath, client_id: ClientIdPath, clients: Clients, role: Role | None = None
+) -> None:
     """A client stopping cleanly leaves its group at once (``role``: that role only, else every role of the id).
 
     Idempotent (204 whether or not it was registered); audited with the client as actor. Its row stays, so

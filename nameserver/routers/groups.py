@@ -9,11 +9,16 @@ from fastapi import APIRouter, Header, Query, Response, status
 from graymq.nameserver.auth import AdminActor
 from graymq.nameserver.deps import Clients, Groups
 from graymq.nameserver.schemas import (
+    INT64_MAX,
+    ClientIdPath,
     FlagPut,
     FlagResult,
     GroupClients,
     GroupDetail,
+    GroupPath,
+    GroupSummary,
     GroupView,
+    IdPath,
     OrphanPolicyPut,
     Role,
     RuleCreate,
@@ -24,58 +29,75 @@ from graymq.nameserver.schemas import (
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
 OperationHeader = Annotated[
-    str | None,
-    Header(alias="X-Graymq-Operation", description="id of the running cutover operation making this change"),
+    int | None,
+    Header(
+        alias="X-Graymq-Operation", ge=1, le=INT64_MAX,
+        description="id of the running cutover operation making this change",
+    ),
 ]
 
 
 @router.get("")
-def list_groups(groups: Groups) -> list[GroupView]:
+def list_groups(groups: Groups) -> list[GroupSummary]:
+    """Every group with its settings and how many live clients it has."""
     return groups.all()
 
 
 @router.get("/{group}")
-def get_group(group: str, groups: Groups) -> GroupDetail:
+def get_group(group: GroupPath, groups: Groups) -> GroupDetail:
+    """404 for a group the name server does not know (reads never create a group)."""
     return groups.detail(group)
 
 
+@router.delete("/{group}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_group(
+    group: GroupPath,
+    actor: AdminActor,
+    groups: Groups,
+    reason: Annotated[str | None, Query(max_length=2000)] = None,
+) -> None:
+    """Delete a group with its rules, cutover records and retry/dead-letter topics (404 unknown; 409 while it
+    has live clients or a running cutover); brokers drop its offsets at their next registration. Audited."""
+    groups.delete(group, actor, reason)
+
+
 @router.get("/{group}/clients")
-def group_clients(group: str, clients: Clients, role: Role | None = None) -> GroupClients:
+def group_clients(group: GroupPath, clients: Clients, role: Role | None = None) -> GroupClients:
     """Live clients with their explicit, desired and reported flags."""
     return clients.group_clients(group, role)
 
 
 @router.put("/{group}/clients/{client_id}/flag")
 def set_flag(
-    group: str,
-    client_id: str,
+    group: GroupPath,
+    client_id: ClientIdPath,
     body: FlagPut,
     actor: AdminActor,
     clients: Clients,
     operation: OperationHeader = None,
 ) -> FlagResult:
     """Set (true/false) or clear (null) a client's explicit grayFlag, for all its roles; audited."""
-    return clients.set_flag(group, client_id, body, actor, operation)
+    return clients.set_flag(group, client_id, body, actor, None if operation is None else str(operation))
 
 
 @router.put("/{group}/switch")
-def set_switch(group: str, body: SwitchPut, actor: AdminActor, groups: Groups) -> GroupView:
+def set_switch(group: GroupPath, body: SwitchPut, actor: AdminActor, groups: Groups) -> GroupView:
     return groups.set_switch(group, body, actor)
 
 
 @router.put("/{group}/orphan-policy")
-def set_orphan_policy(group: str, body: OrphanPolicyPut, actor: AdminActor, groups: Groups) -> GroupView:
+def set_orphan_policy(group: GroupPath, body: OrphanPolicyPut, actor: AdminActor, groups: Groups) -> GroupView:
     return groups.set_orphan_policy(group, body, actor)
 
 
 @router.get("/{group}/rules")
-def list_rules(group: str, groups: Groups) -> list[RuleView]:
+def list_rules(group: GroupPath, groups: Groups) -> list[RuleView]:
     """The group's gray rules in evaluation order (first match wins)."""
     return groups.rules_of(group)
 
 
 @router.post("/{group}/rules")
-def put_rule(group: str, body: RuleCreate, actor: AdminActor, groups: Groups, response: Response) -> RuleView:
+def put_rule(group: GroupPath, body: RuleCreate, actor: AdminActor, groups: Groups, response: Response) -> RuleView:
     """Append a rule (201), or change the rule with the same selector in place (200)."""
     view, created = groups.put_rule(group, body, actor)
     if created:
@@ -85,8 +107,8 @@ def put_rule(group: str, body: RuleCreate, actor: AdminActor, groups: Groups, re
 
 @router.delete("/{group}/rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_rule(
-    group: str,
-    rule_id: int,
+    group: GroupPath,
+    rule_id: IdPath,
     actor: AdminActor,
     groups: Groups,
     reason: Annotated[str | None, Query(max_length=2000)] = None,

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.auth import AdminActor
 from graymq.nameserver.deps import Registry, Topics
-from graymq.nameserver.schemas import TopicPut, TopicRoute, TopicView
+from graymq.nameserver.schemas import (
+    MAX_WATCH_S,
+    TopicConfig,
+    TopicPath,
+    TopicPut,
+    TopicPutResult,
+    TopicRoute,
+    TopicView,
+)
+from graymq.nameserver.services.topics import TopicService
+from graymq.nameserver.topic_readiness import wait_until_served
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -17,15 +30,46 @@ def list_topics(topics: Topics) -> list[TopicView]:
 
 
 @router.put("/{topic}")
-def put_topic(topic: str, body: TopicPut, actor: AdminActor, topics: Topics, response: Response) -> TopicView:
-    """Create (201) or change (200) a topic; brokers pick it up at their next heartbeat."""
-    view, created = topics.put(topic, body, actor)
+async def put_topic(
+    topic: TopicPath,
+    body: TopicPut,
+    actor: AdminActor,
+    request: Request,
+    response: Response,
+    wait_s: Annotated[
+        float, Query(ge=0, le=MAX_WATCH_S, description="wait up to this long for every live broker to serve it")
+    ] = 0.0,
+) -> TopicPutResult:
+    """Create (201) or change (200) a topic; 409 when it would shrink. Brokers pick it up at once (their watch
+    wakes them) or at their next registration; the answer lists the live brokers that already serve it with
+    this layout and those that do not yet (after waiting up to ``wait_s`` for them)."""
+    state = request.app.state
+
+    def put() -> tuple[TopicView, bool]:
+        with state.sessions() as session:
+            return TopicService(session, state.settings).put(topic, body, actor)
+
+    view, created = await run_in_threadpool(put)
     if created:
         response.status_code = status.HTTP_201_CREATED
-    return view
+    config = TopicConfig(**view.model_dump(include=set(TopicConfig.model_fields)))
+    ready, pending = await wait_until_served(state, config, wait_s)
+    return TopicPutResult(**view.model_dump(), brokers_ready=ready, brokers_pending=pending)
+
+
+@router.delete("/{topic}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_topic(
+    topic: TopicPath,
+    actor: AdminActor,
+    topics: Topics,
+    reason: Annotated[str | None, Query(max_length=2000)] = None,
+) -> None:
+    """Delete a topic (404 unknown, 409 while live clients use it); brokers drop it at their next
+    registration. Audited."""
+    topics.delete(topic, actor, reason)
 
 
 @router.get("/{topic}/route")
-def topic_route(topic: str, registry: Registry) -> TopicRoute:
+def topic_route(topic: TopicPath, registry: Registry) -> TopicRoute:
     """The live brokers serving the topic and their queue layout."""
     return registry.route(topic)

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from datetime import datetime, timedelta
+
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
-from graymq.nameserver.errors import NotFound
+from graymq.nameserver.errors import Conflict, NotFound
 from graymq.nameserver.models import GrayRule, Group
+from graymq.nameserver.repositories.brokers import BrokerRepository
+from graymq.nameserver.repositories.clients import ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
+from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.rules import RuleRepository
-from graymq.nameserver.schemas import GroupDetail, GroupView, OrphanPolicyPut, RuleCreate, RuleView, SwitchPut
+from graymq.nameserver.schemas import (
+    GroupDetail,
+    GroupSummary,
+    GroupView,
+    OrphanPolicyPut,
+    RuleCreate,
+    RuleView,
+    SwitchPut,
+)
 from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.services.views import cutover_view, group_view, rule_view
 from graymq.nameserver.settings import NameServerSettings
+from graymq.protocol.constants import dlq_topic, retry_topic
 
 
 class GroupService:
@@ -36,8 +52,58 @@ class GroupService:
     def _for_change(self, name: str) -> Group:
         return self.groups.ensure(name, self.settings.default_gray_switch, lock=True)
 
-    def all(self) -> list[GroupView]:
-        return [group_view(g) for g in self.groups.all()]
+    def all(self) -> list[GroupSummary]:
+        """Every group with how many live clients (all roles) it has."""
+        live: Counter[str] = Counter()
+        for name, _role, _gray, count in ClientRepository(self.session).live_counts(self._seen_after()):
+            live[name] += count
+        return [GroupSummary(**group_view(g).model_dump(), live_clients=live[g.name]) for g in self.groups.all()]
+
+    def _seen_after(self) -> datetime:
+        return utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
+
+    def delete(self, name: str, actor: str, reason: str | None) -> None:
+        """Delete a group with no live client and no running cutover (409 otherwise), with its rules, cutover
+        records, client rows and its retry and dead-letter topics; brokers drop its offsets and those topics at
+        their next registration. Audited."""
+        BrokerRepository(self.session).lock_all()
+        group = self._existing(name, lock=True)
+        running = self.cutovers.running(group.id)
+        if running is not None:
+            raise Conflict(
+                f"cutover {running.id} ({running.kind}) is running on group {group.name}; "
+                "it must finish before the group can be deleted",
+                cutover_view(running),
+            )
+        clients = ClientRepository(self.session).live(group.id, self._seen_after())
+        if clients:
+            listed = ", ".join(f"{c.client_id} ({c.role})" for c in clients)
+            expiry = self.settings.client_expiry_seconds
+            raise Conflict(
+                f"group {group.name} has {len(clients)} live client(s): {listed}; stop them first "
+                f"(a client stopped without a clean exit is forgotten {expiry} s after its last heartbeat)",
+                {"group": group.name, "clients": [{"client_id": c.client_id, "role": c.role} for c in clients],
+                 "client_expiry_seconds": expiry},
+            )
+        before = {
+            **group_view(group).model_dump(),
+            "rules": [rule_view(r, group).model_dump() for r in self.rules.of_group(group.id)],
+        }
+        topics = [retry_topic(group.name), dlq_topic(group.name)]
+        TopicService(self.session, self.settings).delete_unchecked(topics)
+        DeletionRepository(self.session).add("group", group.name, utc_now())
+        self.groups.delete(group)
+        self.audit.record(
+            actor=actor,
+            object_type="group",
+            object_id=group.name,
+            action="delete",
+            group=group.name,
+            before=before,
+            after={"topics_deleted": topics},
+            reason=reason,
+        )
+        self.session.commit()
 
     def detail(self, name: str) -> GroupDetail:
         group = self._existing(name)

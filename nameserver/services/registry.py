@@ -1,18 +1,36 @@
-"""Broker registration (heartbeats with leases) and topic routes."""
+"""Broker registration (heartbeats with leases), topic routes, and what brokers must apply."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.errors import NotFound
+from graymq.nameserver.models import Topic
 from graymq.nameserver.repositories.brokers import BrokerRepository
+from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.topics import TopicRepository
-from graymq.nameserver.schemas import BrokerHeartbeat, BrokerHeartbeatResponse, BrokerRoute, BrokerView, TopicRoute
+from graymq.nameserver.schemas import (
+    BrokerHeartbeat,
+    BrokerHeartbeatResponse,
+    BrokerRoute,
+    BrokerView,
+    DeletionView,
+    TopicConfig,
+    TopicRoute,
+)
 from graymq.nameserver.services.views import topic_config
 from graymq.nameserver.settings import NameServerSettings
+from graymq.nameserver.watch import mark_changed
+
+# Keys of ``GroupChanges`` beside group names (which never hold a '/'): the topic table or deletion log changed
+# (brokers' watches wake), a broker registered (a topic create waiting for brokers wakes).
+TOPIC_TABLE_CHANGED = "/topics"
+BROKER_REGISTERED = "/brokers"
 
 
 class RegistryService:
@@ -21,23 +39,52 @@ class RegistryService:
         self.settings = settings
         self.brokers = BrokerRepository(session)
         self.topics = TopicRepository(session)
+        self.deletions = DeletionRepository(session)
 
     def heartbeat(self, report: BrokerHeartbeat) -> BrokerHeartbeatResponse:
-        """Renew the broker's lease, replace its routes, and hand back every configured topic.
+        """Renew the broker's lease, replace its routes, and hand back every configured topic and the deletions
+        it has not applied yet.
 
-        A topic the broker reports that is not configured yet is recorded with the broker's layout.
+        A topic the broker reports that is not configured yet is recorded with the broker's layout, unless
+        it is one of those deletions (the broker still has it because it has not applied the deletion).
         """
         now = utc_now()
         lease = self.settings.broker_lease_seconds
         broker_id = self.brokers.upsert(
             report.broker_name, report.address, now, now + timedelta(seconds=lease)
         )
-        self.brokers.replace_routes(broker_id, report.topics)
-        self.topics.add_missing(report.topics)
+        pending = self.deletions.after(report.deletions_applied)
+        deleted = {d.name for d in pending if d.kind == "topic"}
+        reported = [t for t in report.topics if t.topic not in deleted]
+        self.brokers.replace_routes(broker_id, reported)
+        if self.topics.add_missing(reported):
+            mark_changed(self.session, TOPIC_TABLE_CHANGED)
+        mark_changed(self.session, BROKER_REGISTERED)
+        topics = self.topics.all()
+        last_deletion_id = pending[-1].id if pending else self.deletions.last_id()
         self.session.commit()
         return BrokerHeartbeatResponse(
-            lease_seconds=lease, topics=[topic_config(t) for t in self.topics.all()]
+            lease_seconds=lease,
+            topics=[topic_config(t) for t in topics],
+            topics_version=_version(topics, last_deletion_id),
+            deletions=[DeletionView(id=d.id, kind=d.kind, name=d.name) for d in pending],  # type: ignore[arg-type]
+            last_deletion_id=last_deletion_id,
         )
+
+    def topics_version(self) -> str:
+        """What a broker's watch compares: it changes whenever the topic table or the deletion log does."""
+        return _version(self.topics.all(), self.deletions.last_id())
+
+    def readiness(self, config: TopicConfig) -> tuple[list[str], list[str]]:
+        """(ready, pending): the live brokers that report ``config``'s topic with its layout, and the others."""
+        now = utc_now()
+        serving = {
+            b.broker_name
+            for b, r in self.brokers.live_routes(now, config.topic)
+            if (r.queue_nums, r.gray_queue_nums, r.perm) == (config.queue_nums, config.gray_queue_nums, config.perm)
+        }
+        live = [b.broker_name for b in self.brokers.live(now)]
+        return [b for b in live if b in serving], [b for b in live if b not in serving]
 
     def live_brokers(self) -> list[BrokerView]:
         now = utc_now()
@@ -94,3 +141,8 @@ class RegistryService:
             gray_queue_nums=layout.gray_queue_nums,
             brokers=brokers,
         )
+
+
+def _version(topics: Sequence[Topic], last_deletion_id: int) -> str:
+    layout = ";".join(f"{t.name},{t.queue_nums},{t.gray_queue_nums},{t.perm}" for t in topics)
+    return hashlib.sha256(f"{last_deletion_id}|{layout}".encode()).hexdigest()[:16]

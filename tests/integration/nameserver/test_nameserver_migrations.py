@@ -28,6 +28,7 @@ TABLES = {
     "gray_rules",
     "cutover_operations",
     "audit_log",
+    "deletions",
 }
 
 

@@ -1,0 +1,59 @@
+"""``graymq group list|delete``: the consumer and producer groups the name server knows."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from graymq.gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
+from graymq.protocol.errors import GrayMQError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("group", help="list and delete groups")
+    sub = p.add_subparsers(dest="group_command", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="every group with its gray switch, orphan policy and live clients")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    delete = sub.add_parser("delete", help="delete a group without live clients, with its rules, cutover records "
+                            "and retry topic; brokers drop its offsets")
+    delete.add_argument("group")
+    delete.add_argument("--reason", default="", help="recorded in the audit log")
+    for q in (listing, delete):
+        add_nameserver_arg(q)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_with_nameserver(args, _run)
+
+
+async def _run(ns: Any, args: argparse.Namespace) -> int:
+    if args.group_command == "delete":
+        return await _delete(ns, args)
+    groups = await ns.list_groups()
+    if args.json:
+        print_json(groups)
+        return 0
+    rows = [[g["group"], "on" if g["gray_switch"] else "off", g["orphan_policy"], g.get("live_clients", "?"),
+             str(g["created_at"])[:19].replace("T", " ")] for g in groups]
+    print(table(rows, ["group", "gray switch", "orphan policy", "live clients", "created (UTC)"]))
+    return 0
+
+
+async def _delete(ns: Any, args: argparse.Namespace) -> int:
+    from graymq.client.nameserver_client import ConflictError, NotFoundError
+    from graymq.gray_controller.cli.topic_cmd import in_use_text
+
+    try:
+        await ns.delete_group(args.group, args.reason)
+    except NotFoundError as exc:
+        raise GrayMQError(f"group {args.group} is not known to the name server") from exc
+    except ConflictError as exc:
+        detail = exc.detail if isinstance(exc.detail, dict) else {}
+        if "kind" in detail and "id" in detail:  # the running cutover
+            raise GrayMQError(f"group {args.group} cannot be deleted while {detail['kind']} #{detail['id']} is "
+                              "running: let it finish (run the same gray command again to resume it)") from exc
+        raise GrayMQError(in_use_text(f"group {args.group}", exc.detail)) from exc
+    print(f"group {args.group} deleted with its rules, cutover records and retry topic; "
+          "brokers drop its offsets at their next registration")
+    return 0

@@ -1,0 +1,118 @@
+"""The route cache serves a cached route at once and refreshes it in the background, one lookup per topic."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from graymq.client.route import BrokerData, TopicRoute
+from graymq.client.route_cache import RouteCache
+from graymq.protocol.errors import NameServerError, TopicNotExistError
+
+pytestmark = pytest.mark.unit
+
+
+def route(queues: int) -> TopicRoute:
+    return TopicRoute("T", (BrokerData("b", "127.0.0.1:1", queues, 0),))
+
+
+class FakeNameServer:
+    """``get_route`` answers what ``answers`` holds next (a route or an error), once ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.answers: list[Any] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.calls = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def get_route(self, topic: str) -> TopicRoute:
+        self.calls += 1
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+            answer = self.answers.pop(0)
+        finally:
+            self.in_flight -= 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_a_due_route_is_served_at_once_while_one_refresh_runs_in_the_background() -> None:
+    async def scenario() -> None:
+        ns = FakeNameServer()
+        ns.answers = [route(4), route(8)]
+        cache = RouteCache(ns, ttl_s=0.0)  # type: ignore[arg-type]
+        assert (await cache.get("T")).brokers[0].queue_nums == 4
+        ns.gate.clear()  # the name server hangs
+        async with asyncio.timeout(5):  # the old cache waited here for the hung name server
+            served = [await cache.get("T") for _ in range(20)]
+        assert all(r.brokers[0].queue_nums == 4 for r in served)
+        await settle()
+        assert [(await cache.get("T")).brokers[0].queue_nums for _ in range(5)] == [4] * 5
+        await settle()
+        assert ns.most_in_flight == 1 and ns.calls == 2  # one refresh in flight, not one per get
+        ns.gate.set()
+        await settle()
+        assert cache.cached("T") is not None and cache.cached("T").brokers[0].queue_nums == 8  # renewed
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_refresh_keeps_the_cached_route_and_is_tried_again_later() -> None:
+    async def scenario() -> None:
+        ns = FakeNameServer()
+        ns.answers = [route(4), NameServerError("down"), route(8)]
+        cache = RouteCache(ns, ttl_s=0.0, retry_s=3600.0)  # type: ignore[arg-type]
+        await cache.get("T")
+        assert (await cache.get("T")).brokers[0].queue_nums == 4
+        await settle()
+        assert ns.calls == 2
+        for _ in range(10):
+            assert (await cache.get("T")).brokers[0].queue_nums == 4
+        await settle()
+        assert ns.calls == 2  # not retried before retry_s
+        cache.invalidate("T")  # due now: the next use tries again
+        await cache.get("T")
+        await settle()
+        assert ns.calls == 3 and cache.cached("T").brokers[0].queue_nums == 8  # type: ignore[union-attr]
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_first_lookups_of_a_topic_share_one_request_and_an_explicit_refresh_waits_for_the_answer() -> None:
+    async def scenario() -> None:
+        ns = FakeNameServer()
+        ns.answers = [route(4), NameServerError("down"), TopicNotExistError("topic T is unknown")]
+        cache = RouteCache(ns, ttl_s=3600.0)  # type: ignore[arg-type]
+        routes = await asyncio.gather(*(cache.get("T") for _ in range(10)))
+        assert ns.calls == 1 and all(r is routes[0] for r in routes)
+        assert await cache.get("T", refresh=True) is routes[0]  # no name server: the cached route
+        with pytest.raises(TopicNotExistError):  # the name server no longer knows it
+            await cache.get("T", refresh=True)
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_without_a_cached_route_a_failed_lookup_raises() -> None:
+    async def scenario() -> None:
+        ns = FakeNameServer()
+        ns.answers = [NameServerError("down")]
+        cache = RouteCache(ns)  # type: ignore[arg-type]
+        with pytest.raises(NameServerError):
+            await cache.get("T")
+
+    asyncio.run(scenario())

@@ -19,7 +19,7 @@ from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("gray", help="gray release: status, switch, flags, rules, promote, rollback")
+    p = subparsers.add_parser("gray", help="gray release: status, switch, flag, rule, orphan, promote, rollback, history")
     sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True)
 
     status = sub.add_parser("status", help="clients, flags, states, queues and gray backlog of a group")

@@ -106,10 +106,12 @@ def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) ->
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
         ) from exc
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(
+    debug = settings.log_level == "DEBUG"
+    config = uvicorn.Config(  # uvicorn logs through ours: its loggers stay at WARNING unless DEBUG
         app,
-        log_level=settings.log_level.lower(),
-        access_log=settings.log_level == "DEBUG",
+        log_config=None,
+        log_level="debug" if debug else None,
+        access_log=debug,
         timeout_graceful_shutdown=10,
     )
     # Watches (long polls) answer at once when the server stops instead of holding the shutdown up.

@@ -1,0 +1,127 @@
+"""Chaos checkers: pure functions over what a workload recorded (acked sends, consumptions).
+
+Each checker takes plain records and returns what it found, so it can be unit-tested without a cluster:
+
+- ``lost``: acked but never consumed by anyone;
+- ``duplicated``: consumed more than once (at-least-once allows it: reported, not a failure);
+- ``reordered``: one consumer took a queue's offsets out of order (redeliveries are not counted);
+- ``gray_violations``: a normal (v1) consumer got a gray message while isolation was in force;
+- ``recovery_time``: from a fault to the first consumption of traffic sent after it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One acked send: where the broker stored the message."""
+
+    msg_id: str
+    topic: str
+    broker: str
+    queue_id: int
+    queue_offset: int
+    gray: bool
+    sharding_key: str | None
+    commit_log_offset: int
+    sent_at: float  # time.monotonic() when the send began
+    acked_at: float  # ... and when its ack arrived
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    """One message handed to a consumer's listener."""
+
+    msg_id: str
+    client_id: str
+    version: str  # "v1" (normal release) or "v2" (gray release)
+    topic: str
+    broker: str
+    queue_id: int
+    queue_offset: int
+    gray: bool  # the message's gray mark
+    at: float  # time.monotonic() when the listener got it
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A span of time ``[start, end)`` (monotonic seconds)."""
+
+    start: float
+    end: float
+
+    def __contains__(self, t: float) -> bool:
+        return self.start <= t < self.end
+
+
+def lost(sent: Iterable[Sent], consumed: Iterable[Consumed]) -> list[Sent]:
+    """Acked sends no consumer ever got, in ack order.
+
+    >>> a = Sent("a", "T", "b", 0, 0, False, None, 0, 0.9, 1.0)
+    >>> [s.msg_id for s in lost([a], [])]
+    ['a']
+    """
+    seen = {c.msg_id for c in consumed}
+    return sorted((s for s in sent if s.msg_id not in seen), key=lambda s: s.acked_at)
+
+
+def duplicated(consumed: Iterable[Consumed]) -> dict[str, int]:
+    """msg id -> how many times it was consumed, for those consumed more than once (by anyone)."""
+    counts = Counter(c.msg_id for c in consumed)
+    return {msg_id: n for msg_id, n in counts.items() if n > 1}
+
+
+def reordered(consumed: Sequence[Consumed]) -> list[tuple[Consumed, int]]:
+    """First consumptions that went backwards in their queue, per consumer: ``(event, highest offset before)``.
+
+    ``consumed`` is in the order the listeners ran. A consumer seeing a message again (a redelivery after a
+    crash or a rebalance) is a duplicate, not a reordering, so only each consumer's first sight of a message
+    counts; those must come in increasing queue offset within one (topic, broker, queue).
+    """
+    highest: dict[tuple[str, str, str, int], int] = {}
+    first_seen: set[tuple[str, str]] = set()
+    out = []
+    for c in consumed:
+        if (c.client_id, c.msg_id) in first_seen:
+            continue
+        first_seen.add((c.client_id, c.msg_id))
+        key = (c.client_id, c.topic, c.broker, c.queue_id)
+        top = highest.get(key)
+        if top is not None and c.queue_offset < top:
+            out.append((c, top))
+        else:
+            highest[key] = c.queue_offset
+    return out
+
+
+def gray_violations(consumed: Iterable[Consumed], isolated: Sequence[Window],
+                    normal_versions: frozenset[str] = frozenset({"v1"})) -> list[Consumed]:
+    """Gray messages consumed by a normal consumer (its version in ``normal_versions``) during a window of
+    ``isolated`` (the group's gray switch on and no adopt policy in force)."""
+    return [c for c in consumed
+            if c.gray and c.version in normal_versions and any(c.at in w for w in isolated)]
+
+
+def recovery_time(fault_at: float, sent: Iterable[Sent], consumed: Iterable[Consumed]) -> float | None:
+    """Seconds from ``fault_at`` to the first consumption of a message whose send began at or after it: the
+    system serves new traffic again (a message acked or pulled before the fault, still on its way, does not
+    count). ``None`` when no such message was consumed.
+
+    >>> s = [Sent("new", "T", "b", 0, 9, False, None, 0, 11.0, 12.0)]
+    >>> c = [Consumed("old", "c", "v1", "T", "b", 0, 8, False, 10.5), Consumed("new", "c", "v1", "T", "b", 0, 9,
+    ...      False, 13.0)]
+    >>> recovery_time(10.0, s, c)
+    3.0
+    """
+    after = {s.msg_id for s in sent if s.sent_at >= fault_at}
+    times = [c.at for c in consumed if c.msg_id in after]
+    return min(times) - fault_at if times else None
+
+
+def messages_in(sent: Iterable[Sent], start: int, length: int) -> list[Sent]:
+    """Acked sends whose record starts in the commit log range ``[start, start + length)`` (a hole's span)."""
+    return [s for s in sent if start <= s.commit_log_offset < start + length]

@@ -1,0 +1,64 @@
+"""The chaos report: one row per case, printed as a table at the end of a run (tests/chaos/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tests.chaos.checkers import Consumed, Sent, Window, duplicated, gray_violations, lost, recovery_time, reordered
+
+COLUMNS = ("case", "sent", "acked", "consumed", "lost", "duplicated", "reordered", "gray violations", "recovery s")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """What the checkers found in one case. ``sent`` counts send attempts, ``acked`` the SEND_OK answers,
+    ``consumed`` the distinct acked messages consumed; ``duplicated`` the extra deliveries."""
+
+    case: str
+    sent: int
+    acked: int
+    consumed: int
+    lost: list[str]
+    duplicated: int
+    reordered: int
+    gray_violations: int
+    recovery_s: float | None
+    expected_lost: list[str] = field(default_factory=list)  # what the fault destroyed (verify's holes, a cut tail)
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> list[str]:
+        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f}"
+        return [self.case, str(self.sent), str(self.acked), str(self.consumed), str(len(self.lost)),
+                str(self.duplicated), str(self.reordered), str(self.gray_violations), recovery]
+
+
+def evaluate(case: str, attempts: int, sent: Sequence[Sent], consumed: Sequence[Consumed], fault_at: float | None,
+             isolated: Sequence[Window], expected_lost: Iterable[str] = (), notes: Sequence[str] = ()) -> CaseResult:
+    """Run every checker over one case's records."""
+    acked_ids = {s.msg_id for s in sent}
+    return CaseResult(
+        case=case, sent=attempts, acked=len(sent),
+        consumed=len(acked_ids & {c.msg_id for c in consumed}),
+        lost=[s.msg_id for s in lost(sent, consumed)],
+        duplicated=sum(n - 1 for n in duplicated(consumed).values()),
+        reordered=len(reordered(consumed)),
+        gray_violations=len(gray_violations(consumed, isolated)),
+        recovery_s=None if fault_at is None else recovery_time(fault_at, sent, consumed),
+        expected_lost=sorted(expected_lost), notes=list(notes),
+    )
+
+
+def format_table(results: Sequence[CaseResult]) -> str:
+    """A plain-text table of ``results`` (one row each) with their notes underneath."""
+    rows = [list(COLUMNS)] + [r.row() for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths,
+                                                                                                    strict=True)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.extend(f"  {r.case}: {note}" for r in results for note in r.notes)
+    return "\n".join(lines)
+
+
+RESULTS: list[CaseResult] = []  # filled by the cases of a run, printed by the conftest at the end

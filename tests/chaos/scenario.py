@@ -1,0 +1,220 @@
+"""Chaos cases: a fault injected by PID into a real cluster (name server on PostgreSQL, one broker) under the
+workload, then the checkers over what was recorded.
+
+Live faults (``kill9``, ``sigterm`` of the broker, ``stop_broker`` / ``stop_ns``: SIGSTOP then SIGCONT) hit the
+cluster while producers and consumers run; ``promote`` runs ``graymq gray promote`` across the fault. Store faults
+(``flip``: one byte of one record inverted; ``truncate``: the last segment cut inside a record) hit a stopped
+broker's store after a load, cross-checked with ``graymq broker verify --json``; consumers start after the
+restart, so the damaged records are exactly what they cannot get.
+
+The fault's time, for the recovery column: the broker's exit for kill -9 and SIGTERM (a clean stop serves until
+it exits), the SIGSTOP for a stall, the stop before the damage for a store fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from graymq.devkit.processes import GraymqProcess
+from tests.chaos import faults
+from tests.chaos.checkers import Sent, Window, messages_in
+from tests.chaos.report import CaseResult, evaluate
+from tests.chaos.workload import Workload
+from tests.support.cluster import Cluster
+
+GROUP = "GID_CHAOS"
+TOPIC = "TOPIC_CHAOS"
+QUEUES, GRAY_QUEUES = 4, 2  # gray queues 0 and 3
+BROKER = "broker-a"
+SEGMENT = 64 * 1024  # small segments: a load spans several, so the last one can be cut
+PAUSE_S = 3.0  # how long SIGSTOP lasts
+DRAIN_TIMEOUT_S = 60.0
+LIVE_FAULTS = ("kill9", "sigterm", "stop_broker", "stop_ns")
+STORE_FAULTS = ("flip", "truncate")
+
+
+@dataclass(frozen=True)
+class Case:
+    fault: str  # one of LIVE_FAULTS + STORE_FAULTS
+    flush: str  # "sync" | "async"
+    promote: bool = False
+
+    @property
+    def broker_args(self) -> tuple[str, ...]:
+        return ("--flush", self.flush, "--segment-size", str(SEGMENT))
+
+    @property
+    def name(self) -> str:
+        return f"{self.fault}/{self.flush}" + ("+promote" if self.promote else "")
+
+
+def load_seconds() -> float:
+    """How long producers run around a fault: ``CHAOS_SOAK_S`` for a soak, 6 s by default."""
+    return float(os.environ.get("CHAOS_SOAK_S", "6"))
+
+
+def case_timeout() -> float:
+    """The bound on one case: setup, load, fault, restart and drain."""
+    return 300 + 2 * load_seconds()
+
+
+def run_case(cluster: Cluster, start: Any, case: Case) -> CaseResult:
+    """Set up the topic and the gray rule, run ``case``, return what the checkers found."""
+    cluster.add_broker(BROKER, *case.broker_args)
+    cluster.create_topic(TOPIC, QUEUES, GRAY_QUEUES)
+    cluster.ns_call(lambda ns: ns.add_rule(GROUP, {"version": "v2"}, True))
+    workload = Workload(cluster.ns_url, TOPIC, GROUP)
+    runner = _run_store_fault if case.fault in STORE_FAULTS else _run_live_fault
+    began = time.monotonic()
+    fault_at, expected_lost, notes = asyncio.run(asyncio.wait_for(runner(cluster, start, case, workload),
+                                                                      case_timeout() - 60))
+    status = cluster.ns_call(lambda ns: ns.get_group(GROUP))
+    # Nothing turns the switch off or adopts during a case: isolation is in force throughout.
+    assert status["gray_switch"] and status["orphan_policy"] == "hold", status
+    isolated = [Window(began, time.monotonic())]
+    gray_acked = {s.msg_id for s in workload.sent if s.gray}
+    assert gray_acked, "the v2 producer sent nothing gray: the isolation check would be empty"
+    notes.append(f"{len(gray_acked)} gray acked, {len({c.msg_id for c in workload.consumed if c.gray})} gray consumed "
+                 f"(v1 got {sum(c.gray and c.version == 'v1' for c in workload.consumed)})")
+    return evaluate(case.name, workload.attempts, workload.sent, workload.consumed, fault_at, isolated,
+                    expected_lost, notes)
+
+
+async def _run_live_fault(cluster: Cluster, start: Any, case: Case, workload: Workload
+                          ) -> tuple[float, set[str], list[str]]:
+    notes: list[str] = []
+    stopped: list[int] = []
+    producers: list[asyncio.Task[None]] = []
+    try:
+        await workload.start_consumer("v1a", "v1")
+        await workload.start_consumer("v2a", "v2")
+        duration = load_seconds()
+        producers += [asyncio.create_task(workload.produce(f"producer-{v}", v, duration, max_count=int(duration * 150)))
+                      for v in ("v1", "v2")]
+        await asyncio.sleep(duration * 0.35)
+        promote = _start_promote(cluster, start) if case.promote else None
+        if promote is not None:
+            await asyncio.to_thread(promote.wait_for_line, "started", 30)
+        fault_at = await _inject(cluster, case, stopped)
+        await asyncio.gather(*producers)
+        acked = {s.msg_id for s in workload.sent}
+        if not await workload.wait_consumed(acked, DRAIN_TIMEOUT_S):
+            notes.append(f"not everything consumed after {DRAIN_TIMEOUT_S:.0f}s")
+        if promote is not None:
+            notes.append(await asyncio.to_thread(_promote_outcome, promote))
+        return fault_at, set(), notes
+    finally:
+        for pid in stopped:  # never leave a process stopped, whatever failed
+            _continue(pid)
+        for task in producers:
+            task.cancel()
+        await asyncio.gather(*producers, return_exceptions=True)
+        await workload.stop_consumers()
+
+
+async def _inject(cluster: Cluster, case: Case, stopped: list[int]) -> float:
+    """Inject a live fault; returns when it was injected (the process is back, or restarted, on return)."""
+    fault = case.fault
+    broker = cluster.brokers[BROKER]
+    if fault in ("kill9", "sigterm"):
+        faults.signal_pid(broker.proc.pid, signal.SIGKILL if fault == "kill9" else signal.SIGTERM)
+        await asyncio.to_thread(faults.wait_exit, broker.proc, 30)
+        fault_at = time.monotonic()  # the broker is gone (a clean stop serves until it exits)
+        await asyncio.to_thread(_restart_broker, cluster, case)
+        return fault_at
+    target = broker if fault == "stop_broker" else cluster.nameservers[0]
+    stopped.append(target.proc.pid)
+    fault_at = faults.signal_pid(target.proc.pid, signal.SIGSTOP)
+    await asyncio.sleep(PAUSE_S)
+    faults.signal_pid(target.proc.pid, signal.SIGCONT)
+    stopped.remove(target.proc.pid)
+    return fault_at
+
+
+def _continue(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def _restart_broker(cluster: Cluster, case: Case) -> GraymqProcess:
+    """The broker again on its store (a new port: clients learn it from the name server)."""
+    cluster.brokers[BROKER].kill()
+    return cluster.add_broker(BROKER, *case.broker_args)
+
+
+def _start_promote(cluster: Cluster, start: Any) -> GraymqProcess:
+    return start("gray", "promote", GROUP, "--timeout", "90", "--json", "--nameserver", cluster.ns_url, wait=False,
+                 env={"GRAYMQ_ADMIN_TOKEN": "dev-token"})
+
+
+def _promote_outcome(promote: GraymqProcess) -> str:
+    code = faults.wait_exit(promote.proc, 120)
+    promote.kill()
+    reports = [line for line in promote.output.splitlines() if line.startswith("{")]
+    state = json.loads(reports[-1]).get("state") if reports else None
+    assert code == 0 and state == "SUCCEEDED", f"promote ended {code} {state}:\n{promote.output[-3000:]}"
+    return f"promote across the fault: {state}"
+
+
+async def _run_store_fault(cluster: Cluster, start: Any, case: Case, workload: Workload
+                           ) -> tuple[float, set[str], list[str]]:
+    duration = min(load_seconds(), 6.0)
+    await asyncio.gather(*(workload.produce(f"producer-{v}", v, duration, max_count=600, interval_s=0.002)
+                           for v in ("v1", "v2")))
+    broker = cluster.brokers[BROKER]
+    assert await asyncio.to_thread(broker.terminate) == 0, broker.output[-2000:]
+    fault_at = time.monotonic()
+    store = cluster.root / BROKER
+    rng = random.Random(case.name)
+    expected, notes = (_flip(store, workload.sent, rng) if case.fault == "flip"
+                       else _truncate(store, workload.sent, rng))
+    try:
+        await asyncio.to_thread(_restart_broker, cluster, case)
+        await workload.start_consumer("v1a", "v1")
+        await workload.start_consumer("v2a", "v2")
+        await asyncio.gather(*(workload.produce(f"producer-{v}-after", v, 2.0, max_count=200) for v in ("v1", "v2")))
+        want = {s.msg_id for s in workload.sent} - expected
+        if not await workload.wait_consumed(want, DRAIN_TIMEOUT_S):
+            notes.append(f"not everything consumed after {DRAIN_TIMEOUT_S:.0f}s")
+    finally:
+        await workload.stop_consumers()
+    return fault_at, expected, notes
+
+
+def _flip(store: Any, sent: list[Sent], rng: random.Random) -> tuple[set[str], list[str]]:
+    """Flip one byte of a record in the middle of the log; verify must report exactly that record as a hole."""
+    ordered = sorted(sent, key=lambda s: s.commit_log_offset)
+    i = len(ordered) // 2
+    victim, after = ordered[i], ordered[i + 1]
+    at = rng.randrange(4, after.commit_log_offset - victim.commit_log_offset)
+    faults.flip_byte(store, victim.commit_log_offset, at)
+    report = faults.verify_store(store)
+    in_holes = {s.msg_id for h in report["holes"] for s in messages_in(sent, h["physical_offset"], h["length"])}
+    assert in_holes == {victim.msg_id}, (report, victim)
+    return in_holes, [f"flipped byte {at} of {victim.msg_id} (commit log {victim.commit_log_offset}); verify: "
+                      f"{len(report['holes'])} hole(s) holding {sorted(in_holes)}"]
+
+
+def _truncate(store: Any, sent: list[Sent], rng: random.Random) -> tuple[set[str], list[str]]:
+    """Cut the last segment inside a record: it and every later record are gone; verify reports a torn tail."""
+    ordered = sorted(sent, key=lambda s: s.commit_log_offset)
+    last_segment = ordered[-1].commit_log_offset // SEGMENT * SEGMENT
+    assert last_segment > 0, "the load filled less than one segment"
+    tail = [s for s in ordered if s.commit_log_offset >= last_segment]
+    victim, after = tail[len(tail) // 2], tail[len(tail) // 2 + 1]
+    cut = victim.commit_log_offset + rng.randrange(1, after.commit_log_offset - victim.commit_log_offset)
+    faults.truncate_at(store, cut)
+    report = faults.verify_store(store)
+    assert report["torn_tail"] is not None and not report["holes"], report
+    gone = {s.msg_id for s in ordered if s.commit_log_offset >= victim.commit_log_offset}
+    return gone, [f"cut the commit log at {cut}: {len(gone)} acked record(s) from {victim.msg_id} on; "
+                  f"verify: torn tail at {report['torn_tail']['file']}:{report['torn_tail']['offset']}"]

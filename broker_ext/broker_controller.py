@@ -11,6 +11,7 @@ from graymq.broker_ext.client_processor import ClientProcessor
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.consumer_manager import ConsumerManager
 from graymq.broker_ext.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.producer_table import ProducerTable
 from graymq.broker_ext.pull_hold import PullRequestHoldService
 from graymq.broker_ext.pull_processor import PullProcessor
 from graymq.broker_ext.retry import ScheduleMessageService, SendBackProcessor
@@ -47,7 +48,8 @@ class BrokerController:
         self.holds = PullRequestHoldService()
         self.stats = BrokerStats()
         self.schedule = ScheduleMessageService(self, config_dir)
-        self.send_processor = SendProcessor(self)
+        self.producers = ProducerTable()
+        self.send_processor = SendProcessor(self, self.producers)
         self.pull_processor = PullProcessor(self)
         self.client_processor = ClientProcessor(self)
         self.admin_processor = AdminProcessor(self)
@@ -59,6 +61,7 @@ class BrokerController:
         self.topics.load()
         self.offsets.load()
         self.store.load()
+        self.producers.rebuild(self.store)
         self.schedule.load()
 
     async def start(self) -> None:

@@ -1,13 +1,21 @@
-"""SEND_MESSAGE and SEND_BATCH: validate, append to the store, wake long polls, ack (after flush when sync)."""
+"""SEND_MESSAGE and SEND_BATCH: validate, append to the store, wake long polls, ack (after flush when sync).
+
+A request with a producer id is idempotent (producer_table.py): a retry of one already stored is answered
+with the first result (``duplicate`` set) and stores nothing; the first record of each request stored carries
+the producer id and sequence, so the table can be rebuilt after a restart.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import secrets
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from graymq.broker_ext.producer_table import FORGOTTEN, ProducerTable, Stored, sequence_property
 from graymq.broker_ext.store import AppendResult, PutMessage
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import (
@@ -15,6 +23,7 @@ from graymq.protocol.constants import (
     PROPERTY_KEYS,
     PROPERTY_MSG_ID,
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_PRODUCER_SEQUENCE,
     PROPERTY_TAGS,
     PROPERTY_TRACE_ID,
 )
@@ -24,6 +33,8 @@ from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
     from graymq.broker_ext.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
 
 
 def new_msg_id() -> str:
@@ -39,6 +50,8 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
     if not msg_id:
         msg_id = msg.msg_id = new_msg_id()
     properties = dict(msg.properties)
+    if properties:  # the broker's to set: a message forwarded as consumed may carry its original's
+        properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)
     if producer_group:
         properties[PROPERTY_PRODUCER_GROUP] = producer_group
     if tags := msg.tags:
@@ -53,20 +66,36 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
 
 
 class SendProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerController, producers: ProducerTable) -> None:
         self.broker = broker
+        self.producers = producers
 
     def send(self, req: pb.SendRequest) -> bytes | asyncio.Future[bytes]:
         msg = req.message
         config = self.broker.topic_for_write(msg.topic)
         config.check_queue(req.queue_id)
+        producer_id = req.producer_id
+        if producer_id:
+            known = self._known(producer_id, msg.topic, req.queue_id, req.sequence, [msg])
+            if known is not None:
+                response = pb.SendResponse(
+                    status=pb.SEND_OK, msg_id=known.msg_id or msg.msg_id, broker_name=self.broker.name,
+                    queue_id=req.queue_id, queue_offset=known.queue_offset,
+                    commit_log_offset=known.commit_log_offset, duplicate=True,
+                )
+                return self._ack(pb.SEND_MESSAGE, response, self._end_of(known))
         put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times)
+        if producer_id:
+            put.properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(producer_id, req.sequence, 1)
         (result,) = self._append([put])
+        if producer_id:
+            self.producers.record(producer_id, msg.topic, req.queue_id, Stored(
+                req.sequence, result.queue_offset, result.physical_offset, result.end_offset, 1, msg.msg_id))
         response = pb.SendResponse(
             status=pb.SEND_OK, msg_id=msg.msg_id, broker_name=self.broker.name, queue_id=req.queue_id,
             queue_offset=result.queue_offset, commit_log_offset=result.physical_offset,
         )
-        return self._ack(pb.SEND_MESSAGE, response, result)
+        return self._ack(pb.SEND_MESSAGE, response, result.end_offset)
 
     def send_batch(self, req: pb.SendBatchRequest) -> bytes | asyncio.Future[bytes]:
         if not req.messages:
@@ -74,17 +103,59 @@ class SendProcessor:
         config = self.broker.topic_for_write(req.topic)
         config.check_queue(req.queue_id)
         topic, queue_id, group = req.topic, req.queue_id, req.producer_group
+        producer_id = req.producer_id
+        if producer_id:
+            known = self._known(producer_id, topic, queue_id, req.sequence, req.messages)
+            if known is not None:
+                response = pb.SendBatchResponse(
+                    status=pb.SEND_OK, msg_ids=[m.msg_id for m in req.messages], broker_name=self.broker.name,
+                    queue_id=queue_id, first_queue_offset=known.queue_offset, duplicate=True,
+                )
+                return self._ack(pb.SEND_BATCH, response, self._end_of(known))
         puts = []
         for msg in req.messages:
             if msg.topic and msg.topic != topic:
                 raise BadRequestError(f"batch for topic {topic} contains a message for {msg.topic}")
             puts.append(to_put_message(msg, queue_id, group, topic=topic))
+        if producer_id:
+            puts[0].properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(producer_id, req.sequence, len(puts))
         results = self._append(puts)
+        first = results[0]
+        if producer_id:
+            self.producers.record(producer_id, topic, queue_id, Stored(
+                req.sequence, first.queue_offset, first.physical_offset, results[-1].end_offset, len(puts),
+                puts[0].properties[PROPERTY_MSG_ID]))
         response = pb.SendBatchResponse(
             status=pb.SEND_OK, msg_ids=[p.properties[PROPERTY_MSG_ID] for p in puts], broker_name=self.broker.name,
-            queue_id=queue_id, first_queue_offset=results[0].queue_offset,
+            queue_id=queue_id, first_queue_offset=first.queue_offset,
         )
-        return self._ack(pb.SEND_BATCH, response, results[-1])
+        return self._ack(pb.SEND_BATCH, response, results[-1].end_offset)
+
+    def _known(self, producer_id: int, topic: str, queue_id: int, sequence: int,
+               messages: Sequence[pb.Message]) -> Stored | None:
+        """Where this request was stored before (``FORGOTTEN``: stored, no longer known where); ``None``: never.
+        A sequence stored for a different request (another first msg id or message count) is refused."""
+        if sequence < 0:
+            raise BadRequestError(f"sequence {sequence} of producer {producer_id:x} is negative")
+        known = self.producers.lookup(producer_id, topic, queue_id, sequence)
+        if known is None:
+            return None
+        if known is FORGOTTEN:
+            log.info("sequence %d of producer %x on %s/%d is older than the %d kept: answered as a duplicate",
+                     sequence, producer_id, topic, queue_id, self.producers.kept)
+            return known
+        first_id = messages[0].msg_id if messages else ""
+        if known.messages != len(messages) or (first_id and known.msg_id and first_id != known.msg_id):
+            raise BadRequestError(
+                f"sequence {sequence} of producer {producer_id:x} on {topic}/{queue_id} was used by another request "
+                f"({known.messages} messages from {known.msg_id}, now {len(messages)} from {first_id})")
+        log.info("retry of sequence %d of producer %x on %s/%d answered with its first result (queue offset %d)",
+                 sequence, producer_id, topic, queue_id, known.queue_offset)
+        return known
+
+    def _end_of(self, known: Stored) -> int:
+        """What the answer to a duplicate waits to be flushed: its request's end, or the log's when forgotten."""
+        return self.broker.store.max_physical_offset if known is FORGOTTEN else known.end_offset
 
     def _append(self, puts: list[PutMessage]) -> list[AppendResult]:
         try:
@@ -93,9 +164,10 @@ class SendProcessor:
             raise BadRequestError(str(exc)) from exc
 
     def _ack(self, method: int, response: pb.SendResponse | pb.SendBatchResponse,
-             last: AppendResult) -> bytes | asyncio.Future[bytes]:
-        """The response now (async flush, or already durable), else a future answered after the flush."""
-        flushed = self.broker.store.flushed_future(last.end_offset) if self.broker.settings.flush == "sync" else None
+             end_offset: int) -> bytes | asyncio.Future[bytes]:
+        """The response now (async flush, or already durable to ``end_offset``), else a future answered after
+        the flush."""
+        flushed = self.broker.store.flushed_future(end_offset) if self.broker.settings.flush == "sync" else None
         if flushed is None:
             return response_envelope(method, response)
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()

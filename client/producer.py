@@ -10,6 +10,13 @@ key leave as one SEND_BATCH at the end of that turn — a message is never held 
 and a lone send is still a plain SEND_MESSAGE. Concurrent senders (many tasks, ``send_async``) then cost
 one request per turn instead of one per message. A batch the broker refuses as a whole is resent one
 message at a time, so each sender gets its own answer.
+
+Idempotent retries: every request carries the producer's id (random, one per ``Producer``) and a sequence
+number per (broker, topic, queue). A request whose outcome is unknown (a timeout, a connection lost after it
+was written, a sync flush that timed out) is retried to the same broker and queue with the same number, and
+the broker answers a request it stored already with the first result instead of storing it again. Only a
+request known not to be stored (no connection could be made, a refusal) goes to another broker, under that
+queue's next number.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from graymq.client.broker_client import BrokerClient
 from graymq.client.context import current_message
@@ -33,11 +40,19 @@ from graymq.client.route_cache import RouteCache
 from graymq.client.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
-from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, TopicNotExistError
+from graymq.protocol.errors import (
+    BadRequestError,
+    ConnectFailedError,
+    ConnectionClosedError,
+    FlushTimeoutError,
+    GrayMQError,
+    RequestTimeoutError,
+    TopicNotExistError,
+)
 
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()
-_SendRequest = pb.SendRequest | pb.SendBatchRequest
+_SendRequest: TypeAlias = pb.SendRequest | pb.SendBatchRequest
 _BatchKey = tuple[str, bool, str | None]  # topic, gray, sharding key
 # Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped.
 TOPIC_WAIT_FIRST_S = 0.05
@@ -46,6 +61,14 @@ TOPIC_WAIT_MAX_S = 0.5
 
 def new_msg_id() -> str:
     return secrets.token_hex(16).upper()
+
+
+def outcome_unknown(exc: GrayMQError) -> bool:
+    """Whether the request may have been stored: sent, then no answer (timeout, connection lost) or a sync
+    flush that timed out. A connection that could not be opened sent nothing; a broker's refusal stored nothing."""
+    if isinstance(exc, ConnectionClosedError):
+        return not isinstance(exc, ConnectFailedError)
+    return isinstance(exc, RequestTimeoutError | FlushTimeoutError)
 
 
 class MessageIds:
@@ -115,6 +138,9 @@ class Producer:
 
     ``auto_batch`` (default on) joins the sends of one loop turn into SEND_BATCH requests of at most
     ``batch_max_messages`` messages / ``batch_max_bytes`` body bytes; ``send(timeout_s=...)`` always goes alone.
+
+    A send makes up to ``1 + retry_times`` attempts within ``send_timeout_s`` (or its ``timeout_s``); each
+    attempt may use an equal share of the time left, so a timed-out attempt leaves time for its retry.
     """
 
     def __init__(
@@ -132,6 +158,7 @@ class Producer:
         auto_batch: bool = True,
         batch_max_messages: int = 64,
         batch_max_bytes: int = 1 << 20,
+        token: str | None = None,
     ) -> None:
         if retry_times < 0:
             raise BadRequestError("retry_times must be >= 0")
@@ -141,11 +168,13 @@ class Producer:
         self.send_timeout_s = send_timeout_s
         self.gray = bool(gray)
         self.gray_switch = True
-        self.nameserver = NameServerClient(nameserver)
+        self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = RouteCache(self.nameserver, route_ttl_s)
         self.brokers = BrokerClient()
         self.selector: GrayQueueSelector = _MemoSelector()
         self.ids = MessageIds()
+        self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
+        self._sequences: dict[tuple[str, str, int], int] = {}  # (broker, topic, queue id) -> next sequence
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
             declared_gray=gray, interval_s=heartbeat_interval_s, report=self._report, on_update=self._on_update,
@@ -230,15 +259,18 @@ class Producer:
 
     async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
                         timeout_s: float | None) -> SendResult:
-        req = pb.SendRequest(producer_group=self.group, message=fields)
+        req = pb.SendRequest(producer_group=self.group, message=fields, producer_id=self.producer_id)
         mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
         return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
 
     async def _send_batch_request(self, topic: str, gray: bool, sharding_key: str | None,
                                   messages: list[dict[str, Any]], timeout_s: float | None) -> list[SendResult]:
-        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=messages)
+        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=messages,
+                                  producer_id=self.producer_id)
         mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
         first = resp.first_queue_offset
+        if first < 0:  # a duplicate stored longer ago than the broker remembers where
+            return [SendResult(SendStatus.SEND_OK, msg_id, mq, -1, gray) for msg_id in resp.msg_ids]
         return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
 
     # -- auto batching -----------------------------------------------------------------------
@@ -358,10 +390,21 @@ class Producer:
         """Fire and forget: errors are logged, never raised."""
         self.send_async(message)
 
+    def _next_sequence(self, mq: MessageQueue) -> int:
+        key = (mq.broker_name, mq.topic, mq.queue_id)
+        sequence = self._sequences.get(key, 0)
+        self._sequences[key] = sequence + 1
+        return sequence
+
     async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
                             timeout_s: float | None) -> tuple[MessageQueue, Any]:
-        """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side; on a retriable error, again
-        on another broker, up to ``retry_times`` more, within the timeout. Returns the queue and response.
+        """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side; on a retriable error, again,
+        up to ``retry_times`` more, within the timeout. Returns the queue and response.
+
+        An attempt whose outcome is unknown (``outcome_unknown``) is repeated to the same broker and queue under
+        the same sequence, so the broker stores the request once; one that certainly stored nothing (no
+        connection, a refusal) goes to another broker under the next sequence of the queue chosen there. Each
+        attempt may take the time left divided by the attempts left.
 
         A broker that does not know the topic yet (just created: it learns topics when it registers with the
         name server) is asked again after a short backoff until the timeout, without counting against
@@ -375,27 +418,35 @@ class Producer:
         error: GrayMQError | None = None
         retries = 0
         backoff_s = TOPIC_WAIT_FIRST_S
+        unknown: tuple[MessageQueue, str] | None = None  # queue and address of an attempt that may have stored
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            route = self.routes.fresh(topic) if error is None else None
-            if isinstance(error, TopicNotExistError):
-                try:  # does the name server still know the topic? (a hung one must not outlast the timeout)
-                    route = await with_timeout(self.routes.get(topic, refresh=True), remaining)
-                except TimeoutError:
-                    break
-            elif route is None:
-                route = await self.routes.get(topic)
-            mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
-                                      sharding_key=sharding_key)
-            address = route.address_of(mq.broker_name)
-            assert address is not None
-            req.queue_id = mq.queue_id
+            if unknown is not None:
+                mq, address = unknown
+            else:
+                route = self.routes.fresh(topic) if error is None else None
+                if isinstance(error, TopicNotExistError):
+                    try:  # does the name server still know the topic? (a hung one must not outlast the timeout)
+                        route = await with_timeout(self.routes.get(topic, refresh=True), remaining)
+                    except TimeoutError:
+                        break
+                elif route is None:
+                    route = await self.routes.get(topic)
+                mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
+                                          sharding_key=sharding_key)
+                found = route.address_of(mq.broker_name)
+                assert found is not None
+                address = found
+                req.queue_id = mq.queue_id
+                req.sequence = self._next_sequence(mq)
             try:
-                return mq, await send(address, req, max(deadline - time.monotonic(), 0.001))  # type: ignore[arg-type]
+                attempt_s = max(deadline - time.monotonic(), 0.001) / (1 + self.retry_times - retries)
+                return mq, await send(address, req, attempt_s)  # type: ignore[arg-type]
             except TopicNotExistError as exc:
                 error = exc
+                unknown = None
                 last_broker = mq.broker_name
                 log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, topic, backoff_s)
                 await asyncio.sleep(min(backoff_s, max(deadline - time.monotonic(), 0.0)))
@@ -404,12 +455,17 @@ class Producer:
                 if not exc.retriable:
                     raise
                 error = exc
-                last_broker = mq.broker_name
-                self.routes.invalidate(topic)
                 retries += 1
+                if outcome_unknown(exc):
+                    unknown = (mq, address)
+                else:
+                    unknown = None
+                    last_broker = mq.broker_name
+                    self.routes.invalidate(topic)
                 if retries > self.retry_times:
                     break
-                log.info("send to %s failed (%s), retrying on another broker", mq, exc.message)
+                log.info("send to %s failed (%s), retrying %s", mq, exc.message,
+                         f"the same queue (sequence {req.sequence})" if unknown else "on another broker")
         if error is None:
             raise RequestTimeoutError(f"send to {topic} timed out")
         raise error

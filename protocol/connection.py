@@ -30,6 +30,7 @@ from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
 from graymq.protocol.errors import (
     BadRequestError,
+    ConnectFailedError,
     ConnectionClosedError,
     GrayMQError,
     ProtocolError,
@@ -101,7 +102,7 @@ class Connection:
         try:
             reader, writer = await with_timeout(asyncio.open_connection(host, port), timeout)
         except (TimeoutError, OSError) as exc:
-            raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
+            raise ConnectFailedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
         conn = cls(reader, writer, handler, max_frame_size=max_frame_size)
         conn.start()
         return conn

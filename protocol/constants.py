@@ -15,6 +15,7 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"  # original topic of a message sent back fo
 PROPERTY_ORIGIN_MSG_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DELAY_LEVEL = "DELAY"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_PRODUCER_SEQUENCE = "PSEQ"  # "<producer id hex>:<sequence>:<messages>" on a request's first record
 KEY_SEPARATOR = " "
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"

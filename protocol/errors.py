@@ -143,6 +143,10 @@ class ConnectionClosedError(GrayMQError):
     retriable = True
 
 
+class ConnectFailedError(ConnectionClosedError):
+    """No connection could be opened: nothing was sent (a plain ``ConnectionClosedError`` may follow a write)."""
+
+
 @register
 class ProtocolError(GrayMQError):
     """A frame that breaks the wire format: wrong token, bad length, truncated, undecodable."""

@@ -190,58 +190,70 @@ class Message(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., properties: _Optional[_Mapping[str, str]] = ..., gray: _Optional[bool] = ..., trace_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., born_host: _Optional[str] = ...) -> None: ...
 
 class SendRequest(_message.Message):
-    __slots__ = ("producer_group", "message", "queue_id", "reconsume_times")
+    __slots__ = ("producer_group", "message", "queue_id", "reconsume_times", "producer_id", "sequence")
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     producer_group: str
     message: Message
     queue_id: int
     reconsume_times: int
-    def __init__(self, producer_group: _Optional[str] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_id: _Optional[int] = ..., reconsume_times: _Optional[int] = ...) -> None: ...
+    producer_id: int
+    sequence: int
+    def __init__(self, producer_group: _Optional[str] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_id: _Optional[int] = ..., reconsume_times: _Optional[int] = ..., producer_id: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class SendResponse(_message.Message):
-    __slots__ = ("status", "msg_id", "broker_name", "queue_id", "queue_offset", "commit_log_offset")
+    __slots__ = ("status", "msg_id", "broker_name", "queue_id", "queue_offset", "commit_log_offset", "duplicate")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MSG_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     status: SendStatus
     msg_id: str
     broker_name: str
     queue_id: int
     queue_offset: int
     commit_log_offset: int
-    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_id: _Optional[str] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_id: _Optional[str] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class SendBatchRequest(_message.Message):
-    __slots__ = ("producer_group", "topic", "queue_id", "messages")
+    __slots__ = ("producer_group", "topic", "queue_id", "messages", "producer_id", "sequence")
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     producer_group: str
     topic: str
     queue_id: int
     messages: _containers.RepeatedCompositeFieldContainer[Message]
-    def __init__(self, producer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+    producer_id: int
+    sequence: int
+    def __init__(self, producer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., producer_id: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class SendBatchResponse(_message.Message):
-    __slots__ = ("status", "msg_ids", "broker_name", "queue_id", "first_queue_offset")
+    __slots__ = ("status", "msg_ids", "broker_name", "queue_id", "first_queue_offset", "duplicate")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MSG_IDS_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     status: SendStatus
     msg_ids: _containers.RepeatedScalarFieldContainer[str]
     broker_name: str
     queue_id: int
     first_queue_offset: int
-    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_ids: _Optional[_Iterable[str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_ids: _Optional[_Iterable[str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("consumer_group", "client_id", "topic", "queue_id", "queue_offset", "max_msg_nums", "suspend_timeout_ms", "gray_flag", "adopted", "commit_offset", "sub_expression")

@@ -473,6 +473,30 @@ class MessageStore:
                 "hole" if new else "known hole", hole.physical_offset, found_by, hole.reason, hole.length, hole.offset,
                 hole.file)
 
+    def scan_recent(self, since_ms: int, visit: Callable[[memoryview], int]) -> int:
+        """Call ``visit`` with every sound record stored at or after ``since_ms``, queue by queue in queue order
+        (damaged ones are skipped as ``get_messages`` skips them); ``visit`` returns how many units to move on:
+        1, or more to pass over the rest of a batch it has read. Returns the number of records visited."""
+        visited = 0
+        log_min = self.commitlog.min_offset
+        for (topic, queue_id), queue in list(self.queues.queues.items()):
+            start = max(self.get_offset_by_time(topic, queue_id, since_ms), queue.min_offset)
+            skip = 0
+            for queue_offset, (physical_offset, size, _) in enumerate(
+                    queue.units(start, queue.max_offset - start), start):
+                if skip:
+                    skip -= 1
+                elif size > 0 and physical_offset >= log_min:
+                    record = self.commitlog.record_view(physical_offset, size)
+                    if record is None:
+                        self._skip_damaged(queue, queue_offset, physical_offset, size, "outside the commit log")
+                    elif (damage := unit_damage(record, physical_offset, queue_id, queue_offset)) is not None:
+                        self._skip_damaged(queue, queue_offset, physical_offset, size, damage)
+                    else:
+                        visited += 1
+                        skip = visit(record) - 1
+        return visited
+
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         queue = self.queues.get(topic, queue_id)
         return queue.min_offset if queue else 0

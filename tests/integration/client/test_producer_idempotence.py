@@ -1,0 +1,117 @@
+"""Producer retries on real processes: a send the broker stored but whose answer the producer never got is retried
+to the same queue under the same sequence, answered with the first result, and stored exactly once.
+
+The answer is lost by giving the first attempt a timeout far shorter than a round trip: the request leaves, the
+broker stores it, the answer arrives after the attempt gave up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graymq.client import Message, PullConsumer
+from graymq.client.message import MessageQueue
+from graymq.client.producer import Producer
+from graymq.devkit.processes import GraymqProcess
+from tests.support.clients import run_scenario
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+TOPIC = "TOPIC_IDEM"
+
+
+@pytest.fixture(scope="module")
+def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root: Path = tmp_path_factory.mktemp("idempotence")
+    started: list[GraymqProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> GraymqProcess:
+        proc = GraymqProcess(args, env=env, cwd=root)
+        started.append(proc)
+        proc.wait_ready(timeout)
+        return proc
+
+    cluster = Cluster(start, pg_url, root)
+    try:
+        cluster.start_nameserver()
+        cluster.add_broker("broker-a")
+        cluster.create_topic(TOPIC, 4, 0)
+        yield cluster
+    finally:
+        for proc in reversed(started):
+            proc.terminate()
+
+
+class LoseFirstAnswer:
+    """The producer's first request (send or batch) gets a 1 µs timeout; every attempt and answer is recorded."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.attempts: list[tuple[str, int, int, int]] = []  # address, queue id, producer id, sequence
+        self.answers: list[Any] = []
+        brokers = producer.brokers
+        for name in ("send", "send_batch"):
+            setattr(brokers, name, self._spy(getattr(brokers, name)))
+
+    def _spy(self, call: Any) -> Any:
+        async def spy(address: str, req: Any, timeout_s: float | None = None) -> Any:
+            self.attempts.append((address, req.queue_id, req.producer_id, req.sequence))
+            answer = await call(address, req, 1e-6 if len(self.attempts) == 1 else timeout_s)
+            self.answers.append(answer)
+            return answer
+
+        return spy
+
+
+async def stored_ids(ns_url: str, queue: MessageQueue) -> list[str]:
+    reader = PullConsumer("GID_IDEM_READER", ns_url, register=False)
+    try:
+        pulled = await reader.pull(queue, 0, max_nums=100)
+        return [m.msg_id for m in pulled.messages]
+    finally:
+        await reader.stop()
+
+
+def with_lost_answer(ns_url: str, send: Any, **kw: Any) -> tuple[list[Any], LoseFirstAnswer, list[str]]:
+    out: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        producer = Producer("P_IDEM", ns_url, **kw)
+        await producer.start()
+        spy = LoseFirstAnswer(producer)
+        try:
+            results = await send(producer)
+            out.update(results=results, spy=spy, stored=await stored_ids(ns_url, results[0].queue))
+        finally:
+            await producer.stop()
+
+    run_scenario(scenario, 60)
+    return out["results"], out["spy"], out["stored"]
+
+
+def test_a_send_whose_answer_is_lost_is_stored_once_and_gets_its_first_result(shared: Cluster) -> None:
+    async def send(producer: Producer) -> list[Any]:
+        return [await producer.send(Message(TOPIC, b"once"))]
+
+    (result,), spy, stored = with_lost_answer(shared.ns_url, send, auto_batch=False)
+    assert len(spy.attempts) == 2 and spy.attempts[1] == spy.attempts[0]  # same broker, queue, producer, sequence
+    (answer,) = spy.answers
+    assert answer.duplicate and (result.queue_offset, result.commit_log_offset) == (answer.queue_offset,
+                                                                                    answer.commit_log_offset)
+    assert stored.count(result.msg_id) == 1
+    assert stored.index(result.msg_id) == result.queue_offset
+
+
+def test_an_auto_batch_whose_answer_is_lost_is_stored_once(shared: Cluster) -> None:
+    async def send(producer: Producer) -> list[Any]:
+        return list(await asyncio.gather(*(producer.send(Message(TOPIC, f"b{i}".encode())) for i in range(5))))
+
+    results, spy, stored = with_lost_answer(shared.ns_url, send, auto_batch=True)
+    assert len(spy.attempts) == 2 and spy.attempts[1] == spy.attempts[0]
+    assert spy.answers[0].duplicate
+    assert len({r.queue for r in results}) == 1
+    for result in results:
+        assert stored.count(result.msg_id) == 1 and stored.index(result.msg_id) == result.queue_offset

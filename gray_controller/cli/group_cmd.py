@@ -42,7 +42,7 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
 
 async def _delete(ns: Any, args: argparse.Namespace) -> int:
     from graymq.client.nameserver_client import ConflictError, NotFoundError
-    from graymq.gray_controller.cli.topic_cmd import in_use_text
+    from graymq.gray_controller.cli.text import in_use_text
 
     try:
         await ns.delete_group(args.group, args.reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 QUEUES_WIDTH = 60
 
@@ -77,3 +78,16 @@ def format_labels(labels: Mapping[str, str]) -> str:
     'app=orders,version=v2'
     """
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def in_use_text(what: str, detail: Any) -> str:
+    """One line for a deletion refused while live clients use ``what`` (the name server's 409 detail)."""
+    clients = detail.get("clients") if isinstance(detail, dict) else None
+    if not clients:
+        return f"{what} cannot be deleted now: {detail}"
+    listed = ", ".join(f"{c['client_id']} ({c['role']}{' of ' + c['group'] if 'group' in c else ''})"
+                       for c in clients)
+    expiry = detail.get("client_expiry_seconds")
+    forgotten = f"; a client killed without a clean stop is forgotten {expiry} s after its last heartbeat" \
+        if expiry else ""
+    return f"{what} is in use by live clients: {listed}: stop them first{forgotten}"

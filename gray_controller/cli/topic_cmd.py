@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from graymq.gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
+from graymq.gray_controller.cli.text import in_use_text
 from graymq.protocol.errors import ConfigError, GrayMQError
 
 DEFAULT_WAIT_S = 10.0
@@ -102,19 +103,6 @@ async def _delete(ns: Any, args: argparse.Namespace) -> int:
         raise GrayMQError(in_use_text(f"topic {args.topic}", exc.detail)) from exc
     print(f"topic {args.topic} deleted; brokers drop it at their next registration")
     return 0
-
-
-def in_use_text(what: str, detail: Any) -> str:
-    """One line for a deletion refused while live clients use ``what`` (the name server's 409 detail)."""
-    clients = detail.get("clients") if isinstance(detail, dict) else None
-    if not clients:
-        return f"{what} cannot be deleted now: {detail}"
-    listed = ", ".join(f"{c['client_id']} ({c['role']}{' of ' + c['group'] if 'group' in c else ''})"
-                       for c in clients)
-    expiry = detail.get("client_expiry_seconds")
-    forgotten = f"; a client killed without a clean stop is forgotten {expiry} s after its last heartbeat" \
-        if expiry else ""
-    return f"{what} is in use by live clients: {listed}: stop them first{forgotten}"
 
 
 async def _route(ns: Any, args: argparse.Namespace) -> int:

@@ -96,6 +96,13 @@ class BrokerController:
             except OSError:
                 log.exception("persisting consumer offsets failed; will retry")
 
+    def delete_topic(self, topic: str) -> bool:
+        """Apply a topic's deletion: its consumer offsets, stored consume queues and config go (a topic created
+        again starts empty); returns whether the topic was configured here."""
+        self.offsets.drop_topic(topic)
+        self.store.delete_topic(topic)
+        return self.topics.delete(topic)
+
     def topic_for_write(self, topic: str) -> TopicConfig:
         config = self.topics.get(topic)
         if config is None and self.settings.auto_create_topic:

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from graymq.protocol.constants import DELAY_LEVELS_S
 from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
+from graymq.protocol.names import check_broker_name
 
 
 class BrokerSettings(BaseSettings):
@@ -23,6 +24,7 @@ class BrokerSettings(BaseSettings):
     advertised_address: str = ""  # host:port clients should dial; defaults to the bound address
     store_dir: Path = Path("./graymq-data/broker")
     nameserver: str = ""  # comma-separated name server URLs; empty = standalone
+    token: str = Field("", repr=False)  # GRAYMQ_BROKER_TOKEN: a principal with the broker right
     flush: Literal["async", "sync"] = "async"
     flush_interval_ms: int = Field(200, ge=1)
     segment_size: int = Field(1 << 30, ge=4096)  # commit log segment bytes (an existing store keeps its own)
@@ -39,6 +41,14 @@ class BrokerSettings(BaseSettings):
     client_expiry_s: float = Field(120.0, gt=0)
     max_long_poll_ms: int = Field(30_000, ge=0)
     delay_levels_s: Annotated[tuple[float, ...], NoDecode] = DELAY_LEVELS_S
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        problem = check_broker_name(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("delay_levels_s", mode="before")
     @classmethod

@@ -1,4 +1,8 @@
-"""Run a broker until SIGTERM/SIGINT: load and recover the store, serve, register, then stop cleanly."""
+"""Run a broker until SIGTERM/SIGINT: load and recover the store, serve, register, then stop cleanly.
+
+A fatal store failure (a failed fsync, store/fatal.py) stops it too: logged at ERROR, pending sends
+failed, and ``serve`` raises it (the command exits non-zero) with the store's ``abort`` marker left.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ import gc
 import logging
 import signal
 from collections.abc import Callable
+from contextlib import suppress
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.metrics import MetricsServer
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
 from graymq.broker_ext.remoting_server import RemotingServer
+from graymq.broker_ext.store.fatal import StoreFatalError
 from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
 
 log = logging.getLogger(__name__)
@@ -59,12 +65,31 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     gc.collect()
     gc.freeze()
     on_ready(info)
-    await stop.wait()
-    log.info("broker %s stopping", broker.name)
-    if registry is not None:
-        await registry.stop()
-    await server.stop()
-    if metrics is not None:
-        await metrics.stop()
-    await broker.stop()
+    fatal = await _wait_stop_or_fatal(stop, broker)
+    if fatal is not None:
+        log.error("broker %s stopping: %s", broker.name, fatal.message)
+    else:
+        log.info("broker %s stopping", broker.name)
+    try:
+        if registry is not None:
+            await registry.stop()
+        await server.stop()
+        if metrics is not None:
+            await metrics.stop()
+    finally:
+        await broker.stop()
+    if fatal is not None:
+        raise fatal
     log.info("broker %s stopped cleanly", broker.name)
+
+
+async def _wait_stop_or_fatal(stop: asyncio.Event, broker: BrokerController) -> StoreFatalError | None:
+    """Wait for the stop signal or a fatal store failure; the failure, if that came first."""
+    stopping = asyncio.ensure_future(stop.wait())
+    failing = asyncio.ensure_future(broker.store.fatal.wait())
+    await asyncio.wait((stopping, failing), return_when=asyncio.FIRST_COMPLETED)
+    for task in (stopping, failing):
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+    return broker.store.fatal.error

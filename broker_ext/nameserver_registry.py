@@ -6,6 +6,10 @@ topic just created is served within a round trip, not at the next interval. A re
 changed the broker's topics is followed by another, so the name server learns what it now serves.
 Deletions are numbered; the broker persists the last one it applied and reports it, so a broker that
 was down when a topic or group was deleted applies the deletion when it comes back.
+
+Both loops run supervised (protocol/supervisor.py): whatever escapes a round is logged and the loop restarts.
+An answer that is not a JSON object of the expected shape, or a file the broker cannot write while applying it,
+fails that round with a WARNING.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import httpx
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.topic_config import TopicConfig
-from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import SCHEDULE_TOPIC
 from graymq.protocol.errors import GrayMQError
+from graymq.protocol.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +40,11 @@ class NameServerRegistry:
         self.broker = broker
         self.urls = urls
         self.interval_s = interval_s
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(3.0, connect=2.0))
+        token = broker.settings.token.strip()
+        headers = {"Authorization": f"Bearer {token}"} if token else None  # GRAYMQ_BROKER_TOKEN
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(3.0, connect=2.0), headers=headers)
         self._tasks: list[asyncio.Task[None]] = []
+        self._supervisor = Supervisor(f"broker {broker.name} name-server registry", self._fatal)
         self._failing: set[str] = set()
         self._lock = asyncio.Lock()
         self._versions: dict[str, str] = {}  # url -> topics_version of its last answer
@@ -46,14 +53,16 @@ class NameServerRegistry:
         self.deletions_applied = int(read_json(self._state_path, {"deletions_applied": 0})["deletions_applied"])
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run(), name="nameserver-registry"),
-                       loop.create_task(self._watch(), name="nameserver-watch")]
+        self._tasks = [self._supervisor.spawn("nameserver-registry", self._run),
+                       self._supervisor.spawn("nameserver-watch", self._watch)]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            await cancel_and_wait(task)
+        """End both loops (never raises what they ended with) and close the HTTP client."""
+        await self._supervisor.cancel(self._tasks)
         await self._client.aclose()
+
+    def _fatal(self, exc: GrayMQError, where: str) -> None:
+        log.error("%s ended: %s", where, exc.message)
 
     async def _run(self) -> None:
         while True:
@@ -102,11 +111,14 @@ class NameServerRegistry:
             try:
                 response = await self._client.post(f"{url}/v1/brokers/heartbeat", json=self._body())
                 response.raise_for_status()
-                self._apply(url, response.json())
+                self._apply(url, _checked_answer(response.json()))
             except (httpx.HTTPError, ValueError, TypeError) as exc:
                 if url not in self._failing:
                     log.warning("registering with name server %s failed: %s", url, exc)
                 self._failing.add(url)
+                continue
+            except OSError as exc:
+                log.warning("applying the answer of name server %s failed: %s; retrying next round", url, exc)
                 continue
             if url in self._failing:
                 log.info("name server %s reachable again", url)
@@ -128,9 +140,8 @@ class NameServerRegistry:
     def _apply_deletion(self, deletion: dict[str, Any]) -> None:
         kind, name = deletion.get("kind"), str(deletion.get("name", ""))
         if kind == "topic" and name != SCHEDULE_TOPIC:
-            self.broker.offsets.drop_topic(name)
             self._refused.pop(name, None)
-            if self.broker.topics.delete(name):
+            if self.broker.delete_topic(name):
                 log.info("topic %s deleted by the name server", name)
         elif kind == "group":
             self.broker.offsets.drop_group(name)
@@ -154,3 +165,14 @@ class NameServerRegistry:
         self._refused.pop(config.topic, None)
         if changed:
             log.info("topic %s updated from the name server: %s", config.topic, config)
+
+
+def _checked_answer(answer: Any) -> dict[str, Any]:
+    """The heartbeat answer if it has the expected shape (objects where objects belong), else ``ValueError``."""
+    if not isinstance(answer, dict):
+        raise ValueError(f"the answer is a JSON {type(answer).__name__}, not an object")
+    for key in ("deletions", "topics"):
+        items = answer.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise ValueError(f"the answer's {key!r} is not a list of objects")
+    return answer

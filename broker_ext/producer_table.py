@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEQUENCES_KEPT = 5  # per (producer, topic, queue), as Kafka keeps the last 5 batches per producer and partition
-WINDOW_S = 60.0  # an entry unused this long leaves; rebuild reads the records stored this far back (a retry comes within its send timeout)
+WINDOW_S = 60.0  # an entry unused this long leaves; rebuild reads the records stored this far back
 MAX_ENTRIES = 20_000  # (producer, topic, queue) entries, up to about 2 KiB each: 40 MiB at most
 _unpack_header = RECORD_HEADER.unpack_from
 _HEADER_SIZE = RECORD_HEADER.size

@@ -113,8 +113,8 @@ class TopicConfigManager:
         return True
 
     def delete(self, topic: str) -> bool:
-        """Forget the topic (deleted in the name server); returns whether it was known. Its stored messages stay
-        until retention removes them."""
+        """Forget the topic (deleted in the name server); returns whether it was known. Its stored messages are
+        the store's to delete (``MessageStore.delete_topic``)."""
         if self._topics.pop(topic, None) is None:
             return False
         self._persist()

@@ -87,6 +87,21 @@ def frame_fields(buf: memoryview, pos: int, physical_offset: int, room: int) -> 
     return fields
 
 
+def damaged_record_start(buf: memoryview, pos: int, physical_offset: int, room: int, size: int) -> int | None:
+    """The length to record as a hole when the bytes at ``pos`` start a record of ``physical_offset`` that is not
+    sound, ``None`` when no record of that offset starts there (a consume-queue unit pointing there is wrong).
+
+    A record start: the magic or the physical-offset field right (one damaged field leaves the other). The length
+    is the record's size field if it fits in ``room``, else ``size`` (the unit's) clamped to ``[0, room]``.
+    """
+    if room < _HEADER_SIZE or not isinstance(frame_fields(buf, pos, physical_offset, room), str):
+        return None
+    fields = _unpack_header(buf, pos)
+    if fields[1] != RECORD_MAGIC and fields[6] != physical_offset:
+        return None
+    return fields[0] if _HEADER_SIZE <= fields[0] <= room else min(max(size, 0), room)
+
+
 def unit_damage(record: memoryview, physical_offset: int, queue_id: int, queue_offset: int) -> str | None:
     """Why ``record`` — the bytes a consume-queue unit points at — is not that unit's sound record; ``None``
     when it is: size, magic, queue id, queue offset and physical offset as the unit says, and the CRC.

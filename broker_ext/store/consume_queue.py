@@ -19,6 +19,7 @@ import bisect
 import logging
 import shutil
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,7 +49,8 @@ class ConsumeQueue:
         self._active: MappedFile | None = None
         self._pos = self.file_bytes  # write position in _active; file_bytes means "find the next file"
         self._synced = 0
-        self._rewrites = 0  # set_unit calls, so a sync running meanwhile does not count them as synced
+        self._rewrites = 0  # set_unit and truncate calls, so a sync running meanwhile does not count them as synced
+        self._dirty = threading.Lock()  # guards _synced and _rewrites between the loop thread and a syncing thread
 
     def load(self) -> None:
         """Map the files and find the end of the written units (binary search on the last file)."""
@@ -169,14 +171,18 @@ class ConsumeQueue:
         self.max_offset = queue_offset
         self.min_offset = min(self.min_offset, queue_offset)
         self._active, self._pos = None, self.file_bytes
-        self._synced = min(self._synced, queue_offset)
+        self._note_rewrite(queue_offset)
 
     def set_unit(self, offset: int, physical_offset: int, size: int, tag_hash: int) -> None:
         """Rewrite the written unit ``offset`` (a repair, or ``HOLE_SIZE`` for a lost message)."""
         file = self._file_of(offset)
         UNIT.pack_into(file.mm, offset * UNIT.size - file.start, physical_offset, size, tag_hash)
-        self._synced = min(self._synced, offset)
-        self._rewrites += 1
+        self._note_rewrite(offset)
+
+    def _note_rewrite(self, offset: int) -> None:
+        with self._dirty:
+            self._synced = min(self._synced, offset)
+            self._rewrites += 1
 
     def delete_below(self, physical_offset: int) -> None:
         """Forget units whose records are below the commit log's min offset (whole files are deleted)."""
@@ -191,13 +197,15 @@ class ConsumeQueue:
     def sync(self) -> None:
         """fdatasync the files holding units written since the last sync (worker thread). A unit rewritten
         meanwhile (``set_unit``, ``truncate``) stays for the next sync."""
-        start, end, rewrites = self._synced, self.max_offset, self._rewrites
+        with self._dirty:
+            start, end, rewrites = self._synced, self.max_offset, self._rewrites
         if end <= start:
             return
         for file in list(self.files):
             if file.end > start * UNIT.size and file.start < end * UNIT.size:
                 file.sync()
-        self._synced = end if self._rewrites == rewrites else min(self._synced, start)
+        with self._dirty:
+            self._synced = end if self._rewrites == rewrites else min(self._synced, start)
 
     def delete_files(self) -> None:
         for file in self.files:
@@ -254,6 +262,14 @@ class ConsumeQueues:
     def delete_below(self, physical_offset: int) -> None:
         for queue in self.queues.values():
             queue.delete_below(physical_offset)
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete every queue of ``topic`` with its files and directory; returns how many there were."""
+        keys = [key for key in self.queues if key[0] == topic]
+        for key in keys:
+            self.queues.pop(key).delete_files()
+        shutil.rmtree(self.directory / topic, ignore_errors=True)
+        return len(keys)
 
     def sync(self) -> None:
         for queue in list(self.queues.values()):

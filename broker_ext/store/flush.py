@@ -7,6 +7,9 @@ offset is covered is released at once. Waiters that arrived meanwhile are served
 round, so any number of concurrent sends share one fsync. Both modes also flush every
 ``interval_s``; nothing is fsynced per message.
 
+A failed fsync is fatal (fatal.py): every waiter fails with the error, the loop ends, and no fsync
+runs again, not even at ``stop``.
+
 The exposure is kept in the store's stats: ``unflushed_bytes`` and the time of the oldest append not
 yet durable (``unflushed_since``). The first append after each round took its target is timestamped;
 when a round completes, the oldest such append at or past the flushed offset is the oldest unflushed one.
@@ -18,24 +21,23 @@ import asyncio
 import collections
 import heapq
 import itertools
-import logging
 import time
 
 from graymq.broker_ext.store.background import BlockingWork, cancel_and_wait
 from graymq.broker_ext.store.commitlog import CommitLog
+from graymq.broker_ext.store.fatal import FatalState, StoreFatalError
 from graymq.broker_ext.store.stats import StoreStats
 from graymq.protocol.aio import wait_event
 from graymq.protocol.errors import FlushTimeoutError
-
-log = logging.getLogger(__name__)
 
 
 class FlushService:
     """Owns ``flushed_offset``: the commit log is durable below it."""
 
     def __init__(self, commitlog: CommitLog, stats: StoreStats, *, sync: bool, interval_s: float,
-                 timeout_s: float) -> None:
+                 timeout_s: float, fatal: FatalState) -> None:
         self.commitlog = commitlog
+        self.fatal = fatal
         self.stats = stats
         self.sync = sync
         self.interval_s = interval_s
@@ -60,7 +62,8 @@ class FlushService:
         await cancel_and_wait(self._task)
         self._task = None
         await self._work.drain()
-        await self.flush()
+        if self.fatal.error is None:
+            await self.flush()
 
     async def wait_flushed(self, end_offset: int) -> None:
         """Sync mode: wait until the log is durable up to ``end_offset``; async mode: return at once."""
@@ -78,6 +81,9 @@ class FlushService:
             return None
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
+        if self.fatal.error is not None:
+            waiter.set_exception(self.fatal.error)
+            return waiter
         timer = loop.call_later(self.timeout_s, self._expire, waiter, end_offset)
         heapq.heappush(self._waiters, (end_offset, next(self._sequence), waiter, timer))
         if self._wakeup is not None:
@@ -112,17 +118,20 @@ class FlushService:
         """One round: make the log durable up to its current end, then release the covered waiters.
 
         Rounds may overlap (the loop and an explicit call): each fsyncs its whole range and the
-        flushed offset only moves forward.
+        flushed offset only moves forward. Raises ``StoreFatalError`` when this or an earlier fsync failed.
         """
         target = self.commitlog.max_offset
+        if self.fatal.error is not None:
+            self._fail_waiters(self.fatal.error)
+            raise self.fatal.error
         if target > self.flushed_offset:
             self._target = max(self._target, target)
             try:
                 seconds = await self._work.run(self._sync_range, self.flushed_offset, target)
             except OSError as exc:
-                log.error("commit log flush up to %d failed: %s", target, exc)
-                self._fail_waiters(target, exc)
-                return
+                error = self.fatal.fail(f"commit log flush up to {target}", exc)
+                self._fail_waiters(error)
+                raise error from exc
             self.flushed_offset = max(self.flushed_offset, target)
             self.stats.flush_count += 1
             self.stats.flush_seconds_total += seconds
@@ -139,12 +148,13 @@ class FlushService:
         self.commitlog.flush(start, end)
         return time.perf_counter() - began
 
-    def _fail_waiters(self, target: int, exc: OSError) -> None:
-        while self._waiters and self._waiters[0][0] <= target:
+    def _fail_waiters(self, error: StoreFatalError) -> None:
+        """Fail every waiter: none can be served once the store is fatal."""
+        while self._waiters:
             _, _, waiter, timer = heapq.heappop(self._waiters)
             timer.cancel()
             if not waiter.done():
-                waiter.set_exception(FlushTimeoutError(f"commit log flush failed: {exc}"))
+                waiter.set_exception(error)
 
     async def _run(self) -> None:
         wakeup = self._wakeup
@@ -152,4 +162,7 @@ class FlushService:
         while True:
             await wait_event(wakeup, self.interval_s)
             wakeup.clear()
-            await self.flush()
+            try:
+                await self.flush()
+            except StoreFatalError:
+                return  # the store is fatal: the broker stops

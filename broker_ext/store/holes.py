@@ -48,6 +48,15 @@ class HoleLog:
         self._changed = True
         return True
 
+    def keep_confirmed(self, confirmed: list[Hole]) -> list[Hole]:
+        """Drop the holes lying in none of ``confirmed`` (a full scan's); returns the dropped ones."""
+        dropped = [h for h in self.holes.values() if not any(
+            c.physical_offset <= h.physical_offset < c.physical_offset + max(c.length, 1) for c in confirmed)]
+        for hole in dropped:
+            del self.holes[hole.physical_offset]
+            self._changed = True
+        return dropped
+
     def forget_below(self, physical_offset: int) -> None:
         """Drop holes of deleted segments (below the commit log's min offset)."""
         for offset in [o for o in self.holes if o < physical_offset]:

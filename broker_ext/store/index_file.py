@@ -146,7 +146,10 @@ class IndexFile:
         """fdatasync what was written (safe in a worker thread: leaves the buffer alone)."""
         if self.dirty:
             self.dirty = False
-            os.fdatasync(self.fd)
+            try:
+                os.fdatasync(self.fd)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
 
     def close(self) -> None:
         try:

@@ -33,8 +33,16 @@ class StoreLock:
         self._fd: int | None = None
 
     def acquire(self, shared: bool = False) -> None:
-        """Take the lock now or raise ``StoreLockedError`` (exclusive: the broker; shared: an offline check)."""
-        fd = os.open(self.path, os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT, 0o644)
+        """Take the lock now or raise ``StoreLockedError`` (exclusive: the broker; shared: an offline check).
+        The file is created when missing, so a broker starting meanwhile finds the check's lock; a directory
+        where it cannot be created is a ``ConfigError``."""
+        try:
+            fd = os.open(self.path, (os.O_RDONLY if shared else os.O_RDWR) | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise ConfigError(f"store {self.path.parent}: cannot create its lock file {self.path.name} "
+                              f"({os.strerror(exc.errno)}): the directory is not writable") from exc
         try:
             fcntl.lockf(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError as exc:

@@ -107,6 +107,8 @@ class MappedFile:
             return  # deleted meanwhile (retention): nothing left to make durable
         try:
             os.fdatasync(fd)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
         finally:
             os.close(fd)
 

@@ -4,12 +4,15 @@ recovered at load and cleaned by retention.
 On disk under ``store_dir``: ``commitlog/`` (commitlog.py), ``consumequeue/<topic>/<queue_id>/``
 (consume_queue.py), ``index/`` (index_file.py), ``checkpoint`` (checkpoint.py) and ``abort``,
 present while the store is open and removed by a clean ``stop`` (recovery.py reads both), ``holes``
-(holes.py) and ``lock`` (lock.py), held while the store is open.
+(holes.py), ``deleted_topics`` (deleted_topics.py) and ``lock`` (lock.py), held while the store is open.
 
 Damage is never served and never silent: recovery turns damaged records into holes, and a read
 checks every record it returns against its CRC and its unit (queue id, queue offset, physical
 offset); a damaged one is skipped, its unit made a hole, logged at ERROR and counted in
 ``stats.damaged_records`` / ``damaged_bytes``.
+
+A failed fsync (commit log, consume queues, key index, hole log, checkpoint) is fatal (fatal.py):
+``fatal`` keeps it, nothing is fsynced again, and ``stop`` then leaves the ``abort`` marker.
 
 Everything but fsync runs on the event loop thread: puts, reads and retention never race each
 other; fsyncs and checkpoint writes run in worker threads (flush.py, background.py).
@@ -31,8 +34,10 @@ from typing import Literal, NamedTuple
 from graymq.broker_ext.store.atomic_file import fsync_dir, write_atomic
 from graymq.broker_ext.store.background import BlockingWork, cancel_and_wait
 from graymq.broker_ext.store.checkpoint import Checkpoint
-from graymq.broker_ext.store.commitlog import CommitLog, frame_fields, record_tags, unit_damage
+from graymq.broker_ext.store.commitlog import CommitLog, damaged_record_start, record_tags, unit_damage
 from graymq.broker_ext.store.consume_queue import HOLE_SIZE, ConsumeQueue, ConsumeQueues
+from graymq.broker_ext.store.deleted_topics import DeletedTopics
+from graymq.broker_ext.store.fatal import FatalState
 from graymq.broker_ext.store.flush import FlushService
 from graymq.broker_ext.store.holes import HoleLog
 from graymq.broker_ext.store.index_file import KeyIndex, index_entries
@@ -150,11 +155,14 @@ class MessageStore:
         self.queues = ConsumeQueues(store_dir / "consumequeue", config.cq_units_per_file)
         self.index = KeyIndex(store_dir / "index")
         self.holes = HoleLog(store_dir / "holes")
+        self.deleted_topics = DeletedTopics(store_dir / "deleted_topics")
         self.stats = StoreStats()
         self._lock = StoreLock(store_dir)
+        self.fatal = FatalState()
         self._flush = FlushService(
             self.commitlog, self.stats, sync=config.flush == "sync",
             interval_s=config.flush_interval_ms / 1000, timeout_s=config.sync_flush_timeout_ms / 1000,
+            fatal=self.fatal,
         )
         self._retention = RetentionPolicy(config.retention_hours, config.disk_warn_ratio)
         self._disk_usage = disk_usage
@@ -189,14 +197,21 @@ class MessageStore:
         self.queues.load()
         self.index.load()
         self.holes.load()
-        result = recover(self.commitlog, self.queues, self.index, checkpoint, clean, full=full_scan)
+        self.deleted_topics.load()
+        result = recover(self.commitlog, self.queues, self.index, checkpoint, clean, full=full_scan,
+                         deleted=self.deleted_topics)
         for hole in result.holes:
             self._count_hole(hole, "recovery")
+        if full_scan:
+            for hole in self.holes.keep_confirmed(list(result.holes)):
+                log.warning("recorded commit log hole at %d (%s) not found by a full scan: no longer recorded",
+                            hole.physical_offset, hole.reason)
         min_offset = self.commitlog.min_offset
         self.queues.delete_below(min_offset)
         self.queues.remove_empty_dirs()
         self.index.delete_below(min_offset)
         self.holes.forget_below(min_offset)
+        self.deleted_topics.forget_below(min_offset)
         self._last_store_timestamp = result.last_store_timestamp
         self._flush.flushed_offset = result.end_offset
         if result.scanned_from is not None:
@@ -216,17 +231,20 @@ class MessageStore:
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="graymq-store-maintenance")
 
     async def stop(self) -> None:
-        """Stop the loops, flush everything, write the checkpoint, mark a clean stop, close the files."""
+        """Stop the loops, flush everything, write the checkpoint, mark a clean stop, close the files.
+        After a fatal failure only the files are closed: no fsync, and the ``abort`` marker stays."""
         await cancel_and_wait(self._maintenance)
         self._maintenance = None
         await self._work.drain()
         await self._flush.stop()
-        await self.write_checkpoint()
+        if self.fatal.error is None:
+            await self.write_checkpoint()
         self.commitlog.close()
         self.queues.close()
         self.index.close()
-        self._abort_path.unlink(missing_ok=True)
-        fsync_dir(self.config.store_dir)
+        if self.fatal.error is None:
+            self._abort_path.unlink(missing_ok=True)
+            fsync_dir(self.config.store_dir)
         self._lock.release()
 
     async def flush(self) -> None:
@@ -273,12 +291,16 @@ class MessageStore:
             await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
             try:
                 await self.write_checkpoint()
+            except OSError as exc:
+                self.fatal.fail("syncing consume queues, key index and checkpoint", exc)
+                return
+            try:
                 self.disk_usage_ratio()
                 if loop.time() >= next_retention:
                     next_retention = loop.time() + self.config.retention_interval_ms / 1000
                     self.run_retention()
             except OSError:
-                log.exception("store checkpoint/retention round failed; retrying next round")
+                log.exception("store retention round failed; retrying next round")
 
     # ----------------------------------------------------------------- writes
 
@@ -392,6 +414,18 @@ class MessageStore:
             physical_offset += len(record)
         return records, offsets, ends, physical_offset - start
 
+    def delete_topic(self, topic: str) -> int:
+        """Delete ``topic``'s consume queues, so nothing of it is served and a topic created again under that name
+        starts empty; returns how many queues were deleted. The deletion is recorded first (deleted_topics.py), so
+        recovery does not rebuild them; the records stay in the commit log until retention. A name no topic can
+        have is ignored (0)."""
+        if check_topic_name(topic):
+            return 0
+        self.deleted_topics.add(topic, self.commitlog.max_offset)
+        deleted = self.queues.delete_topic(topic)
+        log.info("topic %s deleted from the store: %d consume queue(s) removed", topic, deleted)
+        return deleted
+
     # ----------------------------------------------------------------- reads
 
     def get_messages(
@@ -446,22 +480,25 @@ class MessageStore:
     def _skip_damaged(self, queue: ConsumeQueue, queue_offset: int, physical_offset: int, size: int,
                       reason: str) -> None:
         """A read found unit ``queue_offset`` pointing at no sound record of its own: make it a hole, log, count.
-        A damaged record is also recorded as a commit-log hole; a sound record that is not the unit's means the
-        unit itself is wrong (``graymq broker verify --repair`` rebuilds it from the log)."""
+        Where a damaged record of that offset starts (``damaged_record_start``), it is a commit-log hole, recorded;
+        anything else (a sound record not the unit's, the middle of a record, nothing) means the unit itself is
+        wrong: counted in ``stats.bad_units``, the hole log untouched (``graymq broker verify --repair`` rebuilds
+        the unit from the log)."""
         queue.set_unit(queue_offset, physical_offset, HOLE_SIZE, 0)
         where = f"consume queue {queue.topic}/{queue.queue_id} offset {queue_offset}"
         segment = self.commitlog.segment_for(physical_offset)
         if segment is not None:
             pos = physical_offset - segment.start
             room = min(self.commitlog.max_offset, segment.end) - physical_offset
-            if isinstance(frame_fields(segment.view, pos, physical_offset, room), str):
-                self._count_hole(Hole(f"commitlog/{file_name(segment.start)}", pos, max(size, 0), reason,
-                                      physical_offset), where)
+            length = damaged_record_start(segment.view, pos, physical_offset, room, size)
+            if length is not None:
+                self._count_hole(Hole(f"commitlog/{file_name(segment.start)}", pos, length, reason, physical_offset),
+                                 where)
                 return
-        self.stats.damaged_records += 1
-        self.stats.damaged_bytes += max(size, 0)
-        log.error("%s points at commit log offset %d (%d bytes): %s; skipped, the unit is now a hole",
-                  where, physical_offset, size, reason)
+        self.stats.bad_units += 1
+        log.error("%s points at commit log offset %d (%d bytes), where no record of its own starts: %s; the unit is "
+                  "wrong and now a hole (graymq broker verify --repair rebuilds it)", where, physical_offset, size,
+                  reason)
 
     def _count_hole(self, hole: Hole, found_by: str) -> None:
         """Record, log (ERROR unless already recorded) and count a hole of the commit log."""
@@ -539,6 +576,8 @@ class MessageStore:
             if physical_offset in seen:
                 continue
             seen.add(physical_offset)
+            if self.deleted_topics.deleted(topic, physical_offset):
+                continue
             record = self.commitlog.read_record(physical_offset)
             if record is None:
                 continue
@@ -586,6 +625,7 @@ class MessageStore:
         if deleted:
             self.queues.delete_below(self.commitlog.min_offset)
             self.holes.forget_below(self.commitlog.min_offset)
+            self.deleted_topics.forget_below(self.commitlog.min_offset)
             self.stats.deleted_segments += deleted
             self.stats.segments = len(self.commitlog.segments)
             self.disk_usage_ratio()

@@ -14,6 +14,8 @@
    become holes, so no queue serves them and later queue offsets stay put (store_check.py).
 4. Units and index entries pointing at or past the log end are dropped.
 
+Records of deleted topics (deleted_topics.py) are not dispatched: a deleted topic stays deleted.
+
 The holes found are returned; the store records, logs and counts them.
 """
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from graymq.broker_ext.store.checkpoint import Checkpoint
 from graymq.broker_ext.store.commitlog import CommitLog
 from graymq.broker_ext.store.consume_queue import ConsumeQueues
+from graymq.broker_ext.store.deleted_topics import DeletedTopics
 from graymq.broker_ext.store.index_file import KeyIndex
 from graymq.broker_ext.store.log_scan import Hole, TornTail, scan_log
 from graymq.broker_ext.store.store_check import ENTRIES_MISSING, UNIT_MISSING, UNIT_PAST_END, Finding, StoreCheck
@@ -47,7 +50,7 @@ class RecoveryResult:
 
 def recover(
     commitlog: CommitLog, queues: ConsumeQueues, index: KeyIndex, checkpoint: Checkpoint | None, clean: bool,
-    full: bool = False,
+    full: bool = False, deleted: DeletedTopics | None = None,
 ) -> RecoveryResult:
     """Run the steps above; the commit log's write position is the returned ``end_offset``."""
     if not commitlog.segments:
@@ -58,7 +61,7 @@ def recover(
             commitlog, checkpoint, clean, _short_queues(queues, checkpoint))
         if start is not None:
             log.info("recovering the commit log from offset %d (clean stop: %s)", start, clean)
-            return _scan(commitlog, queues, index, checkpoint, start)
+            return _scan(commitlog, queues, index, checkpoint, start, deleted)
         assert checkpoint is not None
         commitlog.set_end(checkpoint.commitlog_offset)
         result = RecoveryResult(checkpoint.commitlog_offset, None, (), None, (), checkpoint.timestamp_ms)
@@ -68,10 +71,11 @@ def recover(
 
 
 def _scan(
-    commitlog: CommitLog, queues: ConsumeQueues, index: KeyIndex, checkpoint: Checkpoint | None, start: int
+    commitlog: CommitLog, queues: ConsumeQueues, index: KeyIndex, checkpoint: Checkpoint | None, start: int,
+    deleted: DeletedTopics | None,
 ) -> RecoveryResult:
     """Steps 2 to 4 from ``start``."""
-    check = StoreCheck(queues, index, start, repair=True)
+    check = StoreCheck(queues, index, start, repair=True, deleted=deleted)
     scan = scan_log(commitlog.segments, start, check)
     if scan.torn_tail is not None:
         log.warning("commit log: torn tail at %d (%s): cut", scan.end_offset, scan.torn_tail.reason)

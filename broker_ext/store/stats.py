@@ -17,6 +17,7 @@ class StoreStats:
     deleted_segments: int = 0  # removed by retention
     damaged_records: int = 0  # holes found by recovery and damaged records skipped by reads (each once)
     damaged_bytes: int = 0  # their bytes
+    bad_units: int = 0  # consume-queue units a read found pointing at no record start of their offset (made holes)
     unflushed_bytes: int = 0  # appended to the commit log, not yet fsynced (as of the last append or flush)
     unflushed_since: float | None = None  # time.monotonic() of the oldest unflushed append; None: all flushed
 

@@ -6,6 +6,8 @@ physical offset, size and tag hash; units of the scanned range that no sound rec
 damaged record's, stray ones) must be holes, units past the log end must not exist. Per segment,
 key-index entries must point at sound record starts, and records after the last entry get theirs.
 
+Records of a deleted topic (deleted_topics.py) are passed over: they have no units to check or rebuild.
+
 With ``repair`` (recovery) whatever disagrees is rewritten as the log says, missing units and
 entries are added; without it (``graymq broker verify``) it is only reported. Either way each
 problem is a ``Finding``.
@@ -20,6 +22,7 @@ from typing import Any
 
 from graymq.broker_ext.store.commitlog import RecordHeader, record_tags, record_topic
 from graymq.broker_ext.store.consume_queue import HOLE_SIZE, ConsumeQueue, ConsumeQueues
+from graymq.broker_ext.store.deleted_topics import DeletedTopics
 from graymq.broker_ext.store.index_file import ENTRY, KeyIndex, index_entries
 from graymq.broker_ext.store.log_scan import Hole
 from graymq.broker_ext.store.mapped_file import MappedFile, file_name
@@ -52,8 +55,10 @@ class Finding:
 class StoreCheck:
     """A log scan's sink (see the module doc): ``holes`` are the scan's, ``findings`` the checks'."""
 
-    def __init__(self, queues: ConsumeQueues, index: KeyIndex, scan_start: int, repair: bool) -> None:
+    def __init__(self, queues: ConsumeQueues, index: KeyIndex, scan_start: int, repair: bool,
+                 deleted: DeletedTopics | None = None) -> None:
         self.queues = queues
+        self.deleted = deleted
         self.index = index
         self.scan_start = scan_start
         self.repair = repair
@@ -75,6 +80,8 @@ class StoreCheck:
         self.last_store_timestamp = header.store_timestamp
         view = segment.view
         key = (record_topic(view, pos, header), header.queue_id)
+        if self.deleted is not None and self.deleted.deleted(key[0], physical_offset):
+            return
         queue_offset = header.queue_offset
         matched = self._matched.get(key)
         if matched is not None and queue_offset <= matched[0]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from graymq.broker_ext.store.commitlog import CommitLog
 from graymq.broker_ext.store.consume_queue import ConsumeQueues
+from graymq.broker_ext.store.deleted_topics import DeletedTopics
 from graymq.broker_ext.store.holes import HoleLog
 from graymq.broker_ext.store.index_file import KeyIndex
 from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
@@ -79,8 +80,7 @@ def _config(store_dir: Path) -> StoreConfig:
 
 def _check(store_dir: Path) -> VerifyReport:
     lock = StoreLock(store_dir)
-    if lock.path.exists():  # a broker creates it; none there, none running
-        lock.acquire(shared=True)
+    lock.acquire(shared=True)
     config = _config(store_dir)
     commitlog = CommitLog(store_dir / "commitlog", config.segment_size, read_only=True)
     queues = ConsumeQueues(store_dir / "consumequeue", config.cq_units_per_file, read_only=True)
@@ -91,8 +91,10 @@ def _check(store_dir: Path) -> VerifyReport:
         index.load()
         holes = HoleLog(store_dir / "holes")
         holes.load()
+        deleted = DeletedTopics(store_dir / "deleted_topics")
+        deleted.load()
         start = commitlog.min_offset if commitlog.segments else 0
-        check = StoreCheck(queues, index, start, repair=False)
+        check = StoreCheck(queues, index, start, repair=False, deleted=deleted)
         scan = scan_log(commitlog.segments, start, check)
         check.finish(scan.end_offset)
     finally:

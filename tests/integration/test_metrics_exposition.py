@@ -38,6 +38,7 @@ BROKER_FAMILIES = {
 STORE_FAMILIES = {
     "graymq_store_damaged_records": "counter",
     "graymq_store_damaged_bytes": "counter",
+    "graymq_store_bad_units": "counter",
     "graymq_store_unflushed_bytes": "gauge",
     "graymq_store_unflushed_age_seconds": "gauge",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graymq.broker_ext.store.consume_queue import ConsumeQueue
+from graymq.broker_ext.store.mapped_file import MappedFile
 
 pytestmark = pytest.mark.unit
 
@@ -19,4 +20,29 @@ def test_units_read_any_range_within_and_across_files(tmp_path):
         for count in range(11 - start):
             assert list(queue.units(start, count)) == expected[start : start + count], (start, count)
     assert list(queue.units(10, 0)) == []
+    queue.close()
+
+
+def test_a_truncate_during_a_sync_leaves_the_rewritten_units_to_the_next_sync(tmp_path, monkeypatch):
+    queue = ConsumeQueue(tmp_path / "T" / "0", "T", 0, units_per_file=64)
+    queue.prepare(15)
+    for n in range(10):
+        queue.append(100 * n, 90, 0)
+    queue.sync()
+    for n in range(10, 15):
+        queue.append(100 * n, 90, 0)
+    real_sync = MappedFile.sync
+    synced_after: list[int] = []
+
+    def sync_while_truncated(file: MappedFile) -> None:
+        real_sync(file)
+        queue.truncate(12)  # on the loop thread while the worker thread syncs
+        queue.append(5000, 77, 0)
+        queue.append(5100, 77, 0)
+
+    monkeypatch.setattr(MappedFile, "sync", sync_while_truncated)
+    queue.sync()
+    monkeypatch.setattr(MappedFile, "sync", lambda file: synced_after.append(queue.max_offset))
+    queue.sync()
+    assert synced_after == [14]  # units 12 and 13, rewritten after the first sync's fsync, are synced again
     queue.close()

@@ -119,7 +119,27 @@ def test_a_read_skips_a_sound_record_that_is_not_the_units_and_says_so(tmp_path,
     assert [m.queue_offset for m in read_all(store, "T", 0)] == [0, 1, 2, 3, 4, 6, 7, 8, 9]
     (logged,) = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert "consume queue T/0 offset 5" in logged.getMessage() and "queue 0 offset 6" in logged.getMessage()
-    assert store.stats.damaged_records == 1
+    assert (store.stats.bad_units, store.stats.damaged_records, store.stats.damaged_bytes) == (1, 0, 0)
+    assert store.holes.holes == {}
+
+
+def test_a_unit_pointing_into_the_middle_of_a_sound_record_is_a_bad_unit_not_a_hole(tmp_path, caplog):
+    config = make_config(tmp_path)
+    store = open_store(config)
+    results = put(store, "T", 0, 10)
+    stop(store)
+    inside = results[5]
+    patch_file(tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}", 5 * UNIT.size,
+               UNIT.pack(inside.physical_offset + 20, 1 << 30, 0))  # 20 bytes in, a garbage size
+
+    store = open_store(config)
+    assert [m.queue_offset for m in read_all(store, "T", 0)] == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+    assert [m.queue_offset for m in read_all(store, "T", 0)] == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+    (logged,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "consume queue T/0 offset 5" in logged.getMessage() and "the unit is wrong" in logged.getMessage()
+    assert (store.stats.bad_units, store.stats.damaged_records, store.stats.damaged_bytes) == (1, 0, 0)
+    stop(store)
+    assert not (tmp_path / "holes").exists() or json.loads((tmp_path / "holes").read_text())["holes"] == []
 
 
 def test_a_torn_header_followed_by_acked_records_loses_nothing_else_at_the_next_crash(tmp_path):

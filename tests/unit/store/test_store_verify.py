@@ -105,3 +105,67 @@ def test_a_store_held_by_another_process_or_missing_cannot_be_verified(tmp_path)
     assert verify_store(store_dir).clean
     with pytest.raises(ConfigError, match="no such directory"):
         verify_store(tmp_path / "missing")
+
+
+def test_the_check_holds_the_shared_lock_even_when_the_lock_file_was_missing(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    import graymq.broker_ext.store.verify as verify
+
+    store_dir = tmp_path / "store"
+    stop(open_store(make_config(store_dir)))
+    (store_dir / "lock").unlink()
+    probes: list[str] = []
+    real_scan = verify.scan_log
+
+    def scan_while_a_broker_tries_to_start(*args, **kwargs):
+        probe = subprocess.run(
+            [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+                                   "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", str(store_dir / "lock")],
+            capture_output=True, text=True)
+        probes.append(probe.stderr)
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(verify, "scan_log", scan_while_a_broker_tries_to_start)
+    assert verify_store(store_dir).clean
+    assert len(probes) == 1 and ("BlockingIOError" in probes[0] or "PermissionError" in probes[0])
+
+
+def test_a_store_whose_lock_file_cannot_be_created_is_a_clear_error(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import graymq.broker_ext.store.lock as lock
+
+    store_dir = tmp_path / "store"
+    stop(open_store(make_config(store_dir)))
+    (store_dir / "lock").unlink()
+
+    def read_only_fs(path, flags, mode=0o777):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(lock.os, "open", read_only_fs)
+    with pytest.raises(ConfigError, match="cannot create its lock file lock .*not writable"):
+        verify_store(store_dir)
+
+
+def test_repair_drops_recorded_holes_a_full_scan_does_not_confirm(tmp_path):
+    import json
+
+    config = make_config(tmp_path)
+    store = open_store(config)
+    results = put(store, "T", 0, 20, size=400)
+    stop(store)
+    victim, sound = results[5], results[12]
+    path, pos = segment_file(store, victim.physical_offset)
+    flip_bit(path, pos + victim.size - 1)
+    bogus = {"file": "commitlog/" + path.name, "offset": sound.physical_offset, "length": 1 << 30,
+             "reason": "recorded by a wrong unit", "physical_offset": sound.physical_offset}
+    (tmp_path / "holes").write_text(json.dumps({"holes": [bogus]}))
+
+    report = verify_store(tmp_path, repair=True)
+    assert [h.physical_offset for h in report.holes] == [victim.physical_offset]
+    recorded = json.loads((tmp_path / "holes").read_text())["holes"]
+    assert [h["physical_offset"] for h in recorded] == [victim.physical_offset]
+    assert report.recorded == {victim.physical_offset}

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from graymq.client.message import MessageQueue
 from graymq.protocol.errors import ConfigError
-
-OrphanPolicy = Literal["hold", "adopt"]
+from graymq.protocol.membership import ORPHAN_POLICIES, OrphanPolicy
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -101,7 +100,7 @@ class AllocateMessageQueueGray:
         orphan_policy: OrphanPolicy = "hold",
         gray_switch: bool = True,
     ) -> None:
-        if orphan_policy not in ("hold", "adopt"):
+        if orphan_policy not in ORPHAN_POLICIES:
             raise ConfigError(f"orphan_policy must be 'hold' or 'adopt', got {orphan_policy!r}")
         self.is_gray = is_gray
         self.base = base or AllocateMessageQueueAveragely()

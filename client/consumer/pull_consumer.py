@@ -20,6 +20,7 @@ from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
+from graymq.protocol.membership import ClientState, Role
 
 _PULL_STATUS = {pb.FOUND: PullStatus.FOUND, pb.NO_NEW_MSG: PullStatus.NO_NEW_MSG,
                 pb.NO_MATCHED_MSG: PullStatus.NO_MATCHED_MSG, pb.OFFSET_ILLEGAL_STATUS: PullStatus.OFFSET_ILLEGAL}
@@ -27,15 +28,15 @@ _PULL_STATUS = {pb.FOUND: PullStatus.FOUND, pb.NO_NEW_MSG: PullStatus.NO_NEW_MSG
 
 class PullConsumer:
     def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
-                 gray: bool = False, labels: dict[str, str] | None = None, role: str = "consumer",
-                 heartbeat_interval_s: float = 2.0, register: bool = True) -> None:
+                 gray: bool = False, labels: dict[str, str] | None = None, role: Role = "consumer",
+                 heartbeat_interval_s: float = 2.0, register: bool = True, token: str | None = None) -> None:
         self.group = group
         self.client_id = client_id or new_client_id(role)
         self.gray = gray
-        self.state = "GRAY" if gray else "NORMAL"
+        self.state = ClientState.settled(gray)
         self.desired_gray = gray
         self.gray_switch = True
-        self.nameserver = NameServerClient(nameserver)
+        self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = RouteCache(self.nameserver)
         self.brokers = BrokerClient()
         self.queues: list[MessageQueue] = []

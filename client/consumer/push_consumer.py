@@ -1,14 +1,8 @@
 """PushConsumer: rebalance with AllocateMessageQueueGray, long-polling pulls, listener, offsets, drain-then-flip.
 
-Flag life cycle (the name server holds the desired flag, this client its effective flag):
-- normal → gray: applied at once; the normal queues it held are released (offsets committed)
-  and the other normal clients take them over from there; nothing to drain.
-- gray → normal: DRAINING — it keeps consuming its gray queues until, for every gray queue of
-  every subscribed topic (retry topic included, delayed retries counted), the group's
-  committed offset equals the max offset; then it reports normal to the name server first,
-  heartbeats the brokers (which push "group changed") and rebalances onto normal queues.
-  A drain that times out leaves the client gray and says why; nothing is lost.
-- with the group's gray switch off every queue is normal, so a flip needs no drain.
+The name server holds the desired flag, this client its effective flag; how it follows a change
+(normal → gray at once, gray → normal after draining its gray queues) is ``GrayFlip``'s, in
+``graymq.client.consumer.gray_flip``.
 
 Failures never stop it silently. A broker call that fails in a loop (pull, commit, heartbeat,
 rebalance) is logged at WARNING naming topic, queue and broker (the same warning at most every
@@ -25,6 +19,7 @@ import functools
 import logging
 import time
 from collections.abc import Hashable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +28,16 @@ from graymq.client.allocate import (
     AllocateMessageQueueGray,
     AllocateMessageQueueStrategy,
     ConsumerView,
-    OrphanPolicy,
 )
 from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.broker_client import BrokerClient
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
+from graymq.client.consumer.gray_flip import GrayFlip
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
-from graymq.client.consumer.retry import Backoff, ThrottledLog
+from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.consumer.start_offset import ConsumeFrom, QueueToStart, StartOffsets
-from graymq.client.consumer.supervisor import Supervisor
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageExt, MessageQueue
 from graymq.client.nameserver_client import NameServerClient
@@ -55,7 +49,6 @@ from graymq.protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression
 from graymq.protocol.errors import (
     BadRequestError,
     ConnectionClosedError,
-    DrainTimeoutError,
     GrayIsolationError,
     GrayMQError,
     QueueNotExistError,
@@ -63,6 +56,9 @@ from graymq.protocol.errors import (
     SubscriptionNotExistError,
     TopicNotExistError,
 )
+from graymq.protocol.membership import ClientState, OrphanPolicy
+from graymq.protocol.retry import Backoff, ThrottledLog
+from graymq.protocol.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +79,10 @@ class PushConsumer:
     (None while healthy) and can ``await wait_failed()``; ``start()`` raises it when it happens at
     once. ``stop()`` is still safe to call (it waits for that stop to end). ``skipped_records``
     counts the damaged records skipped, ``consumed`` the messages consumed.
+
+    Tuning (batch sizes, threads, intervals, the drain timeout) comes from ``settings``, with
+    any ``ConsumerSettings`` field given as a keyword argument taking precedence (an unknown one
+    raises ``TypeError``).
     """
 
     def __init__(
@@ -100,22 +100,14 @@ class PushConsumer:
         orderly: bool = False,
         allocate_strategy: AllocateMessageQueueStrategy | None = None,
         orphan_policy: OrphanPolicy | None = None,
-        pull_batch_size: int = 32,
-        consume_batch_size: int = 1,
-        max_threads: int = 8,
-        max_in_flight_per_queue: int = 1000,
-        rebalance_interval_s: float = 5.0,
-        heartbeat_interval_s: float = 2.0,
-        nameserver_interval_s: float = 5.0,
-        long_poll_s: float = 5.0,
-        drain_timeout_s: float = 300.0,
-        drain_poll_s: float = 0.05,
-        persist_interval_s: float = 1.0,
-        max_reconsume_times: int = 16,
         offset_dir: Path | None = None,
+        token: str | None = None,
+        settings: ConsumerSettings | None = None,
+        **tuning: Any,
     ) -> None:
         if consume_from not in _FROM:
             raise BadRequestError(f"consume_from must be one of {sorted(_FROM)}, got {consume_from!r}")
+        self.settings = replace(settings or ConsumerSettings(), **tuning)
         self.group = group
         self.client_id = client_id or new_client_id("consumer")
         self.broadcasting = broadcasting
@@ -125,26 +117,14 @@ class PushConsumer:
         self.base_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.orphan_policy_override = orphan_policy
         self.orphan_policy: OrphanPolicy = orphan_policy or "hold"
-        self.pull_batch_size = pull_batch_size
-        self.consume_batch_size = consume_batch_size
-        self.max_in_flight = max_in_flight_per_queue
-        self.rebalance_interval_s = rebalance_interval_s
-        self.heartbeat_interval_s = heartbeat_interval_s
-        self.long_poll_s = long_poll_s
-        self.drain_timeout_s = drain_timeout_s
-        self.drain_poll_s = drain_poll_s
-        self.persist_interval_s = persist_interval_s
-        self.max_reconsume_times = max_reconsume_times
 
-        self.gray = bool(gray)
-        self.state = "GRAY" if self.gray else "NORMAL"
         self.gray_switch = True
         self.subscriptions: dict[str, str] = {}
         self.consumed = 0
         self.skipped_records = 0
         self.failure: GrayMQError | None = None
 
-        self.nameserver = NameServerClient(nameserver)
+        self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = RouteCache(self.nameserver)
         self.brokers = BrokerClient(on_group_changed=self._on_group_changed)
         self.offset_store: OffsetStore = (
@@ -154,12 +134,15 @@ class PushConsumer:
         self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, consume_from, consume_timestamp_ms)
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="consumer", labels=dict(labels or {}),
-            declared_gray=gray, interval_s=nameserver_interval_s, report=self._report, on_update=self._on_update,
+            declared_gray=gray, interval_s=self.settings.nameserver_interval_s, report=self._report,
+            on_update=self._on_update,
         )
-        self._runner = ListenerRunner(listener, max_threads)
-        self._slots = asyncio.Semaphore(max_threads * 2)
+        self._runner = ListenerRunner(listener, self.settings.max_threads)
+        self._slots = asyncio.Semaphore(self.settings.max_threads * 2)
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._tasks = Supervisor(f"consumer {self.client_id}", self._fail)
+        self.flip = GrayFlip(self, bool(gray), self._tasks, drain_timeout_s=self.settings.drain_timeout_s,
+                             drain_poll_s=self.settings.drain_poll_s)
         self._warnings = ThrottledLog(log)
         self._consuming: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -167,13 +150,23 @@ class PushConsumer:
         self._failed = asyncio.Event()
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
-        self._drain_task: asyncio.Task[None] | None = None
-        self._drain_lock = asyncio.Lock()
         self._started = False
-        self._consuming_started = False
-        self.last_drain_error = ""
 
     # -- public API --------------------------------------------------------------------------
+    @property
+    def gray(self) -> bool:
+        """The effective flag (a draining consumer is still gray)."""
+        return self.flip.gray_state.gray
+
+    @property
+    def state(self) -> ClientState:
+        return self.flip.gray_state.state
+
+    @property
+    def last_drain_error(self) -> str:
+        """Why the latest drain timed out ("" when none did)."""
+        return self.flip.last_drain_error
+
     def subscribe(self, topic: str, expression: str = "*") -> None:
         if self._started:
             raise BadRequestError("subscribe before start()")
@@ -189,7 +182,7 @@ class PushConsumer:
             self.subscriptions.setdefault(retry_topic(self.group), "*")
         self._started = True
         await self.membership.beat()  # learn the desired flag before taking any queue
-        self._consuming_started = True
+        self.flip.follow_changes()
         self.membership.start()
         await self._heartbeat_brokers()
         if self.failure is not None:
@@ -227,8 +220,7 @@ class PushConsumer:
         await asyncio.shield(self._stop_task)
 
     async def _stop(self, grace_s: float) -> None:
-        if self._drain_task is not None:
-            self._drain_task.cancel()
+        self.flip.cancel()
         await self._tasks.cancel(self._loops)
         pqs = list(self._pqs.values())
         for pq in pqs:
@@ -292,41 +284,7 @@ class PushConsumer:
         Called by the application, it also withdraws the client's own gray declaration, so the
         name server's desired flag follows unless an explicit flag or a rule says gray.
         """
-        async with self._drain_lock:
-            declared = self.membership.declared_gray
-            self.membership.declared_gray = False if declared else declared
-            self.membership.changed()
-            try:
-                await self._drain(timeout_s)
-            except DrainTimeoutError:
-                self.membership.declared_gray = declared
-                self.membership.changed()
-                raise
-
-    async def _drain(self, timeout_s: float | None) -> None:
-        if not self.gray:
-            return
-        if not self.gray_switch:
-            await self._flip_to_normal()
-            return
-        self.state = "DRAINING"
-        self.membership.changed()
-        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.drain_timeout_s)
-        log.info("consumer %s draining gray queues of %s", self.client_id, self.group)
-        while True:
-            await self._persist_offsets()
-            backlog = await self.gray_backlog()
-            if backlog == 0 and await self._flip_to_normal():
-                return
-            if time.monotonic() > deadline:
-                self.state = "GRAY"
-                self.last_drain_error = (
-                    f"drain timed out with {backlog if backlog is not None else 'an unknown number of'} gray "
-                    "messages left (are gray producers still sending? is a broker or the name server down?)"
-                )
-                self.membership.changed()
-                raise DrainTimeoutError(f"consumer {self.client_id}: {self.last_drain_error}")
-            await asyncio.sleep(self.drain_poll_s)
+        await self.flip.drain_and_flip(timeout_s)
 
     async def gray_backlog(self) -> int | None:
         """Unconsumed messages in the gray queues of every subscribed topic; None when a broker is unreachable."""
@@ -349,52 +307,12 @@ class PushConsumer:
         if switch != self.gray_switch or policy != self.orphan_policy:
             self.gray_switch, self.orphan_policy = switch, policy
             self._rebalance_now.set()
-        if not self._consuming_started:
-            self.gray = desired  # nothing consumed yet: take the desired flag as is
-            self.state = "GRAY" if desired else "NORMAL"
-            return
-        if desired and not self.gray:
-            await self._flip_to_gray()
-        elif desired and self._drain_task is not None:
-            self._drain_task.cancel()
-            self._drain_task = None
-            self.state = "GRAY"
-            self.membership.changed()
-            log.info("consumer %s: desired flag back to gray, drain cancelled", self.client_id)
-        elif not desired and self.gray and self._drain_task is None:
-            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain(), name="drain")
-            self._tasks.watch(self._drain_task)  # an unexpected error is logged; the next update starts a new one
+        await self.flip.follow(desired)
 
-    async def _auto_drain(self) -> None:
-        try:
-            async with self._drain_lock:
-                await self._drain(None)
-        except DrainTimeoutError as exc:
-            log.warning("%s; will retry while the desired flag stays normal", exc.message)
-        finally:
-            self._drain_task = None
-
-    async def _flip_to_gray(self) -> None:
-        log.info("consumer %s of %s: normal -> gray (no drain needed)", self.client_id, self.group)
-        for pq in list(self._pqs.values()):
+    async def _release_queues(self, keep_adopted: bool) -> None:
+        """Stop pulling the queues held (but those held by adoption when ``keep_adopted``); in-flight ones finish."""
+        for pq in [pq for pq in self._pqs.values() if not (keep_adopted and pq.adopted)]:
             await self._drop(pq, wait=True)
-        self.gray, self.state = True, "GRAY"
-        self.membership.changed()
-        await self._announce()
-
-    async def _flip_to_normal(self) -> bool:
-        """Report normal to the name server first, then to the brokers. False if the name server is unreachable."""
-        self.gray, self.state = False, "NORMAL"
-        self.membership.changed()
-        if await self.membership.beat() is None:
-            self.gray, self.state = True, "DRAINING"
-            self.membership.changed()
-            return False
-        log.info("consumer %s of %s: gray queues drained, now normal", self.client_id, self.group)
-        for pq in [pq for pq in self._pqs.values() if not pq.adopted]:
-            await self._drop(pq, wait=True)
-        await self._announce()
-        return True
 
     async def _announce(self) -> None:
         self.membership.poke()
@@ -438,14 +356,14 @@ class PushConsumer:
 
     async def _heartbeat_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.heartbeat_interval_s)
+            await asyncio.sleep(self.settings.heartbeat_interval_s)
             await self._heartbeat_brokers()
 
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance_loop(self) -> None:
         backoff = Backoff(*REBALANCE_BACKOFF)
         while True:
-            await wait_event(self._rebalance_now, self.rebalance_interval_s)
+            await wait_event(self._rebalance_now, self.settings.rebalance_interval_s)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()
@@ -562,7 +480,7 @@ class PushConsumer:
         # One request per queue, its changing fields set before each pull (the client serializes it at once).
         request = pb.PullRequest(
             consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
-            max_msg_nums=self.pull_batch_size, suspend_timeout_ms=int(self.long_poll_s * 1000),
+            max_msg_nums=self.settings.pull_batch_size, suspend_timeout_ms=int(self.settings.long_poll_s * 1000),
             adopted=pq.adopted, sub_expression=expression,
         )
         while not pq.dropped:
@@ -591,7 +509,8 @@ class PushConsumer:
             if damaged:
                 self.skipped_records += len(damaged)
                 log_damaged(mq, pq.address, damaged)
-            pq.add([m.queue_offset for m in messages], response.next_begin_offset, self.max_in_flight)
+            pq.add([m.queue_offset for m in messages], response.next_begin_offset,
+                   self.settings.max_in_flight_per_queue)
             if messages:
                 await self._dispatch(pq, messages)
 
@@ -626,7 +545,7 @@ class PushConsumer:
         return False
 
     async def _dispatch(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        size = 1 if self.orderly else self.consume_batch_size
+        size = 1 if self.orderly else self.settings.consume_batch_size
         for i in range(0, len(messages), size):
             batch = messages[i : i + size]
             if self.orderly:
@@ -652,21 +571,21 @@ class PushConsumer:
         while True:
             try:
                 if await self._runner.run(batch) or (
-                        not self.orderly and self.state != "DRAINING" and await self._send_back(pq, batch)):
+                        not self.orderly and not self.flip.gray_state.draining and await self._send_back(pq, batch)):
                     break
             except Exception as exc:
                 self._tasks.unexpected(f"consume of {pq.mq}", exc, delay)
             await asyncio.sleep(delay)  # orderly, draining, or send-back failed: retry here
             delay = min(delay * 2, 5.0)
         self.consumed += len(batch)
-        pq.done([m.queue_offset for m in batch], self.max_in_flight)
+        pq.done([m.queue_offset for m in batch], self.settings.max_in_flight_per_queue)
 
     async def _send_back(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
         try:
             for message in batch:
                 await self.brokers.send_back(pq.address, pb.SendBackRequest(
                     consumer_group=self.group, commit_log_offset=message.commit_log_offset,
-                    max_reconsume_times=self.max_reconsume_times, gray_flag=self.gray,
+                    max_reconsume_times=self.settings.max_reconsume_times, gray_flag=self.gray,
                     origin_topic=message.properties.get(PROPERTY_RETRY_TOPIC, message.topic),
                 ))
         except GrayMQError as exc:
@@ -703,5 +622,5 @@ class PushConsumer:
 
     async def _persist_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.persist_interval_s)
+            await asyncio.sleep(self.settings.persist_interval_s)
             await self._persist_offsets()

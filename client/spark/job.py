@@ -28,11 +28,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from graymq.client.gray_state import GrayState, Step
 from graymq.client.spark.member import SparkMember
 from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
 from graymq.client.spark.source import GraymqDataSource, register
 from graymq.client.sync import SyncFacade
 from graymq.protocol.errors import DrainTimeoutError, GrayMQError
+from graymq.protocol.membership import ClientState
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +65,14 @@ class StreamingJob:
         self.drain_timeout_s = drain_timeout_s
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
-        self.gray = self.source.gray
+        self.gray_state = GrayState(self.source.gray)
         self.query: Any = None
         self.member: Any = None
+
+    @property
+    def gray(self) -> bool:
+        """The job's effective flag (a draining job is still gray)."""
+        return self.gray_state.gray
 
     def checkpoint(self, gray: bool) -> str:
         return f"{self.checkpoint_root}/{'gray' if gray else 'normal'}"
@@ -109,40 +116,44 @@ class StreamingJob:
         """One step: fail if the query died; act when the desired flag differs from the job's."""
         if self.query is not None and not self.query.isActive:
             raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from self.query.exception()
-        desired = self.member.desired_gray
-        if desired != self.gray:
-            self._follow(desired)
+        self._follow(self.member.desired_gray)
 
     def _follow(self, desired: bool) -> None:
-        if desired:
+        step = self.gray_state.follow(desired)
+        if step is Step.BECOME_GRAY:
             self._become_gray()
-        else:
+        elif step is Step.DRAIN:
             self.drain()
 
     # -- flips -------------------------------------------------------------------------------
     def drain(self) -> None:
         """Gray → normal: process every gray message, commit, report normal, start the normal query."""
         log.info("spark job %s: desired flag normal, draining the gray queues", self.client_id)
-        self.member.report(True, "DRAINING")
+        self.member.report(True, ClientState.DRAINING)
         self._stop_query()
-        deadline = time.monotonic() + self.drain_timeout_s
+        deadline = self.gray_state.begin_drain(self.drain_timeout_s, time.monotonic())
         while self.member.gray_switch:
             self._run_available_now(deadline)
             backlog = self.member.gray_backlog()
             if backlog == 0:
                 break
-            if self.member.desired_gray or time.monotonic() > deadline:
-                self.member.report(True, "GRAY")
+            abandoned = self.member.desired_gray
+            if abandoned or self.gray_state.timed_out(time.monotonic()):
+                if abandoned:
+                    self.gray_state.abandon_drain()
+                else:
+                    self.gray_state.drain_timed_out()
+                self.member.report(True, ClientState.GRAY)
                 self.query = self._start_query(True, self.trigger)
-                if self.member.desired_gray:
+                if abandoned:
                     log.info("spark job %s: desired flag back to gray, drain abandoned", self.client_id)
                     return
                 raise DrainTimeoutError(
                     f"spark job {self.client_id}: drain timed out with "
                     f"{backlog if backlog is not None else 'an unknown number of'} gray messages left "
                     "(are gray producers still sending? is a broker down?)")
-        self.gray = False
-        if not self.member.report(False, "NORMAL"):
+        self.gray_state.flip_to_normal()
+        if not self.member.report(False, ClientState.NORMAL):
             log.warning("spark job %s: name server unreachable; the heartbeat will report normal", self.client_id)
         log.info("spark job %s: gray queues drained, now normal", self.client_id)
         self.query = self._start_query(False, self.trigger)
@@ -150,8 +161,8 @@ class StreamingJob:
     def _become_gray(self) -> None:
         log.info("spark job %s: normal -> gray (no drain needed)", self.client_id)
         self._stop_query()
-        self.gray = True
-        self.member.report(True, "GRAY")
+        self.gray_state.become_gray()
+        self.member.report(True, ClientState.GRAY)
         self.query = self._start_query(True, self.trigger)
 
     def _run_available_now(self, deadline: float) -> None:

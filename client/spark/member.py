@@ -13,6 +13,7 @@ from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.spark.options import SourceOptions
 from graymq.client.spark.planner import job_queues
+from graymq.protocol.membership import ClientState
 
 log = logging.getLogger(__name__)
 
@@ -21,10 +22,11 @@ class SparkMember:
     """A registered PullConsumer (role ``spark``) whose report is the job's side, state and queue set."""
 
     def __init__(self, options: SourceOptions, *, labels: Mapping[str, str], client_id: str | None = None,
-                 heartbeat_interval_s: float = 2.0) -> None:
+                 heartbeat_interval_s: float = 2.0, token: str | None = None) -> None:
         self.options = options
         self.consumer = PullConsumer(options.group, options.nameserver, client_id=client_id, gray=options.gray,
-                                     labels=dict(labels), role="spark", heartbeat_interval_s=heartbeat_interval_s)
+                                     labels=dict(labels), role="spark", heartbeat_interval_s=heartbeat_interval_s,
+                                     token=token if token is not None else options.token)
 
     @property
     def client_id(self) -> str:
@@ -47,7 +49,7 @@ class SparkMember:
         """Stop heartbeating and unregister: the controller stops counting the job at once."""
         await self.consumer.stop()
 
-    async def report(self, gray: bool, state: str) -> bool:
+    async def report(self, gray: bool, state: ClientState) -> bool:
         """Report this flag and state now; False when no name server heard it (the heartbeat loop retries)."""
         self.consumer.gray, self.consumer.state = gray, state
         await self._refresh_queues()

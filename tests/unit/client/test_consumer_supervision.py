@@ -8,11 +8,11 @@ import logging
 
 import pytest
 
-from graymq.client.consumer import retry
-from graymq.client.consumer.retry import Backoff, ThrottledLog
-from graymq.client.consumer.supervisor import Supervisor
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol import retry
 from graymq.protocol.errors import ConfigError, ConnectionClosedError, GrayMQError, NoPermissionError, error_from_code
+from graymq.protocol.retry import Backoff, ThrottledLog
+from graymq.protocol.supervisor import Supervisor
 
 pytestmark = pytest.mark.unit
 

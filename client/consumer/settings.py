@@ -1,0 +1,27 @@
+"""A push consumer's tuning in one frozen value: batch sizes, concurrency, intervals, the drain timeout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """Tuning of a ``PushConsumer``; each field is also accepted as a keyword argument of the consumer.
+
+    >>> ConsumerSettings(pull_batch_size=64).consume_batch_size
+    1
+    """
+
+    pull_batch_size: int = 32  # messages asked for per pull request
+    consume_batch_size: int = 1  # messages handed to the listener per call (1 when orderly)
+    max_threads: int = 8  # listener threads; twice as many batches may wait for one
+    max_in_flight_per_queue: int = 1000  # pulled but unfinished messages of a queue before its pulls pause
+    rebalance_interval_s: float = 5.0  # between rebalances ("group changed" from a broker starts one at once)
+    heartbeat_interval_s: float = 2.0  # between heartbeats to the brokers
+    nameserver_interval_s: float = 5.0  # between heartbeats to the name server
+    long_poll_s: float = 5.0  # how long a broker holds a pull that finds nothing new
+    drain_timeout_s: float = 300.0  # a gray → normal drain that takes longer stays gray and says why
+    drain_poll_s: float = 0.05  # between the gray backlog checks of a drain
+    persist_interval_s: float = 1.0  # between offset commits
+    max_reconsume_times: int = 16  # deliveries of a failing message before it goes to the dead-letter queue

@@ -1,0 +1,161 @@
+"""A Spark job's flips through the gray state machine, on fakes: no Spark session, no name server, no broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from graymq.client.spark.job import StreamingJob
+from graymq.protocol.errors import DrainTimeoutError
+from graymq.protocol.membership import ClientState
+
+pytestmark = pytest.mark.unit
+OPTIONS = {"nameserver": "http://127.0.0.1:1", "topic": "T", "group": "G"}
+
+
+class FakeQuery:
+    def __init__(self, gray: bool, trigger: dict[str, Any], checkpoint: str) -> None:
+        self.gray, self.trigger, self.checkpoint = gray, trigger, checkpoint
+        self.isActive = True
+        self.status = {"isTriggerActive": False}
+
+    def stop(self) -> None:
+        self.isActive = False
+
+    def awaitTermination(self, timeout: float) -> bool:
+        self.isActive = False  # an availableNow run reads what is there and ends
+        return True
+
+    def exception(self) -> None:
+        return None
+
+
+class FakeWriter:
+    def __init__(self, spark: FakeSpark, gray: bool) -> None:
+        self.spark, self.gray, self.checkpoint, self.triggered = spark, gray, "", {}
+
+    def option(self, key: str, value: str) -> FakeWriter:
+        self.checkpoint = value
+        return self
+
+    def trigger(self, **trigger: Any) -> FakeWriter:
+        self.triggered = trigger
+        return self
+
+    def start(self) -> FakeQuery:
+        query = FakeQuery(self.gray, self.triggered, self.checkpoint)
+        self.spark.queries.append(query)
+        return query
+
+
+class FakeSpark:
+    class conf:
+        @staticmethod
+        def get(key: str, default: Any) -> Any:
+            return default
+
+    class sparkContext:
+        appName, applicationId = "app", "app-1"
+
+    def __init__(self) -> None:
+        self.queries: list[FakeQuery] = []
+
+    @property
+    def readStream(self) -> FakeSpark:
+        return self
+
+    def format(self, name: str) -> FakeSpark:
+        return self
+
+    def options(self, **options: str) -> FakeSpark:
+        return self
+
+    def load(self) -> FakeSpark:
+        return self
+
+
+class FakeMember:
+    """The job's name server client: the desired flag and switch it learnt, what the job reported."""
+
+    client_id = "job-1"
+
+    def __init__(self, desired_gray: bool, backlogs: list[int | None], *, gray_switch: bool = True,
+                 on_backlog: Callable[[FakeMember], None] | None = None) -> None:
+        self.desired_gray, self.gray_switch = desired_gray, gray_switch
+        self.backlogs, self.on_backlog = backlogs, on_backlog
+        self.reports: list[tuple[bool, ClientState]] = []
+
+    def report(self, gray: bool, state: ClientState) -> bool:
+        self.reports.append((gray, state))
+        return True
+
+    def gray_backlog(self) -> int | None:
+        if self.on_backlog is not None:
+            self.on_backlog(self)
+        return self.backlogs.pop(0)
+
+
+def running_job(gray: bool, member: FakeMember, drain_timeout_s: float = 60.0) -> tuple[StreamingJob, FakeSpark]:
+    spark = FakeSpark()
+    job = StreamingJob(spark, {**OPTIONS, "grayFlag": str(gray).lower()}, lambda frame, side: FakeWriter(spark, side),
+                       "/ckpt", drain_timeout_s=drain_timeout_s)
+    job.member = member
+    job.query = job._start_query(gray, job.trigger)
+    return job, spark
+
+
+def streaming(spark: FakeSpark) -> FakeQuery:
+    query = spark.queries[-1]
+    assert query.isActive and "availableNow" not in query.trigger
+    return query
+
+
+def test_gray_to_normal_drains_until_the_gray_backlog_is_zero_then_reports_normal() -> None:
+    job, spark = running_job(True, FakeMember(False, [3, 0]))
+    job.poll()
+    assert job.member.reports == [(True, ClientState.DRAINING), (False, ClientState.NORMAL)]
+    assert job.gray_state.state is ClientState.NORMAL and not job.gray
+    assert [q.trigger for q in spark.queries[1:-1]] == [{"availableNow": True}] * 2
+    assert not spark.queries[0].isActive and streaming(spark).checkpoint == "/ckpt/normal"
+
+
+def test_desired_gray_again_during_the_drain_abandons_it_and_restarts_the_gray_query() -> None:
+    def operator_rolls_back(member: FakeMember) -> None:
+        member.desired_gray = True
+
+    job, spark = running_job(True, FakeMember(False, [5], on_backlog=operator_rolls_back))
+    job.poll()
+    assert job.member.reports == [(True, ClientState.DRAINING), (True, ClientState.GRAY)]
+    assert job.gray_state.state is ClientState.GRAY
+    assert streaming(spark).checkpoint == "/ckpt/gray"
+    job.poll()  # desired and effective flag agree now
+    assert len(job.member.reports) == 2
+
+
+def test_a_drain_timeout_leaves_the_job_gray_and_the_next_poll_drains_again() -> None:
+    member = FakeMember(False, [5, 0])
+    job, spark = running_job(True, member, drain_timeout_s=-1.0)
+    with pytest.raises(DrainTimeoutError, match="5 gray messages left"):
+        job.poll()
+    assert member.reports == [(True, ClientState.DRAINING), (True, ClientState.GRAY)]
+    assert job.gray_state.state is ClientState.GRAY and streaming(spark).checkpoint == "/ckpt/gray"
+    job.drain_timeout_s = 60.0
+    job.poll()
+    assert member.reports[2:] == [(True, ClientState.DRAINING), (False, ClientState.NORMAL)]
+
+
+def test_with_the_gray_switch_off_the_flip_to_normal_drains_nothing() -> None:
+    job, spark = running_job(True, FakeMember(False, [], gray_switch=False))
+    job.poll()
+    assert job.member.reports == [(True, ClientState.DRAINING), (False, ClientState.NORMAL)]
+    assert len(spark.queries) == 2 and streaming(spark).checkpoint == "/ckpt/normal"
+
+
+def test_normal_to_gray_stops_the_normal_query_and_starts_the_gray_one() -> None:
+    job, spark = running_job(False, FakeMember(True, []))
+    job.poll()
+    assert job.member.reports == [(True, ClientState.GRAY)]
+    assert job.gray_state.state is ClientState.GRAY and job.gray
+    assert not spark.queries[0].isActive and streaming(spark).checkpoint == "/ckpt/gray"

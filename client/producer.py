@@ -433,7 +433,10 @@ class Producer:
                     except TimeoutError:
                         break
                 elif route is None:
-                    route = await self.routes.get(topic)
+                    try:  # the first lookup, or one after a failed attempt: bounded like the refresh above
+                        route = await with_timeout(self.routes.get(topic), remaining)
+                    except TimeoutError:
+                        break
                 mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
                                           sharding_key=sharding_key)
                 found = route.address_of(mq.broker_name)

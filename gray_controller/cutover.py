@@ -12,10 +12,13 @@ promote (gray → normal, lossless):
      clients still gray.
   3. verify: no gray client is left and the gray backlog is 0; record timings.
 
-Clients the name server reports stale (no heartbeat for ``GRAYMQ_CLIENT_STALE_SECONDS``) are
-presumed gone: they get the explicit normal flag like the others (in case they come back) but
-nothing waits for them; the report lists them in ``stale_clients``. A clean stop unregisters a
-client at once.
+Clients the name server reports stale (no heartbeat for ``GRAYMQ_CLIENT_STALE_SECONDS``) get
+the explicit normal flag like the others and are listed in the report's ``stale_clients``. A
+stale gray *producer* is still waited for, until it reports normal or the name server forgets it
+(``GRAYMQ_CLIENT_EXPIRY_SECONDS``): one cut off from the name server may still reach the brokers
+and send gray messages that no consumer would be left to drain. A stale gray *consumer* is not
+waited for: one still connected to the brokers keeps its gray queues and drains them, one that is
+gone has released them. A clean stop unregisters a client at once.
 
 rollback:
   1. producers as in promote (gray routing stops); gray rules of producer groups other than the
@@ -38,7 +41,7 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.client.nameserver_client import ConflictError, NameServerClient, NotFoundError
-from graymq.gray_controller.group_state import GroupInspector, GroupStatus
+from graymq.gray_controller.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
 from graymq.gray_controller.progress import Progress
 from graymq.protocol.errors import GrayMQError
 
@@ -65,7 +68,7 @@ class CutoverReport:
     consumers_flipped: list[str] = field(default_factory=list)
     rules_removed: list[dict[str, Any]] = field(default_factory=list)
     gray_consumers_left: list[str] = field(default_factory=list)
-    stale_clients: list[str] = field(default_factory=list)  # found stale on the way: presumed gone, not waited for
+    stale_clients: list[str] = field(default_factory=list)  # found stale on the way (producers still waited for)
     gray_backlog: int | None = None
     resumed: bool = False
     message: str = ""
@@ -152,21 +155,30 @@ class CutoverRunner:
                 if name not in report.producers_flipped:
                     report.producers_flipped.append(name)
 
-        async def producers_normal() -> list[str]:
-            left = []
+        async def producers_gray() -> tuple[list[str], list[str]]:
+            """The gray producers, and which of them are stale (waited for until they report or expire)."""
+            left, stale = [], []
             for producer_group in self.producer_groups:
                 data = await self.inspector.clients(producer_group, role="producer")
                 for c in data["clients"]:
                     if c.get("stale"):
                         _add(report.stale_clients, f"{producer_group}/{c['client_id']}")
-                    elif c["gray"]:
+                    if c["gray"]:
                         left.append(c["client_id"])
-            return left
+                        if c.get("stale"):
+                            stale.append(c["client_id"])
+            return left, stale
 
-        while left := await producers_normal():
+        while True:
+            left, stale = await producers_gray()
+            if not left:
+                break
             found = True
-            self._check_deadline(report, f"producers still gray: {', '.join(left)}")
-            self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal")
+            self._check_deadline(report, f"producers still gray: {', '.join(left)}"
+                                 + (f" (stale, waited for until they report or expire: {', '.join(stale)})"
+                                    if stale else ""))
+            self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal"
+                                 + (f", {len(stale)} of them stale" if stale else ""))
             await asyncio.sleep(POLL_S)
         if found or not recheck:
             self.progress.note("producers report normal: no new gray messages")
@@ -211,14 +223,16 @@ class CutoverRunner:
                 self.progress.note("")
                 return
             self.progress.update(initial - backlog, initial, f"gray backlog {backlog}, gray consumers {len(gray)}")
-            stale = [c["client_id"] for c in status.stale]
+            stale = [c["client_id"] for c in status.stale if c["role"] in CONSUMING_ROLES]
             self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}"
-                                 + (f" (stale, not waited for: {', '.join(stale)})" if stale else ""))
+                                 + (f" (stale consumers, not waited for: {', '.join(stale)})" if stale else ""))
             await asyncio.sleep(POLL_S)
 
     def _note_stale(self, report: CutoverReport, status: GroupStatus) -> None:
+        """List the group's stale consumers (stale producers are listed, as group/client, by the producer step)."""
         for c in status.stale:
-            _add(report.stale_clients, c["client_id"])
+            if c["role"] in CONSUMING_ROLES:
+                _add(report.stale_clients, c["client_id"])
 
     async def _remove_gray_rules(self, group: str) -> list[dict[str, Any]]:
         try:

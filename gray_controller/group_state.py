@@ -1,8 +1,10 @@
 """A consumer group as the controller sees it: clients with flags and states, and the gray backlog.
 
 Clients the name server reports stale (no heartbeat for ``GRAYMQ_CLIENT_STALE_SECONDS``: killed,
-partitioned) are kept apart in ``stale``: they are no live member of the group, and promote and
-rollback do not wait for them; their topics still count for the gray backlog.
+partitioned, paused) are kept apart in ``stale``: promote and rollback do not wait for stale
+consumers (they wait for stale gray producers, see ``cutover``); their topics still count for the
+gray backlog. The JSON shape lists every client in ``clients`` with a ``stale`` mark, and the
+stale ones again in ``stale_clients``.
 """
 
 from __future__ import annotations
@@ -37,18 +39,21 @@ class GroupStatus:
     def to_json(self) -> dict[str, Any]:
         return {
             "group": self.group, "gray_switch": self.gray_switch, "orphan_policy": self.orphan_policy,
-            "clients": [_client_json(c) for c in self.clients],
+            "clients": sorted([_client_json(c, False) for c in self.clients]
+                              + [_client_json(c, True) for c in self.stale],
+                              key=lambda c: (c["role"], c["client_id"])),
             "gray_backlog": self.gray_backlog,
             "gray_queues": [{"topic": q.topic, "broker": q.broker_name, "queue_id": q.queue_id,
                              "consumer_offset": q.consumer_offset, "max_offset": q.max_offset, "backlog": q.backlog}
                             for q in self.queues],
-            "stale_clients": [_client_json(c) for c in self.stale],
+            "stale_clients": [_client_json(c, True) for c in self.stale],
         }
 
 
-def _client_json(client: dict[str, Any]) -> dict[str, Any]:
-    return {k: client.get(k) for k in ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state",
-                                       "queues", "topics", "last_seen")}
+def _client_json(client: dict[str, Any], stale: bool) -> dict[str, Any]:
+    fields = ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues", "topics",
+              "last_seen")
+    return {**{k: client.get(k) for k in fields}, "stale": stale}
 
 
 class GroupInspector:

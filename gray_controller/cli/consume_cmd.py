@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from graymq.gray_controller.cli.common import add_nameserver_arg, check_name_args, parse_labels, setup_logging
-from graymq.protocol.aio import wait_event
 from graymq.protocol.errors import ConfigError, GrayMQError
 
 
@@ -98,18 +97,34 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
+    stopping = asyncio.ensure_future(done.wait())
+    starting = asyncio.ensure_future(consumer.start())
     try:
-        await consumer.start()
-    except GrayMQError:
-        if consumer.failure is None:
-            raise
-        return 1  # the consumer logged the cause
-    print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
-          file=sys.stderr, flush=True)
-    while not done.is_set() and consumer.failure is None:
-        await wait_event(done, 0.2)
-        if args.idle_exit is not None and time.monotonic() - last_message > args.idle_exit:
-            break
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():  # a signal while starting (e.g. the name server does not answer)
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            await consumer.stop(grace_s=0.0)
+            return 0
+        try:
+            starting.result()
+        except GrayMQError:
+            if consumer.failure is None:
+                raise
+            return 1  # the consumer logged the cause
+        print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
+              file=sys.stderr, flush=True)
+        failed = asyncio.ensure_future(consumer.wait_failed())
+        try:
+            while not (stopping.done() or failed.done()):
+                idle_s = None if args.idle_exit is None else last_message + args.idle_exit - time.monotonic()
+                if idle_s is not None and idle_s <= 0:
+                    break
+                await asyncio.wait({stopping, failed}, timeout=idle_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            failed.cancel()
+    finally:
+        stopping.cancel()
     await consumer.stop(grace_s=5.0)
     return 0 if consumer.failure is None else 1
 

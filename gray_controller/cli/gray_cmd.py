@@ -19,7 +19,8 @@ from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("gray", help="gray release: status, switch, flag, rule, orphan, promote, rollback, history")
+    p = subparsers.add_parser(
+        "gray", help="gray release: status, switch, flag, rule, orphan, promote, rollback, history")
     sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True)
 
     status = sub.add_parser("status", help="clients, flags, states, queues and gray backlog of a group")
@@ -108,7 +109,7 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
              c["state"], format_queues(c["queues"])] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     if status.stale:
-        print("stale (no heartbeat, presumed gone; promote and rollback do not wait for them): "
+        print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
               + ", ".join(f"{c['client_id']} ({c['role']}, {_flag(c['gray'])})" for c in status.stale))
     print(f"gray backlog: {status.gray_backlog}")
     if status.queues:

@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+README_PORTS = (9876, 10911)  # what `graymq up` listens on, as the READMEs say
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +41,28 @@ def as_a_person_types(lines: list[str]) -> str:
     return "\n".join(script) + "\n"
 
 
+def busy_ports(ports: tuple[int, ...]) -> list[int]:
+    """The ports some process listens on (a socket in TIME_WAIT does not count, as for the servers)."""
+    busy = []
+    for port in ports:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("0.0.0.0", port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
+def require_readme_ports_free(ports: tuple[int, ...] = README_PORTS) -> None:
+    """Fail at once when a cluster already runs on the README's fixed ports: the block would talk to it."""
+    if busy := busy_ports(ports):
+        pytest.fail(f"port(s) {', '.join(map(str, busy))} already in use (a local graymq cluster?): stop it "
+                    "first, the README's commands use these fixed ports", pytrace=False)
+
+
 def run_block(tmp_path: Path, lines: list[str], timeout: float = 240) -> str:
+    require_readme_ports_free()
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     (tmp_path / "jobs").symlink_to(ROOT / "jobs")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAYMQ_", "VIRTUAL_ENV"))}
@@ -70,3 +93,11 @@ def test_the_spark_example_runs_as_written(tmp_path):
     output = run_block(tmp_path, bash_block(ROOT / "jobs" / "README.md", "## The example"), timeout=400)
     assert "SUCCEEDED" in output
     assert re.search(r"\|\s*PAID\s*\|\s*1\s*\|\s*12\.5", output), output[-4000:]
+
+
+def test_the_readme_ports_are_checked_before_running():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert busy_ports((port,)) == [port]
+        with pytest.raises(pytest.fail.Exception, match=f"port\\(s\\) {port} already in use"):
+            require_readme_ports_free((port,))

@@ -49,14 +49,14 @@ def start(graymq_process, cluster: Cluster, expected: dict[str, list[int]]) -> d
     return consumers
 
 
-def listed(status: dict[str, Any], key: str = "clients") -> set[str]:
-    return {c["client_id"] for c in status[key]}
+def listed(status: dict[str, Any], key: str = "clients", stale: bool | None = None) -> set[str]:
+    """Client ids under ``key``; with ``stale``, only those whose stale mark is that."""
+    return {c["client_id"] for c in status[key] if stale is None or c["stale"] is stale}
 
 
 def shown(ns: str, client_id: str) -> bool:
     """Whether ``gray status`` shows the client at all, live or stale."""
-    status = gray_status(ns, GROUP)
-    return client_id in listed(status) | listed(status, "stale_clients")
+    return client_id in listed(gray_status(ns, GROUP))
 
 
 def last_json(output: str) -> dict[str, Any]:
@@ -76,11 +76,12 @@ def test_rollback_adopt_does_not_wait_for_a_gray_consumer_that_went_away(cluster
     else:
         wait_for(lambda: "v2" in listed(gray_status(ns, GROUP), "stale_clients"), 30, "the killed consumer stale")
         status = gray_status(ns, GROUP)
-        assert "v2" not in listed(status)
+        assert listed(status, stale=True) == {"v2"} and listed(status, stale=False) == {"v1"}
         (stale,) = status["stale_clients"]
-        assert stale["gray"] and stale["role"] == "consumer"
+        assert stale["gray"] and stale["role"] == "consumer" and stale["stale"]
+        assert [c for c in status["clients"] if c["client_id"] == "v2"] == [stale]
         table = graymq(ns, "gray", "status", GROUP).stdout
-        assert "stale (no heartbeat, presumed gone" in table and "v2 (consumer, gray)" in table
+        assert "stale (no heartbeat;" in table and "v2 (consumer, gray)" in table
     sent = produce(ns, TOPIC, "--group", GROUP, "--label", "version=v2", "--count", "50", "--size", "32")
     assert all(s["gray"] for s in sent)
     report = last_json(graymq(ns, "gray", "rollback", GROUP, "--adopt", "--timeout", "45", "--json", timeout=90).stdout)
@@ -107,5 +108,41 @@ def test_promote_does_not_wait_for_a_killed_gray_consumer_beyond_the_stale_windo
     v2b_consumed = {m["msg_id"] for m in json_lines(consumers["v2b"])}
     assert {s["msg_id"] for s in sent} <= v2b_consumed
     status = gray_status(ns, GROUP)
-    assert listed(status) == {"v1", "v2b"} and listed(status, "stale_clients") == {"v2a"}
-    assert not any(c["gray"] for c in status["clients"])
+    assert listed(status, stale=False) == {"v1", "v2b"} and listed(status, "stale_clients") == {"v2a"}
+    assert listed(status) == {"v1", "v2a", "v2b"} and listed(status, stale=True) == {"v2a"}
+    assert not any(c["gray"] for c in status["clients"] if not c["stale"])
+
+
+def test_promote_waits_for_a_stale_gray_producer_until_it_reports_normal(cluster, graymq_process):
+    """A paused gray producer goes stale but may still reach the brokers: promote must not flip the gray
+    consumers before it reports normal, or its later gray messages would sit in gray queues nobody drains."""
+    ns = cluster.ns_url
+    consumers = start(graymq_process, cluster, {"v1": [1, 2, 3, 4], "v2": [0, 5]})
+    producer = graymq_process("produce", TOPIC, "--group", GROUP, "--label", "version=v2", "--client-id", "pv2",
+                              "--count", "300", "--size", "32", "--interval", "0.05", "--json", "--nameserver", ns,
+                              wait=False)
+    wait_for(lambda: sum(s.get("gray", False) for s in json_lines(producer)) >= 20, 30, "gray sends")
+    producer.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: "pv2" in listed(gray_status(ns, GROUP), "stale_clients"), 30, "the paused producer stale")
+        status = gray_status(ns, GROUP)
+        (pv2,) = [c for c in status["clients"] if c["client_id"] == "pv2"]
+        assert pv2["stale"] and pv2["gray"] and pv2["role"] == "producer"
+        result = graymq(ns, "gray", "promote", GROUP, "--timeout", "8", "--json", timeout=60, check=False)
+        report = last_json(result.stdout)
+        assert result.returncode == 1 and report["state"] == "FAILED", report
+        assert "producers still gray: pv2 (stale" in report["message"], report
+        assert f"{GROUP}/pv2" in report["stale_clients"]
+        assert {c["client_id"] for c in gray_status(ns, GROUP)["clients"] if c["gray"]} == {"v2", "pv2"}
+    finally:
+        producer.proc.send_signal(signal.SIGCONT)
+    report = last_json(graymq(ns, "gray", "promote", GROUP, "--timeout", "60", "--json", timeout=90).stdout)
+    assert report["state"] == "SUCCEEDED", report
+    assert producer.proc.wait(60) == 0, producer.output[-2000:]
+    sent = json_lines(producer)
+    assert len(sent) == 300 and all(s["status"] == "SEND_OK" for s in sent)
+    gray_sent = {s["msg_id"] for s in sent if s["gray"]}
+    assert gray_sent and len(gray_sent) < 300
+    wait_for(lambda: {s["msg_id"] for s in sent} <= {m["msg_id"] for c in consumers.values() for m in json_lines(c)},
+             30, "every message consumed, none stranded in a gray queue")
+    wait_for(lambda: gray_status(ns, GROUP)["gray_backlog"] == 0, 10, "the gray backlog committed to 0")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,25 @@ class Cluster:
                 await ns.close()
 
         return asyncio.run(go())
+
+
+@contextmanager
+def one_broker_cluster(db_url: str, root: Path, topic: str, queues: int, gray: int) -> Iterator[Cluster]:
+    """A name server, broker ``broker-a`` and ``topic``, shared by a module's tests; every process stops at exit."""
+    started: list[GraymqProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> GraymqProcess:
+        proc = GraymqProcess(args, env=env, cwd=root)
+        started.append(proc)
+        proc.wait_ready(timeout)
+        return proc
+
+    cluster = Cluster(start, db_url, root)
+    try:
+        cluster.start_nameserver()
+        cluster.add_broker("broker-a")
+        cluster.create_topic(topic, queues, gray)
+        yield cluster
+    finally:
+        for proc in reversed(started):
+            proc.terminate()

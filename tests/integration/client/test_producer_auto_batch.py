@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from graymq.client import Message, PullConsumer, SendResult
 from graymq.client.producer import Producer
-from graymq.devkit.processes import GraymqProcess
 from graymq.protocol.errors import BadRequestError, GrayMQError
 from tests.support.clients import run_scenario
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, one_broker_cluster
 
 pytestmark = pytest.mark.integration
 TOPIC = "TOPIC_AB"
@@ -29,24 +27,8 @@ GRAY_QUEUES = {0, 5}  # 6 queues, 2 gray
 @pytest.fixture(scope="module")
 def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One name server and one broker for the module's tests (each test sends to TOPIC_AB on its own)."""
-    root: Path = tmp_path_factory.mktemp("auto_batch")
-    started: list[GraymqProcess] = []
-
-    def start(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> GraymqProcess:
-        proc = GraymqProcess(args, env=env, cwd=root)
-        started.append(proc)
-        proc.wait_ready(timeout)
-        return proc
-
-    cluster = Cluster(start, pg_url, root)
-    try:
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a")
-        cluster.create_topic(TOPIC, 6, 2)
+    with one_broker_cluster(pg_url, tmp_path_factory.mktemp("auto_batch"), TOPIC, 6, 2) as cluster:
         yield cluster
-    finally:
-        for proc in reversed(started):
-            proc.terminate()
 
 
 class Requests:

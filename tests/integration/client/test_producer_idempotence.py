@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +15,8 @@ import pytest
 from graymq.client import Message, PullConsumer
 from graymq.client.message import MessageQueue
 from graymq.client.producer import Producer
-from graymq.devkit.processes import GraymqProcess
 from tests.support.clients import run_scenario
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, one_broker_cluster
 
 pytestmark = pytest.mark.integration
 TOPIC = "TOPIC_IDEM"
@@ -26,24 +24,8 @@ TOPIC = "TOPIC_IDEM"
 
 @pytest.fixture(scope="module")
 def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root: Path = tmp_path_factory.mktemp("idempotence")
-    started: list[GraymqProcess] = []
-
-    def start(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> GraymqProcess:
-        proc = GraymqProcess(args, env=env, cwd=root)
-        started.append(proc)
-        proc.wait_ready(timeout)
-        return proc
-
-    cluster = Cluster(start, pg_url, root)
-    try:
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a")
-        cluster.create_topic(TOPIC, 4, 0)
+    with one_broker_cluster(pg_url, tmp_path_factory.mktemp("idempotence"), TOPIC, 4, 0) as cluster:
         yield cluster
-    finally:
-        for proc in reversed(started):
-            proc.terminate()
 
 
 class LoseFirstAnswer:

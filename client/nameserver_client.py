@@ -32,7 +32,10 @@ class ConflictError(GrayMQError):
 
 
 class UnauthorizedError(GrayMQError):
-    """A mutating call without a valid bearer token (set GRAYMQ_ADMIN_TOKEN)."""
+    """A call without a valid token (``UNAUTHORIZED``) or without the right it needs (``FORBIDDEN``).
+
+    Clients send ``GRAYMQ_TOKEN`` (or ``token=``); admin calls send ``GRAYMQ_ADMIN_TOKEN``.
+    """
 
 
 def parse_urls(urls: str | list[str] | None) -> list[str]:
@@ -48,10 +51,14 @@ def parse_urls(urls: str | list[str] | None) -> list[str]:
 
 
 class NameServerClient:
-    def __init__(self, urls: str | list[str] | None = None, *, admin_token: str | None = None,
-                 timeout_s: float = 3.0, demote_s: float = 10.0) -> None:
+    """``token`` (default ``GRAYMQ_TOKEN``) authenticates client calls; ``admin_token`` (default
+    ``GRAYMQ_ADMIN_TOKEN``) only the admin calls. Unset tokens send nothing (enough in dev mode)."""
+
+    def __init__(self, urls: str | list[str] | None = None, *, token: str | None = None,
+                 admin_token: str | None = None, timeout_s: float = 3.0, demote_s: float = 10.0) -> None:
         self.urls = parse_urls(urls)
-        self.admin_token = admin_token if admin_token is not None else os.environ.get("GRAYMQ_ADMIN_TOKEN", "dev-token")
+        self.token = token if token is not None else os.environ.get("GRAYMQ_TOKEN")
+        self.admin_token = admin_token if admin_token is not None else os.environ.get("GRAYMQ_ADMIN_TOKEN")
         self._demoted: dict[str, float] = {}
         self._demote_s = demote_s
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)))
@@ -76,15 +83,9 @@ class NameServerClient:
         if "" in path.split("/")[1:]:
             raise BadRequestError(f"{method} {path}: a name in the path is empty")
         all_headers = dict(headers or {})
-        if admin:
-            token = self.admin_token.strip()
-            if not token:
-                raise ConfigError("GRAYMQ_ADMIN_TOKEN is set but empty: set it to an admin token "
-                                  "(or unset it to use the dev-mode token)")
-            if not (token.isascii() and token.isprintable()):
-                raise ConfigError("GRAYMQ_ADMIN_TOKEN holds characters an HTTP header cannot carry "
-                                  "(only printable ASCII is allowed)")
-            all_headers["Authorization"] = f"Bearer {token}"
+        token, variable = (self.admin_token, "GRAYMQ_ADMIN_TOKEN") if admin else (self.token, "GRAYMQ_TOKEN")
+        if token is not None:
+            all_headers["Authorization"] = f"Bearer {_checked_token(token, variable)}"
         timeout = self._http.timeout
         if timeout_s is not None:
             timeout = httpx.Timeout(timeout_s, connect=timeout.connect)
@@ -107,7 +108,7 @@ class NameServerClient:
                 self._demoted[url] = time.monotonic() + self._demote_s
                 continue
             self._demoted.pop(url, None)
-            return _result(response, method, path)
+            return _result(response, method, path, "GRAYMQ_ADMIN_TOKEN" if admin else "GRAYMQ_TOKEN")
         raise NameServerError(f"{method} {path} failed on every name server: " + "; ".join(errors))
 
     # -- routes and heartbeats ---------------------------------------------------------------
@@ -197,8 +198,33 @@ class NameServerClient:
         params = {"state": state} if state else None
         return list(await self.request("GET", f"/v1/groups/{group}/cutovers", params=params))
 
+    async def add_principal(self, name: str, produce: list[str], consume: list[str], admin: bool,
+                            broker: bool) -> dict[str, Any]:
+        """Create a principal; the answer ``{"name", "token"}`` holds its token, shown this once."""
+        body = {"name": name, "produce": produce, "consume": consume, "admin": admin, "broker": broker}
+        return dict(await self.request("POST", "/v1/principals", json=body, admin=True))
+
+    async def list_principals(self) -> list[dict[str, Any]]:
+        return list(await self.request("GET", "/v1/principals", admin=True))
+
+    async def remove_principal(self, name: str) -> None:
+        await self.request("DELETE", f"/v1/principals/{name}", admin=True)
+
+    async def rotate_principal(self, name: str) -> dict[str, Any]:
+        """A new token for the principal (``{"name", "token"}``); the old one stops working at once."""
+        return dict(await self.request("POST", f"/v1/principals/{name}/rotate", admin=True))
+
     async def update_cutover(self, operation_id: int, **fields: Any) -> dict[str, Any]:
         return dict(await self.request("PATCH", f"/v1/cutovers/{operation_id}", json=fields, admin=True))
+
+
+def _checked_token(token: str, variable: str) -> str:
+    token = token.strip()
+    if not token:
+        raise ConfigError(f"{variable} is set but empty: set it to a token (or unset it in dev mode)")
+    if not (token.isascii() and token.isprintable()):
+        raise ConfigError(f"{variable} holds characters an HTTP header cannot carry (only printable ASCII is allowed)")
+    return token
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -224,13 +250,13 @@ def _field_error(error: dict[str, Any]) -> str:
     return f"{'.'.join(loc)}: {message}" if loc else message
 
 
-def _result(response: httpx.Response, method: str, path: str) -> Any:
+def _result(response: httpx.Response, method: str, path: str, variable: str) -> Any:
     status = response.status_code
     if status < 300:
         return response.json() if response.content else None
     text = _error_text(response)
     if status == 401 or status == 403:
-        raise UnauthorizedError(f"{method} {path}: {text} (HTTP {status}; set GRAYMQ_ADMIN_TOKEN)")
+        raise UnauthorizedError(f"{method} {path}: {text} (HTTP {status}; check {variable})")
     if status == 404:
         raise NotFoundError(f"{method} {path}: {text}")
     if status == 409:

@@ -3,23 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from graymq.nameserver.auth import authenticated
+from graymq.nameserver.body_limit import BodyLimitMiddleware
 from graymq.nameserver.db import create_db_engine, read_only, session_factory
 from graymq.nameserver.errors import install_error_handlers
 from graymq.nameserver.metrics import Metrics
-from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, topics
+from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, principals, topics
 from graymq.nameserver.schemas import ErrorBody
 from graymq.nameserver.settings import NameServerSettings
+from graymq.nameserver.throttle import FailedAuthThrottle
 from graymq.nameserver.watch import GroupChanges
+
+log = logging.getLogger(__name__)
 
 # Error answers every /v1 route may give (all errors share the ErrorBody shape).
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorBody, "description": "`UNAUTHORIZED`: no valid bearer token"},
+    403: {"model": ErrorBody, "description": "`FORBIDDEN`: the token's principal lacks the right `detail` names"},
+    413: {"model": ErrorBody, "description": "the request body exceeds GRAYMQ_MAX_BODY_BYTES"},
+    429: {"model": ErrorBody, "description": "too many failed authentications from this address (see Retry-After)"},
     422: {"model": ErrorBody, "description": "invalid request: `detail` lists the fields and what is wrong"},
     503: {"model": ErrorBody, "description": "database unavailable: `detail` is the cause"},
 }
@@ -62,6 +72,8 @@ def _version() -> str:
 def create_app(settings: NameServerSettings) -> FastAPI:
     """Build the name server; refuses (``InsecureConfigError``) an admin token setup unsafe to serve."""
     token_actors = settings.token_actors()
+    if settings.dev_mode:
+        log.warning("dev mode: authentication is off, every caller may do anything (never use it in production)")
     engine = create_db_engine(settings.db_url)
     metrics = Metrics()
 
@@ -87,7 +99,8 @@ def create_app(settings: NameServerSettings) -> FastAPI:
         title="graymq name server",
         version=_version(),
         description="Broker registry, topic routes, per-client grayFlags, gray switches and rules, "
-        "cutover records and the audit log. Admin mutations need `Authorization: Bearer <token>`.",
+        "cutover records and the audit log. Every `/v1` call needs `Authorization: Bearer <token>` (a principal's "
+        "token, or an admin token) outside dev mode; health checks and metrics are open.",
         lifespan=lifespan,
     )
     app.state.settings = settings
@@ -97,9 +110,11 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.group_changes = changes
     app.state.token_actors = token_actors
     app.state.metrics = metrics
+    app.state.auth_throttle = FailedAuthThrottle(settings.auth_failure_limit, settings.auth_failure_window_s)
     install_error_handlers(app, metrics)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
-    for module in (brokers, topics, clients, groups, cutovers, audit):
-        app.include_router(module.router, responses=ERROR_RESPONSES)
+    for module in (brokers, topics, clients, groups, cutovers, audit, principals):
+        app.include_router(module.router, responses=ERROR_RESPONSES, dependencies=[Depends(authenticated)])
     app.include_router(health.router)
     return app

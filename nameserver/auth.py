@@ -1,18 +1,43 @@
-"""Bearer-token authentication of admin calls; the token's configured name is the audit actor."""
+"""Who is calling: bearer tokens resolved to a principal and its rights; checks that raise 401/403/429.
+
+Tokens come from two places: the bootstrap admin tokens (``GRAYMQ_ADMIN_TOKENS``, name=secret,
+compared in constant time) and the principals table (the SHA-256 of the token is looked up; the
+token itself is never stored). In dev mode authentication is off: a valid token still names the
+caller (the audit actor), anything else acts as ``dev`` with every right.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import secrets
 from collections.abc import Mapping
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from graymq.nameserver.errors import Unauthorized
+from graymq.nameserver.acl import ALL_RIGHTS, ConsumeRight, Rights
+from graymq.nameserver.errors import Forbidden, TooManyFailures, Unauthorized
+from graymq.nameserver.repositories.principals import PrincipalRepository
+from graymq.nameserver.settings import DEV_TOKEN_NAME
+from graymq.nameserver.throttle import FailedAuthThrottle
+from graymq.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
-_bearer = HTTPBearer(auto_error=False, description="an admin token from GRAYMQ_ADMIN_TOKENS")
+_bearer = HTTPBearer(auto_error=False, description="a principal's token (GRAYMQ_TOKEN, GRAYMQ_BROKER_TOKEN) "
+                     "or an admin token from GRAYMQ_ADMIN_TOKENS")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
+TOKEN_PREFIX = "gmq_"
+
+
+def new_token() -> str:
+    """A fresh random token (32 random bytes)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def actor_for(token_actors: Mapping[str, str], presented: str) -> str | None:
@@ -24,16 +49,104 @@ def actor_for(token_actors: Mapping[str, str], presented: str) -> str | None:
     return actor
 
 
-def admin_actor(
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller: its name (the audit actor) and what it may do."""
+
+    name: str
+    rights: Rights
+
+    def require(self, allowed: bool, action: str) -> None:
+        """403 ``FORBIDDEN: principal NAME may not ACTION`` unless ``allowed``."""
+        if not allowed:
+            raise Forbidden(detail=f"principal {self.name} may not {action}")
+
+
+def rights_of(produce: list[str], consume: list[str], admin: bool, broker: bool) -> Rights:
+    return Rights(tuple(produce), tuple(ConsumeRight.parse(c) for c in consume), admin, broker)
+
+
+def _principal(request: Request, token: str) -> Caller | None:
+    state = request.app.state
+    actor = actor_for(state.token_actors, token)
+    if actor is not None:
+        return Caller(actor, ALL_RIGHTS)
+    digest = token_sha256(token)
+    with state.read_sessions() as session:
+        found = PrincipalRepository(session).by_token_sha256(digest)
+        if found is None or not hmac.compare_digest(found.token_sha256, digest):
+            return None
+        return Caller(found.name, rights_of(found.produce, found.consume, found.admin, found.broker))
+
+
+def authenticated(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> str:
-    """Dependency of every admin mutation: 401 unless a configured bearer token is presented."""
+) -> Caller:
+    """Dependency of every ``/v1`` route: the caller, or 401 (429 for an address failing too often)."""
+    state = request.app.state
+    throttle: FailedAuthThrottle = state.auth_throttle
+    address = request.client.host if request.client else "unknown"
+    dev_mode = state.settings.dev_mode
+    if not dev_mode and (wait := throttle.retry_after(address)) is not None:
+        raise TooManyFailures(detail=f"too many failed authentications from {address}: retry in {wait} s",
+                              headers={"Retry-After": str(wait)})
+    caller = _principal(request, credentials.credentials) if credentials else None
+    if caller is not None:
+        return caller
+    if dev_mode:
+        return Caller(DEV_TOKEN_NAME, ALL_RIGHTS)
+    throttle.failed(address)
     if credentials is None:
-        raise Unauthorized("missing bearer token", "send Authorization: Bearer <admin token>", _CHALLENGE)
-    actor = actor_for(request.app.state.token_actors, credentials.credentials)
-    if actor is None:
-        raise Unauthorized("invalid bearer token", None, _CHALLENGE)
-    return actor
+        raise Unauthorized(detail="missing bearer token: send Authorization: Bearer <token> "
+                           "(GRAYMQ_TOKEN for clients, GRAYMQ_BROKER_TOKEN for brokers, GRAYMQ_ADMIN_TOKEN for "
+                           "admin commands)", headers=_CHALLENGE)
+    raise Unauthorized(detail="invalid bearer token", headers=_CHALLENGE)
+
+
+Authenticated = Annotated[Caller, Depends(authenticated)]
+
+
+def admin_actor(caller: Authenticated) -> str:
+    """Dependency of every admin mutation: the caller's name, or 403 unless it is an admin."""
+    caller.require(caller.rights.admin, "administer (an admin right is needed)")
+    return caller.name
+
+
+def broker_caller(caller: Authenticated) -> Caller:
+    """Dependency of broker registration and its watch: 403 unless the caller has the broker right."""
+    caller.require(caller.rights.admin or caller.rights.broker, "register brokers (a broker right is needed)")
+    return caller
 
 
 AdminActor = Annotated[str, Depends(admin_actor)]
+BrokerCaller = Annotated[Caller, Depends(broker_caller)]
+
+
+def _own_topic(group: str, topic: str) -> bool:
+    """The group's retry and dead-letter topics belong to its consumers."""
+    return topic in (RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group)
+
+
+def check_client(caller: Caller, group: str, role: str | None, topics: list[str] | Any = ()) -> None:
+    """403 unless ``caller`` may act as a ``role`` client of ``group`` on ``topics`` (``None``: any role)."""
+    rights = caller.rights
+    if role == "producer":
+        caller.require(bool(rights.produce) or rights.admin, f"produce as group {group} (no produce right)")
+        for topic in topics:
+            caller.require(rights.may_produce(topic), f"produce to topic {topic}")
+    elif role is None:
+        caller.require(rights.may_use_group(group), f"act for group {group}")
+    else:
+        caller.require(rights.may_consume(group), f"consume group {group}")
+        for topic in topics:
+            if not _own_topic(group, topic):
+                caller.require(rights.may_consume(group, topic), f"consume topic {topic} in group {group}")
+
+
+def check_route(caller: Caller, topic: str) -> None:
+    """403 unless ``caller`` may produce to or consume ``topic`` (a retry topic: consume its group)."""
+    rights = caller.rights
+    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
+        if topic.startswith(prefix) and rights.may_consume(topic.removeprefix(prefix)):
+            return
+    caller.require(rights.may_use_topic(topic) or rights.broker, f"produce to or consume topic {topic}")

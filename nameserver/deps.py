@@ -13,6 +13,7 @@ from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.groups import GroupService
 from graymq.nameserver.services.health import HealthService
+from graymq.nameserver.services.principals import PrincipalService
 from graymq.nameserver.services.registry import RegistryService
 from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.settings import NameServerSettings
@@ -59,6 +60,10 @@ def audit_service(session: SessionDep) -> AuditService:
     return AuditService(session)
 
 
+def principal_service(session: SessionDep) -> PrincipalService:
+    return PrincipalService(session)
+
+
 def health_service(session: SessionDep, settings: SettingsDep) -> HealthService:
     return HealthService(session, settings)
 
@@ -70,3 +75,4 @@ Groups = Annotated[GroupService, Depends(group_service)]
 Cutovers = Annotated[CutoverService, Depends(cutover_service)]
 Audit = Annotated[AuditService, Depends(audit_service)]
 Health = Annotated[HealthService, Depends(health_service)]
+Principals = Annotated[PrincipalService, Depends(principal_service)]

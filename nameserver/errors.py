@@ -34,8 +34,27 @@ class ApiError(Exception):
 
 
 class Unauthorized(ApiError):
+    """No valid token: ``error`` is the code ``UNAUTHORIZED``, ``detail`` says what was wrong."""
+
     status_code = 401
-    error = "unauthorized"
+    error = "UNAUTHORIZED"
+
+
+class Forbidden(ApiError):
+    """A valid token without the right: ``error`` is ``FORBIDDEN``, ``detail`` names the missing right."""
+
+    status_code = 403
+    error = "FORBIDDEN"
+
+
+class TooManyFailures(ApiError):
+    status_code = 429
+    error = "TOO_MANY_FAILED_AUTHENTICATIONS"
+
+
+class PayloadTooLarge(ApiError):
+    status_code = 413
+    error = "request body too large"
 
 
 class NotFound(ApiError):

@@ -21,6 +21,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.sqltypes import JsonType, UtcDateTime
+from graymq.protocol.membership import CLIENT_STATES, ORPHAN_POLICIES, ROLES
 
 # Stable constraint names so Alembic migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -32,9 +33,6 @@ NAMING_CONVENTION = {
 }
 
 NAME_LENGTH = 255
-ROLES = ("consumer", "producer", "spark")
-CLIENT_STATES = ("GRAY", "DRAINING", "NORMAL")
-ORPHAN_POLICIES = ("hold", "adopt")
 CUTOVER_KINDS = ("promote", "rollback")
 CUTOVER_MODES = ("drain", "adopt")
 CUTOVER_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")
@@ -228,3 +226,22 @@ class AuditEntry(Base):
     before: Mapped[Any] = mapped_column(JsonType, nullable=True)
     after: Mapped[Any] = mapped_column(JsonType, nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Principal(Base):
+    """A caller of the name server (and, through it, of brokers): a token, kept as its SHA-256 only, and rights.
+
+    ``produce`` holds topic patterns; ``consume`` holds ``GROUP_PATTERN[:TOPIC_PATTERN]`` entries (see ``acl``).
+    """
+
+    __tablename__ = "principals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    produce: Mapped[list[str]] = mapped_column(JsonType)
+    consume: Mapped[list[str]] = mapped_column(JsonType)
+    admin: Mapped[bool] = mapped_column(Boolean)
+    broker: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)

@@ -8,11 +8,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
+from graymq.nameserver.acl import PATTERN_RULE, check_consume_right, check_pattern
 from graymq.protocol.gray import gray_queue_ids
+from graymq.protocol.membership import ClientStateName, OrphanPolicy, Role
 from graymq.protocol.names import (
     CLIENT_ID_RULE,
+    LABEL_KEY_RULE,
+    LABEL_VALUE_RULE,
     NAME_RULE,
     check_broker_name,
     check_client_id,
@@ -23,7 +27,7 @@ from graymq.protocol.names import (
     check_topic_name,
 )
 
-INT64_MAX = 2**63 - 1
+ID_MAX = 2**31 - 1  # ids are INTEGER columns (32-bit on PostgreSQL)
 
 
 def _rule(check: Callable[[str], str | None]) -> AfterValidator:
@@ -50,25 +54,30 @@ def _json_without_nul(value: Any) -> Any:
     return value
 
 
+def _documented(pattern: str, rule: str) -> WithJsonSchema:
+    """The rule as the OpenAPI shows it (validation itself is the ``check_*`` function, with its message)."""
+    return WithJsonSchema({"type": "string", "pattern": pattern, "description": rule})
+
+
+_NAME_SCHEMA = _documented(r"^[A-Za-z0-9%|_-]{1,127}$", NAME_RULE)
+_CLIENT_ID_SCHEMA = _documented(r"^[!-.0-~]{1,255}$", CLIENT_ID_RULE)
+
 # Every name, in bodies and URL paths alike, follows the one rule of protocol/names.py.
-TopicName = Annotated[str, _rule(check_topic_name)]
-GroupName = Annotated[str, _rule(check_group_name)]
-ClientId = Annotated[str, _rule(check_client_id)]
-BrokerName = Annotated[str, _rule(check_broker_name)]
-PrincipalName = Annotated[str, _rule(check_principal_name)]
-LabelKey = Annotated[str, _rule(check_label_key)]
-LabelValue = Annotated[str, _rule(check_label_value)]
-TopicPath = Annotated[str, Path(description=NAME_RULE), _rule(check_topic_name)]
-GroupPath = Annotated[str, Path(description=NAME_RULE), _rule(check_group_name)]
-ClientIdPath = Annotated[str, Path(description=CLIENT_ID_RULE), _rule(check_client_id)]
-PrincipalPath = Annotated[str, Path(description=NAME_RULE), _rule(check_principal_name)]
-IdPath = Annotated[int, Path(ge=1, le=INT64_MAX)]
+TopicName = Annotated[str, _rule(check_topic_name), _NAME_SCHEMA]
+GroupName = Annotated[str, _rule(check_group_name), _NAME_SCHEMA]
+ClientId = Annotated[str, _rule(check_client_id), _CLIENT_ID_SCHEMA]
+BrokerName = Annotated[str, _rule(check_broker_name), _NAME_SCHEMA]
+PrincipalName = Annotated[str, _rule(check_principal_name), _NAME_SCHEMA]
+LabelKey = Annotated[str, _rule(check_label_key), _documented(r"^[A-Za-z0-9._/-]{1,63}$", LABEL_KEY_RULE)]
+LabelValue = Annotated[str, _rule(check_label_value), _documented(r"^[ -~]{0,255}$", LABEL_VALUE_RULE)]
+TopicPath = Annotated[str, Path(), _rule(check_topic_name), _NAME_SCHEMA]
+GroupPath = Annotated[str, Path(), _rule(check_group_name), _NAME_SCHEMA]
+ClientIdPath = Annotated[str, Path(), _rule(check_client_id), _CLIENT_ID_SCHEMA]
+PrincipalPath = Annotated[str, Path(), _rule(check_principal_name), _NAME_SCHEMA]
+IdPath = Annotated[int, Path(ge=1, le=ID_MAX)]
 # Free text stored as is (PostgreSQL cannot store NUL).
 Text = Annotated[str, AfterValidator(_no_nul)]
 Reason = Annotated[Text | None, Field(default=None, max_length=2000)]
-Role = Literal["consumer", "producer", "spark"]
-ClientState = Literal["GRAY", "DRAINING", "NORMAL"]
-OrphanPolicy = Literal["hold", "adopt"]
 CutoverKind = Literal["promote", "rollback"]
 CutoverMode = Literal["drain", "adopt"]
 CutoverState = Literal["RUNNING", "SUCCEEDED", "FAILED", "ABORTED"]
@@ -121,10 +130,13 @@ class TopicPutResult(TopicView):
 
 class BrokerHeartbeat(BaseModel):
     broker_name: BrokerName
-    address: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s/]+$")]
+    address: Annotated[
+        str, StringConstraints(min_length=1, max_length=255, pattern=r"^[!-.0-~]+$"),
+        Field(description="host:port clients dial (printable ASCII, no space or '/')"),
+    ]
     topics: list[TopicConfig] = Field(default_factory=list, max_length=MAX_TOPICS)
     deletions_applied: int = Field(
-        default=0, ge=0, le=INT64_MAX, description="id of the last deletion the broker applied"
+        default=0, ge=0, le=ID_MAX, description="id of the last deletion the broker applied"
     )
 
     @model_validator(mode="after")
@@ -196,7 +208,7 @@ class ClientHeartbeat(BaseModel):
         default=None, description="the flag the client was started with; used when no explicit flag or rule applies"
     )
     gray: bool = False
-    state: ClientState = "NORMAL"
+    state: ClientStateName = "NORMAL"
     topics: list[TopicName] = Field(default_factory=list, max_length=MAX_CLIENT_TOPICS)
     queues: list[Annotated[Text, StringConstraints(max_length=512)]] = Field(
         default_factory=list, max_length=MAX_QUEUES
@@ -216,7 +228,7 @@ class ClientHeartbeatResponse(BaseModel):
     desired_gray: bool
     explicit_gray: bool | None
     gray: bool
-    state: ClientState
+    state: ClientStateName
     orphan_policy: OrphanPolicy
     topics: dict[str, QueueCounts]
 
@@ -245,7 +257,7 @@ class ClientView(BaseModel):
     declared_gray: bool | None = None
     desired_gray: bool
     gray: bool
-    state: ClientState
+    state: ClientStateName
     queues: list[str]
     topics: list[str]
     last_seen: datetime
@@ -364,3 +376,54 @@ class ErrorBody(BaseModel):
 
     error: str
     detail: Any = None
+
+
+Pattern = Annotated[str, _rule(check_pattern), _documented(r"^[A-Za-z0-9%|_*?-]{1,127}$", PATTERN_RULE)]
+ConsumePattern = Annotated[
+    str, _rule(check_consume_right),
+    _documented(r"^[A-Za-z0-9%|_*?-]{1,127}(:[A-Za-z0-9%|_*?-]{1,127})?$",
+                "GROUP_PATTERN or GROUP_PATTERN:TOPIC_PATTERN"),
+]
+
+
+class PrincipalCreate(BaseModel):
+    """A new principal; patterns are globs (``*`` any run, ``?`` one character)."""
+
+    name: PrincipalName
+    produce: list[Pattern] = Field(default_factory=list, max_length=100, description="topic patterns")
+    consume: list[ConsumePattern] = Field(default_factory=list, max_length=100)
+    admin: bool = False
+    broker: bool = False
+
+
+class PrincipalView(BaseModel):
+    name: str
+    produce: list[str]
+    consume: list[str]
+    admin: bool
+    broker: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class PrincipalDigest(BaseModel):
+    """What a broker needs to check a token itself: its SHA-256 and the principal's rights."""
+
+    name: str
+    token_sha256: str
+    produce: list[str]
+    consume: list[str]
+    admin: bool
+    broker: bool
+
+
+class PrincipalDigests(BaseModel):
+    version: str = Field(description="changes whenever a principal is added, removed, rotated or changed")
+    principals: list[PrincipalDigest]
+
+
+class PrincipalToken(BaseModel):
+    """The principal's token, shown this once (the name server keeps only its SHA-256)."""
+
+    name: str
+    token: str

@@ -100,6 +100,11 @@ class NameServerSettings(DatabaseSettings):
         default=True, description="gray switch of a group created by a client's first heartbeat"
     )
     log_level: str = "INFO"
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="larger request bodies get a 413")
+    auth_failure_limit: int = Field(
+        default=20, ge=1, description="failed authentications an address may have in a window before a 429"
+    )
+    auth_failure_window_s: float = Field(default=60.0, gt=0)
 
     @field_validator("admin_tokens", mode="before")
     @classmethod

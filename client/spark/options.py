@@ -8,7 +8,7 @@ the option; an unknown option is refused so a typo cannot silently fall back to 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.nameserver_client import parse_urls
@@ -20,7 +20,7 @@ STARTING_OFFSETS = ("group", "earliest", "latest")
 MAX_PULL_BATCH = 1024
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
-_KNOWN = {"nameserver", "topic", "topics", "group", "grayflag", "expression", "maxrecordspertrigger",
+_KNOWN = {"nameserver", "token", "topic", "topics", "group", "grayflag", "expression", "maxrecordspertrigger",
           "startingoffsets", "pullbatchsize"}
 
 
@@ -56,6 +56,7 @@ class SourceOptions:
     startingOffsets       ``group`` (default: the group's committed offset, earliest where none),
                           ``earliest`` or ``latest``; a restarted stream uses its checkpoint instead
     pullBatchSize         messages per pull request (default and most 1024; the broker caps a reply at 4 MiB)
+    token                 the principal's token (default: GRAYMQ_TOKEN where the reader runs)
     """
 
     nameserver: str
@@ -66,6 +67,7 @@ class SourceOptions:
     max_records_per_trigger: int | None = None
     starting_offsets: str = "group"
     pull_batch_size: int = MAX_PULL_BATCH
+    token: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -99,7 +101,7 @@ class SourceOptions:
             gray=parse_bool("grayFlag", raw.get("grayflag", "false")),
             expression=raw.get("expression", "*").strip() or "*",
             max_records_per_trigger=_positive_int("maxRecordsPerTrigger", limit) if limit is not None else None,
-            starting_offsets=starting, pull_batch_size=batch,
+            starting_offsets=starting, pull_batch_size=batch, token=raw.get("token") or None,
         )
 
 

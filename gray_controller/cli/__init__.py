@@ -12,11 +12,11 @@ from graymq.protocol.errors import ConfigError, GrayMQError
 # Each command module exposes ``register(subparsers)``; listed here in help order.
 _COMMAND_MODULES: tuple[str, ...] = (
     "nameserver_cmd", "broker_cmd", "up_cmd", "topic_cmd", "group_cmd", "produce_cmd", "consume_cmd", "gray_cmd",
-    "audit_cmd", "bench_cmd",
+    "audit_cmd", "principal_cmd", "bench_cmd",
 )
 
 _EPILOG = NAMESERVER_ENV_HELP + """
-  GRAYMQ_DEV_MODE      true: the name server accepts the built-in admin token dev-token (graymq up sets it)
+  GRAYMQ_DEV_MODE      true: the name server runs with authentication off (graymq up sets it)
   GRAYMQ_DB_URL        the name server's database (see graymq nameserver --help)
   GRAYMQ_BROKER_*      broker settings (see graymq broker --help)
 

@@ -20,7 +20,8 @@ LIBRARY_LOG_LEVEL = logging.WARNING
 
 NAMESERVER_ENV_HELP = """environment:
   GRAYMQ_NAMESERVER    name server URL(s), comma-separated, when --nameserver is not given
-  GRAYMQ_ADMIN_TOKEN   bearer token of changing calls (default: dev-token, accepted in dev mode only)
+  GRAYMQ_ADMIN_TOKEN   bearer token of admin calls (unset: none, enough in dev mode)
+  GRAYMQ_TOKEN         bearer token of client calls: produce, consume (a principal's, see graymq principal)
   GRAYMQ_LOG_LEVEL     DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO for servers, WARNING for
                        other commands); DEBUG also shows the logs of libraries (httpx, uvicorn...)"""
 SERVER_LOG_HELP = ("  GRAYMQ_LOG_LEVEL     DEBUG, INFO (default), WARNING, ERROR or CRITICAL; "
@@ -110,14 +111,18 @@ def check_name_args(args: argparse.Namespace) -> None:
 
 
 def parse_labels(items: list[str] | None) -> dict[str, str]:
-    """``k=v`` strings into a dict; a malformed one is a ConfigError naming it."""
+    """``k=v`` strings into a dict; a malformed one, or a key or value breaking the label rule of
+    ``protocol/names.py``, is a ConfigError naming it."""
     from graymq.protocol.errors import ConfigError
+    from graymq.protocol.names import check_label_key, check_label_value
 
     labels: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"label {item!r} is not k=v")
+        if problem := check_label_key(key.strip()) or check_label_value(value.strip()):
+            raise ConfigError(problem)
         labels[key.strip()] = value.strip()
     return labels
 
@@ -142,7 +147,8 @@ def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]
     setup_logging(default="WARNING")
 
     async def main() -> int:
-        ns = NameServerClient(args.nameserver)
+        # admin commands read with the admin token too (GRAYMQ_TOKEN when none is set)
+        ns = NameServerClient(args.nameserver, token=os.environ.get("GRAYMQ_ADMIN_TOKEN") or None)
         try:
             return await command(ns, args)
         finally:

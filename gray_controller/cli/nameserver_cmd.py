@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         "--migrate", action="store_true", help="upgrade the schema before serving (GRAYMQ_AUTO_MIGRATE)"
     )
     parser.add_argument(
-        "--dev", action="store_true", help="dev mode: accept the built-in token dev-token (GRAYMQ_DEV_MODE)"
+        "--dev", action="store_true", help="dev mode: authentication off, logged as a warning (GRAYMQ_DEV_MODE)"
     )
     parser.set_defaults(handler=run)
     commands = parser.add_subparsers(dest="nameserver_command", metavar="SUBCOMMAND")

@@ -23,7 +23,7 @@ UP_CQ_UNITS_PER_FILE = 50_000  # 1 MB consume-queue files (a broker's default is
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "up", help="run a local cluster: name server (SQLite) + one broker",
-        description="Run a local cluster in dev mode (admin token dev-token) until Ctrl-C or SIGTERM: a name "
+        description="Run a local cluster in dev mode (authentication off) until Ctrl-C or SIGTERM: a name "
                     "server on SQLite and one broker with small preallocated files (commit log segments of "
                     "--segment-size, 1 MB consume-queue files).",
         epilog=f"environment:\n{SERVER_LOG_HELP}\n"
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print_ready({"kind": "cluster", "address": ns_url.removeprefix("http://"), "url": ns_url,
                      "nameserver": ns_url, "broker": broker_info["address"], "data": str(data)})
         print(f"graymq local cluster up: name server {ns_url}, broker {args.broker_name} at {broker_info['address']}"
-              f"\n  export GRAYMQ_NAMESERVER={ns_url}   (admin token in dev mode: dev-token)", file=sys.stderr,
+              f"\n  export GRAYMQ_NAMESERVER={ns_url}   (dev mode: authentication is off)", file=sys.stderr,
               flush=True)
         while not stop.is_set():
             if any(c.proc.poll() is not None for c in children):

@@ -1,4 +1,4 @@
-"""Broker self-registration (no token: brokers report themselves), their watch, and the live broker list."""
+"""Broker registration and its watch (a broker right is needed), and the live broker list."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from graymq.nameserver.auth import BrokerCaller
 from graymq.nameserver.deps import Registry
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
@@ -22,14 +23,14 @@ router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 
 
 @router.post("/heartbeat")
-def broker_heartbeat(body: BrokerHeartbeat, registry: Registry) -> BrokerHeartbeatResponse:
+def broker_heartbeat(body: BrokerHeartbeat, _caller: BrokerCaller, registry: Registry) -> BrokerHeartbeatResponse:
     """Register or renew a broker with its topics; answers with every configured topic and the deletions the
     broker has not applied yet."""
     return registry.heartbeat(body)
 
 
 @router.post("/watch")
-async def broker_watch(body: BrokerWatch, request: Request) -> BrokerWatchResponse:
+async def broker_watch(body: BrokerWatch, _caller: BrokerCaller, request: Request) -> BrokerWatchResponse:
     """The current ``topics_version`` once it differs from the broker's (at once when it already does, or
     ``topics_version`` is absent), or after ``timeout_s``: a broker registers again when it changed, so a
     topic created or deleted reaches it without waiting for its next registration."""

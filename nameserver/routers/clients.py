@@ -1,4 +1,4 @@
-"""Client self-reports, watches and unregistration (no token: clients report themselves)."""
+"""Client self-reports, watches and unregistration: a client acts only for groups and topics its principal covers."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 
+from graymq.nameserver.auth import Authenticated, check_client
 from graymq.nameserver.deps import Clients
 from graymq.nameserver.metrics import Metrics
 from graymq.nameserver.schemas import (
@@ -25,19 +26,21 @@ router = APIRouter(prefix="/v1", tags=["clients"])
 
 
 @router.post("/clients/heartbeat")
-def client_heartbeat(body: ClientHeartbeat, clients: Clients) -> ClientHeartbeatResponse:
+def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, clients: Clients) -> ClientHeartbeatResponse:
     """Report a client's labels, effective flag, state and queues; answers with the flag it should have."""
+    check_client(caller, body.group, body.role, body.topics)
     return clients.heartbeat(body)
 
 
 @router.post("/clients/watch")
-async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatResponse:
+async def client_watch(body: ClientWatch, caller: Authenticated, request: Request) -> ClientHeartbeatResponse:
     """What a heartbeat would answer, once its desired flag, gray switch or orphan policy differs from
     ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest.
 
     A change committed through any name server on the same database wakes the watch; the client
     then heartbeats as usual to report what it applied. 404 until the client's first heartbeat.
     """
+    check_client(caller, body.group, body.role)
     state = request.app.state
     changes: GroupChanges = state.group_changes
     deadline = time.monotonic() + body.timeout_s
@@ -62,13 +65,14 @@ async def client_watch(body: ClientWatch, request: Request) -> ClientHeartbeatRe
 
 @router.delete("/groups/{group}/clients/{client_id}", status_code=status.HTTP_204_NO_CONTENT)
 def unregister_client(
-    group: GroupPath, client_id: ClientIdPath, clients: Clients, role: Role | None = None
+    group: GroupPath, client_id: ClientIdPath, caller: Authenticated, clients: Clients, role: Role | None = None
 ) -> None:
     """A client stopping cleanly leaves its group at once (``role``: that role only, else every role of the id).
 
     Idempotent (204 whether or not it was registered); audited with the client as actor. Its row stays, so
     an explicit flag given to the client id still applies when a client with that id heartbeats again.
     """
+    check_client(caller, group, role)
     clients.unregister(group, client_id, role)
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from graymq.nameserver.auth import AdminActor
 from graymq.nameserver.deps import Clients, Groups
 from graymq.nameserver.schemas import (
-    INT64_MAX,
+    ID_MAX,
     ClientIdPath,
     FlagPut,
     FlagResult,
@@ -31,7 +31,7 @@ router = APIRouter(prefix="/v1/groups", tags=["groups"])
 OperationHeader = Annotated[
     int | None,
     Header(
-        alias="X-Graymq-Operation", ge=1, le=INT64_MAX,
+        alias="X-Graymq-Operation", ge=1, le=ID_MAX,
         description="id of the running cutover operation making this change",
     ),
 ]

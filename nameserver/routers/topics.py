@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from graymq.nameserver.auth import AdminActor
+from graymq.nameserver.auth import AdminActor, Authenticated, check_route
 from graymq.nameserver.deps import Registry, Topics
 from graymq.nameserver.schemas import (
     MAX_WATCH_S,
@@ -70,6 +70,7 @@ def delete_topic(
 
 
 @router.get("/{topic}/route")
-def topic_route(topic: TopicPath, registry: Registry) -> TopicRoute:
-    """The live brokers serving the topic and their queue layout."""
+def topic_route(topic: TopicPath, caller: Authenticated, registry: Registry) -> TopicRoute:
+    """The live brokers serving the topic and their queue layout (for a caller that may produce or consume it)."""
+    check_route(caller, topic)
     return registry.route(topic)

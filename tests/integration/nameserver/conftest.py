@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import make_settings
+from nameserver_testkit import OPS, make_settings
 
 from graymq.nameserver.app import create_app
 from graymq.nameserver.schema import upgrade
@@ -22,5 +22,5 @@ def db_url(pg_url: str) -> str:
 @pytest.fixture(scope="module")
 def api(db_url: str) -> Iterator[TestClient]:
     """The name server app on the module's database (default settings, named tokens ops and ci)."""
-    with TestClient(create_app(make_settings(db_url))) as client:
+    with TestClient(create_app(make_settings(db_url)), headers=OPS) as client:
         yield client

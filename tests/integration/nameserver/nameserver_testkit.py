@@ -19,7 +19,8 @@ CI = {"Authorization": f"Bearer {CI_TOKEN}"}
 
 
 def make_settings(db_url: str, **overrides: Any) -> NameServerSettings:
-    values: dict[str, Any] = {"db_url": db_url, "admin_tokens": ADMIN_TOKENS, **overrides}
+    values: dict[str, Any] = {"db_url": db_url, "admin_tokens": ADMIN_TOKENS, "auth_failure_limit": 10_000,
+                              **overrides}
     return NameServerSettings(**values)
 
 

@@ -89,7 +89,7 @@ def test_unknown_topic_has_no_route(api: TestClient) -> None:
 
 
 def test_brokers_whose_lease_expired_leave_routes_and_the_broker_list(db_url: str) -> None:
-    with TestClient(create_app(make_settings(db_url, broker_lease_seconds=1))) as short:
+    with TestClient(create_app(make_settings(db_url, broker_lease_seconds=1)), headers=OPS) as short:
         topic, broker = unique("T"), unique("b")
         assert broker_heartbeat(short, broker, (topic, 4, 2))["lease_seconds"] == 1
         assert broker in route_brokers(short, topic)
@@ -281,7 +281,7 @@ def test_orphan_policy_is_stored_and_reported_to_clients(api: TestClient) -> Non
 
 
 def test_clients_that_stop_heartbeating_leave_the_group_lookup(db_url: str) -> None:
-    with TestClient(create_app(make_settings(db_url, client_expiry_seconds=1))) as short:
+    with TestClient(create_app(make_settings(db_url, client_expiry_seconds=1)), headers=OPS) as short:
         group = unique("g")
         client_heartbeat(short, group, "c1")
         assert len(short.get(f"/v1/groups/{group}/clients").json()["clients"]) == 1
@@ -356,7 +356,7 @@ ADMIN_CALLS = [
 @pytest.mark.parametrize(
     "headers",
     [
-        {},
+        {"Authorization": ""},
         {"Authorization": "Bearer wrong"},
         {"Authorization": "Basic b3BzOm9wcy1zZWNyZXQtMQ=="},
         {"Authorization": "Bearer dev-token"},
@@ -367,21 +367,30 @@ def test_admin_mutations_without_a_valid_bearer_token_are_401(
     api: TestClient, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
 ) -> None:
     response = api.request(method, path, json=body, headers=headers)
-    assert error_of(response, 401)["error"] in ("missing bearer token", "invalid bearer token")
+    body = error_of(response, 401)
+    assert body["error"] == "UNAUTHORIZED"
+    assert str(body["detail"]).startswith(("missing bearer token", "invalid bearer token"))
     assert response.headers["WWW-Authenticate"] == "Bearer"
 
 
 def test_rejected_admin_calls_change_nothing(api: TestClient) -> None:
-    api.request("PUT", "/v1/topics/AUTH_T", json={"queue_nums": 4})
+    api.request("PUT", "/v1/topics/AUTH_T", json={"queue_nums": 4}, headers={"Authorization": "Bearer wrong"})
     assert "AUTH_T" not in {t["topic"] for t in api.get("/v1/topics").json()}
     assert api.get("/v1/groups/auth_g").status_code == 404
 
 
-def test_heartbeats_and_reads_need_no_token(api: TestClient) -> None:
-    client_heartbeat(api, unique("g"), "c1")
-    broker_heartbeat(api, unique("b"))
-    for path in ("/v1/topics", "/v1/brokers", "/v1/groups", "/v1/audit", "/healthz", "/readyz", "/metrics"):
-        assert api.get(path).status_code == 200, path
+def test_heartbeats_and_reads_need_a_token_but_health_checks_do_not(api: TestClient) -> None:
+    anonymous = {"Authorization": ""}
+    beat = api.post("/v1/clients/heartbeat", json={"group": unique("g"), "client_id": "c1", "role": "consumer"},
+                    headers=anonymous)
+    assert error_of(beat, 401)["error"] == "UNAUTHORIZED"
+    broker = api.post("/v1/brokers/heartbeat", json={"broker_name": unique("b"), "address": "10.0.0.9:1"},
+                      headers=anonymous)
+    assert error_of(broker, 401)["error"] == "UNAUTHORIZED"
+    for path in ("/v1/topics", "/v1/brokers", "/v1/groups", "/v1/audit"):
+        assert api.get(path, headers=anonymous).status_code == 401, path
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert api.get(path, headers=anonymous).status_code == 200, path
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -540,7 +549,8 @@ def test_openapi_documents_the_api_and_its_bearer_security(api: TestClient) -> N
     spec = api.get("/openapi.json").json()
     assert "/v1/groups/{group}/clients/{client_id}/flag" in spec["paths"]
     assert spec["paths"]["/v1/topics/{topic}"]["put"]["security"] == [{"HTTPBearer": []}]
-    assert "security" not in spec["paths"]["/v1/clients/heartbeat"]["post"]
+    assert spec["paths"]["/v1/clients/heartbeat"]["post"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in spec["paths"]["/healthz"]["get"]
 
 
 def test_metrics_count_requests_by_route_and_report_live_objects(api: TestClient) -> None:

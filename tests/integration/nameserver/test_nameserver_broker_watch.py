@@ -32,7 +32,7 @@ def ns(request: pytest.FixtureRequest, tmp_path: Path, graymq_process: Callable[
     proc = graymq_process("nameserver", "--port", "0", "--db", db, "--migrate",
                           env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS})
     assert proc.ready_info is not None
-    with httpx.Client(base_url=proc.ready_info["url"], timeout=CLIENT_S) as client:
+    with httpx.Client(base_url=proc.ready_info["url"], headers=OPS, timeout=CLIENT_S) as client:
         yield client
 
 

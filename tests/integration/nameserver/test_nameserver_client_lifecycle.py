@@ -29,7 +29,7 @@ def migrated_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def ns(migrated_db: str) -> Iterator[TestClient]:
     """A name server where clients expire late (10 minutes) and go stale after one second."""
     settings = make_settings(migrated_db, client_expiry_seconds=600, client_stale_seconds=1.0)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=OPS) as client:
         yield client
 
 

@@ -23,7 +23,7 @@ def api(graymq_process: Callable[..., GraymqProcess], db_url: str) -> httpx.Clie
         "nameserver", "--port", "0", "--db", db_url, env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS}
     )
     assert proc.ready_info is not None
-    return httpx.Client(base_url=proc.ready_info["url"], timeout=30)
+    return httpx.Client(base_url=proc.ready_info["url"], headers=OPS, timeout=30)
 
 
 def waiting_on_a_lock(dsn: str) -> bool:

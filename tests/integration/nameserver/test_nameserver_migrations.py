@@ -29,6 +29,7 @@ TABLES = {
     "cutover_operations",
     "audit_log",
     "deletions",
+    "principals",
 }
 
 

@@ -40,7 +40,7 @@ def test_database_outage_answers_503_and_recovers_without_restart(
     )
     assert proc.ready_info is not None
     # The timeout bounds every call: a request must not hang on the dead database.
-    with httpx.Client(base_url=proc.ready_info["url"], timeout=15) as api:
+    with httpx.Client(base_url=proc.ready_info["url"], headers=OPS, timeout=15) as api:
         client_heartbeat(api, "outage_group", "c1")
         assert api.put("/v1/groups/outage_group/clients/c1/flag", json={"gray": True}, headers=OPS).is_success
 

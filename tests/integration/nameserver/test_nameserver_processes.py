@@ -25,7 +25,7 @@ def http(proc: GraymqProcess) -> httpx.Client:
     assert proc.ready_info is not None
     assert proc.ready_info["kind"] == "nameserver"
     assert proc.ready_info["url"] == f"http://{proc.address}"
-    return httpx.Client(base_url=proc.ready_info["url"], timeout=10)
+    return httpx.Client(base_url=proc.ready_info["url"], headers=OPS, timeout=10)
 
 
 def start_nameserver(graymq_process: StartProcess, db: str, **env: str) -> GraymqProcess:

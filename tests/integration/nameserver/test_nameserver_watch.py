@@ -29,7 +29,7 @@ CLIENT_S = 30.0  # the HTTP client's patience: a watch must be woken, not time o
 def start_nameserver(graymq_process: StartProcess, db: str, *args: str) -> httpx.Client:
     proc = graymq_process("nameserver", "--port", "0", "--db", db, *args, env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS})
     assert proc.ready_info is not None
-    return httpx.Client(base_url=proc.ready_info["url"], timeout=CLIENT_S)
+    return httpx.Client(base_url=proc.ready_info["url"], headers=OPS, timeout=CLIENT_S)
 
 
 def known(view: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +132,7 @@ def test_stopping_the_name_server_answers_open_watches_instead_of_cutting_them(
 ) -> None:
     proc = graymq_process("nameserver", "--port", "0", "--db", db_url, env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS})
     assert proc.ready_info is not None
-    with httpx.Client(base_url=proc.ready_info["url"], timeout=CLIENT_S) as ns:
+    with httpx.Client(base_url=proc.ready_info["url"], headers=OPS, timeout=CLIENT_S) as ns:
         beat = client_heartbeat(ns, "watch_stop", "c1")
         pending = pool.submit(watch, ns, "watch_stop", "c1", known(beat))
         wait_until(lambda: open_watches(ns) == 1, 30, "the watch waiting")

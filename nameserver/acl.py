@@ -1,0 +1,91 @@
+"""Rights of a principal and the patterns they name.
+
+A pattern is a glob over names, matched case-sensitively: ``*`` stands for any run of characters
+(also none), ``?`` for one; every other character stands for itself and must be allowed in a name
+(``a-z A-Z 0-9 % - _ |``). ``ORDER_*`` covers ``ORDER_PAID`` and ``ORDER_``; ``*`` covers every name.
+A consume right is ``GROUP_PATTERN`` (any topic) or ``GROUP_PATTERN:TOPIC_PATTERN``. An admin holds
+every right; a broker may register and read the topic table, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from graymq.protocol.names import NAME_CHARACTERS, NAME_MAX_LENGTH
+
+PATTERN_CHARACTERS = NAME_CHARACTERS | frozenset("*?")
+PATTERN_RULE = f"1 to {NAME_MAX_LENGTH} characters from a-z A-Z 0-9 % - _ | and the wildcards * ?"
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` is not a valid name pattern, or ``None``.
+
+    >>> check_pattern("ORDER_*") is None
+    True
+    >>> check_pattern("a.b")
+    "invalid pattern 'a.b': '.' is not allowed (1 to 127 characters from a-z A-Z 0-9 % - _ | and the wildcards * ?)"
+    """
+    if not pattern:
+        problem = "it is empty"
+    elif len(pattern) > NAME_MAX_LENGTH:
+        problem = f"it has {len(pattern)} characters"
+    elif bad := set(pattern) - PATTERN_CHARACTERS:
+        problem = ", ".join(repr(c) for c in sorted(bad)) + (" is" if len(bad) == 1 else " are") + " not allowed"
+    else:
+        return None
+    return f"invalid pattern {pattern!r}: {problem} ({PATTERN_RULE})"
+
+
+def check_consume_right(right: str) -> str | None:
+    """Why ``right`` (``GROUP_PATTERN`` or ``GROUP_PATTERN:TOPIC_PATTERN``) is not valid, or ``None``."""
+    group, _, topic = right.partition(":")
+    return check_pattern(group) or (check_pattern(topic) if ":" in right else None)
+
+
+@dataclass(frozen=True)
+class ConsumeRight:
+    group: str
+    topic: str = "*"
+
+    @classmethod
+    def parse(cls, right: str) -> ConsumeRight:
+        group, sep, topic = right.partition(":")
+        return cls(group, topic if sep else "*")
+
+
+@dataclass(frozen=True)
+class Rights:
+    """What a principal may do.
+
+    >>> r = Rights(produce=("ORDER_*",), consume=(ConsumeRight.parse("billing:ORDER_*"),))
+    >>> r.may_produce("ORDER_PAID"), r.may_produce("USER"), r.may_consume("billing", "ORDER_PAID")
+    (True, False, True)
+    >>> r.may_consume("billing", "USER"), r.may_consume("billing"), r.may_use_group("billing")
+    (False, True, True)
+    """
+
+    produce: tuple[str, ...] = ()
+    consume: tuple[ConsumeRight, ...] = field(default=())
+    admin: bool = False
+    broker: bool = False
+
+    def may_produce(self, topic: str) -> bool:
+        return self.admin or any(fnmatchcase(topic, p) for p in self.produce)
+
+    def may_consume(self, group: str, topic: str | None = None) -> bool:
+        """``topic`` ``None``: the group on at least one topic."""
+        return self.admin or any(
+            fnmatchcase(group, r.group) and (topic is None or fnmatchcase(topic, r.topic)) for r in self.consume
+        )
+
+    def may_use_group(self, group: str) -> bool:
+        """A client of ``group``: a consumer of it, or a producer (a producer group is not restricted)."""
+        return self.admin or bool(self.produce) or self.may_consume(group)
+
+    def may_use_topic(self, topic: str) -> bool:
+        """Look up the route of ``topic``: to produce to it, or to consume it in some group."""
+        return self.admin or self.may_produce(topic) or any(fnmatchcase(topic, r.topic) for r in self.consume)
+
+
+ALL_RIGHTS = Rights(admin=True, broker=True)

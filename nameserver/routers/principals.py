@@ -1,0 +1,48 @@
+"""Principals and their tokens (admin only; brokers read the token digests)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from graymq.nameserver.auth import AdminActor, BrokerCaller
+from graymq.nameserver.deps import Principals
+from graymq.nameserver.schemas import (
+    PrincipalCreate,
+    PrincipalDigests,
+    PrincipalPath,
+    PrincipalToken,
+    PrincipalView,
+)
+
+router = APIRouter(prefix="/v1/principals", tags=["principals"])
+
+
+@router.get("")
+def list_principals(_actor: AdminActor, principals: Principals) -> list[PrincipalView]:
+    """Every principal with its rights (never a token)."""
+    return principals.all()
+
+
+@router.get("/digests")
+def principal_digests(_caller: BrokerCaller, principals: Principals) -> PrincipalDigests:
+    """For brokers (broker right): every principal's token SHA-256 and rights, and a ``version`` that changes
+    with them, so a broker can check tokens itself and keep doing so while the name server is down."""
+    return principals.digests()
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def add_principal(body: PrincipalCreate, actor: AdminActor, principals: Principals) -> PrincipalToken:
+    """Create a principal; the answer holds its token, shown this once (409 when the name is taken). Audited."""
+    return principals.add(body, actor)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def remove_principal(name: PrincipalPath, actor: AdminActor, principals: Principals) -> None:
+    """Remove a principal (404 unknown); its token stops working at once. Audited."""
+    principals.remove(name, actor)
+
+
+@router.post("/{name}/rotate")
+def rotate_principal(name: PrincipalPath, actor: AdminActor, principals: Principals) -> PrincipalToken:
+    """Give the principal a new token (shown this once); the old one stops working at once. Audited."""
+    return principals.rotate(name, actor)

@@ -1,0 +1,88 @@
+"""Principals: add, list, remove, rotate; every change audited (the token itself never leaves this call)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy.orm import Session
+
+from graymq.nameserver.auth import new_token, token_sha256
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.errors import Conflict, NotFound
+from graymq.nameserver.models import Principal
+from graymq.nameserver.repositories.principals import PrincipalRepository
+from graymq.nameserver.schemas import (
+    PrincipalCreate,
+    PrincipalDigest,
+    PrincipalDigests,
+    PrincipalToken,
+    PrincipalView,
+)
+from graymq.nameserver.services.audit import AuditService
+
+
+def principal_view(principal: Principal) -> PrincipalView:
+    return PrincipalView(name=principal.name, produce=principal.produce, consume=principal.consume,
+                         admin=principal.admin, broker=principal.broker, created_at=principal.created_at,
+                         updated_at=principal.updated_at)
+
+
+def _rights(principal: Principal) -> dict[str, object]:
+    return principal_view(principal).model_dump(include={"produce", "consume", "admin", "broker"})
+
+
+class PrincipalService:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.principals = PrincipalRepository(session)
+        self.audit = AuditService(session)
+
+    def all(self) -> list[PrincipalView]:
+        return [principal_view(p) for p in self.principals.all()]
+
+    def digests(self) -> PrincipalDigests:
+        """Every principal's token digest and rights, for brokers to cache and enforce on their own."""
+        principals = [
+            PrincipalDigest(name=p.name, token_sha256=p.token_sha256, produce=p.produce, consume=p.consume,
+                            admin=p.admin, broker=p.broker)
+            for p in self.principals.all()
+        ]
+        content = "\n".join(p.model_dump_json() for p in principals)
+        return PrincipalDigests(version=hashlib.sha256(content.encode()).hexdigest()[:16], principals=principals)
+
+    def add(self, body: PrincipalCreate, actor: str) -> PrincipalToken:
+        """409 when the name is taken."""
+        if self.principals.get(body.name) is not None:
+            raise Conflict(f"principal {body.name} already exists: remove it, or rotate its token")
+        token, now = new_token(), utc_now()
+        principal = Principal(name=body.name, token_sha256=token_sha256(token), produce=body.produce,
+                              consume=body.consume, admin=body.admin, broker=body.broker, created_at=now,
+                              updated_at=now)
+        self.principals.add(principal)
+        self.audit.record(actor=actor, object_type="principal", object_id=body.name, action="add",
+                          after=_rights(principal))
+        self.session.commit()
+        return PrincipalToken(name=body.name, token=token)
+
+    def _get(self, name: str) -> Principal:
+        principal = self.principals.get(name)
+        if principal is None:
+            raise NotFound(f"principal {name} does not exist")
+        return principal
+
+    def remove(self, name: str, actor: str) -> None:
+        principal = self._get(name)
+        before = _rights(principal)
+        self.principals.delete(principal)
+        self.audit.record(actor=actor, object_type="principal", object_id=name, action="remove", before=before)
+        self.session.commit()
+
+    def rotate(self, name: str, actor: str) -> PrincipalToken:
+        """A new token for the principal; the old one stops working at once."""
+        principal = self._get(name)
+        token = new_token()
+        principal.token_sha256 = token_sha256(token)
+        principal.updated_at = utc_now()
+        self.audit.record(actor=actor, object_type="principal", object_id=name, action="rotate")
+        self.session.commit()
+        return PrincipalToken(name=name, token=token)

@@ -92,8 +92,8 @@ class NameServerSettings(DatabaseSettings):
     client_expiry_seconds: int = Field(default=60, ge=1)
     client_stale_seconds: float = Field(
         default=15.0, gt=0,
-        description="a client silent this long is stale: listed apart, no longer counted by promote or rollback "
-        "(3 heartbeats of a push consumer, which reports every 5 s)",
+        description="a client silent this long is stale: marked so; promote and rollback stop waiting for a stale "
+        "consumer (not for a stale gray producer, which may still send) (3 heartbeats of a push consumer)",
     )
     auto_migrate: bool = False
     default_gray_switch: bool = Field(

@@ -49,12 +49,13 @@ from graymq.protocol.errors import (
     RequestTimeoutError,
     TopicNotExistError,
 )
+from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()
 _SendRequest: TypeAlias = pb.SendRequest | pb.SendBatchRequest
 _BatchKey = tuple[str, bool, str | None]  # topic, gray, sharding key
-# Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped.
+# Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped, jittered.
 TOPIC_WAIT_FIRST_S = 0.05
 TOPIC_WAIT_MAX_S = 0.5
 
@@ -417,7 +418,7 @@ class Producer:
         last_broker: str | None = None
         error: GrayMQError | None = None
         retries = 0
-        backoff_s = TOPIC_WAIT_FIRST_S
+        topic_wait = Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
         unknown: tuple[MessageQueue, str] | None = None  # queue and address of an attempt that may have stored
         while True:
             remaining = deadline - time.monotonic()
@@ -451,9 +452,9 @@ class Producer:
                 error = exc
                 unknown = None
                 last_broker = mq.broker_name
+                backoff_s = topic_wait.next()
                 log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, topic, backoff_s)
                 await asyncio.sleep(min(backoff_s, max(deadline - time.monotonic(), 0.0)))
-                backoff_s = min(backoff_s * 2, TOPIC_WAIT_MAX_S)
             except GrayMQError as exc:
                 if not exc.retriable:
                     raise

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import MessageNotFoundError
+from graymq.protocol.errors import MessageNotFoundError, OffsetIllegalError
 from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
@@ -22,7 +22,13 @@ class AdminProcessor:
         return response_envelope(pb.QUERY_CONSUMER_OFFSET, pb.QueryConsumerOffsetResponse(offset=offset))
 
     def update_offset(self, req: pb.UpdateConsumerOffsetRequest) -> bytes:
+        """Commit an offset within the queue's [min, max] (``OFFSET_ILLEGAL`` outside it)."""
         self.broker.topics.require(req.topic).check_queue(req.queue_id)
+        low = self.broker.store.get_min_offset(req.topic, req.queue_id)
+        high = self.broker.store.get_max_offset(req.topic, req.queue_id)
+        if not low <= req.offset <= high:
+            raise OffsetIllegalError(f"offset {req.offset} of {req.topic}#{req.queue_id} is outside the queue's "
+                                     f"[{low}, {high}]")
         self.broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, req.offset)
         return response_envelope(pb.UPDATE_CONSUMER_OFFSET)
 

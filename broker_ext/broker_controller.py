@@ -6,11 +6,13 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from graymq.broker_ext.access import AccessControl
 from graymq.broker_ext.admin_processor import AdminProcessor
 from graymq.broker_ext.client_processor import ClientProcessor
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.consumer_manager import ConsumerManager
 from graymq.broker_ext.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.principals import PrincipalTable
 from graymq.broker_ext.producer_table import ProducerTable
 from graymq.broker_ext.pull_hold import PullRequestHoldService
 from graymq.broker_ext.pull_processor import PullProcessor
@@ -54,10 +56,14 @@ class BrokerController:
         self.client_processor = ClientProcessor(self)
         self.admin_processor = AdminProcessor(self)
         self.send_back_processor = SendBackProcessor(self)
+        self.principals = PrincipalTable(config_dir / "principals.json")
+        self.access = AccessControl(self.principals, self.consumers, dev_mode=settings.dev_mode,
+                                    topics_from_nameserver=bool(settings.nameserver_urls))
         self._loops: list[asyncio.Task[None]] = []
         self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its gray ids)
 
     def load(self) -> None:
+        self.principals.load()
         self.topics.load()
         self.offsets.load()
         self.store.load()

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from graymq.protocol.constants import DELAY_LEVELS_S
+from graymq.protocol.errors import ConfigError
 from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from graymq.protocol.names import check_broker_name
 
@@ -16,7 +17,7 @@ from graymq.protocol.names import check_broker_name
 class BrokerSettings(BaseSettings):
     """Everything a broker process needs; CLI flags override the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="GRAYMQ_BROKER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="GRAYMQ_BROKER_", extra="ignore", populate_by_name=True)
 
     name: str = "broker-a"
     host: str = "127.0.0.1"
@@ -25,6 +26,16 @@ class BrokerSettings(BaseSettings):
     store_dir: Path = Path("./graymq-data/broker")
     nameserver: str = ""  # comma-separated name server URLs; empty = standalone
     token: str = Field("", repr=False)  # GRAYMQ_BROKER_TOKEN: a principal with the broker right
+    # GRAYMQ_DEV_MODE (shared with the name server) or --dev: authentication off, logged as a warning
+    dev_mode: bool = Field(False, validation_alias="GRAYMQ_DEV_MODE")
+    tls_cert: Path | None = None  # with tls_key: the broker port speaks TLS only
+    tls_key: Path | None = None
+    auth_timeout_s: float = Field(10.0, gt=0)  # a connection must authenticate this soon (outside dev mode)
+    idle_timeout_s: float = Field(180.0, gt=0)  # a connection silent this long (nothing in flight) is closed
+    max_connections: int = Field(4096, ge=1)  # connections beyond it are closed at once
+    # frames an unauthenticated connection may send (AUTHENTICATE is small): what a stranger can make us buffer
+    unauthenticated_frame_size: int = Field(64 * 1024, ge=1024)
+    max_buffered_bytes: int = Field(256 << 20, ge=1 << 20)  # partial frames buffered over every connection
     flush: Literal["async", "sync"] = "async"
     flush_interval_ms: int = Field(200, ge=1)
     segment_size: int = Field(1 << 30, ge=4096)  # commit log segment bytes (an existing store keeps its own)
@@ -56,6 +67,28 @@ class BrokerSettings(BaseSettings):
         if isinstance(value, str):
             return tuple(float(v) for v in value.split(",") if v.strip())
         return value
+
+    @model_validator(mode="after")
+    def _check_tls_pair(self) -> BrokerSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together")
+        return self
+
+    def refuse_insecure(self) -> None:
+        """Outside dev mode: ``ConfigError`` without a broker token and a name server to learn principals from,
+        or with topics created on send (topics are created by admins through the name server)."""
+        if self.dev_mode:
+            return
+        hint = " (or run with --dev / GRAYMQ_DEV_MODE=true for local use: authentication off)"
+        if not self.token.strip():
+            raise ConfigError("no broker token: set GRAYMQ_BROKER_TOKEN to the token of a principal with the broker "
+                              "right (graymq principal add NAME --broker)" + hint)
+        if not self.nameserver_urls:
+            raise ConfigError("no name server: outside dev mode a broker learns its principals from one "
+                              "(--nameserver URL)" + hint)
+        if self.auto_create_topic:
+            raise ConfigError("--auto-create-topic is for dev mode only: topics are created through the name server "
+                              "(graymq topic create)")
 
     @property
     def nameserver_urls(self) -> list[str]:

@@ -20,6 +20,7 @@ from graymq.broker_ext.nameserver_registry import NameServerRegistry
 from graymq.broker_ext.remoting_server import RemotingServer
 from graymq.broker_ext.store.fatal import StoreFatalError
 from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
+from graymq.protocol.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,14 @@ def with_store_layout(settings: BrokerSettings) -> BrokerSettings:
 
 
 async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], None]) -> None:
+    settings.refuse_insecure()
     settings = with_store_layout(settings)
+    tls = server_context(settings.tls_cert, settings.tls_key) if settings.tls_cert and settings.tls_key else None
     broker = BrokerController(settings)
     broker.load()
     await broker.start()
     server = RemotingServer(broker)
-    bound = await server.start(settings.host, settings.port)
+    bound = await server.start(settings.host, settings.port, tls)
     broker.address = settings.advertised_address or bound
     metrics: MetricsServer | None = None
     info = {"kind": "broker", "name": broker.name, "address": broker.address}
@@ -58,8 +61,11 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("broker %s serving on %s (store %s, flush %s, segments of %d bytes)", broker.name, broker.address,
-             settings.store_dir, settings.flush, settings.segment_size)
+    if settings.dev_mode:
+        log.warning("broker %s runs in dev mode: authentication is off, every connection has every right",
+                    broker.name)
+    log.info("broker %s serving on %s%s (store %s, flush %s, segments of %d bytes)", broker.name, broker.address,
+             " over TLS" if tls else "", settings.store_dir, settings.flush, settings.segment_size)
     # What start-up built (modules, protobuf descriptors, recovered tables) lives until exit: out of the
     # collector's sight, a full collection scans only what serving creates (a 10-25 ms pause otherwise).
     gc.collect()

@@ -25,7 +25,9 @@ from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol.constants import SCHEDULE_TOPIC
 from graymq.protocol.errors import GrayMQError
+from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.supervisor import Supervisor
+from graymq.protocol.tls import https_verify
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +44,14 @@ class NameServerRegistry:
         self.interval_s = interval_s
         token = broker.settings.token.strip()
         headers = {"Authorization": f"Bearer {token}"} if token else None  # GRAYMQ_BROKER_TOKEN
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(3.0, connect=2.0), headers=headers)
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(3.0, connect=2.0), headers=headers,
+                                         verify=https_verify())
         self._tasks: list[asyncio.Task[None]] = []
         self._supervisor = Supervisor(f"broker {broker.name} name-server registry", self._fatal)
         self._failing: set[str] = set()
         self._lock = asyncio.Lock()
         self._versions: dict[str, str] = {}  # url -> topics_version of its last answer
+        self._principal_log = ThrottledLog(log, 60.0)
         self._refused: dict[str, TopicConfig] = {}  # topic -> the config from the name server it cannot apply
         self._state_path = broker.settings.store_dir / "config" / "deletions_applied.json"
         self.deletions_applied = int(read_json(self._state_path, {"deletions_applied": 0})["deletions_applied"])
@@ -105,8 +109,11 @@ class NameServerRegistry:
                 await self._register_round()
 
     async def _register_round(self) -> bool:
-        """One registration with each name server; returns whether the answers changed the broker's topics."""
+        """One registration with each name server; returns whether the answers changed the broker's topics.
+
+        The principals are read from the first name server that registered the broker."""
         before = self.broker.topics.version
+        principals_read = False
         for url in self.urls:
             try:
                 response = await self._client.post(f"{url}/v1/brokers/heartbeat", json=self._body())
@@ -123,7 +130,28 @@ class NameServerRegistry:
             if url in self._failing:
                 log.info("name server %s reachable again", url)
                 self._failing.discard(url)
+            if not principals_read:
+                principals_read = await self._read_principals(url)
         return self.broker.topics.version != before
+
+    async def _read_principals(self, url: str) -> bool:
+        """Take the name server's principals (token digests and rights); whether that worked. A failure keeps
+        the table the broker has, which it goes on enforcing."""
+        table = self.broker.principals
+        try:
+            response = await self._client.get(f"{url}/v1/principals/digests")
+            response.raise_for_status()
+            if table.apply(response.json()):
+                log.info("principals from name server %s: %d (version %s)", url, len(table), table.version)
+        except (httpx.HTTPError, ValueError) as exc:
+            self._principal_log.log(logging.DEBUG if self.broker.settings.dev_mode else logging.WARNING, url,
+                                    "reading principals from name server %s failed: %s; keeping the %d known",
+                                    url, exc, len(table))
+            return False
+        except OSError as exc:
+            log.warning("writing the principals from name server %s failed: %s; retrying next round", url, exc)
+            return False
+        return True
 
     def _apply(self, url: str, answer: dict[str, Any]) -> None:
         """Deletions first (a topic deleted, then created again, must come back), then the configured topics."""

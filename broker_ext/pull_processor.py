@@ -60,8 +60,11 @@ class PullProcessor:
         group = broker.consumers.get(req.consumer_group)
         check_gray_isolation(config, group, req)
         tags = self._tags(group, req)
-        if req.commit_offset >= 0:
-            broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
+        if req.commit_offset >= 0:  # a commit riding on the pull, kept within the queue's [min, max]
+            store = broker.store
+            offset = min(max(req.commit_offset, store.get_min_offset(req.topic, req.queue_id)),
+                         store.get_max_offset(req.topic, req.queue_id))
+            broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, offset)
         max_nums = max(1, min(req.max_msg_nums or 32, MAX_PULL_NUMS))
         result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
         timeout_s = min(req.suspend_timeout_ms, broker.settings.max_long_poll_ms) / 1000

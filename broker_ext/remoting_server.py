@@ -1,19 +1,32 @@
-"""The broker's TCP server: accepts connections and routes each request to its processor."""
+"""The broker's TCP server: accepts connections, checks who asks what, routes each request to its processor.
+
+Limits on what a peer can hold: at most ``max_connections`` connections (more are closed at once); a
+connection that has not authenticated within ``auth_timeout_s`` (outside dev mode), or that stays silent
+for ``idle_timeout_s`` with nothing in flight, is closed; frames are limited to
+``unauthenticated_frame_size`` until the connection authenticates, and partial frames buffered over all
+connections to ``max_buffered_bytes``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, HandlerResult
 from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
+from graymq.protocol.frame import BufferBudget
 from graymq.protocol.remoting import method_name, parse_body
+from graymq.protocol.retry import ThrottledLog
 
 log = logging.getLogger(__name__)
+
+SWEEP_S = 1.0  # how often connections are checked against the deadlines
 
 
 class RemotingServer:
@@ -24,6 +37,9 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
         self._stopping = False
+        self._sweeper: asyncio.Task[None] | None = None
+        self.budget = BufferBudget(broker.settings.max_buffered_bytes)
+        self._log = ThrottledLog(log, 30.0)
         b = broker
         # method -> handler(connection, typed request)
         self._routes: dict[int, Callable[[Connection, Any], HandlerResult]] = {
@@ -43,16 +59,22 @@ class RemotingServer:
             pb.UPDATE_TOPIC: lambda c, r: b.admin_processor.update_topic(r),
             pb.GET_TOPIC: lambda c, r: b.admin_processor.get_topic(r),
             pb.GET_GROUP_BACKLOG: lambda c, r: b.admin_processor.group_backlog(r),
-            pb.CONSUMER_SEND_BACK: lambda c, r: b.send_back_processor.send_back(r),
+            pb.CONSUMER_SEND_BACK: lambda c, r: b.send_back_processor.send_back(
+                r, b.access.send_back_topic_check(c, r.consumer_group)),
         }
 
-    async def start(self, host: str, port: int) -> str:
-        self._server = await asyncio.start_server(self._accept, host, port, limit=1 << 20)
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> str:
+        self._server = await asyncio.start_server(self._accept, host, port, limit=1 << 20, ssl=tls)
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="broker-connection-sweeper")
         bound = self._server.sockets[0].getsockname()
         return f"{bound[0]}:{bound[1]}"
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._sweeper
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -61,10 +83,37 @@ class RemotingServer:
             await self._server.wait_closed()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self._handle, max_frame_size=self.broker.settings.max_frame_size,
-                          on_close=self._closed)
+        settings = self.broker.settings
+        if len(self.connections) >= settings.max_connections:
+            self.broker.stats.connections_rejected += 1
+            self._log.log(logging.WARNING, "max_connections", "refusing a connection from %s: %d connections "
+                          "open (GRAYMQ_BROKER_MAX_CONNECTIONS)", writer.get_extra_info("peername"),
+                          len(self.connections))
+            writer.close()
+            return
+        conn = Connection(reader, writer, self._handle, max_frame_size=settings.max_frame_size,
+                          on_close=self._closed, budget=self.budget)
+        if not self.broker.access.is_authenticated(conn):
+            conn.limit_frames(settings.unauthenticated_frame_size)
         self.connections.add(conn)
         conn.start()
+
+    async def _sweep(self) -> None:
+        """Close connections that never authenticated in time, and idle ones."""
+        settings, access = self.broker.settings, self.broker.access
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(SWEEP_S, settings.idle_timeout_s / 4, settings.auth_timeout_s / 4))
+            now = loop.time()
+            for conn in list(self.connections):
+                if not access.is_authenticated(conn) and now - conn.opened_at > settings.auth_timeout_s:
+                    await self._drop(conn, f"not authenticated within {settings.auth_timeout_s:g} s")
+                elif now - conn.last_read > settings.idle_timeout_s and not conn.busy:
+                    await self._drop(conn, f"idle for {settings.idle_timeout_s:g} s")
+
+    async def _drop(self, conn: Connection, reason: str) -> None:
+        log.info("closing connection %s: %s", conn.peer, reason)
+        await conn.close()
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -75,7 +124,15 @@ class RemotingServer:
     def _handle(self, conn: Connection, envelope: pb.Envelope) -> HandlerResult:
         if self._stopping:
             raise ServiceNotAvailableError(f"broker {self.broker.name} is shutting down")
-        route = self._routes.get(envelope.method)
+        method = envelope.method
+        route = self._routes.get(method)
+        access = self.broker.access
         if route is None:
-            raise UnknownMethodError(f"the broker does not serve {method_name(envelope.method)}")
-        return route(conn, parse_body(envelope, response=False))
+            if method == pb.AUTHENTICATE:
+                answer = access.authenticate(conn, parse_body(envelope, response=False))  # type: ignore[arg-type]
+                conn.limit_frames(self.broker.settings.max_frame_size)
+                return answer
+            raise UnknownMethodError(f"the broker does not serve {method_name(method)}")
+        request = parse_body(envelope, response=False)
+        access.check(conn, method, request)
+        return route(conn, request)

@@ -12,6 +12,7 @@ import logging
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,12 +46,15 @@ class SendBackProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
-    def send_back(self, req: pb.SendBackRequest) -> bytes:
+    def send_back(self, req: pb.SendBackRequest, check_topic: Callable[[str], None]) -> bytes:
+        """Store the failed message again for a later retry; ``check_topic`` raises unless the caller may
+        consume the stored message's topic in its group (only its own messages can be copied)."""
         broker = self.broker
         raw = broker.store.read_record(req.commit_log_offset)
         if raw is None:
             raise MessageNotFoundError(f"no message at commit log offset {req.commit_log_offset} to send back")
         msg = decode_record(raw)
+        check_topic(msg.topic)
         reconsume_times = msg.reconsume_times + 1
         max_times = req.max_reconsume_times or DEFAULT_MAX_RECONSUME_TIMES
         properties = dict(msg.properties)

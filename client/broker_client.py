@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
@@ -11,6 +13,7 @@ from google.protobuf.message import Message as PbMessage
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.errors import BadRequestError
+from graymq.protocol.tls import broker_tls
 
 _T = TypeVar("_T", bound=PbMessage)
 
@@ -23,13 +26,21 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class BrokerClient:
-    """Lazily connects, reconnects after a close, and routes broker pushes to ``on_group_changed``."""
+    """Lazily connects, reconnects after a close, and routes broker pushes to ``on_group_changed``.
 
-    def __init__(self, on_group_changed: Callable[[str], None] | None = None, timeout_s: float = 5.0) -> None:
+    Each new connection authenticates first with ``token`` (default ``GRAYMQ_TOKEN``; none sent when
+    empty, enough for a broker in dev mode). ``tls`` is the context for TLS to brokers (default from
+    ``GRAYMQ_TLS`` / ``GRAYMQ_TLS_CA``, protocol/tls.py); ``False`` forces plain TCP.
+    """
+
+    def __init__(self, on_group_changed: Callable[[str], None] | None = None, timeout_s: float = 5.0, *,
+                 token: str | None = None, tls: ssl.SSLContext | bool | None = None) -> None:
         self._connections: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._on_group_changed = on_group_changed
         self.timeout_s = timeout_s
+        self.token = (token if token is not None else os.environ.get("GRAYMQ_TOKEN", "")).strip()
+        self.tls = tls if isinstance(tls, ssl.SSLContext) else broker_tls(tls)
 
     async def connection(self, address: str) -> Connection:
         conn = self._connections.get(address)
@@ -39,9 +50,20 @@ class BrokerClient:
         async with lock:
             conn = self._connections.get(address)
             if conn is None or conn.is_closed:
-                host, port = split_address(address)
-                conn = await Connection.open(host, port, self._on_push, timeout=self.timeout_s)
+                conn = await self._open(address)
                 self._connections[address] = conn
+        return conn
+
+    async def _open(self, address: str) -> Connection:
+        """A new connection, authenticated when there is a token (closed again if that fails)."""
+        host, port = split_address(address)
+        conn = await Connection.open(host, port, self._on_push, timeout=self.timeout_s, tls=self.tls)
+        if self.token:
+            try:
+                await conn.request(pb.AUTHENTICATE, pb.AuthenticateRequest(token=self.token), self.timeout_s)
+            except BaseException:
+                await conn.close()
+                raise
         return conn
 
     def _on_push(self, conn: Connection, envelope: pb.Envelope) -> None:

@@ -14,7 +14,16 @@ from urllib.parse import quote
 import httpx
 
 from graymq.client.route import TopicRoute
-from graymq.protocol.errors import BadRequestError, ConfigError, GrayMQError, NameServerError, TopicNotExistError
+from graymq.protocol.errors import (
+    BadRequestError,
+    ConfigError,
+    ForbiddenError,
+    GrayMQError,
+    NameServerError,
+    TopicNotExistError,
+    UnauthorizedError,
+)
+from graymq.protocol.tls import https_verify
 
 WATCH_GRACE_S = 5.0  # beyond a watch's own timeout, for the answer to arrive
 
@@ -29,13 +38,6 @@ class ConflictError(GrayMQError):
     def __init__(self, message: str, detail: Any = None) -> None:
         super().__init__(message)
         self.detail = detail
-
-
-class UnauthorizedError(GrayMQError):
-    """A call without a valid token (``UNAUTHORIZED``) or without the right it needs (``FORBIDDEN``).
-
-    Clients send ``GRAYMQ_TOKEN`` (or ``token=``); admin calls send ``GRAYMQ_ADMIN_TOKEN``.
-    """
 
 
 def parse_urls(urls: str | list[str] | None) -> list[str]:
@@ -61,7 +63,8 @@ class NameServerClient:
         self.admin_token = admin_token if admin_token is not None else os.environ.get("GRAYMQ_ADMIN_TOKEN")
         self._demoted: dict[str, float] = {}
         self._demote_s = demote_s
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)))
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
+                                       verify=https_verify())
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -256,7 +259,8 @@ def _result(response: httpx.Response, method: str, path: str, variable: str) -> 
         return response.json() if response.content else None
     text = _error_text(response)
     if status == 401 or status == 403:
-        raise UnauthorizedError(f"{method} {path}: {text} (HTTP {status}; check {variable})")
+        error = UnauthorizedError if status == 401 else ForbiddenError
+        raise error(f"{method} {path}: {text} (HTTP {status}; check {variable})")
     if status == 404:
         raise NotFoundError(f"{method} {path}: {text}")
     if status == 409:

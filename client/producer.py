@@ -171,7 +171,7 @@ class Producer:
         self.gray_switch = True
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = RouteCache(self.nameserver, route_ttl_s)
-        self.brokers = BrokerClient()
+        self.brokers = BrokerClient(token=token)
         self.selector: GrayQueueSelector = _MemoSelector()
         self.ids = MessageIds()
         self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one

@@ -62,7 +62,8 @@ class GroupInspector:
     def __init__(self, nameserver: NameServerClient) -> None:
         self.nameserver = nameserver
         self.routes = RouteCache(nameserver, ttl_s=5.0)
-        self.brokers = BrokerClient()
+        # Reading backlogs is an operator's call: the admin token when there is one, else the client's own.
+        self.brokers = BrokerClient(token=nameserver.admin_token or nameserver.token or "")
 
     async def close(self) -> None:
         await self.brokers.close()

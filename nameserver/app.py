@@ -19,8 +19,8 @@ from graymq.nameserver.metrics import Metrics
 from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, principals, topics
 from graymq.nameserver.schemas import ErrorBody
 from graymq.nameserver.settings import NameServerSettings
-from graymq.nameserver.throttle import FailedAuthThrottle
 from graymq.nameserver.watch import GroupChanges
+from graymq.protocol.throttle import FailedAuthThrottle
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from graymq.nameserver.acl import ALL_RIGHTS, ConsumeRight, Rights
 from graymq.nameserver.errors import Forbidden, TooManyFailures, Unauthorized
 from graymq.nameserver.repositories.principals import PrincipalRepository
 from graymq.nameserver.settings import DEV_TOKEN_NAME
-from graymq.nameserver.throttle import FailedAuthThrottle
-from graymq.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from graymq.protocol.acl import ALL_RIGHTS, Rights
+from graymq.protocol.throttle import FailedAuthThrottle
 
 _bearer = HTTPBearer(auto_error=False, description="a principal's token (GRAYMQ_TOKEN, GRAYMQ_BROKER_TOKEN) "
                      "or an admin token from GRAYMQ_ADMIN_TOKENS")
@@ -62,10 +61,6 @@ class Caller:
             raise Forbidden(detail=f"principal {self.name} may not {action}")
 
 
-def rights_of(produce: list[str], consume: list[str], admin: bool, broker: bool) -> Rights:
-    return Rights(tuple(produce), tuple(ConsumeRight.parse(c) for c in consume), admin, broker)
-
-
 def _principal(request: Request, token: str) -> Caller | None:
     state = request.app.state
     actor = actor_for(state.token_actors, token)
@@ -76,7 +71,7 @@ def _principal(request: Request, token: str) -> Caller | None:
         found = PrincipalRepository(session).by_token_sha256(digest)
         if found is None or not hmac.compare_digest(found.token_sha256, digest):
             return None
-        return Caller(found.name, rights_of(found.produce, found.consume, found.admin, found.broker))
+        return Caller(found.name, Rights.of(found.produce, found.consume, found.admin, found.broker))
 
 
 def authenticated(
@@ -122,11 +117,6 @@ AdminActor = Annotated[str, Depends(admin_actor)]
 BrokerCaller = Annotated[Caller, Depends(broker_caller)]
 
 
-def _own_topic(group: str, topic: str) -> bool:
-    """The group's retry and dead-letter topics belong to its consumers."""
-    return topic in (RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group)
-
-
 def check_client(caller: Caller, group: str, role: str | None, topics: list[str] | Any = ()) -> None:
     """403 unless ``caller`` may act as a ``role`` client of ``group`` on ``topics`` (``None``: any role)."""
     rights = caller.rights
@@ -139,14 +129,9 @@ def check_client(caller: Caller, group: str, role: str | None, topics: list[str]
     else:
         caller.require(rights.may_consume(group), f"consume group {group}")
         for topic in topics:
-            if not _own_topic(group, topic):
-                caller.require(rights.may_consume(group, topic), f"consume topic {topic} in group {group}")
+            caller.require(rights.may_consume_topic(group, topic), f"consume topic {topic} in group {group}")
 
 
 def check_route(caller: Caller, topic: str) -> None:
     """403 unless ``caller`` may produce to or consume ``topic`` (a retry topic: consume its group)."""
-    rights = caller.rights
-    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
-        if topic.startswith(prefix) and rights.may_consume(topic.removeprefix(prefix)):
-            return
-    caller.require(rights.may_use_topic(topic) or rights.broker, f"produce to or consume topic {topic}")
+    caller.require(caller.rights.may_use_topic(topic) or caller.rights.broker, f"produce to or consume topic {topic}")

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Self
 from fastapi import Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
-from graymq.nameserver.acl import PATTERN_RULE, check_consume_right, check_pattern
+from graymq.protocol.acl import PATTERN_RULE, check_consume_right, check_pattern
 from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.membership import ClientStateName, OrphanPolicy, Role
 from graymq.protocol.names import (

@@ -21,6 +21,7 @@ import inspect
 import itertools
 import logging
 import math
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ from graymq.protocol.errors import (
     RequestTimeoutError,
     UnknownMethodError,
 )
-from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BufferBudget, FrameDecoder, encode_frame
 from graymq.protocol.remoting import (
     METHOD_TYPES,
     error_envelope,
@@ -71,6 +72,7 @@ class Connection:
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         on_close: Callable[[Connection], None] | None = None,
+        budget: BufferBudget | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -78,6 +80,8 @@ class Connection:
         self._on_close = on_close
         self.max_frame_size = max_frame_size
         self._decoder = FrameDecoder(max_frame_size)
+        self._budget = budget
+        self._counted = 0  # this connection's partial-frame bytes counted in the budget
         self._serials = itertools.count(1)
         self._pending: dict[int, asyncio.Future[pb.Envelope]] = {}
         # (deadline, serial) of the requests in _pending, a heap; entries of answered requests leave lazily
@@ -87,6 +91,7 @@ class Connection:
         self._tasks: set[asyncio.Future[Any]] = set()  # handlers still answering: tasks and futures
         self._out: list[bytes] = []  # frames written this turn of the loop, sent by _flush_out
         self._loop = asyncio.get_running_loop()
+        self.last_read = self.opened_at = self._loop.time()
         self._read_task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.close_reason = ""
@@ -97,10 +102,14 @@ class Connection:
     @classmethod
     async def open(
         cls, host: str, port: int, handler: RequestHandler | None = None, *, timeout: float = 5.0,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, tls: ssl.SSLContext | None = None,
     ) -> Connection:
+        """Connect (over TLS with ``tls``, verifying the server's certificate for ``host``) and start reading."""
         try:
-            reader, writer = await with_timeout(asyncio.open_connection(host, port), timeout)
+            opening = asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
+            reader, writer = await with_timeout(opening, timeout)
+        except ssl.SSLError as exc:
+            raise ConnectFailedError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise ConnectFailedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
         conn = cls(reader, writer, handler, max_frame_size=max_frame_size)
@@ -113,6 +122,15 @@ class Connection:
     @property
     def is_closed(self) -> bool:
         return self.closed.is_set()
+
+    @property
+    def busy(self) -> bool:
+        """Requests of the peer still being answered (a held long poll), or requests of ours awaiting answers."""
+        return bool(self._tasks or self._pending)
+
+    def limit_frames(self, max_frame_size: int) -> None:
+        """Refuse frames above ``max_frame_size`` from now on (the peer's, as they arrive)."""
+        self._decoder.max_frame_size = max_frame_size
 
     async def request(self, method: int, body: PbMessage, timeout: float = 5.0) -> PbMessage:
         """Send a request and return the typed response body; errors raise their registered class."""
@@ -186,13 +204,19 @@ class Connection:
 
     async def _read_loop(self) -> None:
         reason = "closed by peer"
+        decoder, budget, loop = self._decoder, self._budget, self._loop
         try:
             while True:
                 data = await self._reader.read(READ_CHUNK)
                 if not data:
-                    self._decoder.eof()
+                    decoder.eof()
                     break
-                for frame in self._decoder.feed(data):
+                self.last_read = loop.time()
+                frames = decoder.feed(data)
+                if budget is not None:
+                    counted, self._counted = self._counted, decoder.pending
+                    budget.move(counted, self._counted)
+                for frame in frames:
                     self._on_frame(frame.serial_no, frame.payload)
                 self._flush_out()  # the answers to this read, in one write
                 transport = self._writer.transport
@@ -289,6 +313,9 @@ class Connection:
             return
         self.close_reason = reason
         self.closed.set()
+        if self._budget is not None:
+            self._budget.move(self._counted, 0)
+            self._counted = 0
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionClosedError(f"connection to {self.peer} closed: {reason}"))

@@ -159,6 +159,22 @@ class MessageNotFoundError(GrayMQError):
     code = pb.MESSAGE_NOT_FOUND
 
 
+@register
+class UnauthorizedError(GrayMQError):
+    """No valid token: the caller is unknown (``UNAUTHORIZED``). Clients send ``GRAYMQ_TOKEN`` (or ``token=``),
+    brokers ``GRAYMQ_BROKER_TOKEN``, admin commands ``GRAYMQ_ADMIN_TOKEN``."""
+
+    code = pb.UNAUTHORIZED
+    permanent = True
+
+
+@register
+class ForbiddenError(UnauthorizedError):
+    """A valid token whose principal lacks the right the message names (``FORBIDDEN``)."""
+
+    code = pb.FORBIDDEN
+
+
 class NameServerError(GrayMQError):
     """Every configured name server failed or answered with an error."""
 

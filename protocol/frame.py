@@ -47,6 +47,22 @@ def encode_frame(serial_no: int, payload: bytes, max_frame_size: int = DEFAULT_M
     return b"".join(parts)
 
 
+class BufferBudget:
+    """Bytes of partial frames buffered over many connections, held under one limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def move(self, before: int, after: int) -> None:
+        """A connection's buffered bytes went from ``before`` to ``after``; ``ProtocolError`` over the limit
+        (the growth is counted anyway: the caller closes the connection, which gives it back)."""
+        self.used += after - before
+        if after > before and self.used > self.limit:
+            raise ProtocolError(f"partial frames over every connection exceed {self.limit} bytes: closing the "
+                                f"connection holding {after}")
+
+
 class FrameDecoder:
     """Incremental decoder: feed it bytes as they arrive, in any chunking; it returns whole frames.
 

@@ -27,6 +27,7 @@ class Method(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GET_TOPIC: _ClassVar[Method]
     SEARCH_OFFSET_BY_TIME: _ClassVar[Method]
     GET_GROUP_BACKLOG: _ClassVar[Method]
+    AUTHENTICATE: _ClassVar[Method]
     NOTIFY_GROUP_CHANGED: _ClassVar[Method]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -51,6 +52,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONNECTION_CLOSED: _ClassVar[ErrorCode]
     PROTOCOL_ERROR: _ClassVar[ErrorCode]
     MESSAGE_NOT_FOUND: _ClassVar[ErrorCode]
+    UNAUTHORIZED: _ClassVar[ErrorCode]
+    FORBIDDEN: _ClassVar[ErrorCode]
 
 class SendStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -100,6 +103,7 @@ UPDATE_TOPIC: Method
 GET_TOPIC: Method
 SEARCH_OFFSET_BY_TIME: Method
 GET_GROUP_BACKLOG: Method
+AUTHENTICATE: Method
 NOTIFY_GROUP_CHANGED: Method
 OK: ErrorCode
 SYSTEM_ERROR: ErrorCode
@@ -121,6 +125,8 @@ TIMEOUT: ErrorCode
 CONNECTION_CLOSED: ErrorCode
 PROTOCOL_ERROR: ErrorCode
 MESSAGE_NOT_FOUND: ErrorCode
+UNAUTHORIZED: ErrorCode
+FORBIDDEN: ErrorCode
 SEND_OK: SendStatus
 FLUSH_DISK_TIMEOUT: SendStatus
 SERVICE_NOT_AVAILABLE_STATUS: SendStatus
@@ -546,3 +552,15 @@ class GroupChangedNotice(_message.Message):
     consumer_group: str
     reason: str
     def __init__(self, consumer_group: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AuthenticateRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class AuthenticateResponse(_message.Message):
+    __slots__ = ("principal",)
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    def __init__(self, principal: _Optional[str] = ...) -> None: ...

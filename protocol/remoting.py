@@ -27,6 +27,7 @@ METHOD_TYPES: dict[int, tuple[type[PbMessage], type[PbMessage]]] = {
     pb.UPDATE_TOPIC: (pb.UpdateTopicRequest, pb.Empty),
     pb.GET_TOPIC: (pb.GetTopicRequest, pb.TopicConfig),
     pb.GET_GROUP_BACKLOG: (pb.GroupBacklogRequest, pb.GroupBacklogResponse),
+    pb.AUTHENTICATE: (pb.AuthenticateRequest, pb.AuthenticateResponse),
     pb.NOTIFY_GROUP_CHANGED: (pb.GroupChangedNotice, pb.Empty),
 }
 

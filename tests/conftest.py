@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 import pytest
 
 from graymq.devkit.processes import GraymqProcess
+
+# Functional tests run name servers and brokers in dev mode (authentication off); the trust tests start
+# theirs with GRAYMQ_DEV_MODE=false and real principals.
+os.environ.setdefault("GRAYMQ_DEV_MODE", "true")
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ class PullConsumer:
         self.gray_switch = True
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = RouteCache(self.nameserver)
-        self.brokers = BrokerClient()
+        self.brokers = BrokerClient(token=token)
         self.queues: list[MessageQueue] = []
         self.skipped_records = 0
         self._register = register

@@ -126,7 +126,7 @@ class PushConsumer:
 
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = RouteCache(self.nameserver)
-        self.brokers = BrokerClient(on_group_changed=self._on_group_changed)
+        self.brokers = BrokerClient(on_group_changed=self._on_group_changed, token=token)
         self.offset_store: OffsetStore = (
             LocalFileOffsetStore(offset_dir or Path("./graymq-data/offsets"), group, self.client_id)
             if broadcasting else RemoteOffsetStore(self.brokers, group)

@@ -19,8 +19,14 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "broker", help="run a broker (commit log, consume queues, gray subscription tables)",
         description="Run a broker until SIGTERM/SIGINT. GRAYMQ_BROKER_* variables configure it "
-                    "(e.g. GRAYMQ_BROKER_RETENTION_HOURS); flags override them.",
-        epilog="environment (besides the variables named above):\n" + SERVER_LOG_HELP,
+                    "(e.g. GRAYMQ_BROKER_RETENTION_HOURS); flags override them. Outside dev mode every "
+                    "connection authenticates with a principal's token, checked against the principals the "
+                    "broker learns from its name server (and keeps enforcing while that is down).",
+        epilog="environment (besides the variables named above):\n"
+               "  GRAYMQ_BROKER_TOKEN  token of a principal with the broker right: registers with the name\n"
+               "                       server and reads its principals (required outside dev mode)\n"
+               "  GRAYMQ_DEV_MODE      true: authentication off, logged as a warning (same as --dev)\n"
+               + SERVER_LOG_HELP,
         formatter_class=HelpFormatter,
     )
     p.add_argument("--name", help="broker name (GRAYMQ_BROKER_NAME, default broker-a)")
@@ -37,7 +43,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--segment-size", type=parse_size, metavar="SIZE",
                    help="commit log segment size for a new store: bytes or 64M, 1G... (GRAYMQ_BROKER_SEGMENT_SIZE "
                         "in bytes, default 1G; an existing store keeps its own)")
-    p.add_argument("--auto-create-topic", action="store_true", default=None, help="create unknown topics on send")
+    p.add_argument("--auto-create-topic", action="store_true", default=None,
+                   help="create unknown topics on send (dev mode only: topics are otherwise created by admins "
+                        "through the name server)")
+    p.add_argument("--dev", action="store_true", default=None,
+                   help="dev mode: authentication off, logged as a warning (GRAYMQ_DEV_MODE)")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE",
+                   help="PEM certificate: the broker port speaks TLS only (GRAYMQ_BROKER_TLS_CERT; with --tls-key)")
+    p.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key of --tls-cert (GRAYMQ_BROKER_TLS_KEY)")
     p.set_defaults(handler=run)
     verify_cmd.register(p)  # graymq broker verify --store DIR: an offline check instead of running a broker
 
@@ -52,8 +65,9 @@ def _nameserver_from_env() -> str | None:
 def _source(field: str, overrides: dict[str, object]) -> str:
     """The flag that set ``field``, else its environment variable."""
     if overrides.get(field) is None:
-        return f"GRAYMQ_BROKER_{field.upper()}"
-    return "--store" if field == "store_dir" else "--" + field.replace("_", "-")
+        return "GRAYMQ_DEV_MODE" if field == "dev_mode" else f"GRAYMQ_BROKER_{field.upper()}"
+    flags = {"store_dir": "--store", "dev_mode": "--dev"}
+    return flags.get(field) or "--" + field.replace("_", "-")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         "name": args.name, "host": args.host, "port": args.port, "store_dir": args.store,
         "nameserver": args.nameserver or _nameserver_from_env(), "flush": args.flush,
         "metrics_port": args.metrics_port, "advertised_address": args.advertised_address,
-        "segment_size": args.segment_size, "auto_create_topic": args.auto_create_topic,
+        "segment_size": args.segment_size, "auto_create_topic": args.auto_create_topic, "dev_mode": args.dev,
+        "tls_cert": args.tls_cert, "tls_key": args.tls_key,
     }
     try:
         settings = BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})

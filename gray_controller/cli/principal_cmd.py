@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graymq.nameserver.acl import check_consume_right, check_pattern
+    from graymq.protocol.acl import check_consume_right, check_pattern
     from graymq.protocol.names import check_principal_name
 
     problems = [check_principal_name(args.name)] if hasattr(args, "name") else []

@@ -11,7 +11,7 @@ import pytest
 
 from graymq.client.broker_client import BrokerClient
 from graymq.protocol.errors import TopicNotExistError
-from tests.support.broker import run
+from tests.support.broker import run, send
 from tests.support.cli import wait_for
 
 pytestmark = pytest.mark.integration
@@ -49,7 +49,9 @@ def test_a_deleted_topic_and_group_are_dropped_by_a_broker_that_was_down_and_sta
     cluster.create_topic("T_KEPT", 4, 0)
 
     async def commit_offsets(client: BrokerClient) -> None:
-        for topic in ("T_GONE", "T_KEPT"):
+        for topic in ("T_GONE", "T_KEPT"):  # offsets are committed within [min, max]: messages first
+            for i in range(7):
+                await send(client, broker.address, topic, 0, b"m%d" % i)
             await client.update_offset(broker.address, "G_KEPT", topic, 0, 5)
         await client.update_offset(broker.address, "G_GONE", "T_KEPT", 0, 7)
 

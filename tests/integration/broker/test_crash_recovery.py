@@ -12,7 +12,7 @@ from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.record import iter_records
-from tests.support.broker import create_topic, message, pull_request, run
+from tests.support.broker import create_topic, message, pull_request, run, send
 
 pytestmark = pytest.mark.integration
 ROUNDS = 20
@@ -96,6 +96,8 @@ def test_committed_offsets_survive_kill_9_once_persisted(graymq_process, tmp_pat
 
     async def commit(client: BrokerClient) -> None:
         await create_topic(client, broker.address, "OFFS", 2)
+        for i in range(9):  # offsets are committed within [min, max]
+            await send(client, broker.address, "OFFS", 1, b"m%d" % i)
         for offset in (5, 9):  # the second write replaces the first
             await client.update_offset(broker.address, "g", "OFFS", 1, offset)
             await persisted(offset)

@@ -155,7 +155,7 @@ def test_cancelling_supervised_loops_is_quiet(caplog):
 
 def test_only_errors_an_operator_must_fix_are_permanent():
     assert {code for code in pb.ErrorCode.values() if code and error_from_code(code, "x").permanent} == {
-        pb.BAD_REQUEST, pb.NO_PERMISSION}
+        pb.BAD_REQUEST, pb.NO_PERMISSION, pb.UNAUTHORIZED, pb.FORBIDDEN}
     assert ConfigError("x").permanent and not GrayMQError("internal").permanent
     assert not any(error_from_code(code, "x").retriable and error_from_code(code, "x").permanent
                    for code in pb.ErrorCode.values())

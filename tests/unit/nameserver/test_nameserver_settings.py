@@ -11,6 +11,11 @@ from graymq.nameserver.settings import InsecureConfigError, NameServerSettings, 
 pytestmark = pytest.mark.unit
 
 
+@pytest.fixture(autouse=True)
+def _no_dev_mode_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRAYMQ_DEV_MODE", raising=False)
+
+
 def settings(**values: object) -> NameServerSettings:
     return NameServerSettings(**values)  # type: ignore[arg-type]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from graymq.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from graymq.protocol.names import NAME_CHARACTERS, NAME_MAX_LENGTH
 
 PATTERN_CHARACTERS = NAME_CHARACTERS | frozenset("*?")
@@ -70,6 +71,11 @@ class Rights:
     admin: bool = False
     broker: bool = False
 
+    @classmethod
+    def of(cls, produce: list[str], consume: list[str], admin: bool, broker: bool) -> Rights:
+        """Rights from their stored form (consume rights as ``GROUP_PATTERN[:TOPIC_PATTERN]`` strings)."""
+        return cls(tuple(produce), tuple(ConsumeRight.parse(c) for c in consume), admin, broker)
+
     def may_produce(self, topic: str) -> bool:
         return self.admin or any(fnmatchcase(topic, p) for p in self.produce)
 
@@ -79,13 +85,34 @@ class Rights:
             fnmatchcase(group, r.group) and (topic is None or fnmatchcase(topic, r.topic)) for r in self.consume
         )
 
+    def may_consume_topic(self, group: str, topic: str) -> bool:
+        """Consume ``topic`` in ``group``; the group's own retry and dead-letter topics come with the group."""
+        if topic in (RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group):
+            return self.may_consume(group)
+        return self.may_consume(group, topic)
+
+    def may_read_topic(self, topic: str) -> bool:
+        """Read messages of ``topic`` outside a group (by key, by offset): some consume right covers it."""
+        group = group_of_topic(topic)
+        if group is not None and self.may_consume(group):
+            return True
+        return self.admin or any(fnmatchcase(topic, r.topic) for r in self.consume)
+
     def may_use_group(self, group: str) -> bool:
         """A client of ``group``: a consumer of it, or a producer (a producer group is not restricted)."""
         return self.admin or bool(self.produce) or self.may_consume(group)
 
     def may_use_topic(self, topic: str) -> bool:
         """Look up the route of ``topic``: to produce to it, or to consume it in some group."""
-        return self.admin or self.may_produce(topic) or any(fnmatchcase(topic, r.topic) for r in self.consume)
+        return self.may_produce(topic) or self.may_read_topic(topic)
+
+
+def group_of_topic(topic: str) -> str | None:
+    """The group whose retry or dead-letter topic ``topic`` is, or ``None``."""
+    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
+        if topic.startswith(prefix):
+            return topic.removeprefix(prefix)
+    return None
 
 
 ALL_RIGHTS = Rights(admin=True, broker=True)

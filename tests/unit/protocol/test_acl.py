@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.nameserver.acl import ConsumeRight, Rights, check_consume_right, check_pattern
 from graymq.nameserver.auth import Caller, check_client, check_route, new_token, token_sha256
 from graymq.nameserver.errors import Forbidden
-from graymq.nameserver.throttle import FailedAuthThrottle
+from graymq.protocol.acl import ConsumeRight, Rights, check_consume_right, check_pattern
+from graymq.protocol.throttle import FailedAuthThrottle
 
 APP = Rights(produce=("ORDER_*",), consume=(ConsumeRight.parse("billing:ORDER_*"), ConsumeRight.parse("audit")))
 

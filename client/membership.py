@@ -50,6 +50,7 @@ class Membership:
         interval_s: float,
         report: Callable[[], dict[str, Any]],
         on_update: Callable[[dict[str, Any]], Awaitable[None]],
+        on_permanent: Callable[[GrayMQError], None] | None = None,
     ) -> None:
         self.nameserver = nameserver
         self.group = group
@@ -60,6 +61,7 @@ class Membership:
         self.interval_s = interval_s
         self._report = report
         self._on_update = on_update
+        self._on_permanent = on_permanent  # a heartbeat refused for good (rights, TLS trust): the loops end
         self.last: dict[str, Any] | None = None
         self.reachable = False
         self.epoch = 0  # bumped on every local change; answers to older reports are stale
@@ -69,7 +71,8 @@ class Membership:
         self._applying = asyncio.Lock()  # answers are acted on one at a time
 
     async def beat(self) -> dict[str, Any] | None:
-        """One heartbeat now; returns the response, or None when no name server answered.
+        """One heartbeat now; returns the response, or None when no name server answered. A permanent error
+        (``GrayMQError.permanent``: a missing right, a certificate that does not verify) is raised.
 
         An answer to a report sent before the latest local change is not acted on: it would
         undo that change (e.g. a stale "desired gray" arriving just after a drained flip).
@@ -81,6 +84,8 @@ class Membership:
         try:
             response = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
+            if exc.permanent:
+                raise
             if self.reachable or self.last is None:
                 log.warning("%s %s: name server heartbeat failed: %s", self.role, self.client_id, exc.message)
             self.reachable = False
@@ -136,6 +141,14 @@ class Membership:
             self._wake.clear()
             try:
                 await self.beat()
+            except GrayMQError as exc:
+                if exc.permanent:
+                    log.error("%s %s: the name server refuses its heartbeats: %s (%s)", self.role, self.client_id,
+                              exc.message, exc.code_name)
+                    if self._on_permanent is not None:
+                        self._on_permanent(exc)
+                    return
+                log.exception("membership update of %s failed", self.client_id)
             except Exception:
                 log.exception("membership update of %s failed", self.client_id)
 

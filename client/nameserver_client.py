@@ -23,7 +23,7 @@ from graymq.protocol.errors import (
     TopicNotExistError,
     UnauthorizedError,
 )
-from graymq.protocol.tls import https_verify
+from graymq.protocol.tls import https_verify, untrusted_certificate
 
 WATCH_GRACE_S = 5.0  # beyond a watch's own timeout, for the answer to arrive
 
@@ -94,6 +94,7 @@ class NameServerClient:
             timeout = httpx.Timeout(timeout_s, connect=timeout.connect)
         encoded = quote(path, safe="/")
         errors = []
+        untrusted = 0  # name servers whose certificate did not verify: no retry can fix that
         # an idempotent read gets a second round: a connection the server just closed is not an outage
         rounds = 2 if method == "GET" else 1
         for url in self._ordered() * rounds:
@@ -105,6 +106,7 @@ class NameServerClient:
             except httpx.HTTPError as exc:
                 errors.append(f"{url}: {type(exc).__name__} {exc}")
                 self._demoted[url] = time.monotonic() + self._demote_s
+                untrusted += untrusted_certificate(exc)
                 continue
             if response.status_code >= 500:
                 errors.append(f"{url}: HTTP {response.status_code} {_error_text(response)}")
@@ -112,6 +114,9 @@ class NameServerClient:
                 continue
             self._demoted.pop(url, None)
             return _result(response, method, path, "GRAYMQ_ADMIN_TOKEN" if admin else "GRAYMQ_TOKEN")
+        if untrusted == len(errors):
+            raise ConfigError(f"{method} {path}: no name server's TLS certificate verifies (the CA is GRAYMQ_TLS_CA, "
+                              "else the system's): " + "; ".join(errors))
         raise NameServerError(f"{method} {path} failed on every name server: " + "; ".join(errors))
 
     # -- routes and heartbeats ---------------------------------------------------------------

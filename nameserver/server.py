@@ -1,4 +1,5 @@
-"""Running the name server: schema check (or migration), then uvicorn on a pre-bound socket."""
+"""Running the name server: schema check (or migration), then uvicorn on a pre-bound socket (HTTPS with a
+certificate and key)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from graymq.nameserver.app import create_app
 from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
 from graymq.nameserver.schema import schema_status, upgrade
 from graymq.nameserver.settings import InsecureConfigError, NameServerSettings
+from graymq.protocol.errors import ConfigError
+from graymq.protocol.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +92,17 @@ class _Server(uvicorn.Server):
 def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) -> None:
     """Serve until SIGTERM/SIGINT; ``on_ready(host, port)`` runs once the socket accepts requests.
 
-    Raises ``StartupRefused`` (unsafe token setup, stale schema) or ``StartupFailed`` (database
-    unreachable, SQLite directory not creatable, address in use) before serving.
+    Serves HTTPS when ``settings.tls_cert`` and ``tls_key`` are set. Raises ``StartupRefused`` (unsafe token
+    setup, a certificate or key that does not load, stale schema) or ``StartupFailed`` (database unreachable,
+    SQLite directory not creatable, address in use) before serving.
     """
+    cert, key = settings.tls_cert, settings.tls_key
+    tls = cert is not None and key is not None
+    if cert is not None and key is not None:
+        try:  # the files uvicorn will load, checked here so a bad one is a message, not a traceback
+            server_context(cert, key)
+        except ConfigError as exc:
+            raise StartupRefused(exc.message) from exc
     try:
         app = create_app(settings)
     except InsecureConfigError as exc:
@@ -113,12 +124,15 @@ def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) ->
         log_level="debug" if debug else None,
         access_log=debug,
         timeout_graceful_shutdown=10,
+        ssl_certfile=cert,
+        ssl_keyfile=key,
     )
     # Watches (long polls) answer at once when the server stops instead of holding the shutdown up.
     server = _Server(config, lambda: on_ready(host, port), app.state.group_changes.close)
     # uvicorn re-raises the signal it stopped for once it has shut down; with this handler in place
     # that is a no-op, so SIGTERM ends the process with status 0 instead of killing it.
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    log.info("name server listening on %s:%d%s", host, port, " over TLS" if tls else "")
     try:
         server.run(sockets=[sock])
     finally:

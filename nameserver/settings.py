@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -105,6 +106,8 @@ class NameServerSettings(DatabaseSettings):
         default=20, ge=1, description="failed authentications an address may have in a window before a 429"
     )
     auth_failure_window_s: float = Field(default=60.0, gt=0)
+    tls_cert: Path | None = Field(default=None, description="PEM certificate: serve HTTPS only (with tls_key)")
+    tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
 
     @field_validator("admin_tokens", mode="before")
     @classmethod
@@ -117,6 +120,13 @@ class NameServerSettings(DatabaseSettings):
         if value.upper() not in LOG_LEVELS:
             raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}")
         return value.upper()
+
+    @model_validator(mode="after")
+    def _check_tls_pair(self) -> NameServerSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert (GRAYMQ_TLS_CERT) and --tls-key (GRAYMQ_TLS_KEY) go together: give both "
+                             "or neither")
+        return self
 
     def token_actors(self) -> dict[str, str]:
         """Secret → actor name of every accepted bearer token; refuses configurations unsafe to serve."""

@@ -31,6 +31,7 @@ from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
 from graymq.protocol.errors import (
     BadRequestError,
+    ConfigError,
     ConnectFailedError,
     ConnectionClosedError,
     GrayMQError,
@@ -108,7 +109,13 @@ class Connection:
         try:
             opening = asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
             reader, writer = await with_timeout(opening, timeout)
+        except ssl.SSLCertVerificationError as exc:  # an operator must act: retrying cannot help
+            raise ConfigError(f"TLS with {host}:{port} failed: certificate verify failed: {exc.verify_message} "
+                              "(the CA is GRAYMQ_TLS_CA, else the system's)") from exc
         except ssl.SSLError as exc:
+            if exc.reason == "WRONG_VERSION_NUMBER":
+                raise ConfigError(f"TLS with {host}:{port} failed: it does not speak TLS (GRAYMQ_TLS=false for a "
+                                  "plain broker)") from exc
             raise ConnectFailedError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise ConnectFailedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc

@@ -67,3 +67,13 @@ def broker_tls(tls: bool | None = None, ca: str | Path | None = None) -> ssl.SSL
 def https_verify(ca: str | Path | None = None) -> ssl.SSLContext | bool:
     """What HTTP clients verify ``https://`` name servers with: the CA file's context, or ``True`` (system store)."""
     return client_context(ca) if ca_file(ca) is not None else True
+
+
+def untrusted_certificate(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) is a server certificate that failed verification."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
         settings = BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         raise ConfigError("invalid broker settings: " + "; ".join(
-            f"{_source(str(e['loc'][0]) if e['loc'] else 'settings', overrides)}: {e['msg']}"
-            for e in exc.errors())) from exc
+            (f"{_source(str(e['loc'][0]), overrides)}: " if e["loc"] else "") + str(e["msg"]).removeprefix(
+                "Value error, ") for e in exc.errors())) from exc
     setup_logging()
     asyncio.run(serve(settings, print_ready))
     return 0

@@ -1,7 +1,7 @@
 """``graymq nameserver``: run the name server; ``graymq nameserver migrate``: upgrade its database schema.
 
 Exit codes: 0 stopped cleanly (SIGTERM) or migrated; 1 the database is unreachable or the address
-is taken; 2 bad configuration (database URL, admin tokens) or a schema that needs migrating.
+is taken; 2 bad configuration (database URL, admin tokens, TLS files) or a schema that needs migrating.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from graymq.gray_controller.cli.common import READY_PREFIX, SERVER_LOG_HELP, HelpFormatter, setup_logging
@@ -22,6 +23,8 @@ _SOURCES = {
     "host": "--host / GRAYMQ_HOST",
     "port": "--port / GRAYMQ_PORT",
     "admin_tokens": "GRAYMQ_ADMIN_TOKENS",
+    "tls_cert": "--tls-cert / GRAYMQ_TLS_CERT",
+    "tls_key": "--tls-key / GRAYMQ_TLS_KEY",
 }
 
 
@@ -47,6 +50,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--dev", action="store_true", help="dev mode: authentication off, logged as a warning (GRAYMQ_DEV_MODE)"
     )
+    parser.add_argument(
+        "--tls-cert", type=Path, metavar="FILE",
+        help="PEM certificate: serve HTTPS only; clients then use https:// URLs (GRAYMQ_TLS_CERT; with --tls-key)",
+    )
+    parser.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key of --tls-cert (GRAYMQ_TLS_KEY)")
     parser.set_defaults(handler=run)
     commands = parser.add_subparsers(dest="nameserver_command", metavar="SUBCOMMAND")
     migrate = commands.add_parser(
@@ -67,8 +75,11 @@ def _settings_error(exc: Any) -> str:
     """A pydantic ``ValidationError`` as one line per setting, naming the flag or variable to fix."""
     problems = []
     for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else "settings"
         message = str(error["msg"]).removeprefix("Value error, ")
+        if not error["loc"]:  # a check across settings: its message names them
+            problems.append(message)
+            continue
+        field = str(error["loc"][0])
         problems.append(f"{_SOURCES.get(field, 'GRAYMQ_' + field.upper())}: {message}")
     return "invalid configuration: " + "; ".join(problems)
 
@@ -79,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     from graymq.nameserver.server import StartupFailed, StartupRefused, serve
     from graymq.nameserver.settings import NameServerSettings
 
-    overrides: dict[str, Any] = {"host": args.host, "port": args.port, "db_url": args.db}
+    overrides: dict[str, Any] = {"host": args.host, "port": args.port, "db_url": args.db,
+                                 "tls_cert": args.tls_cert, "tls_key": args.tls_key}
     if args.migrate:
         overrides["auto_migrate"] = True
     if args.dev:
@@ -90,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
         return _fail(_settings_error(exc), EXIT_CONFIG)
     setup_logging(settings.log_level)
 
+    scheme = "https" if settings.tls_cert is not None else "http"
+
     def announce(host: str, port: int) -> None:
         address = f"{host}:{port}"
-        info = {"kind": "nameserver", "address": address, "url": f"http://{address}"}
+        info = {"kind": "nameserver", "address": address, "url": f"{scheme}://{address}"}
         print(READY_PREFIX + json.dumps(info), flush=True)
 
     try:

@@ -112,9 +112,21 @@ def production_release() -> Release:
     return render(production_values(), "production values")
 
 
-@pytest.fixture(params=["default", "production"])
+TLS_VALUES = {"tls": {"enabled": True, "existingSecret": "mq-tls", "caCert": True}}
+
+
+@pytest.fixture(scope="module")
+def tls_release() -> Release:
+    return render(TLS_VALUES, "TLS values")
+
+
+@pytest.fixture(params=["default", "production", "tls"])
 def release(request: pytest.FixtureRequest) -> Release:
     return request.getfixturevalue(f"{request.param}_release")
+
+
+def nameserver_scheme(release: Release) -> str:
+    return "https" if release.merged["tls"]["enabled"] else "http"
 
 
 def declared_settings_env() -> set[str]:
@@ -126,6 +138,9 @@ def declared_settings_env() -> set[str]:
     for cls in (DatabaseSettings, NameServerSettings, BrokerSettings):
         prefix = cls.model_config.get("env_prefix", "")
         for field_name, field in cls.model_fields.items():
+            if isinstance(field.validation_alias, str):  # a variable shared by both servers (GRAYMQ_DEV_MODE)
+                names.add(field.validation_alias.upper())
+                continue
             assert field.alias is None and field.validation_alias is None, (
                 f"{cls.__name__}.{field_name} has an alias: teach this test how pydantic-settings names it"
             )
@@ -336,7 +351,8 @@ def test_brokers_advertise_stable_dns_names_and_register_with_the_nameserver_ser
     assert env["GRAYMQ_BROKER_HOST"]["value"] == "0.0.0.0"
     service = release.find("Service", "-nameserver")
     assert env["GRAYMQ_BROKER_NAMESERVER"]["value"] == (
-        f"http://{service['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{service['spec']['ports'][0]['port']}"
+        f"{nameserver_scheme(release)}://{service['metadata']['name']}.{NAMESPACE}.svc.cluster.local:"
+        f"{service['spec']['ports'][0]['port']}"
     )
     assert env["GRAYMQ_BROKER_FLUSH"]["value"] == release.merged["broker"]["flush"]
 
@@ -364,9 +380,12 @@ def test_production_brokers_flush_synchronously_with_bigger_pods(production_rele
 
 def test_probes_hit_the_real_endpoints(release: Release) -> None:
     nameserver = pod_spec(release.find("Deployment"))["containers"][0]
-    assert nameserver["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert nameserver["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    http_port = {p["name"]: p["containerPort"] for p in nameserver["ports"]}["http"]
+    scheme = nameserver_scheme(release)
+    probe_scheme = {"scheme": "HTTPS"} if scheme == "https" else {}
+    for probe in ("startupProbe", "livenessProbe"):
+        assert nameserver[probe]["httpGet"] == {"path": "/healthz", "port": scheme, **probe_scheme}
+    assert nameserver["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": scheme, **probe_scheme}
+    http_port = {p["name"]: p["containerPort"] for p in nameserver["ports"]}[scheme]
     assert env_of(nameserver)["GRAYMQ_PORT"]["value"] == str(http_port)
     broker = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -440,6 +459,9 @@ def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
         ({"adminTokens": {"tokens": {"ops": "dev-token"}}}, "/adminTokens/tokens/ops"),
         ({"postgresql": {"enabled": False}}, "/externalDatabase/existingSecret"),
         ({"postgresql": {"password": "p@ss word"}}, "/postgresql/password"),
+        ({"tls": {"enabled": True}}, "/tls/existingSecret"),
+        ({"tls": {"enabled": "yes"}}, "/tls/enabled"),
+        ({"tls": {"secretName": "mq-tls"}}, "secretName"),
     ],
 )
 def test_values_schema_rejects_bad_values_and_the_render_fails(values: dict[str, Any], complaint: str) -> None:
@@ -461,3 +483,85 @@ def test_notes_say_how_to_reach_the_api_and_run_a_cutover(default_release: Relea
     assert "port-forward svc/mq-graymq-nameserver 9876:9876" in notes
     assert "graymq gray status GROUP" in notes
     assert "graymq gray promote GROUP" in notes
+
+
+# --- TLS ----------------------------------------------------------------------------------------------
+
+TLS_DIR = "/etc/graymq/tls"
+
+
+def tls_env(container: dict[str, Any]) -> dict[str, str]:
+    return {name: entry["value"] for name, entry in env_of(container).items() if "TLS" in name}
+
+
+@pytest.mark.parametrize("name", ["default", "production"])
+def test_tls_is_off_by_default_plain_http_and_no_secret_mounted(name: str, request: pytest.FixtureRequest) -> None:
+    release: Release = request.getfixturevalue(f"{name}_release")
+    assert release.merged["tls"]["enabled"] is False
+    for workload in release.workloads():
+        assert all("secret" not in v for v in pod_spec(workload)["volumes"]), kn(workload)
+        for container in containers(workload):
+            assert not tls_env(container), f"{kn(workload)}/{container['name']}"
+    service = release.find("Service", "-nameserver")
+    assert [p["name"] for p in service["spec"]["ports"]] == ["http"]
+    broker = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
+    assert env_of(broker)["GRAYMQ_BROKER_NAMESERVER"]["value"].startswith("http://")
+
+
+def test_tls_mounts_the_secret_read_only_into_name_server_and_broker_pods(tls_release: Release) -> None:
+    for workload in (tls_release.find("Deployment"), tls_release.find("StatefulSet", "-broker")):
+        volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
+        assert volumes["tls"]["secret"]["secretName"] == "mq-tls", kn(workload)
+        # group-readable only: the pod's fsGroup owns the files; the key is not world-readable
+        assert volumes["tls"]["secret"]["defaultMode"] == 0o440, kn(workload)
+        container = pod_spec(workload)["containers"][0]
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["tls"] == {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}, kn(workload)
+    # The migrations Job reaches only the database: no certificate there.
+    job = tls_release.find("Job", "-migrate")
+    assert "tls" not in {v["name"] for v in pod_spec(job)["volumes"]}
+
+
+def test_tls_env_names_the_mounted_files_and_the_settings_load_them(
+    tls_release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graymq.broker_ext.config import BrokerSettings
+    from graymq.nameserver.settings import NameServerSettings
+
+    nameserver = pod_spec(tls_release.find("Deployment"))["containers"][0]
+    broker = pod_spec(tls_release.find("StatefulSet", "-broker"))["containers"][0]
+    assert tls_env(nameserver) == {
+        "GRAYMQ_TLS_CERT": f"{TLS_DIR}/tls.crt", "GRAYMQ_TLS_KEY": f"{TLS_DIR}/tls.key",
+        "GRAYMQ_TLS_CA": f"{TLS_DIR}/ca.crt",
+    }
+    assert tls_env(broker) == {
+        "GRAYMQ_BROKER_TLS_CERT": f"{TLS_DIR}/tls.crt", "GRAYMQ_BROKER_TLS_KEY": f"{TLS_DIR}/tls.key",
+        "GRAYMQ_TLS_CA": f"{TLS_DIR}/ca.crt",
+    }
+    for name, value in {**tls_env(nameserver), **tls_env(broker)}.items():
+        monkeypatch.setenv(name, value)
+    ns_settings = NameServerSettings()
+    assert (str(ns_settings.tls_cert), str(ns_settings.tls_key)) == (f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key")
+    broker_settings = BrokerSettings()
+    assert (str(broker_settings.tls_cert), str(broker_settings.tls_key)) == (
+        f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key",
+    )
+
+
+def test_tls_without_ca_cert_leaves_verification_to_the_system_store() -> None:
+    release = render({"tls": {"enabled": True, "existingSecret": "mq-tls"}}, "TLS without ca.crt")
+    for workload in (release.find("Deployment"), release.find("StatefulSet", "-broker")):
+        env = tls_env(pod_spec(workload)["containers"][0])
+        assert "GRAYMQ_TLS_CA" not in env and env, kn(workload)
+    assert "without ca.crt" in release.manifests["graymq/templates/NOTES.txt"]
+
+
+def test_tls_makes_the_name_server_https_for_brokers_probes_and_the_service(tls_release: Release) -> None:
+    host = f"mq-graymq-nameserver.{NAMESPACE}.svc.cluster.local"
+    broker = pod_spec(tls_release.find("StatefulSet", "-broker"))["containers"][0]
+    assert env_of(broker)["GRAYMQ_BROKER_NAMESERVER"]["value"] == f"https://{host}:9876"
+    service = tls_release.find("Service", "-nameserver")
+    assert service["spec"]["ports"][0] == {"name": "https", "port": 9876, "targetPort": "https", "protocol": "TCP"}
+    notes = tls_release.manifests["graymq/templates/NOTES.txt"]
+    assert f"GRAYMQ_NAMESERVER=https://{host}:9876" in notes
+    assert "http://" not in notes

@@ -65,9 +65,19 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/* "https" with tls.enabled, else "http": the name server's scheme and the name of its port. */}}
+{{- define "graymq.nameserver.scheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* In-cluster DNS name of the name server Service (what its TLS certificate must name). */}}
+{{- define "graymq.nameserver.host" -}}
+{{- printf "%s.%s.svc.%s" (include "graymq.nameserver.fullname" .) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
 {{/* In-cluster URL of the name server Service: what brokers register with. */}}
 {{- define "graymq.nameserver.url" -}}
-{{- printf "http://%s.%s.svc.%s:%d" (include "graymq.nameserver.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.nameserver.service.port) }}
+{{- printf "%s://%s:%d" (include "graymq.nameserver.scheme" .) (include "graymq.nameserver.host" .) (int .Values.nameserver.service.port) }}
 {{- end }}
 
 {{/* Secret and key holding GRAYMQ_DB_URL: the chart's own for the bundled PostgreSQL, else the user's. */}}
@@ -104,4 +114,28 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- end }}
+
+{{/* Where the TLS Secret (tls.crt, tls.key, optional ca.crt) is mounted in name server and broker pods. */}}
+{{- define "graymq.tls.dir" -}}
+/etc/graymq/tls
+{{- end }}
+
+{{/* The TLS Secret as a volume (include with tls.enabled); its files readable by the pod's group only. */}}
+{{- define "graymq.tls.volume" -}}
+- name: tls
+  secret:
+    secretName: {{ required "tls.existingSecret is required when tls.enabled=true: a Secret of type kubernetes.io/tls (tls.crt, tls.key, optional ca.crt)" .Values.tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+
+{{- define "graymq.tls.volumeMount" -}}
+- name: tls
+  mountPath: {{ include "graymq.tls.dir" . }}
+  readOnly: true
+{{- end }}
+
+{{/* The CA file of the mounted Secret (with tls.caCert): GRAYMQ_TLS_CA, what servers are verified with. */}}
+{{- define "graymq.tls.caFile" -}}
+{{- printf "%s/ca.crt" (include "graymq.tls.dir" .) }}
 {{- end }}

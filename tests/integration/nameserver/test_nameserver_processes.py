@@ -30,7 +30,8 @@ def http(proc: GraymqProcess) -> httpx.Client:
 
 def start_nameserver(graymq_process: StartProcess, db: str, **env: str) -> GraymqProcess:
     return graymq_process(
-        "nameserver", "--port", "0", "--db", db, env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS, **env}
+        "nameserver", "--port", "0", "--db", db,
+        env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS, "GRAYMQ_DEV_MODE": "false", **env}
     )
 
 
@@ -129,7 +130,8 @@ def test_refuses_to_start_outside_dev_mode_without_a_real_token(
     graymq_process: StartProcess, db_url: str, tokens: str, message: str
 ) -> None:
     proc = graymq_process(
-        "nameserver", "--port", "0", "--db", db_url, env={"GRAYMQ_ADMIN_TOKENS": tokens}, wait=False
+        "nameserver", "--port", "0", "--db", db_url, env={"GRAYMQ_ADMIN_TOKENS": tokens, "GRAYMQ_DEV_MODE": "false"},
+        wait=False
     )
     assert exit_of(proc) == 2
     assert message in proc.output

@@ -70,6 +70,7 @@ class AccessControl:
             pb.UPDATE_TOPIC: self._update_topic,
             pb.GET_GROUP_BACKLOG: lambda p, r: self._consume(p, r.consumer_group),
             pb.CONSUMER_SEND_BACK: lambda p, r: self._consume(p, r.consumer_group),
+            pb.UNLOCK_QUEUES: self._queue_leases,
         }
 
     # -- authentication ------------------------------------------------------------------------
@@ -116,6 +117,8 @@ class AccessControl:
             principal = self.principal(conn)
             if method == pb.HEARTBEAT:
                 self._heartbeat(principal, request, conn)
+            elif method == pb.LOCK_QUEUES:
+                self._queue_leases(principal, request, conn)
             else:
                 check = self._checks.get(method)
                 if check is None:
@@ -180,6 +183,12 @@ class AccessControl:
             self._own_client(p, data.group, req.client_id, conn)
         if req.producers and not (p.rights.produce or p.rights.admin):
             _forbid(p, f"produce as group {req.producers[0].group} (no produce right)")
+
+    def _queue_leases(self, p: Principal, req: pb.LockQueuesRequest | pb.UnlockQueuesRequest,
+                      conn: Connection | None = None) -> None:
+        for topic in {q.topic for q in req.queues}:
+            self._consume(p, req.consumer_group, topic)
+        self._own_client(p, req.consumer_group, req.client_id, conn)
 
     def _unregister(self, p: Principal, req: pb.UnregisterRequest) -> None:
         if req.consumer_group:

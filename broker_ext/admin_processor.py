@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import MessageNotFoundError, OffsetIllegalError
+from graymq.protocol.errors import MessageNotFoundError, OffsetIllegalError, QueueLockedError
 from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
@@ -22,8 +22,13 @@ class AdminProcessor:
         return response_envelope(pb.QUERY_CONSUMER_OFFSET, pb.QueryConsumerOffsetResponse(offset=offset))
 
     def update_offset(self, req: pb.UpdateConsumerOffsetRequest) -> bytes:
-        """Commit an offset within the queue's [min, max] (``OFFSET_ILLEGAL`` outside it)."""
+        """Commit an offset within the queue's [min, max] (``OFFSET_ILLEGAL`` outside it); a consumer's commit
+        (``client_id`` set) only while no other client holds the queue's lease."""
         self.broker.topics.require(req.topic).check_queue(req.queue_id)
+        if req.client_id and (owner := self.broker.locks.check(req.consumer_group, req.topic, req.queue_id,
+                                                               req.client_id)) is not None:
+            raise QueueLockedError(f"{req.topic}#{req.queue_id} of group {req.consumer_group} is held by client "
+                                   f"{owner}: client {req.client_id} may not commit it")
         low = self.broker.store.get_min_offset(req.topic, req.queue_id)
         high = self.broker.store.get_max_offset(req.topic, req.queue_id)
         if not low <= req.offset <= high:

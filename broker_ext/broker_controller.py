@@ -11,11 +11,13 @@ from graymq.broker_ext.admin_processor import AdminProcessor
 from graymq.broker_ext.client_processor import ClientProcessor
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.consumer_manager import ConsumerManager
+from graymq.broker_ext.lock_processor import LockProcessor
 from graymq.broker_ext.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.principals import PrincipalTable
 from graymq.broker_ext.producer_table import ProducerTable
 from graymq.broker_ext.pull_hold import PullRequestHoldService
 from graymq.broker_ext.pull_processor import PullProcessor
+from graymq.broker_ext.queue_locks import QueueLocks
 from graymq.broker_ext.retry import ScheduleMessageService, SendBackProcessor
 from graymq.broker_ext.send_processor import SendProcessor
 from graymq.broker_ext.stats import BrokerStats
@@ -46,7 +48,8 @@ class BrokerController:
                                          retry_gray_queue_nums=settings.retry_gray_queue_nums)
         self.offsets = ConsumerOffsetManager(config_dir)
         self.file_work = BlockingWork()  # small config files written (and fsynced) off the event loop
-        self.consumers = ConsumerManager(settings.client_expiry_s)
+        self.locks = QueueLocks(settings.queue_lease_s)
+        self.consumers = ConsumerManager(settings.client_expiry_s, on_client_left=self.locks.release_client)
         self.holds = PullRequestHoldService()
         self.stats = BrokerStats()
         self.schedule = ScheduleMessageService(self, config_dir)
@@ -56,6 +59,8 @@ class BrokerController:
         self.client_processor = ClientProcessor(self)
         self.admin_processor = AdminProcessor(self)
         self.send_back_processor = SendBackProcessor(self)
+        self.lock_processor = LockProcessor(self.locks, self.topics, self.offsets, self.store,
+                                            self.consumers.notify_group)
         self.principals = PrincipalTable(config_dir / "principals.json")
         self.access = AccessControl(self.principals, self.consumers, dev_mode=settings.dev_mode,
                                     topics_from_nameserver=bool(settings.nameserver_urls))
@@ -106,6 +111,7 @@ class BrokerController:
         """Apply a topic's deletion: its consumer offsets, stored consume queues and config go (a topic created
         again starts empty); returns whether the topic was configured here."""
         self.offsets.drop_topic(topic)
+        self.locks.drop_topic(topic)
         self.store.delete_topic(topic)
         return self.topics.delete(topic)
 

@@ -30,6 +30,7 @@ class ClientProcessor:
             if data.consume_model == pb.CLUSTERING:
                 self.broker.topics.ensure_retry_topic(retry_topic(data.group))
             self.broker.consumers.register(req.client_id, conn, data)
+            self.broker.locks.renew(data.group, req.client_id)
         return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
 
     def unregister(self, req: pb.UnregisterRequest) -> bytes:

@@ -50,6 +50,7 @@ class BrokerSettings(BaseSettings):
     retry_gray_queue_nums: int = Field(2, ge=0)
     register_interval_s: float = Field(3.0, gt=0)
     client_expiry_s: float = Field(120.0, gt=0)
+    queue_lease_s: float = Field(30.0, gt=0)  # a queue lease not renewed (heartbeat, pull) this long ends
     max_long_poll_ms: int = Field(30_000, ge=0)
     delay_levels_s: Annotated[tuple[float, ...], NoDecode] = DELAY_LEVELS_S
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from graymq.broker_ext.group_info import ConsumerGroupInfo, SubscriptionData
 from graymq.protocol import graymq_pb2 as pb
@@ -15,9 +16,11 @@ log = logging.getLogger(__name__)
 class ConsumerManager:
     """RocketMQ's consumerTable: group name -> ConsumerGroupInfo."""
 
-    def __init__(self, expiry_s: float) -> None:
+    def __init__(self, expiry_s: float, on_client_left: Callable[[str, str], None] = lambda group, client: None
+                 ) -> None:
         self.expiry_s = expiry_s
         self.groups: dict[str, ConsumerGroupInfo] = {}
+        self._on_client_left = on_client_left  # (group, client id): e.g. its queue leases end
 
     def get(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
@@ -46,6 +49,7 @@ class ConsumerManager:
         info = self.groups.get(group)
         if info is not None and info.remove_client(client_id):
             log.info("consumer %s left group %s: %s", client_id, group, reason)
+            self._on_client_left(group, client_id)
             self.notify(info, f"client {client_id} left: {reason}")
             if not info.clients:
                 del self.groups[group]
@@ -64,6 +68,11 @@ class ConsumerManager:
         for group, info in list(self.groups.items()):
             for client_id in info.expired_clients(now, self.expiry_s):
                 self.unregister(group, client_id, "no heartbeat")
+
+    def notify_group(self, group: str, reason: str) -> None:
+        info = self.groups.get(group)
+        if info is not None:
+            self.notify(info, reason)
 
     def notify(self, info: ConsumerGroupInfo, reason: str) -> None:
         """Push NOTIFY_GROUP_CHANGED to every connected client of the group (one-way)."""

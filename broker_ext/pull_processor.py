@@ -6,11 +6,17 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from graymq.broker_ext.group_info import ConsumerGroupInfo
+from graymq.broker_ext.lock_processor import within_queue
 from graymq.broker_ext.store import GetResult, GetStatus
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
-from graymq.protocol.errors import GrayIsolationError, NoPermissionError, SubscriptionNotExistError
+from graymq.protocol.errors import (
+    GrayIsolationError,
+    NoPermissionError,
+    QueueLockedError,
+    SubscriptionNotExistError,
+)
 from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
@@ -60,10 +66,12 @@ class PullProcessor:
         group = broker.consumers.get(req.consumer_group)
         check_gray_isolation(config, group, req)
         tags = self._tags(group, req)
+        owner = broker.locks.check(req.consumer_group, req.topic, req.queue_id, req.client_id)
+        if owner is not None:
+            raise QueueLockedError(f"{req.topic}#{req.queue_id} of group {req.consumer_group} is held by client "
+                                   f"{owner}")
         if req.commit_offset >= 0:  # a commit riding on the pull, kept within the queue's [min, max]
-            store = broker.store
-            offset = min(max(req.commit_offset, store.get_min_offset(req.topic, req.queue_id)),
-                         store.get_max_offset(req.topic, req.queue_id))
+            offset = within_queue(broker.store, req.topic, req.queue_id, req.commit_offset)
             broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, offset)
         max_nums = max(1, min(req.max_msg_nums or 32, MAX_PULL_NUMS))
         result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)

@@ -59,6 +59,8 @@ class RemotingServer:
             pb.UPDATE_TOPIC: lambda c, r: b.admin_processor.update_topic(r),
             pb.GET_TOPIC: lambda c, r: b.admin_processor.get_topic(r),
             pb.GET_GROUP_BACKLOG: lambda c, r: b.admin_processor.group_backlog(r),
+            pb.LOCK_QUEUES: b.lock_processor.lock,
+            pb.UNLOCK_QUEUES: lambda c, r: b.lock_processor.unlock(r),
             pb.CONSUMER_SEND_BACK: lambda c, r: b.send_back_processor.send_back(
                 r, b.access.send_back_topic_check(c, r.consumer_group)),
         }
@@ -118,6 +120,8 @@ class RemotingServer:
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
         self.broker.consumers.connection_closed(conn)
+        for group in self.broker.locks.connection_closed(conn):
+            self.broker.consumers.notify_group(group, f"queue leases released: connection {conn.peer} closed")
         if conn.close_reason.startswith("protocol error"):
             self.broker.stats.connections_rejected += 1
 

@@ -113,9 +113,25 @@ class BrokerClient:
         req = pb.QueryConsumerOffsetRequest(consumer_group=group, topic=topic, queue_id=queue_id)
         return (await self.call(address, pb.QUERY_CONSUMER_OFFSET, req, pb.QueryConsumerOffsetResponse)).offset
 
-    async def update_offset(self, address: str, group: str, topic: str, queue_id: int, offset: int) -> None:
-        req = pb.UpdateConsumerOffsetRequest(consumer_group=group, topic=topic, queue_id=queue_id, offset=offset)
+    async def update_offset(self, address: str, group: str, topic: str, queue_id: int, offset: int,
+                            client_id: str = "") -> None:
+        """Commit ``offset``; with ``client_id`` (a consumer's commit) refused while another client holds the queue."""
+        req = pb.UpdateConsumerOffsetRequest(consumer_group=group, topic=topic, queue_id=queue_id, offset=offset,
+                                             client_id=client_id)
         await self.call(address, pb.UPDATE_CONSUMER_OFFSET, req, pb.Empty)
+
+    async def lock_queues(self, address: str, group: str, client_id: str,
+                          queues: list[tuple[str, int]]) -> pb.LockQueuesResponse:
+        req = pb.LockQueuesRequest(consumer_group=group, client_id=client_id,
+                                   queues=[pb.QueueRef(topic=t, queue_id=q, offset=-1) for t, q in queues])
+        return await self.call(address, pb.LOCK_QUEUES, req, pb.LockQueuesResponse)
+
+    async def unlock_queues(self, address: str, group: str, client_id: str,
+                            queues: list[tuple[str, int, int]]) -> None:
+        """Commit each (topic, queue, offset) (offset -1: none) and release the queue's lease."""
+        req = pb.UnlockQueuesRequest(consumer_group=group, client_id=client_id,
+                                     queues=[pb.QueueRef(topic=t, queue_id=q, offset=o) for t, q, o in queues])
+        await self.call(address, pb.UNLOCK_QUEUES, req, pb.Empty)
 
     async def min_offset(self, address: str, topic: str, queue_id: int) -> int:
         req = pb.QueueRequest(topic=topic, queue_id=queue_id)

@@ -175,6 +175,13 @@ class ForbiddenError(UnauthorizedError):
     code = pb.FORBIDDEN
 
 
+@register
+class QueueLockedError(GrayMQError):
+    """Another client of the group holds the queue's lease: this one may not pull or commit it now."""
+
+    code = pb.QUEUE_LOCKED
+
+
 class NameServerError(GrayMQError):
     """Every configured name server failed or answered with an error."""
 

@@ -28,6 +28,8 @@ class Method(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_OFFSET_BY_TIME: _ClassVar[Method]
     GET_GROUP_BACKLOG: _ClassVar[Method]
     AUTHENTICATE: _ClassVar[Method]
+    LOCK_QUEUES: _ClassVar[Method]
+    UNLOCK_QUEUES: _ClassVar[Method]
     NOTIFY_GROUP_CHANGED: _ClassVar[Method]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -54,6 +56,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MESSAGE_NOT_FOUND: _ClassVar[ErrorCode]
     UNAUTHORIZED: _ClassVar[ErrorCode]
     FORBIDDEN: _ClassVar[ErrorCode]
+    QUEUE_LOCKED: _ClassVar[ErrorCode]
 
 class SendStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -104,6 +107,8 @@ GET_TOPIC: Method
 SEARCH_OFFSET_BY_TIME: Method
 GET_GROUP_BACKLOG: Method
 AUTHENTICATE: Method
+LOCK_QUEUES: Method
+UNLOCK_QUEUES: Method
 NOTIFY_GROUP_CHANGED: Method
 OK: ErrorCode
 SYSTEM_ERROR: ErrorCode
@@ -127,6 +132,7 @@ PROTOCOL_ERROR: ErrorCode
 MESSAGE_NOT_FOUND: ErrorCode
 UNAUTHORIZED: ErrorCode
 FORBIDDEN: ErrorCode
+QUEUE_LOCKED: ErrorCode
 SEND_OK: SendStatus
 FLUSH_DISK_TIMEOUT: SendStatus
 SERVICE_NOT_AVAILABLE_STATUS: SendStatus
@@ -363,6 +369,54 @@ class UnregisterRequest(_message.Message):
     producer_group: str
     def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., producer_group: _Optional[str] = ...) -> None: ...
 
+class QueueRef(_message.Message):
+    __slots__ = ("topic", "queue_id", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class QueueOwner(_message.Message):
+    __slots__ = ("topic", "queue_id", "client_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    client_id: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class LockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ...) -> None: ...
+
+class LockQueuesResponse(_message.Message):
+    __slots__ = ("locked", "held")
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    locked: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    held: _containers.RepeatedCompositeFieldContainer[QueueOwner]
+    def __init__(self, locked: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ..., held: _Optional[_Iterable[_Union[QueueOwner, _Mapping]]] = ...) -> None: ...
+
+class UnlockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ...) -> None: ...
+
 class QueryConsumerOffsetRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -380,16 +434,18 @@ class QueryConsumerOffsetResponse(_message.Message):
     def __init__(self, offset: _Optional[int] = ...) -> None: ...
 
 class UpdateConsumerOffsetRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_id", "offset")
+    __slots__ = ("consumer_group", "topic", "queue_id", "offset", "client_id")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
     offset: int
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    client_id: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class QueueRequest(_message.Message):
     __slots__ = ("topic", "queue_id")

@@ -28,6 +28,8 @@ METHOD_TYPES: dict[int, tuple[type[PbMessage], type[PbMessage]]] = {
     pb.GET_TOPIC: (pb.GetTopicRequest, pb.TopicConfig),
     pb.GET_GROUP_BACKLOG: (pb.GroupBacklogRequest, pb.GroupBacklogResponse),
     pb.AUTHENTICATE: (pb.AuthenticateRequest, pb.AuthenticateResponse),
+    pb.LOCK_QUEUES: (pb.LockQueuesRequest, pb.LockQueuesResponse),
+    pb.UNLOCK_QUEUES: (pb.UnlockQueuesRequest, pb.Empty),
     pb.NOTIFY_GROUP_CHANGED: (pb.GroupChangedNotice, pb.Empty),
 }
 

@@ -22,17 +22,19 @@ class OffsetStore(Protocol):
 
 
 class RemoteOffsetStore:
-    """Clustering: the group's offsets on the broker that owns each queue."""
+    """Clustering: the group's offsets on the broker that owns each queue; commits name ``client_id``, so the
+    broker refuses them once another client holds the queue's lease."""
 
-    def __init__(self, brokers: BrokerClient, group: str) -> None:
+    def __init__(self, brokers: BrokerClient, group: str, client_id: str = "") -> None:
         self.brokers = brokers
         self.group = group
+        self.client_id = client_id
 
     async def read(self, mq: MessageQueue, address: str) -> int:
         return await self.brokers.query_offset(address, self.group, mq.topic, mq.queue_id)
 
     async def write(self, mq: MessageQueue, address: str, offset: int) -> None:
-        await self.brokers.update_offset(address, self.group, mq.topic, mq.queue_id, offset)
+        await self.brokers.update_offset(address, self.group, mq.topic, mq.queue_id, offset, self.client_id)
 
     async def flush(self) -> None:
         return None

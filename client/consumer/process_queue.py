@@ -25,6 +25,8 @@ class ProcessQueue:
     dropped: bool = False
     committed: int = -1
     task: asyncio.Task[None] | None = None
+    consuming: set[asyncio.Task[None]] = field(default_factory=set)  # listener batches of this queue running
+    in_listener: bool = False  # an orderly batch is in the listener (the pull task itself runs it)
     space: asyncio.Event = field(default_factory=asyncio.Event)
     _order: list[int] = field(default_factory=list)
 

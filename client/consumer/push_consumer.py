@@ -36,6 +36,7 @@ from graymq.client.consumer.gray_flip import GrayFlip
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
+from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.consumer.start_offset import ConsumeFrom, QueueToStart, StartOffsets
 from graymq.client.membership import Membership, new_client_id
@@ -51,6 +52,7 @@ from graymq.protocol.errors import (
     ConnectionClosedError,
     GrayIsolationError,
     GrayMQError,
+    QueueLockedError,
     QueueNotExistError,
     RequestTimeoutError,
     SubscriptionNotExistError,
@@ -66,6 +68,7 @@ _FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FIRST_OFF
          "timestamp": pb.CONSUME_FROM_TIMESTAMP}
 PULL_BACKOFF = (0.1, 3.0)  # seconds: first retry delay and cap of a failing pull
 REBALANCE_BACKOFF = (0.5, 10.0)
+LEASE_RETRY = (0.2, 2.0)  # seconds: first and longest wait before asking again for queues other clients hold
 # A failed pull of these may mean the route is stale (broker moved, queues changed): ask the name server again.
 _ROUTE_SUSPECT = (ConnectionClosedError, RequestTimeoutError, TopicNotExistError, QueueNotExistError)
 
@@ -129,13 +132,14 @@ class PushConsumer:
         self.brokers = BrokerClient(on_group_changed=self._on_group_changed, token=token)
         self.offset_store: OffsetStore = (
             LocalFileOffsetStore(offset_dir or Path("./graymq-data/offsets"), group, self.client_id)
-            if broadcasting else RemoteOffsetStore(self.brokers, group)
+            if broadcasting else RemoteOffsetStore(self.brokers, group, self.client_id)
         )
+        self.leases = QueueLeases(self.brokers, group, self.client_id)
         self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, consume_from, consume_timestamp_ms)
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="consumer", labels=dict(labels or {}),
             declared_gray=gray, interval_s=self.settings.nameserver_interval_s, report=self._report,
-            on_update=self._on_update,
+            on_update=self._on_update, on_permanent=lambda exc: self._fail(exc, "name server heartbeat"),
         )
         self._runner = ListenerRunner(listener, self.settings.max_threads)
         self._slots = asyncio.Semaphore(self.settings.max_threads * 2)
@@ -150,6 +154,7 @@ class PushConsumer:
         self._failed = asyncio.Event()
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
+        self._lease_retry = Backoff(*LEASE_RETRY)
         self._started = False
 
     # -- public API --------------------------------------------------------------------------
@@ -181,7 +186,12 @@ class PushConsumer:
         if not self.broadcasting:
             self.subscriptions.setdefault(retry_topic(self.group), "*")
         self._started = True
-        await self.membership.beat()  # learn the desired flag before taking any queue
+        try:
+            await self.membership.beat()  # learn the desired flag before taking any queue
+        except GrayMQError as exc:
+            self.failure = exc
+            await self.stop()
+            raise
         self.flip.follow_changes()
         self.membership.start()
         await self._heartbeat_brokers()
@@ -208,7 +218,8 @@ class PushConsumer:
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop pulling, give in-flight messages ``grace_s`` to finish, commit offsets, unregister.
 
-        Messages still unfinished after the grace period are abandoned uncommitted, so the
+        Each queue is handed back as a rebalance hands it over: its final offset committed and its lease
+        released. Messages still unfinished after the grace period are abandoned uncommitted, so the
         group consumes them again (at-least-once). Unregistering from the brokers makes them push
         "group changed", so the other consumers take over its queues at once; unregistering from
         the name server takes it out of ``gray status`` and of what promote and rollback wait for.
@@ -222,19 +233,12 @@ class PushConsumer:
     async def _stop(self, grace_s: float) -> None:
         self.flip.cancel()
         await self._tasks.cancel(self._loops)
-        pqs = list(self._pqs.values())
-        for pq in pqs:
-            pq.dropped = True
-            if pq.task is not None:
-                pq.task.cancel()
-        await asyncio.gather(*(pq.task for pq in pqs if pq.task), return_exceptions=True)
-        if self._consuming:
-            _, late = await asyncio.wait(set(self._consuming), timeout=grace_s)
-            for task in late:
+        await asyncio.gather(*(self._release(pq, grace_s) for pq in list(self._pqs.values())))
+        await self._release_unused_leases(set())
+        if self._consuming:  # batches still running after the grace period are abandoned, uncommitted
+            for task in list(self._consuming):
                 task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
-        for pq in pqs:
-            await self._drop(pq)
+            await asyncio.gather(*self._consuming, return_exceptions=True)
         await self._flush_offsets()
         for address in self._broker_addresses():
             try:
@@ -310,9 +314,8 @@ class PushConsumer:
         await self.flip.follow(desired)
 
     async def _release_queues(self, keep_adopted: bool) -> None:
-        """Stop pulling the queues held (but those held by adoption when ``keep_adopted``); in-flight ones finish."""
-        for pq in [pq for pq in self._pqs.values() if not (keep_adopted and pq.adopted)]:
-            await self._drop(pq, wait=True)
+        """Hand back the queues held (but those held by adoption when ``keep_adopted``); in-flight ones finish."""
+        await asyncio.gather(*(self._release(pq) for pq in self._pqs.values() if not (keep_adopted and pq.adopted)))
 
     async def _announce(self) -> None:
         self.membership.poke()
@@ -426,10 +429,11 @@ class PushConsumer:
                     address = route.address_of(mq.broker_name)
                     if address is not None:
                         wanted[mq] = (address, not self.gray and strategy.adopted(mq))
-            # queues change hands concurrently: each drop commits an offset, each take reads one
+            # queues change hands concurrently: each release commits the final offset, each take reads one
             held = dict(self._pqs)
             stale = [pq for mq, pq in self._pqs.items() if mq not in wanted or wanted[mq] != (pq.address, pq.adopted)]
-            await asyncio.gather(*(self._drop(pq) for pq in stale))
+            await asyncio.gather(*(self._release(pq) for pq in stale))
+            await self._release_unused_leases(set(wanted))
             new = [(mq, address, adopted) for mq, (address, adopted) in wanted.items() if mq not in self._pqs]
             if new:
                 await self._take(new)
@@ -440,7 +444,21 @@ class PushConsumer:
 
     async def _take(self, new: list[tuple[MessageQueue, str, bool]]) -> None:
         """Start pulling newly assigned queues (address, adopted) at their committed offset, else where
-        ``StartOffsets`` says; a queue whose start is unknown yet is retried at the next rebalance."""
+        ``StartOffsets`` says; a queue whose start is unknown yet is retried at the next rebalance.
+
+        A clustering consumer first takes each queue's lease: a queue another client still holds (it is
+        finishing what it pulled) is taken once that client releases it, at the offset it committed."""
+        if not self.broadcasting:
+            acquired, errors = await self.leases.acquire([(mq, address) for mq, address, _ in new])
+            for exc in errors:
+                if not self._retry_later(exc, f"taking queue leases of group {self.group}",
+                                         ("lease", exc.code, exc.message)):
+                    return
+            if len(acquired) < len(new):
+                self._rebalance_soon()
+            else:
+                self._lease_retry.reset()
+            new = [entry for entry in new if entry[0] in acquired]
         queues = [QueueToStart(mq, address, self._is_gray_queue(mq)) for mq, address, _ in new]
         starts = await self.start_offsets.plan(queues, self._broker_addresses())
         for mq, address, adopted in new:
@@ -454,22 +472,55 @@ class PushConsumer:
             self._pqs[mq] = pq
             pq.task = self._tasks.spawn(f"pull {mq}", functools.partial(self._pull_loop, pq), on_restart=pq.rewind)
 
+    def _rebalance_soon(self) -> None:
+        """Rebalance again after a growing delay: a release normally wakes the group at once, this is the fallback."""
+        asyncio.get_running_loop().call_later(self._lease_retry.next(), self._rebalance_now.set)
+
+    async def _release_unused_leases(self, wanted: set[MessageQueue]) -> None:
+        """Release leases of queues neither consumed nor wanted (taken while their start was unknown)."""
+        for mq in [mq for mq in self.leases.held if mq not in wanted and mq not in self._pqs]:
+            await self.leases.release(mq, -1)
+
     def _is_gray_queue(self, mq: MessageQueue) -> bool:
         route = self.routes.cached(mq.topic)
         return route is not None and self.gray_switch and route.is_gray(mq)
 
-    async def _drop(self, pq: ProcessQueue, wait: bool = False) -> None:
-        """Stop pulling ``pq``; commit what was consumed (in-flight messages finish when ``wait``)."""
+    async def _release(self, pq: ProcessQueue, grace_s: float | None = None) -> None:
+        """Hand ``pq`` over: stop pulling it, let the batches it dispatched finish (``grace_s``, by default the
+        hand-over timeout), commit exactly what was consumed and release its lease.
+
+        Messages pulled but not yet given to the listener go back with the queue (the committed offset is
+        the lowest one not consumed); a batch still running after the grace period is abandoned, and the
+        next owner consumes it again.
+        """
         pq.dropped = True
         self._pqs.pop(pq.mq, None)
-        if pq.task is not None:
-            pq.task.cancel()
-            await asyncio.gather(pq.task, return_exceptions=True)
-        if wait:
-            deadline = time.monotonic() + 30
-            while pq.in_flight and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-        await self._commit(pq)
+        deadline = time.monotonic() + (self.settings.handover_timeout_s if grace_s is None else grace_s)
+        running = {t for t in (pq.task,) if t is not None and not t.done()}
+        if running and not pq.in_listener:
+            pq.task.cancel()  # type: ignore[union-attr]
+        running |= pq.consuming
+        if running:
+            _, late = await asyncio.wait(running, timeout=max(0.0, deadline - time.monotonic()))
+            if late:
+                log.warning("consumer %s hands over %s with %d batch(es) unfinished after %.1f s: the next owner "
+                            "consumes them again", self.client_id, pq.mq, len(late), deadline - time.monotonic())
+            if pq.task is not None and not pq.task.done():
+                pq.task.cancel()
+                await asyncio.gather(pq.task, return_exceptions=True)
+        if self.broadcasting:
+            await self._commit(pq)
+        elif await self.leases.release(pq.mq, pq.commit_offset()):
+            pq.committed = pq.commit_offset()
+
+    def _lost(self, pq: ProcessQueue, exc: GrayMQError) -> None:
+        """Another client holds ``pq`` now (this one's lease ended): stop it without committing, rebalance."""
+        log.info("consumer %s lost %s: %s", self.client_id, pq.mq, exc.message)
+        pq.dropped = True
+        if self._pqs.get(pq.mq) is pq:
+            del self._pqs[pq.mq]
+        self.leases.forget(pq.mq)
+        self._rebalance_now.set()
 
     # -- pulling and consuming -------------------------------------------------------------
     async def _pull_loop(self, pq: ProcessQueue) -> None:
@@ -517,6 +568,9 @@ class PushConsumer:
     async def _pull_failed(self, pq: ProcessQueue, exc: GrayMQError) -> bool:
         """Act on a failed pull before it is retried (after a backoff); False when the consumer failed instead."""
         mq = pq.mq
+        if isinstance(exc, QueueLockedError):
+            self._lost(pq, exc)
+            return False
         if isinstance(exc, GrayIsolationError):  # this client's flag or the allocation changed meanwhile
             log.info("%s: %s; rebalancing", mq, exc.message)
             self._rebalance_now.set()
@@ -545,24 +599,38 @@ class PushConsumer:
         return False
 
     async def _dispatch(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        """Hand the messages to the listener in batches; stops at a queue being handed over (what was not
+        dispatched stays uncommitted and goes with the queue)."""
         size = 1 if self.orderly else self.settings.consume_batch_size
         for i in range(0, len(messages), size):
+            if pq.dropped:
+                return
             batch = messages[i : i + size]
             if self.orderly:
-                await self._consume(pq, batch)
+                pq.in_listener = True
+                try:
+                    await self._consume(pq, batch)
+                finally:
+                    pq.in_listener = False
                 continue
             await self._slots.acquire()
+            if pq.dropped:
+                self._slots.release()
+                return
             task = asyncio.get_running_loop().create_task(self._consume(pq, batch))
             self._consuming.add(task)
-            task.add_done_callback(self._consumed)
+            pq.consuming.add(task)
+            task.add_done_callback(functools.partial(self._consumed, pq))
 
-    def _consumed(self, task: asyncio.Task[None]) -> None:
+    def _consumed(self, pq: ProcessQueue, task: asyncio.Task[None]) -> None:
         self._consuming.discard(task)
+        pq.consuming.discard(task)
         self._slots.release()
         self._tasks.report(task)
 
     async def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
-        """Run the listener until the batch succeeds or is sent back; a cancelled batch stays uncommitted.
+        """Run the listener until the batch succeeds or is sent back; a cancelled batch, or a failed one of a
+        queue handed over meanwhile, stays uncommitted.
 
         The listener's own exceptions are failures of the batch (see ``ListenerRunner``); anything else
         raised here is a bug, logged at ERROR, and the batch is retried like a failed one.
@@ -575,6 +643,8 @@ class PushConsumer:
                     break
             except Exception as exc:
                 self._tasks.unexpected(f"consume of {pq.mq}", exc, delay)
+            if pq.dropped:  # handed over: the next owner consumes the batch again
+                return
             await asyncio.sleep(delay)  # orderly, draining, or send-back failed: retry here
             delay = min(delay * 2, 5.0)
         self.consumed += len(batch)
@@ -604,6 +674,8 @@ class PushConsumer:
         try:
             await self.offset_store.write(pq.mq, pq.address, offset)
             pq.committed = offset
+        except QueueLockedError as exc:
+            self._lost(pq, exc)
         except GrayMQError as exc:
             mq = pq.mq
             what = f"commit of topic {mq.topic} queue {mq.queue_id} at offset {offset} to broker {mq.broker_name}"

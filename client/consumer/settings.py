@@ -21,6 +21,7 @@ class ConsumerSettings:
     heartbeat_interval_s: float = 2.0  # between heartbeats to the brokers
     nameserver_interval_s: float = 5.0  # between heartbeats to the name server
     long_poll_s: float = 5.0  # how long a broker holds a pull that finds nothing new
+    handover_timeout_s: float = 30.0  # a queue handed over waits this long for its running batches to finish
     drain_timeout_s: float = 300.0  # a gray → normal drain that takes longer stays gray and says why
     drain_poll_s: float = 0.05  # between the gray backlog checks of a drain
     persist_interval_s: float = 1.0  # between offset commits

@@ -37,6 +37,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--orphan-policy", choices=["hold", "adopt"],
                    help="override the group's orphan policy (default: the group's policy in the name server)")
     p.add_argument("--broadcast", action="store_true", help="broadcasting model (every client gets every message)")
+    p.add_argument("--orderly", action="store_true",
+                   help="consume each queue in order, one message at a time (kept through every hand-over)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     add_nameserver_arg(p)
     p.set_defaults(handler=run)
@@ -90,7 +92,7 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
     consumer = PushConsumer(
         args.group, args.nameserver, listener=listener, client_id=args.client_id, labels=parse_labels(args.label),
         gray=True if args.gray else None, consume_from=consume_from, consume_timestamp_ms=timestamp,  # type: ignore[arg-type]
-        orphan_policy=args.orphan_policy, broadcasting=args.broadcast,
+        orphan_policy=args.orphan_policy, broadcasting=args.broadcast, orderly=args.orderly,
     )
     for topic in topics:
         consumer.subscribe(topic, args.tag)

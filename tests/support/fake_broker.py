@@ -127,6 +127,13 @@ class FakeBroker:
                 if g == req.consumer_group]))  # type: ignore[attr-defined]
         if method == pb.CONSUMER_SEND_BACK:
             return response_envelope(method)
+        if method == pb.LOCK_QUEUES:  # every lease granted: one consumer at a time in these tests
+            return response_envelope(method, pb.LockQueuesResponse(locked=req.queues))  # type: ignore[attr-defined]
+        if method == pb.UNLOCK_QUEUES:
+            for q in req.queues:  # type: ignore[attr-defined]
+                if q.offset >= 0:
+                    self.offsets[(req.consumer_group, q.topic, q.queue_id)] = q.offset  # type: ignore[attr-defined]
+            return response_envelope(method)
         if method == pb.PULL_MESSAGE:
             return self._pull(req)  # type: ignore[arg-type]
         raise GrayMQError(f"the fake broker does not answer {pb.Method.Name(method)}")

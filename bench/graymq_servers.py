@@ -2,7 +2,8 @@
 
 Brokers are real ``graymq broker`` processes (their peak RSS is what the tables show); the
 name server runs on SQLite as ``graymq up`` does, started here directly so a broker can be
-given ``--flush sync``.
+given ``--flush sync``. Both run in dev mode unless asked to authenticate (``secure=True``,
+``dev=False``), and a broker serves TLS when given a certificate and key.
 """
 
 from __future__ import annotations
@@ -28,18 +29,29 @@ ENV = {
     "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5",
     "PYTHONUNBUFFERED": "1",
 }
+SECURE_ADMIN_TOKEN = "bench-admin-0123456789abcdef"
+SECURE_ENV = {**ENV, "GRAYMQ_DEV_MODE": "false", "GRAYMQ_ADMIN_TOKENS": f"bench={SECURE_ADMIN_TOKEN}",
+              "GRAYMQ_ADMIN_TOKEN": SECURE_ADMIN_TOKEN}
 
 
 class Broker(Server):
-    """``graymq broker`` with its store under ``store_dir``; ``address`` once ready."""
+    """``graymq broker`` with its store under ``store_dir``; ``address`` once ready.
+
+    ``dev=False``: authentication on (needs ``nameserver`` and ``broker_token``, a principal with the broker
+    right); ``tls``: ``(cert, key)`` PEM files, the port then speaks TLS only.
+    """
 
     def __init__(self, name: str, store_dir: Path, log_dir: Path, *, flush: str = "async",
-                 nameserver: str | None = None) -> None:
+                 nameserver: str | None = None, dev: bool = True, broker_token: str = "",
+                 tls: tuple[Path, Path] | None = None) -> None:
         args = ["broker", "--name", name, "--port", "0", "--store", str(store_dir), "--flush", flush,
                 "--segment-size", str(256 << 20)]
         if nameserver:
             args += ["--nameserver", nameserver]
-        super().__init__(f"broker-{name}", graymq_command(*args), log_dir, env=ENV, ready_prefix=READY)
+        if tls:
+            args += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+        env = {**ENV, "GRAYMQ_DEV_MODE": "true" if dev else "false", "GRAYMQ_BROKER_TOKEN": broker_token}
+        super().__init__(f"broker-{name}", graymq_command(*args), log_dir, env=env, ready_prefix=READY)
         self.address = ""
 
     def wait_ready(self, timeout_s: float = 60.0) -> Self:
@@ -49,13 +61,16 @@ class Broker(Server):
 
 
 class NameServer(Server):
-    """``graymq nameserver``, migrated, dev mode (admin token ``dev-token``), on ``db_url`` or a SQLite file."""
+    """``graymq nameserver``, migrated, on ``db_url`` or a SQLite file: in dev mode (admin token ``dev-token``),
+    or with ``secure=True`` authenticating every call (admin token ``SECURE_ADMIN_TOKEN``)."""
 
-    def __init__(self, data_dir: Path, log_dir: Path, db_url: str | None = None) -> None:
+    def __init__(self, data_dir: Path, log_dir: Path, db_url: str | None = None, *, secure: bool = False) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         db_url = db_url or f"sqlite:///{data_dir / 'nameserver.db'}"
-        args = ["nameserver", "--port", "0", "--db", db_url, "--migrate", "--dev"]
-        super().__init__("nameserver", graymq_command(*args), log_dir, env=ENV, ready_prefix=READY)
+        args = ["nameserver", "--port", "0", "--db", db_url, "--migrate", *([] if secure else ["--dev"])]
+        super().__init__("nameserver", graymq_command(*args), log_dir, env=SECURE_ENV if secure else ENV,
+                         ready_prefix=READY)
+        self.admin_token = SECURE_ADMIN_TOKEN if secure else ADMIN_TOKEN
         self.url = ""
 
     def wait_ready(self, timeout_s: float = 60.0) -> Self:
@@ -64,7 +79,7 @@ class NameServer(Server):
         return self
 
     def admin(self) -> NameServerClient:
-        return NameServerClient(self.url, admin_token=ADMIN_TOKEN, timeout_s=15.0)
+        return NameServerClient(self.url, admin_token=self.admin_token, timeout_s=15.0)
 
 
 async def create_topic_on_broker(address: str, topic: str, queues: int, gray: int = 0) -> None:

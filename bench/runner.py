@@ -6,6 +6,8 @@ Parts (default: all, in this order):
 
 - ``store``      message store in-process: append async/sync, single/batched, reads;
 - ``broker``     a broker process with the raw ``BrokerClient``: produce/consume, single/batched, async/sync;
+- ``trust``      the same raw produce/consume, single/batched, in dev mode, with authentication, and with
+                 authentication over TLS: msgs/s, MiB/s and the cost of each against dev mode;
 - ``throughput`` graymq (client library) vs Redis Streams vs NATS JetStream: produce then consume N 1 KiB
                  messages, single and batched, async and sync flush; msgs/s, MiB/s, server peak RSS;
 - ``latency``    the three at a fixed rate, producer and consumer processes: p50/p99/max end to end;
@@ -38,7 +40,7 @@ from typing import Any
 
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
-PARTS = ("store", "broker", "throughput", "latency", "gray", "nameserver")
+PARTS = ("store", "broker", "trust", "throughput", "latency", "gray", "nameserver")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -134,6 +136,20 @@ def part_broker(results: Results, args: argparse.Namespace, root: Path) -> None:
                                                          f"raw{i}"))
         cases.append((f"{flush}/{mode}", fn))
     run_repeated(results, "broker", cases, args.repeat)
+
+
+def part_trust(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_trust
+
+    with bench_trust.trust_setup(root, root) as setup:
+        cases = []
+        for config, mode in bench_trust.CASES:
+            def fn(config: str = config, mode: str = mode) -> Figures:
+                with tempfile.TemporaryDirectory(dir=root) as tmp:
+                    return asyncio.run(bench_trust.run_case(setup, Path(tmp), root, config, mode == "batch",
+                                                            args.count))
+            cases.append((f"{config}/{mode}", fn))
+        run_repeated(results, "trust", cases, args.repeat)
 
 
 def part_throughput(results: Results, args: argparse.Namespace, root: Path) -> None:
@@ -261,6 +277,41 @@ def render_throughput(results: Results, part: str, title: str) -> list[str]:
                      f"{fmt(f.get('produce_broker_cpu_us'))} / {fmt(f.get('produce_client_cpu_us'))}",
                      f"{fmt(f.get('consume_broker_cpu_us'))} / {fmt(f.get('consume_client_cpu_us'))}"])
     return [f"### {title}", "", table(headers, rows), ""]
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None or math.isnan(value) else f"{value:+.1f} %"
+
+
+def render_trust(results: Results) -> list[str]:
+    from graymq.bench.bench_trust import cost_pct
+
+    cases = results.parts.get("trust")
+    if not cases:
+        return []
+    headers = ["case", "produce msg/s", "MiB/s", "cost", "consume msg/s", "MiB/s", "cost",
+               "CPU µs/msg produce: server / client", "consume: server / client", "CPU cost produce / consume"]
+    rows = []
+    for case, entry in cases.items():
+        f = entry["median"]
+        dev = results.median("trust", "dev/" + case.rpartition("/")[2])
+        if "error" in f:
+            rows.append(_error_row(case, f, len(headers)))
+            continue
+        costs = cost_pct(f, dev) if dev and "error" not in dev and not case.startswith("dev/") else {}
+        pct = {key: _percent(costs.get(key)) for key in
+               ("produce_cost_pct", "consume_cost_pct", "produce_cpu_cost_pct", "consume_cpu_cost_pct")}
+        rows.append([case + (f" ({f['failed_runs']} run failed)" if f.get("failed_runs") else ""),
+                     fmt(f["produce_msgs_s"], "rate"), fmt(f["produce_mib_s"]), pct["produce_cost_pct"],
+                     fmt(f["consume_msgs_s"], "rate"), fmt(f["consume_mib_s"]), pct["consume_cost_pct"],
+                     f"{fmt(f['produce_broker_cpu_us'])} / {fmt(f['produce_client_cpu_us'])}",
+                     f"{fmt(f['consume_broker_cpu_us'])} / {fmt(f['consume_client_cpu_us'])}",
+                     f"{pct['produce_cpu_cost_pct']} / {pct['consume_cpu_cost_pct']}"])
+    return ["### Authentication and TLS on the broker path (raw BrokerClient, flush async)", "", table(headers, rows),
+            "", "`dev`: dev mode, plain TCP, no token; `auth`: every connection authenticates with a principal's token "
+            "and every request is checked against its rights; `auth+tls`: the same over TLS (TLS 1.2+, P-256 "
+            "certificate). `cost`: how much lower the rate is than `dev`'s of the same mode; `CPU cost`: how much "
+            "more CPU (broker + client) a message takes. Negative figures are noise.", ""]
 
 
 def ratio_rows(results: Results) -> list[list[str]]:
@@ -441,6 +492,7 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
         "converge_after_start_s": "converged after all started (s)"})
     body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
     body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
+    body += render_trust(results)
     if results.parts.get("store"):
         rows = [[case, fmt(e["median"]["msgs_s"], "rate"), fmt(e["median"]["mib_s"])]
                 for case, e in results.parts["store"].items()]

@@ -72,6 +72,7 @@ def _version() -> str:
 def create_app(settings: NameServerSettings) -> FastAPI:
     """Build the name server; refuses (``InsecureConfigError``) an admin token setup unsafe to serve."""
     token_actors = settings.token_actors()
+    broker_token_actors = settings.broker_token_actors()
     if settings.dev_mode:
         log.warning("dev mode: authentication is off, every caller may do anything (never use it in production)")
     engine = create_db_engine(settings.db_url)
@@ -109,6 +110,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.read_sessions = session_factory(read_only(engine))
     app.state.group_changes = changes
     app.state.token_actors = token_actors
+    app.state.broker_token_actors = broker_token_actors
     app.state.metrics = metrics
     app.state.auth_throttle = FailedAuthThrottle(settings.auth_failure_limit, settings.auth_failure_window_s)
     install_error_handlers(app, metrics)

@@ -1,8 +1,9 @@
 """Who is calling: bearer tokens resolved to a principal and its rights; checks that raise 401/403/429.
 
-Tokens come from two places: the bootstrap admin tokens (``GRAYMQ_ADMIN_TOKENS``, name=secret,
-compared in constant time) and the principals table (the SHA-256 of the token is looked up; the
-token itself is never stored). In dev mode authentication is off: a valid token still names the
+Tokens come from three places: the bootstrap admin tokens (``GRAYMQ_ADMIN_TOKENS``, name=secret,
+compared in constant time), the bootstrap broker tokens (``GRAYMQ_BROKER_TOKENS``, alike, the broker
+right only) and the principals table (the SHA-256 of the token is looked up; the token itself is
+never stored). In dev mode authentication is off: a valid token still names the
 caller (the audit actor), anything else acts as ``dev`` with every right.
 """
 
@@ -27,6 +28,7 @@ from graymq.protocol.throttle import FailedAuthThrottle
 _bearer = HTTPBearer(auto_error=False, description="a principal's token (GRAYMQ_TOKEN, GRAYMQ_BROKER_TOKEN) "
                      "or an admin token from GRAYMQ_ADMIN_TOKENS")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
+BROKER_RIGHTS = Rights(broker=True)
 TOKEN_PREFIX = "gmq_"
 
 
@@ -66,6 +68,9 @@ def _principal(request: Request, token: str) -> Caller | None:
     actor = actor_for(state.token_actors, token)
     if actor is not None:
         return Caller(actor, ALL_RIGHTS)
+    broker = actor_for(state.broker_token_actors, token)
+    if broker is not None:
+        return Caller(broker, BROKER_RIGHTS)
     digest = token_sha256(token)
     with state.read_sessions() as session:
         found = PrincipalRepository(session).by_token_sha256(digest)

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -51,7 +51,7 @@ def normalize_db_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def parse_admin_tokens(raw: str) -> dict[str, str]:
+def parse_admin_tokens(raw: str, kind: str = "admin") -> dict[str, str]:
     """``"ops=secret1,ci=secret2"`` → ``{"ops": "secret1", "ci": "secret2"}`` (name → secret)."""
     tokens: dict[str, str] = {}
     for entry in filter(None, (part.strip() for part in raw.split(","))):
@@ -59,12 +59,12 @@ def parse_admin_tokens(raw: str) -> dict[str, str]:
         name, secret = name.strip(), secret.strip()
         if not sep or not name or not secret:
             raise ValueError(
-                "admin tokens are NAME=SECRET pairs separated by commas, e.g. ops=s3cret,ci=t0ken"
+                f"{kind} tokens are NAME=SECRET pairs separated by commas, e.g. ops=s3cret,ci=t0ken"
             )
         if not _TOKEN_NAME.match(name):
-            raise ValueError(f"admin token name {name!r} may only hold letters, digits, '.', '_' and '-'")
+            raise ValueError(f"{kind} token name {name!r} may only hold letters, digits, '.', '_' and '-'")
         if name in tokens:
-            raise ValueError(f"admin token name {name!r} is given twice")
+            raise ValueError(f"{kind} token name {name!r} is given twice")
         tokens[name] = secret
     return tokens
 
@@ -88,6 +88,9 @@ class NameServerSettings(DatabaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=9876, ge=0, le=65535, description="0 picks a free port")
     admin_tokens: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    broker_tokens: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, description="bootstrap broker tokens, NAME=SECRET pairs: the broker right only (what "
+        "a deployment gives its brokers before any principal exists)")
     dev_mode: bool = False
     broker_lease_seconds: int = Field(default=120, ge=1)
     client_expiry_seconds: int = Field(default=60, ge=1)
@@ -109,10 +112,11 @@ class NameServerSettings(DatabaseSettings):
     tls_cert: Path | None = Field(default=None, description="PEM certificate: serve HTTPS only (with tls_key)")
     tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
 
-    @field_validator("admin_tokens", mode="before")
+    @field_validator("admin_tokens", "broker_tokens", mode="before")
     @classmethod
-    def _parse_tokens(cls, value: object) -> object:
-        return parse_admin_tokens(value) if isinstance(value, str) else value
+    def _parse_tokens(cls, value: object, info: ValidationInfo) -> object:
+        kind = "admin" if info.field_name == "admin_tokens" else "broker"
+        return parse_admin_tokens(value, kind) if isinstance(value, str) else value
 
     @field_validator("log_level")
     @classmethod
@@ -144,3 +148,12 @@ class NameServerSettings(DatabaseSettings):
         if self.dev_mode:
             actors.setdefault(DEV_TOKEN, DEV_TOKEN_NAME)
         return actors
+
+    def broker_token_actors(self) -> dict[str, str]:
+        """Secret → name of every bootstrap broker token (``GRAYMQ_BROKER_TOKENS``); one an admin token shares is
+        refused (it would lose its admin right)."""
+        shared = set(self.broker_tokens.values()) & set(self.admin_tokens.values())
+        if shared:
+            raise InsecureConfigError("a token is both in GRAYMQ_ADMIN_TOKENS and GRAYMQ_BROKER_TOKENS: give brokers "
+                                      "their own")
+        return {secret: name for name, secret in self.broker_tokens.items()}

@@ -35,6 +35,7 @@ def register(subparsers: Any) -> None:
         description="Run the name server REST API. GRAYMQ_* variables configure it; flags override them.",
         epilog="environment (besides the variables named above):\n"
                "  GRAYMQ_ADMIN_TOKENS  admin tokens it accepts, NAME=SECRET pairs separated by commas\n"
+               "  GRAYMQ_BROKER_TOKENS bootstrap broker tokens (the broker right only), NAME=SECRET pairs\n"
                + SERVER_LOG_HELP + "\n\n" + __doc__.split("\n\n", 1)[1].strip(),
         formatter_class=HelpFormatter,
     )

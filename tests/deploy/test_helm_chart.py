@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +31,10 @@ KUBERNETES_VERSION = "1.30.0"
 RELEASE = "mq"
 NAMESPACE = "messaging"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
-# Variables on graymq containers that are not settings: the downward-API pod name, expanded
-# into GRAYMQ_BROKER_NAME / GRAYMQ_BROKER_ADVERTISED_ADDRESS.
-NON_SETTINGS_ENV = {"POD_NAME"}
+# Variables on graymq containers that are not settings, only expanded into settings: the downward-API
+# pod name (GRAYMQ_BROKER_NAME / GRAYMQ_BROKER_ADVERTISED_ADDRESS) and the token of a user's broker
+# token Secret (GRAYMQ_BROKER_TOKENS).
+NON_SETTINGS_ENV = {"POD_NAME", "BROKER_TOKEN"}
 # Source packages whose direct environment reads count as "the code reads this variable".
 SOURCE_PACKAGES = ("nameserver", "broker_ext", "client", "gray_controller", "protocol", "migrations")
 _ENV_READ = re.compile(
@@ -96,6 +98,32 @@ def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in container.get("env", [])}
+
+
+def rendered_secrets(release: Release) -> dict[str, dict[str, str]]:
+    """Secret name -> key -> decoded value, for every Secret the chart renders."""
+    return {
+        o["metadata"]["name"]: {key: base64.b64decode(value).decode() for key, value in o.get("data", {}).items()}
+        for o in release.objects
+        if o["kind"] == "Secret"
+    }
+
+
+def kubelet_env(container: dict[str, Any], secrets: dict[str, dict[str, str]], pod_name: str) -> dict[str, str]:
+    """The environment the kubelet gives ``container``: Secret keys and the pod name resolved, then each
+    ``$(VAR)`` replaced by a variable defined earlier (an unknown reference stays as written)."""
+    env: dict[str, str] = {}
+    for entry in container.get("env", []):
+        source = entry.get("valueFrom")
+        if source is None:
+            env[entry["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), entry["value"])
+        elif "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            env[entry["name"]] = secrets[ref["name"]][ref["key"]]
+        else:
+            assert source["fieldRef"]["fieldPath"] == "metadata.name", entry
+            env[entry["name"]] = pod_name
+    return env
 
 
 def production_values() -> dict[str, Any]:
@@ -206,7 +234,7 @@ def test_default_install_has_nameservers_brokers_migrations_and_dev_postgres(def
         "Deployment/mq-graymq-nameserver", "Service/mq-graymq-nameserver",
         "PodDisruptionBudget/mq-graymq-nameserver",
         "StatefulSet/mq-graymq-broker", "Service/mq-graymq-broker-headless", "PodDisruptionBudget/mq-graymq-broker",
-        "Job/mq-graymq-migrate", "Secret/mq-graymq-admin-tokens",
+        "Job/mq-graymq-migrate", "Secret/mq-graymq-admin-tokens", "Secret/mq-graymq-broker-token",
         "Secret/mq-graymq-postgresql", "Service/mq-graymq-postgresql", "StatefulSet/mq-graymq-postgresql",
     ])
     assert default_release.find("Deployment")["spec"]["replicas"] == 2
@@ -219,8 +247,14 @@ def test_production_install_uses_the_external_database_secret_and_no_postgres(pr
     for workload in (production_release.find("Deployment"), production_release.find("Job")):
         db_url = env_of(pod_spec(workload)["containers"][0])["GRAYMQ_DB_URL"]
         assert db_url["valueFrom"]["secretKeyRef"] == {"name": "graymq-db", "key": "db-url"}
-    tokens = env_of(pod_spec(production_release.find("Deployment"))["containers"][0])["GRAYMQ_ADMIN_TOKENS"]
-    assert tokens["valueFrom"]["secretKeyRef"] == {"name": "graymq-admin-tokens", "key": "admin-tokens"}
+    nameserver = env_of(pod_spec(production_release.find("Deployment"))["containers"][0])
+    assert nameserver["GRAYMQ_ADMIN_TOKENS"]["valueFrom"]["secretKeyRef"] == {
+        "name": "graymq-admin-tokens", "key": "admin-tokens",
+    }
+    broker = env_of(pod_spec(production_release.find("StatefulSet", "-broker"))["containers"][0])
+    broker_token = {"name": "graymq-broker-token", "key": "broker-token"}
+    assert nameserver["BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == broker_token
+    assert broker["GRAYMQ_BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == broker_token
 
 
 # --- settings reach the processes only through variables the code reads ----------------------------
@@ -247,7 +281,10 @@ def test_the_settings_scan_sees_the_cli_level_variables() -> None:
     # The CLI reads these with os.environ; if the scan stopped finding them the test above would
     # reject GRAYMQ_NAMESERVER for the wrong reason (or a rename would go unnoticed).
     assert {"GRAYMQ_NAMESERVER", "GRAYMQ_ADMIN_TOKEN"} <= read_directly_env()
-    assert {"GRAYMQ_DB_URL", "GRAYMQ_ADMIN_TOKENS", "GRAYMQ_BROKER_ADVERTISED_ADDRESS"} <= declared_settings_env()
+    assert {
+        "GRAYMQ_DB_URL", "GRAYMQ_ADMIN_TOKENS", "GRAYMQ_BROKER_TOKENS", "GRAYMQ_BROKER_ADVERTISED_ADDRESS",
+        "GRAYMQ_BROKER_TOKEN", "GRAYMQ_DEV_MODE",
+    } <= declared_settings_env()
 
 
 def test_env_entries_have_values_and_reference_variables_defined_earlier(release: Release) -> None:
@@ -429,9 +466,10 @@ def test_a_generated_admin_token_is_real_and_accepted_outside_dev_mode(default_r
     }
 
 
-def test_rendering_again_does_not_roll_the_name_servers(default_release: Release) -> None:
-    # The generated token differs per offline render; the pod template must not depend on it.
-    path = "graymq/templates/nameserver-deployment.yaml"
+@pytest.mark.parametrize("template", ["nameserver-deployment.yaml", "broker-statefulset.yaml"])
+def test_rendering_again_does_not_roll_the_name_servers_or_brokers(default_release: Release, template: str) -> None:
+    # The generated tokens differ per offline render; the pod templates must not depend on them.
+    path = f"graymq/templates/{template}"
     assert render({}, "again").manifests[path] == default_release.manifests[path]
 
 
@@ -441,6 +479,133 @@ def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
     tokens = {"ops": "0123456789abcdefXYZ", "ci": "fedcba9876543210xyz"}
     secret = render({"adminTokens": {"tokens": tokens}}, "given tokens").find("Secret", "-admin-tokens")
     assert parse_admin_tokens(base64.b64decode(secret["data"]["admin-tokens"]).decode()) == tokens
+
+
+# --- the brokers' token -----------------------------------------------------------------------------------
+
+BROKER_POD = "mq-graymq-broker-0"
+# What an operator's Secrets hold in the production values (the chart renders none of them there).
+USER_SECRETS = {
+    "graymq-db": {"db-url": "postgresql+psycopg://graymq:pw@db.internal:5432/graymq"},
+    "graymq-admin-tokens": {"admin-tokens": "ops=ops-token-0123456789,ci=ci-token-0123456789"},
+    "graymq-broker-token": {"broker-token": "broker-token-0123456789"},
+}
+
+
+def server_settings(release: Release, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """(NameServerSettings, BrokerSettings) loaded from the environment the kubelet gives each container."""
+    from graymq.broker_ext.config import BrokerSettings
+    from graymq.nameserver.settings import NameServerSettings
+
+    secrets = {**USER_SECRETS, **rendered_secrets(release)}
+    loaded = []
+    for workload, settings_class in (
+        (release.find("Deployment"), NameServerSettings), (release.find("StatefulSet", "-broker"), BrokerSettings),
+    ):
+        with monkeypatch.context() as env:
+            for name in [n for n in os.environ if n.startswith("GRAYMQ_")]:
+                env.delenv(name)
+            for name, value in kubelet_env(pod_spec(workload)["containers"][0], secrets, BROKER_POD).items():
+                env.setenv(name, value)
+            loaded.append(settings_class())
+    return loaded[0], loaded[1]
+
+
+def test_brokers_and_name_servers_start_outside_dev_mode_with_the_broker_token(
+    release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nameserver, broker = server_settings(release, monkeypatch)
+    assert not nameserver.dev_mode and not broker.dev_mode
+    broker.refuse_insecure()  # a token and a name server: the broker starts
+    admin_actors = nameserver.token_actors()
+    assert nameserver.broker_token_actors() == {broker.token: "brokers"}
+    assert broker.token not in admin_actors  # the broker right only
+    assert broker.name == BROKER_POD
+
+
+def test_brokers_never_get_the_admin_tokens(release: Release, monkeypatch: pytest.MonkeyPatch) -> None:
+    nameserver, _ = server_settings(release, monkeypatch)
+    container = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
+    secrets = {**USER_SECRETS, **rendered_secrets(release)}
+    env = kubelet_env(container, secrets, BROKER_POD)
+    assert not {"GRAYMQ_ADMIN_TOKENS", "GRAYMQ_ADMIN_TOKEN"} & env.keys()
+    assert not set(nameserver.admin_tokens.values()) & set(env.values())
+
+
+def test_a_generated_broker_token_is_its_own_and_named_for_the_name_servers(default_release: Release) -> None:
+    secrets = rendered_secrets(default_release)
+    token = secrets["mq-graymq-broker-token"]["broker-token"]
+    admin_token = secrets["mq-graymq-admin-tokens"]["admin-tokens"].partition("=")[2]
+    assert len(token) == 40 and token != admin_token
+    assert secrets["mq-graymq-broker-token"]["broker-tokens"] == f"brokers={token}"
+    nameserver = env_of(pod_spec(default_release.find("Deployment"))["containers"][0])
+    assert nameserver["GRAYMQ_BROKER_TOKENS"]["valueFrom"]["secretKeyRef"] == {
+        "name": "mq-graymq-broker-token", "key": "broker-tokens",
+    }
+    broker = env_of(pod_spec(default_release.find("StatefulSet", "-broker"))["containers"][0])
+    assert broker["GRAYMQ_BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "mq-graymq-broker-token", "key": "broker-token",
+    }
+
+
+def test_a_given_broker_token_is_used_as_is() -> None:
+    given = "given-broker-token-0123456789"
+    release = render({"brokerToken": {"token": given, "generatedName": "fleet"}}, "given broker token")
+    assert rendered_secrets(release)["mq-graymq-broker-token"] == {
+        "broker-token": given, "broker-tokens": f"fleet={given}",
+    }
+
+
+def test_an_existing_broker_token_secret_is_referenced_and_named_for_the_name_servers() -> None:
+    from graymq.nameserver.settings import NameServerSettings
+
+    values = {"brokerToken": {"existingSecret": "mq-brokers", "existingSecretKey": "token", "generatedName": "edge"}}
+    release = render(values, "existing broker token Secret")
+    assert "mq-graymq-broker-token" not in rendered_secrets(release)
+    ref = {"name": "mq-brokers", "key": "token"}
+    broker = env_of(pod_spec(release.find("StatefulSet", "-broker"))["containers"][0])
+    assert broker["GRAYMQ_BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == ref
+    container = pod_spec(release.find("Deployment"))["containers"][0]
+    assert env_of(container)["BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == ref
+    assert env_of(container)["GRAYMQ_BROKER_TOKENS"]["value"] == "edge=$(BROKER_TOKEN)"
+    secrets = {**rendered_secrets(release), "mq-brokers": {"token": "users-broker-token-0123"}}
+    broker_tokens = kubelet_env(container, secrets, "ns")["GRAYMQ_BROKER_TOKENS"]
+    settings = NameServerSettings.model_validate({"broker_tokens": broker_tokens})
+    assert settings.broker_token_actors() == {"users-broker-token-0123": "edge"}
+
+
+def pod_annotations(release: Release, kind: str, suffix: str) -> dict[str, str]:
+    return release.find(kind, suffix)["spec"]["template"]["metadata"].get("annotations", {})
+
+
+def test_a_new_broker_token_rolls_name_servers_and_brokers_a_new_admin_token_only_name_servers(
+    default_release: Release,
+) -> None:
+    new_broker = render({"brokerToken": {"token": "given-broker-token-0123456789"}}, "new broker token")
+    new_admin = render({"adminTokens": {"tokens": {"ops": "0123456789abcdefXYZ"}}}, "new admin token")
+    for kind, suffix in (("Deployment", "-nameserver"), ("StatefulSet", "-broker")):
+        before = pod_annotations(default_release, kind, suffix)["checksum/broker-token"]
+        assert pod_annotations(new_broker, kind, suffix)["checksum/broker-token"] != before, kind
+    brokers = ("StatefulSet", "-broker")
+    assert pod_annotations(new_admin, *brokers) == pod_annotations(default_release, *brokers)
+    # A user's Secret is the user's to roll (kubectl rollout restart), as with the admin tokens.
+    assert "checksum/broker-token" not in pod_annotations(render(production_values(), "production"), *brokers)
+
+
+def test_dev_mode_runs_the_brokers_in_dev_mode_and_keeps_their_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = render({"nameserver": {"devMode": True}}, "dev mode")
+    nameserver, broker = server_settings(release, monkeypatch)
+    assert nameserver.dev_mode and broker.dev_mode
+    assert nameserver.broker_token_actors() == {broker.token: "brokers"} and broker.token
+    notes = release.manifests["graymq/templates/NOTES.txt"]
+    assert "authentication is off on the name servers and the brokers" in notes
+
+
+def test_a_broker_token_shared_with_an_admin_token_is_refused_when_rendering() -> None:
+    shared = "0123456789abcdefXYZ"
+    with pytest.raises(helm.HelmRenderError) as failure:
+        render({"adminTokens": {"tokens": {"ops": shared}}, "brokerToken": {"token": shared}}, "shared token")
+    assert "give the brokers their own token" in str(failure.value)
 
 
 # --- values.schema.json ---------------------------------------------------------------------------------
@@ -457,6 +622,11 @@ def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
         ({"nameserver": {"replicaCount": "2"}}, "/nameserver/replicaCount"),
         ({"logLevel": "VERBOSE"}, "/logLevel"),
         ({"adminTokens": {"tokens": {"ops": "dev-token"}}}, "/adminTokens/tokens/ops"),
+        ({"brokerToken": {"token": "too-short"}}, "/brokerToken/token"),
+        ({"brokerToken": {"token": "0123456789abcdef,ops=x"}}, "/brokerToken/token"),
+        ({"brokerToken": {"generatedName": "two words"}}, "/brokerToken/generatedName"),
+        ({"brokerToken": {"secretName": "mine"}}, "secretName"),
+        ({"broker": {"autoCreateTopic": True}}, "/nameserver/devMode"),  # a broker refuses it outside dev mode
         ({"postgresql": {"enabled": False}}, "/externalDatabase/existingSecret"),
         ({"postgresql": {"password": "p@ss word"}}, "/postgresql/password"),
         ({"tls": {"enabled": True}}, "/tls/existingSecret"),
@@ -483,6 +653,7 @@ def test_notes_say_how_to_reach_the_api_and_run_a_cutover(default_release: Relea
     assert "port-forward svc/mq-graymq-nameserver 9876:9876" in notes
     assert "graymq gray status GROUP" in notes
     assert "graymq gray promote GROUP" in notes
+    assert "broker token  secret/mq-graymq-broker-token, key broker-token" in notes
 
 
 # --- TLS ----------------------------------------------------------------------------------------------

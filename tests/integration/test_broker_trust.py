@@ -173,6 +173,30 @@ def test_a_broker_enforces_the_principals_it_learned_while_the_name_server_is_do
     assert sum(total) == 20
 
 
+def test_a_bootstrap_broker_token_registers_a_broker_and_grants_nothing_else(
+    graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path
+) -> None:
+    bootstrap = "brokers-bootstrap-secret-0123456789"
+    ns_url = start_secure_nameserver(graymq_process, fresh_pg_url, GRAYMQ_BROKER_TOKENS=f"brokers={bootstrap}")
+    broker = start_secure_broker(graymq_process, ns_url, "broker-a", bootstrap, tmp_path / "b")
+    assert cli(ns_url, "topic", "create", "ORDER_PAID", "--queues", "2").returncode == 0
+    orders = add_principal(ns_url, "orders", "--produce", "ORDER_*")
+    wait_for(lambda: _learned(broker.address, orders), 20, "the broker to learn the new principal")
+    assert as_principal(orders, lambda c: send(c, broker.address, "ORDER_PAID", 0, b"m")).status == pb.SEND_OK
+    denied = cli(ns_url, "principal", "list", admin=bootstrap)
+    assert denied.returncode != 0 and "FORBIDDEN" in denied.stderr  # the broker right administers nothing
+    assert refused(bootstrap, lambda c: send(c, broker.address, "ORDER_PAID", 0, b"m")).code == pb.UNAUTHORIZED
+
+
+def _learned(address: str, token: str) -> bool:
+    """Whether the broker accepts ``token`` yet (it reads new principals every registration round)."""
+    try:
+        as_principal(token, lambda c: c.max_offset(address, "ORDER_PAID", 0))
+    except UnauthorizedError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("env, problem", [
     ({"GRAYMQ_BROKER_TOKEN": ""}, "no broker token: set GRAYMQ_BROKER_TOKEN"),
     ({"GRAYMQ_BROKER_TOKEN": "gmq_x", "GRAYMQ_BROKER_NAMESERVER": ""}, "no name server"),

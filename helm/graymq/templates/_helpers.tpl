@@ -1,6 +1,6 @@
 {{/*
 Names, labels and the few values several templates must agree on
-(the name server URL, the database Secret, the admin token Secret).
+(the name server URL, the database Secret, the admin and broker token Secrets).
 */}}
 
 {{- define "graymq.name" -}}
@@ -107,6 +107,19 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 
 {{- define "graymq.adminTokens.secretKey" -}}
 {{- if .Values.adminTokens.existingSecret }}{{ .Values.adminTokens.existingSecretKey }}{{ else }}admin-tokens{{ end }}
+{{- end }}
+
+{{/* Secret and key holding the brokers' token alone (GRAYMQ_BROKER_TOKEN): the chart's own or the user's. */}}
+{{- define "graymq.brokerToken.secretName" -}}
+{{- if .Values.brokerToken.existingSecret }}
+{{- .Values.brokerToken.existingSecret }}
+{{- else }}
+{{- printf "%s-broker-token" (include "graymq.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "graymq.brokerToken.secretKey" -}}
+{{- if .Values.brokerToken.existingSecret }}{{ .Values.brokerToken.existingSecretKey }}{{ else }}broker-token{{ end }}
 {{- end }}
 
 {{/* The writable /tmp every graymq container gets (the root filesystem is read-only). */}}

@@ -19,8 +19,9 @@ CI = {"Authorization": f"Bearer {CI_TOKEN}"}
 
 
 def make_settings(db_url: str, **overrides: Any) -> NameServerSettings:
+    """In-process name server settings with authentication on (``dev_mode`` as an override)."""
     values: dict[str, Any] = {"db_url": db_url, "admin_tokens": ADMIN_TOKENS, "auth_failure_limit": 10_000,
-                              **overrides}
+                              "dev_mode": False, **overrides}
     return NameServerSettings(**values)
 
 

@@ -32,8 +32,9 @@ class ConsumerManager:
             info = self.groups[data.group] = ConsumerGroupInfo(data.group)
         info.consume_model = data.consume_model
         info.consume_from_where = data.consume_from_where
-        switch_changed = info.gray_switch != data.gray_switch
+        switch_changed = info.gray_switch != data.gray_switch or info.gray_weight != data.gray_weight
         info.gray_switch = data.gray_switch
+        info.gray_weight = data.gray_weight
         subs = [SubscriptionData.from_pb(s) for s in data.subscriptions]
         changed = info.update_client(client_id, connection, data.gray_flag, subs) or switch_changed
         if connection is not None:

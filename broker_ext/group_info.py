@@ -8,12 +8,18 @@ reported (on a topic subscribed with two expressions, the newest ``sub_version``
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.constants import parse_sub_expression
+from graymq.protocol.gray import weighted_queue_ids
+
+if TYPE_CHECKING:
+    from graymq.broker_ext.topic_config import TopicConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,8 @@ class ConsumerGroupInfo:
     subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
     gray_subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
     gray_switch: bool = False
+    gray_weight: int = 0  # percent of each topic's normal queues its gray clients consume (while it has some)
+    gray_clients: int = 0
     consume_model: int = pb.CLUSTERING
     consume_from_where: int = pb.CONSUME_FROM_LAST_OFFSET
 
@@ -100,6 +108,18 @@ class ConsumerGroupInfo:
                     table[topic] = sub
         self.subscription_table = normal
         self.gray_subscription_table = gray
+        self.gray_clients = sum(1 for c in self.clients.values() if c.gray_flag)
+
+    def weighted_queues(self, config: TopicConfig) -> frozenset[int]:
+        """The normal queues of ``config`` its gray clients consume: none without a weight or a gray client."""
+        if not self.gray_switch or not self.gray_weight or not self.gray_clients:
+            return frozenset()
+        return weighted_ids(config.queue_nums, config.gray_queue_nums, self.gray_weight)
+
+
+@functools.lru_cache(maxsize=1024)
+def weighted_ids(queue_nums: int, gray_queue_nums: int, weight: int) -> frozenset[int]:
+    return frozenset(weighted_queue_ids(queue_nums, gray_queue_nums, weight))
 
 
 def _expressions(subs: dict[str, SubscriptionData]) -> dict[str, str]:

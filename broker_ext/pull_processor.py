@@ -35,12 +35,16 @@ def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, r
     """While the group's gray switch is on, gray queues belong to gray clients and the rest to normal ones.
 
     A normal client may pull a gray queue only when its rebalance adopted it (orphan policy
-    ``adopt``: the group has no gray client left).
+    ``adopt``: the group has no gray client left). With a weight and a gray client, the weighted
+    normal queues (``protocol.gray.weighted_queue_ids``) belong to the gray side too.
     """
-    if group is None or not group.gray_switch or not config.gray_queue_nums:
+    if group is None or not group.gray_switch:
+        return
+    weighted = group.weighted_queues(config) if group.gray_weight else frozenset()
+    if not config.gray_queue_nums and not weighted:
         return
     gray_queue = req.queue_id in config.gray_queues
-    if req.gray_flag and not gray_queue:
+    if req.gray_flag and not gray_queue and req.queue_id not in weighted:
         raise GrayIsolationError(
             f"gray client {req.client_id} of {req.consumer_group} may not pull normal queue {req.queue_id} "
             f"of {config.topic}"
@@ -49,6 +53,11 @@ def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, r
         raise GrayIsolationError(
             f"normal client {req.client_id} of {req.consumer_group} may not pull gray queue {req.queue_id} "
             f"of {config.topic} (only an adopting rebalance may)"
+        )
+    if not req.gray_flag and req.queue_id in weighted:
+        raise GrayIsolationError(
+            f"normal client {req.client_id} of {req.consumer_group} may not pull queue {req.queue_id} of "
+            f"{config.topic}: its gray side consumes it at weight {group.gray_weight}%"
         )
 
 

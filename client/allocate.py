@@ -81,12 +81,15 @@ class AllocateMessageQueueAveragelyByCircle:
 
 
 class AllocateMessageQueueGray:
-    """Gray queues to gray clients, normal queues to normal clients, each set split by ``base``.
+    """Gray queues to gray clients, normal queues to normal clients, each side split by ``base``.
 
     ``is_gray`` says whether a queue is gray (from the topic route's gray layout). With
     ``gray_switch`` off every queue is normal and every client takes part. When the group has
     no gray client, the gray queues are orphans: ``hold`` leaves them unconsumed (gray messages
-    wait for a gray consumer), ``adopt`` hands them to the normal clients.
+    wait for a gray consumer), ``adopt`` hands them to the normal clients. With a ``weight`` and at
+    least one gray client, the normal queues ``is_weighted`` names go to the gray side too (a
+    consumer-only canary). Each side's queues, whatever their kind, are split in one go, so the
+    totals of the clients of a side differ by at most one queue.
 
     Example (TOPIC_V_ORDER, 6 queues, 2 gray → 0 and 5; v1a v1b normal, v2a v2b gray):
     v2a → q0, v2b → q5, v1a → q1 q2, v1b → q3 q4.
@@ -99,13 +102,25 @@ class AllocateMessageQueueGray:
         *,
         orphan_policy: OrphanPolicy = "hold",
         gray_switch: bool = True,
+        is_weighted: Callable[[MessageQueue], bool] = lambda mq: False,
     ) -> None:
         if orphan_policy not in ORPHAN_POLICIES:
             raise ConfigError(f"orphan_policy must be 'hold' or 'adopt', got {orphan_policy!r}")
         self.is_gray = is_gray
+        self.is_weighted = is_weighted
         self.base = base or AllocateMessageQueueAveragely()
         self.orphan_policy: OrphanPolicy = orphan_policy
         self.gray_switch = gray_switch
+
+    def sides(self, queues: Sequence[MessageQueue], has_gray_clients: bool
+              ) -> tuple[list[MessageQueue], list[MessageQueue]]:
+        """(the gray side's queues, the normal side's), sorted."""
+        gray = [mq for mq in sorted(queues) if self.is_gray(mq)]
+        normal = [mq for mq in sorted(queues) if not self.is_gray(mq)]
+        if not has_gray_clients:
+            return [], normal + (gray if self.orphan_policy == "adopt" else [])
+        weighted = [mq for mq in normal if self.is_weighted(mq)]
+        return sorted(gray + weighted), [mq for mq in normal if mq not in weighted]
 
     def allocate(
         self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
@@ -116,16 +131,11 @@ class AllocateMessageQueueGray:
         if not self.gray_switch:
             return self.base.allocate(group, client_id, queues, [ConsumerView(c.client_id) for c in ordered])
         me = next(c for c in ordered if c.client_id == client_id)
-        gray_queues = [mq for mq in queues if self.is_gray(mq)]
-        normal_queues = [mq for mq in queues if not self.is_gray(mq)]
         gray_clients = [c for c in ordered if c.gray]
-        normal_clients = [c for c in ordered if not c.gray]
+        gray_side, normal_side = self.sides(queues, bool(gray_clients))
         if me.gray:
-            return self.base.allocate(group, client_id, gray_queues, gray_clients)
-        mine = self.base.allocate(group, client_id, normal_queues, normal_clients)
-        if not gray_clients and self.orphan_policy == "adopt":
-            mine += self.base.allocate(group, client_id, gray_queues, normal_clients)
-        return mine
+            return self.base.allocate(group, client_id, gray_side, gray_clients)
+        return self.base.allocate(group, client_id, normal_side, [c for c in ordered if not c.gray])
 
     def adopted(self, mq: MessageQueue) -> bool:
         """Whether a normal client holding ``mq`` holds it by adoption (the pull must say so)."""

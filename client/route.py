@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.message import MessageQueue
-from graymq.protocol.gray import gray_queue_ids
+from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -57,6 +57,13 @@ class TopicRoute:
     def is_gray(self, mq: MessageQueue) -> bool:
         broker = self.broker(mq.broker_name)
         return broker is not None and mq.queue_id in gray_queue_ids(broker.queue_nums, broker.gray_queue_nums)
+
+    def is_weighted(self, mq: MessageQueue, weight: int) -> bool:
+        """Whether ``mq`` is one of the normal queues a gray side with ``weight`` percent consumes (per broker,
+        as the broker computes it)."""
+        broker = self.broker(mq.broker_name)
+        return broker is not None and mq.queue_id in weighted_queue_ids(broker.queue_nums, broker.gray_queue_nums,
+                                                                         weight)
 
     def split(self, queues: list[MessageQueue]) -> tuple[list[MessageQueue], list[MessageQueue]]:
         """(gray, normal) partition of ``queues`` by this route's layout."""

@@ -43,3 +43,31 @@ def is_gray_queue(queue_id: int, queue_nums: int, gray_queue_nums: int) -> bool:
     if not 0 <= queue_id < queue_nums:
         raise ValueError(f"queue_id {queue_id} outside 0..{queue_nums - 1}")
     return queue_id in gray_queue_ids(queue_nums, gray_queue_nums)
+
+
+def weighted_count(normal_nums: int, weight: int) -> int:
+    """How many of ``normal_nums`` normal queues a gray side with ``weight`` percent takes: none at 0, else
+    ``max(1, floor(weight × normal_nums / 100 + 0.5))``.
+
+    >>> [weighted_count(6, w) for w in (0, 1, 25, 50, 100)]
+    [0, 1, 2, 3, 6]
+    """
+    if not 0 <= weight <= 100:
+        raise ValueError(f"weight must be 0..100, got {weight}")
+    if weight == 0 or normal_nums == 0:
+        return 0
+    return min(normal_nums, max(1, (weight * normal_nums * 2 + 100) // 200))
+
+
+def weighted_queue_ids(queue_nums: int, gray_queue_nums: int, weight: int) -> tuple[int, ...]:
+    """The normal queue ids (of one broker's share of a topic) a gray side with ``weight`` percent consumes:
+    ``weighted_count`` of them, spread evenly over the normal ids, so every client and the broker agree.
+
+    >>> weighted_queue_ids(8, 2, 50)   # normal ids 1..6
+    (2, 4, 6)
+    >>> weighted_queue_ids(8, 2, 10), weighted_queue_ids(8, 2, 0), weighted_queue_ids(4, 0, 100)
+    ((4,), (), (0, 1, 2, 3))
+    """
+    normal = normal_queue_ids(queue_nums, gray_queue_nums)
+    k = weighted_count(len(normal), weight)
+    return tuple(normal[(2 * i + 1) * len(normal) // (2 * k)] for i in range(k))

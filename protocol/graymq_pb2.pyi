@@ -320,20 +320,22 @@ class SubscriptionData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., sub_string: _Optional[str] = ..., sub_version: _Optional[int] = ...) -> None: ...
 
 class ConsumerData(_message.Message):
-    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch")
+    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch", "gray_weight")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUME_MODEL_FIELD_NUMBER: _ClassVar[int]
     CONSUME_FROM_WHERE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
     GRAY_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    GRAY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     group: str
     consume_model: ConsumeModel
     consume_from_where: ConsumeFromWhere
     subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
     gray_flag: bool
     gray_switch: bool
-    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ...) -> None: ...
+    gray_weight: int
+    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ..., gray_weight: _Optional[int] = ...) -> None: ...
 
 class ProducerData(_message.Message):
     __slots__ = ("group", "gray_flag")

@@ -122,6 +122,7 @@ class PushConsumer:
         self.orphan_policy: OrphanPolicy = orphan_policy or "hold"
 
         self.gray_switch = True
+        self.gray_weight = 0  # percent of the normal queues the group's gray side consumes (from the name server)
         self.subscriptions: dict[str, str] = {}
         self.consumed = 0
         self.skipped_records = 0
@@ -308,8 +309,10 @@ class PushConsumer:
         desired = bool(response.get("desired_gray", self.gray))
         switch = bool(response.get("gray_switch", self.gray_switch))
         policy = self.orphan_policy_override or response.get("orphan_policy") or "hold"
-        if switch != self.gray_switch or policy != self.orphan_policy:
-            self.gray_switch, self.orphan_policy = switch, policy
+        weight = int(response.get("gray_weight") or 0)
+        if (switch, policy, weight) != (self.gray_switch, self.orphan_policy, self.gray_weight):
+            self.gray_switch, self.orphan_policy, self.gray_weight = switch, policy, weight
+            await self._heartbeat_brokers()  # the brokers' isolation check follows the new allocation
             self._rebalance_now.set()
         await self.flip.follow(desired)
 
@@ -345,6 +348,7 @@ class PushConsumer:
         data = pb.ConsumerData(
             group=self.group, consume_model=pb.BROADCASTING if self.broadcasting else pb.CLUSTERING,
             consume_from_where=_FROM[self.consume_from], gray_flag=self.gray, gray_switch=self.gray_switch,
+            gray_weight=self.gray_weight,
             subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=int(time.time() * 1000))
                            for t, e in self.subscriptions.items()],
         )
@@ -416,8 +420,9 @@ class PushConsumer:
                 route = await self._route(topic)
                 if route is None:
                     continue
-                strategy = AllocateMessageQueueGray(route.is_gray, self.base_strategy,
-                                                    orphan_policy=self.orphan_policy, gray_switch=self.gray_switch)
+                strategy = AllocateMessageQueueGray(
+                    route.is_gray, self.base_strategy, orphan_policy=self.orphan_policy, gray_switch=self.gray_switch,
+                    is_weighted=functools.partial(route.is_weighted, weight=self.gray_weight))
                 queues = route.queues(readable=True)
                 if self.broadcasting:
                     mine = [mq for mq in queues if not self.gray_switch or route.is_gray(mq) == self.gray]

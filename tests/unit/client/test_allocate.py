@@ -14,7 +14,7 @@ from graymq.client.allocate import (
 )
 from graymq.client.message import MessageQueue
 from graymq.protocol.errors import ConfigError
-from graymq.protocol.gray import gray_queue_ids
+from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +62,7 @@ def test_no_gray_client_hold_leaves_gray_queues_unassigned():
 def test_no_gray_client_adopt_gives_gray_queues_to_normal_clients():
     s = AllocateMessageQueueGray(layout(), orphan_policy="adopt")
     got = allocation(s, [V1A, V1B], queues())
-    assert got == {"v1a": [1, 2, 0], "v1b": [3, 4, 5]}
+    assert got == {"v1a": [0, 1, 2], "v1b": [3, 4, 5]}
     assert s.adopted(MessageQueue("TOPIC_V_ORDER", "broker-a", 0))
 
 
@@ -122,3 +122,47 @@ def test_every_queue_is_assigned_at_most_once_and_sides_never_mix(n, g_frac, n_g
         assert normal_ids <= set(owners)
     if n_gray:
         assert set(gray_queue_ids(n, g)) <= set(owners)
+
+
+def weighted(weight, n=6, g=2):
+    return lambda mq: mq.queue_id in weighted_queue_ids(n, g, weight)
+
+
+def test_adopted_queues_are_balanced_with_the_normal_ones():
+    v1c = ConsumerView("v1c")
+    s = AllocateMessageQueueGray(layout(), orphan_policy="adopt")
+    got = allocation(s, [V1A, V1B, v1c], queues())
+    assert got == {"v1a": [0, 1], "v1b": [2, 3], "v1c": [4, 5]}
+
+
+def test_weight_50_gives_the_gray_side_half_of_the_normal_queues():
+    s = AllocateMessageQueueGray(layout(8, 2), is_weighted=weighted(50, 8, 2))
+    got = allocation(s, CLIENTS, queues(n=8))  # gray 0 and 7; normal 1..6, weighted 2 4 6
+    assert got == {"v2a": [0, 2, 4], "v2b": [6, 7], "v1a": [1, 3], "v1b": [5]}
+
+
+def test_weight_has_no_effect_without_a_gray_client():
+    s = AllocateMessageQueueGray(layout(8, 2), is_weighted=weighted(50, 8, 2))
+    assert allocation(s, [V1A, V1B], queues(n=8)) == {"v1a": [1, 2, 3], "v1b": [4, 5, 6]}
+
+
+def test_a_consumer_only_canary_on_a_topic_without_gray_queues():
+    s = AllocateMessageQueueGray(layout(6, 0), is_weighted=weighted(50, 6, 0))
+    assert allocation(s, [V1A, V2A], queues()) == {"v1a": [0, 2, 4], "v2a": [1, 3, 5]}
+
+
+@given(n=st.integers(1, 24), g=st.integers(0, 24), weight=st.integers(0, 100), normal=st.integers(1, 5),
+       gray=st.integers(0, 5), adopt=st.booleans())
+def test_every_queue_once_and_totals_per_side_within_one(n, g, weight, normal, gray, adopt):
+    g = min(g, n)
+    clients = [ConsumerView(f"n{i}") for i in range(normal)] + [ConsumerView(f"g{i}", True) for i in range(gray)]
+    s = AllocateMessageQueueGray(layout(n, g), orphan_policy="adopt" if adopt else "hold",
+                                 is_weighted=weighted(weight, n, g))
+    got = allocation(s, clients, queues(n=n))
+    held = [q for qs in got.values() for q in qs]
+    assert len(held) == len(set(held))
+    if gray or adopt:
+        assert sorted(held) == list(range(n))
+    for side in (True, False):
+        sizes = [len(got[c.client_id]) for c in clients if c.gray == side]
+        assert not sizes or max(sizes) - min(sizes) <= 1

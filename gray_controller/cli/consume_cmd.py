@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import signal
 import sys
 import time
@@ -39,6 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--broadcast", action="store_true", help="broadcasting model (every client gets every message)")
     p.add_argument("--orderly", action="store_true",
                    help="consume each queue in order, one message at a time (kept through every hand-over)")
+    p.add_argument("--fail-rate", type=float, default=0.0, metavar="F",
+                   help="drills: the listener fails (reconsume later) a fraction F of the messages it gets; only "
+                        "accepted messages are printed (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     add_nameserver_arg(p)
     p.set_defaults(handler=run)
@@ -64,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--max must be >= 1")
     if args.idle_exit is not None and args.idle_exit <= 0:
         raise ConfigError("--idle-exit must be > 0")
+    if not 0.0 <= args.fail_rate <= 1.0:
+        raise ConfigError(f"--fail-rate must be between 0 and 1, got {args.fail_rate}")
     consume_from, timestamp = parse_from(args.from_)
     setup_logging(default="WARNING")
     return asyncio.run(_run(args, topics, consume_from, timestamp))
@@ -79,6 +85,8 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
 
     async def listener(messages: list[MessageExt]) -> ConsumeStatus:
         nonlocal seen, last_message
+        if args.fail_rate and random.random() < args.fail_rate:
+            return ConsumeStatus.RECONSUME_LATER  # a drill: this batch fails, it comes again later
         for message in messages:
             if args.max is not None and seen >= args.max:
                 await asyncio.Event().wait()  # beyond --max: left uncommitted, cancelled at stop

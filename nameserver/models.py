@@ -115,7 +115,8 @@ class Client(Base):
     ``explicit_gray`` is what operators set (``None``: follow the group's rules);
     ``declared_gray`` is the flag the client was started with (``None``: none), used when neither
     an explicit value nor a rule applies; ``gray`` and ``state`` are what the client reports it
-    is doing — the name server never changes them.
+    is doing — the name server never changes them. ``principal`` is who registered the client
+    (``None``: nobody yet, or dev mode); see ``repositories.clients.ClientBinding`` for the rule.
     """
 
     __tablename__ = "clients"
@@ -139,6 +140,7 @@ class Client(Base):
     topics: Mapped[list[str]] = mapped_column(JsonType)
     first_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
+    principal: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
 
 
 class GrayRule(Base):

@@ -418,7 +418,8 @@ class PrincipalDigest(BaseModel):
 
 
 class PrincipalDigests(BaseModel):
-    version: str = Field(description="changes whenever a principal is added, removed, rotated or changed")
+    version: str = Field(description="changes whenever a principal is added, removed, rotated or changed, or the "
+                         "bootstrap admin tokens change")
     principals: list[PrincipalDigest]
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -21,10 +22,36 @@ UNREGISTERED = datetime(1970, 1, 1, tzinfo=UTC)
 _REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "last_seen")
 
 
+@dataclass(frozen=True)
+class ClientBinding:
+    """Who a call acts for, and whether a client registration it touches is theirs to use.
+
+    A client registration (group, client id, role) belongs to the principal whose heartbeat created it.
+    It is claimable — the next heartbeat binds it to its caller — while it has no principal (rows from
+    before bindings, or written in dev mode) or once it has expired (no heartbeat for
+    ``client_expiry_seconds``, or unregistered): a client id that is gone may be reused by anyone.
+    A live registration of another principal may be neither heartbeated, watched nor unregistered
+    unless ``enforce`` is off (admins, who may act on any client without taking it over, and dev mode,
+    where ``principal`` is ``None`` and nothing is bound).
+    """
+
+    principal: str | None
+    enforce: bool
+    expired_before: datetime
+
+    def claimable(self, client: Client) -> bool:
+        return client.principal is None or client.last_seen <= self.expired_before
+
+    def allows(self, client: Client) -> bool:
+        return not self.enforce or client.principal == self.principal or self.claimable(client)
+
+
 @functools.cache
-def _upsert_statement(dialect: str) -> Any:
-    """The heartbeat's INSERT ... ON CONFLICT DO UPDATE, built once per backend (building it per heartbeat
-    cost more than running it); parameters: group_id, client_id, role and the reported columns."""
+def _upsert_statement(dialect: str, enforce: bool) -> Any:
+    """The heartbeat's INSERT ... ON CONFLICT DO UPDATE, built once per backend and ``enforce`` (building it
+    per heartbeat cost more than running it); parameters: group_id, client_id, role, the reported columns,
+    principal and expired_before. With ``enforce`` a live row of another principal is left as it is and
+    nothing is returned; a claimable row takes the caller as its principal (``ClientBinding``)."""
     sibling_flag = (
         select(Client.explicit_gray)
         .where(Client.group_id == bindparam("group_id"), Client.client_id == bindparam("client_id"))
@@ -38,11 +65,15 @@ def _upsert_statement(dialect: str) -> Any:
         role=bindparam("role"),
         explicit_gray=sibling_flag,
         first_seen=bindparam("last_seen"),
+        principal=bindparam("principal"),
         **{column: bindparam(column) for column in _REPORTED},
     )
+    claimable = or_(Client.principal.is_(None), Client.last_seen <= bindparam("expired_before"))
+    claimed = case((claimable, func.coalesce(stmt.excluded.principal, Client.principal)), else_=Client.principal)
     return stmt.on_conflict_do_update(
         index_elements=[Client.group_id, Client.client_id, Client.role],
-        set_={column: getattr(stmt.excluded, column) for column in _REPORTED},
+        set_={"principal": claimed, **{column: getattr(stmt.excluded, column) for column in _REPORTED}},
+        where=or_(claimable, Client.principal == stmt.excluded.principal) if enforce else None,
     ).returning(Client)
 
 
@@ -50,24 +81,28 @@ class ClientRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def upsert(self, group_id: int, report: ClientHeartbeat, now: datetime) -> Client:
+    def upsert(self, group_id: int, report: ClientHeartbeat, now: datetime, binding: ClientBinding) -> Client | None:
         """Store what the client reports; ``explicit_gray`` (set by operators) is left untouched.
 
         A role seen for the first time takes the explicit flag the client id already has, so a
-        process that starts producing after operators flagged it is flagged alike.
+        process that starts producing after operators flagged it is flagged alike. ``None`` (nothing
+        stored) when ``binding`` does not allow the caller the row: checked and written in one statement.
         """
         params = {"group_id": group_id, "client_id": report.client_id, "role": report.role, "last_seen": now,
+                  "principal": binding.principal, "expired_before": binding.expired_before,
                   **{column: getattr(report, column) for column in _REPORTED if column != "last_seen"}}
-        stmt = _upsert_statement(self.session.get_bind().dialect.name)
-        return self.session.scalars(stmt, params, execution_options={"populate_existing": True}).one()
+        stmt = _upsert_statement(self.session.get_bind().dialect.name, binding.enforce)
+        return self.session.scalars(stmt, params, execution_options={"populate_existing": True}).one_or_none()
 
-    def of_client(self, group_id: int, client_id: str) -> Sequence[Client]:
-        """Every role row of one client id in the group (live or not), by role."""
+    def of_client(self, group_id: int, client_id: str, *, lock: bool = False) -> Sequence[Client]:
+        """Every role row of one client id in the group (live or not), by role; ``lock``: FOR UPDATE."""
         stmt = (
             select(Client)
             .where(Client.group_id == group_id, Client.client_id == client_id)
             .order_by(Client.role)
         )
+        if lock:
+            stmt = stmt.with_for_update()
         return self.session.scalars(stmt).all()
 
     def unregister(self, group_id: int, client_id: str, role: str | None) -> Sequence[Client]:

@@ -1,4 +1,5 @@
-"""Client self-reports, watches and unregistration: a client acts only for groups and topics its principal covers."""
+"""Client self-reports, watches and unregistration: a client acts only for groups and topics its principal covers,
+and only as a client its principal registered (see ``ClientBinding``; admins act on any client)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ router = APIRouter(prefix="/v1", tags=["clients"])
 
 @router.post("/clients/heartbeat")
 def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, clients: Clients) -> ClientHeartbeatResponse:
-    """Report a client's labels, effective flag, state and queues; answers with the flag it should have."""
+    """Report a client's labels, effective flag, state and queues; answers with the flag it should have.
+
+    The first heartbeat binds the client to the caller's principal; 403 for a live client of another principal."""
     check_client(caller, body.group, body.role, body.topics)
-    return clients.heartbeat(body)
+    return clients.heartbeat(body, caller)
 
 
 @router.post("/clients/watch")
@@ -38,7 +41,8 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
     ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest.
 
     A change committed through any name server on the same database wakes the watch; the client
-    then heartbeats as usual to report what it applied. 404 until the client's first heartbeat.
+    then heartbeats as usual to report what it applied. 404 until the client's first heartbeat; 403 for a live
+    client of another principal.
     """
     check_client(caller, body.group, body.role)
     state = request.app.state
@@ -47,7 +51,7 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
 
     def read() -> ClientHeartbeatResponse:
         with state.read_sessions() as session:
-            return ClientService(session, state.settings).view(body)
+            return ClientService(session, state.settings).view(body, caller)
 
     metrics: Metrics = state.metrics
     metrics.watching(+1)
@@ -71,9 +75,10 @@ def unregister_client(
 
     Idempotent (204 whether or not it was registered); audited with the client as actor. Its row stays, so
     an explicit flag given to the client id still applies when a client with that id heartbeats again.
+    403 for a live client of another principal (an admin may unregister any client).
     """
     check_client(caller, group, role)
-    clients.unregister(group, client_id, role)
+    clients.unregister(group, client_id, role, caller)
 
 
 def _watched(view: ClientHeartbeatResponse) -> WatchedState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from graymq.nameserver.auth import AdminActor, BrokerCaller
-from graymq.nameserver.deps import Principals
+from graymq.nameserver.deps import Principals, SettingsDep
 from graymq.nameserver.schemas import (
     PrincipalCreate,
     PrincipalDigests,
@@ -24,10 +24,11 @@ def list_principals(_actor: AdminActor, principals: Principals) -> list[Principa
 
 
 @router.get("/digests")
-def principal_digests(_caller: BrokerCaller, principals: Principals) -> PrincipalDigests:
-    """For brokers (broker right): every principal's token SHA-256 and rights, and a ``version`` that changes
-    with them, so a broker can check tokens itself and keep doing so while the name server is down."""
-    return principals.digests()
+def principal_digests(_caller: BrokerCaller, principals: Principals, settings: SettingsDep) -> PrincipalDigests:
+    """For brokers (broker right): every principal's token SHA-256 and rights, then the bootstrap admin tokens
+    (``GRAYMQ_ADMIN_TOKENS``) as admins, and a ``version`` that changes with them, so a broker can check tokens
+    itself and keep doing so while the name server is down."""
+    return principals.digests(settings.admin_tokens)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

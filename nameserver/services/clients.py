@@ -7,10 +7,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from graymq.nameserver.auth import Caller
 from graymq.nameserver.clock import utc_now
-from graymq.nameserver.errors import Conflict, NotFound
+from graymq.nameserver.errors import Conflict, Forbidden, NotFound
 from graymq.nameserver.models import Client, Group
-from graymq.nameserver.repositories.clients import ClientRepository
+from graymq.nameserver.repositories.clients import ClientBinding, ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
 from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.rules import RuleRepository
@@ -46,24 +47,43 @@ class ClientService:
     def _seen_after(self) -> datetime:
         return utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
 
-    def heartbeat(self, report: ClientHeartbeat) -> ClientHeartbeatResponse:
+    def _binding(self, caller: Caller) -> ClientBinding:
+        """The caller's binding: enforced for every caller but admins; in dev mode nothing is bound."""
+        dev_mode = self.settings.dev_mode
+        return ClientBinding(principal=None if dev_mode else caller.name,
+                             enforce=not dev_mode and not caller.rights.admin, expired_before=self._seen_after())
+
+    @staticmethod
+    def _taken(caller: Caller, group: str, client: Client) -> Forbidden:
+        """403 ``FORBIDDEN: principal NAME may not act as client ID (ROLE) of group G: it belongs to principal P``."""
+        return Forbidden(detail=f"principal {caller.name} may not act as client {client.client_id} ({client.role}) "
+                                f"of group {group}: it belongs to principal {client.principal}")
+
+    def heartbeat(self, report: ClientHeartbeat, caller: Caller) -> ClientHeartbeatResponse:
         """Store what the client reports and tell it the flag it should have.
 
         The group is created on first contact with ``GRAYMQ_DEFAULT_GRAY_SWITCH``. The reported
         ``gray``/``state`` are stored as given: a client is flipped only by itself (after draining).
+        The first heartbeat binds the client to the caller; 403 for a live client another principal
+        registered (``ClientBinding``).
         """
         group = self.groups.ensure(report.group, self.settings.default_gray_switch)
-        client = self.clients.upsert(group.id, report, utc_now())
+        client = self.clients.upsert(group.id, report, utc_now(), self._binding(caller))
+        if client is None:
+            [taken] = [c for c in self.clients.of_client(group.id, report.client_id) if c.role == report.role]
+            raise self._taken(caller, group.name, taken)
         response = self._answer(group, client)
         self.session.commit()
         return response
 
-    def view(self, watch: ClientWatch) -> ClientHeartbeatResponse:
-        """What a heartbeat of this client would answer now, without recording one."""
+    def view(self, watch: ClientWatch, caller: Caller) -> ClientHeartbeatResponse:
+        """What a heartbeat of this client would answer now, without recording one (403 as a heartbeat)."""
         group = self._group(watch.group)
         client = next((c for c in self.clients.of_client(group.id, watch.client_id) if c.role == watch.role), None)
         if client is None:
             raise NotFound(f"{watch.role} {watch.client_id} is unknown in group {group.name}: heartbeat first")
+        if not self._binding(caller).allows(client):
+            raise self._taken(caller, group.name, client)
         return self._answer(group, client)
 
     def _answer(self, group: Group, client: Client) -> ClientHeartbeatResponse:
@@ -109,16 +129,22 @@ class ClientService:
                      for c in clients],
         )
 
-    def unregister(self, group_name: str, client_id: str, role: str | None) -> None:
+    def unregister(self, group_name: str, client_id: str, role: str | None, caller: Caller) -> None:
         """A client stopping cleanly leaves its group at once (one role, or every role of the client id).
 
         Idempotent: an unknown group or client, or one already gone, changes nothing. The row stays
-        (unregistered), so an explicit flag given to the client id still applies when it comes back.
+        (unregistered), so an explicit flag given to the client id still applies when it comes back;
+        being expired, any principal may claim it again. 403, changing nothing, when one of the rows is
+        a live client another principal registered (``ClientBinding``); admins unregister any client.
         Audited with the client as actor; the group's watchers wake.
         """
         group = self.groups.get(group_name)
         if group is None:
             return
+        binding = self._binding(caller)
+        for row in self.clients.of_client(group.id, client_id, lock=True):
+            if (role is None or row.role == role) and not binding.allows(row):
+                raise self._taken(caller, group.name, row)
         rows = self.clients.unregister(group.id, client_id, role)
         if not rows:
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 from sqlalchemy.orm import Session
 
@@ -19,6 +20,7 @@ from graymq.nameserver.schemas import (
     PrincipalView,
 )
 from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.settings import DEV_TOKEN
 
 
 def principal_view(principal: Principal) -> PrincipalView:
@@ -40,12 +42,22 @@ class PrincipalService:
     def all(self) -> list[PrincipalView]:
         return [principal_view(p) for p in self.principals.all()]
 
-    def digests(self) -> PrincipalDigests:
-        """Every principal's token digest and rights, for brokers to cache and enforce on their own."""
+    def digests(self, admin_tokens: Mapping[str, str]) -> PrincipalDigests:
+        """Every principal's token digest and rights, for brokers to cache and enforce on their own.
+
+        The bootstrap admin tokens (``admin_tokens``, name → secret) follow as admins, so a broker accepts
+        the admins the name server accepts; never the built-in dev token. ``version`` hashes the whole list:
+        it changes with any principal and with the admin tokens.
+        """
         principals = [
             PrincipalDigest(name=p.name, token_sha256=p.token_sha256, produce=p.produce, consume=p.consume,
                             admin=p.admin, broker=p.broker)
             for p in self.principals.all()
+        ]
+        principals += [
+            PrincipalDigest(name=name, token_sha256=token_sha256(secret), produce=[], consume=[], admin=True,
+                            broker=False)
+            for name, secret in sorted(admin_tokens.items()) if secret != DEV_TOKEN
         ]
         content = "\n".join(p.model_dump_json() for p in principals)
         return PrincipalDigests(version=hashlib.sha256(content.encode()).hexdigest()[:16], principals=principals)

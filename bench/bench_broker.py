@@ -24,7 +24,7 @@ from graymq.bench.common import (
     BATCH,
     Figures,
     payload,
-    rate_figures,
+    produce_consume_figures,
     timed_produce,
 )
 from graymq.bench.graymq_servers import Broker, create_topic_on_broker
@@ -91,27 +91,23 @@ async def consume(client: BrokerClient, address: str, count: int) -> float:
     return end - first_at
 
 
+async def measure(broker: Broker, client: BrokerClient, count: int, batched: bool) -> Figures:
+    """Warm up (connection and its handshakes, imports, the first segment and consume-queue files), then produce
+    and consume ``count`` messages through ``client``, which is closed afterwards."""
+    try:
+        await produce(client, broker.address, 1, batched=False)
+        return await produce_consume_figures(
+            broker, count, lambda: produce(client, broker.address, count, batched),
+            lambda: consume(client, broker.address, count + 1))
+    finally:
+        await client.close()
+
+
 async def run_case(root: Path, log_dir: Path, flush: str, batched: bool, count: int, name: str) -> Figures:
     broker = Broker(name, root / name, log_dir, flush=flush).wait_ready()
     try:
         await create_topic_on_broker(broker.address, TOPIC, QUEUES)
-        client = BrokerClient(timeout_s=30)
-        try:
-            # warm-up: connection, imports, first segment and consume-queue files
-            await client.send(broker.address, pb.SendRequest(producer_group=GROUP, queue_id=0,
-                                                             message=_message(0)))
-            cpu = [broker.cpu_seconds(), time.process_time()]
-            produce_s = await produce(client, broker.address, count, batched)
-            cpu += [broker.cpu_seconds(), time.process_time()]
-            consume_s = await consume(client, broker.address, count + 1)
-            cpu += [broker.cpu_seconds(), time.process_time()]
-        finally:
-            await client.close()
-        per_msg = [(cpu[i + 2] - cpu[i]) / count * 1e6 for i in range(4)]
-        return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
-                "broker_peak_rss_mib": broker.peak_rss_mib(),
-                "produce_broker_cpu_us": per_msg[0], "produce_client_cpu_us": per_msg[1],
-                "consume_broker_cpu_us": per_msg[2], "consume_client_cpu_us": per_msg[3]}
+        return await measure(broker, BrokerClient(timeout_s=30), count, batched)
     finally:
         broker.stop()
 

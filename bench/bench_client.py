@@ -26,7 +26,7 @@ from graymq.bench.common import (
     Figures,
     paced,
     payload,
-    rate_figures,
+    produce_consume_figures,
     timed_produce,
     wait_until,
 )
@@ -88,16 +88,9 @@ async def throughput_case(ns: NameServer, root: Path, log_dir: Path, flush: str,
             await create_topic(admin, topic, QUEUES, 0, {name})
         finally:
             await admin.close()
-        cpu = [broker.cpu_seconds(), time.process_time()]
-        produce_s = await produce(ns.url, topic, group, count, batched, auto_batch)
-        cpu += [broker.cpu_seconds(), time.process_time()]
-        consume_s = await consume(ns.url, topic, group, count + 1)
-        cpu += [broker.cpu_seconds(), time.process_time()]
-        per_msg = [(cpu[i + 2] - cpu[i]) / count * 1e6 for i in range(4)]
-        return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
-                "broker_peak_rss_mib": broker.peak_rss_mib(),
-                "produce_broker_cpu_us": per_msg[0], "produce_client_cpu_us": per_msg[1],
-                "consume_broker_cpu_us": per_msg[2], "consume_client_cpu_us": per_msg[3]}
+        return await produce_consume_figures(
+            broker, count, lambda: produce(ns.url, topic, group, count, batched, auto_batch),
+            lambda: consume(ns.url, topic, group, count + 1))
     finally:
         broker.stop()
 

@@ -28,7 +28,7 @@ from graymq.bench.common import (
     free_port,
     paced,
     payload,
-    rate_figures,
+    produce_consume_figures,
     timed_produce,
 )
 from graymq.bench.latency import InFlight, Recorder, measure
@@ -108,16 +108,8 @@ async def throughput_case(root: Path, log_dir: Path, batched: bool, count: int, 
         server.wait_ready()
         port = server.port or 0
         await create_stream(port)
-        cpu = [server.cpu_seconds(), time.process_time()]
-        produce_s = await produce(port, count, batched)
-        cpu += [server.cpu_seconds(), time.process_time()]
-        consume_s = await consume(port, count)
-        cpu += [server.cpu_seconds(), time.process_time()]
-        per_msg = [(cpu[i + 2] - cpu[i]) / count * 1e6 for i in range(4)]
-        return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
-                "broker_peak_rss_mib": server.peak_rss_mib(),
-                "produce_broker_cpu_us": per_msg[0], "produce_client_cpu_us": per_msg[1],
-                "consume_broker_cpu_us": per_msg[2], "consume_client_cpu_us": per_msg[3]}
+        return await produce_consume_figures(server, count, lambda: produce(port, count, batched),
+                                             lambda: consume(port, count))
 
 
 async def latency_consume(params: dict[str, Any], recorder: Recorder, ready: Callable[[], None]) -> None:

@@ -4,7 +4,7 @@
 - ``dev``: a broker in dev mode over plain TCP; the client sends no token, every request acts as ``dev``;
 - ``auth``: authentication on; the client authenticates with a principal's token (produce ``Bench*``, consume
   ``bench_*:Bench*``) and the broker checks every request against those rights;
-- ``auth+tls``: the same over TLS, with a throwaway CA and a server certificate for 127.0.0.1 made here.
+- ``auth+tls``: the same over TLS, with a throwaway CA and a server certificate for 127.0.0.1 (``devkit/certs.py``).
 
     .venv/bin/python -m graymq.bench.bench_trust [--count N] [--mode single,batch]
 
@@ -19,20 +19,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
-import ipaddress
 import itertools
 import math
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from graymq.bench.bench_broker import QUEUES, TOPIC, consume, produce
-from graymq.bench.common import Figures, rate_figures
+from graymq.bench.bench_broker import QUEUES, TOPIC, measure
+from graymq.bench.common import Figures
 from graymq.bench.graymq_servers import Broker, NameServer
 from graymq.client.broker_client import BrokerClient
+from graymq.devkit.certs import TlsFiles, make_tls_files
 from graymq.protocol.tls import client_context
 
 CONFIGS = ("dev", "auth", "auth+tls")
@@ -41,58 +39,6 @@ CASES = [(config, mode) for mode in MODES for config in CONFIGS]  # the configur
 PRODUCE_RIGHTS = ["Bench*"]
 CONSUME_RIGHTS = ["bench_*:Bench*"]
 _broker_names = itertools.count()
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """``ca`` signs ``cert`` (IP 127.0.0.1); ``key`` is the private key of ``cert``. PEM files."""
-
-    ca: Path
-    cert: Path
-    key: Path
-
-
-def write_tls_files(directory: Path) -> TlsFiles:
-    """A throwaway CA and a server certificate it signs for 127.0.0.1, valid for a day (P-256 keys)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    def name(common_name: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-
-    def certificate(subject: str, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
-        return (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name("graymq bench CA"))
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1)))
-
-    ca_cert = (certificate("graymq bench CA", ca_key)
-               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                            content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                            key_agreement=False, encipher_only=False, decipher_only=False),
-                              critical=True)
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-               .sign(ca_key, hashes.SHA256()))
-    server_cert = (certificate("127.0.0.1", server_key)
-                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                  critical=False)
-                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                                  critical=False)
-                   .sign(ca_key, hashes.SHA256()))
-    directory.mkdir(parents=True, exist_ok=True)
-    files = TlsFiles(ca=directory / "ca.crt", cert=directory / "server.crt", key=directory / "server.key")
-    files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    files.cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
-    files.key.write_bytes(server_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                   serialization.NoEncryption()))
-    return files
 
 
 @dataclass(frozen=True)
@@ -110,7 +56,7 @@ def trust_setup(root: Path, log_dir: Path) -> Iterator[TrustSetup]:
     """A name server with authentication on, the topic, a broker principal and a client principal."""
     with NameServer(root / "ns-trust", log_dir, secure=True).wait_ready() as ns:
         broker_token, client_token = asyncio.run(_principals_and_topic(ns))
-        yield TrustSetup(ns, broker_token, client_token, write_tls_files(root / "tls"))
+        yield TrustSetup(ns, broker_token, client_token, make_tls_files(root / "tls"))
 
 
 async def _principals_and_topic(ns: NameServer) -> tuple[str, str]:
@@ -144,22 +90,7 @@ async def run_case(setup: TrustSetup, root: Path, log_dir: Path, config: str, ba
     """Produce then consume ``count`` messages on a fresh broker in ``config`` (one of ``CONFIGS``)."""
     broker = start_broker(setup, root, log_dir, config)
     try:
-        client = client_for(setup, config)
-        try:
-            # warm-up: connection (TLS handshake, AUTHENTICATE), first segment and consume-queue files
-            await produce(client, broker.address, 1, batched=False)
-            cpu = [broker.cpu_seconds(), time.process_time()]
-            produce_s = await produce(client, broker.address, count, batched)
-            cpu += [broker.cpu_seconds(), time.process_time()]
-            consume_s = await consume(client, broker.address, count + 1)
-            cpu += [broker.cpu_seconds(), time.process_time()]
-        finally:
-            await client.close()
-        per_msg = [(cpu[i + 2] - cpu[i]) / count * 1e6 for i in range(4)]
-        return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
-                "broker_peak_rss_mib": broker.peak_rss_mib(),
-                "produce_broker_cpu_us": per_msg[0], "produce_client_cpu_us": per_msg[1],
-                "consume_broker_cpu_us": per_msg[2], "consume_client_cpu_us": per_msg[3]}
+        return await measure(broker, client_for(setup, config), count, batched)
     finally:
         broker.stop()
 

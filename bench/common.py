@@ -69,6 +69,22 @@ def rate_figures(prefix: str, count: int, seconds: float) -> Figures:
     return {f"{prefix}_msgs_s": rate, f"{prefix}_mib_s": rate * BODY_SIZE / MIB}
 
 
+async def produce_consume_figures(server: Server, count: int, produce: Callable[[], Awaitable[float]],
+                                  consume: Callable[[], Awaitable[float]]) -> Figures:
+    """Run ``produce`` then ``consume`` (each returns its seconds for ``count`` messages): their rates, the
+    server's peak RSS, and the CPU microseconds per message of the server and of this process in each."""
+    cpu = [server.cpu_seconds(), time.process_time()]
+    produce_s = await produce()
+    cpu += [server.cpu_seconds(), time.process_time()]
+    consume_s = await consume()
+    cpu += [server.cpu_seconds(), time.process_time()]
+    per_msg = [(cpu[i + 2] - cpu[i]) / count * 1e6 for i in range(4)]
+    return {**rate_figures("produce", count, produce_s), **rate_figures("consume", count, consume_s),
+            "broker_peak_rss_mib": server.peak_rss_mib(),
+            "produce_broker_cpu_us": per_msg[0], "produce_client_cpu_us": per_msg[1],
+            "consume_broker_cpu_us": per_msg[2], "consume_client_cpu_us": per_msg[3]}
+
+
 async def paced(rate: float, count: int, send: Callable[[int, int], None], tick_s: float = 0.001) -> int:
     """Send ``count`` messages at ``rate`` a second: the loop wakes up every ``tick_s`` (1 ms) and calls
     ``send(first_seq, n)`` for the ``n`` messages due by then (a system may pipeline them; the send

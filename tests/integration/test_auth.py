@@ -4,54 +4,22 @@ refused with its error, and the legitimate path — a broker, a producer and a c
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import wait_for
+from tests.support.trust import (
+    ADMIN,
+    StartProcess,
+    add_principal,
+    bearer,
+    cli,
+    start_secure_broker,
+    start_secure_nameserver,
+)
 
 pytestmark = pytest.mark.integration
-
-ADMIN = "admin-secret-0123456789"
-StartProcess = Callable[..., GraymqProcess]
-SECURE_ENV = {"GRAYMQ_DEV_MODE": "false", "GRAYMQ_ADMIN_TOKENS": f"ops={ADMIN}", "GRAYMQ_ADMIN_TOKEN": "",
-              "GRAYMQ_TOKEN": "", "GRAYMQ_BROKER_TOKEN": "", "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5"}
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def cli(ns_url: str, *args: str, token: str | None = None, admin: str | None = ADMIN,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``graymq ARGS --nameserver URL`` with exactly the tokens given (unset otherwise)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GRAYMQ_TOKEN", "GRAYMQ_ADMIN_TOKEN", "GRAYMQ_DEV_MODE")}
-    if token is not None:
-        env["GRAYMQ_TOKEN"] = token
-    if admin is not None:
-        env["GRAYMQ_ADMIN_TOKEN"] = admin
-    return subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", *args, "--nameserver", ns_url],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def add_principal(ns_url: str, name: str, *rights: str) -> str:
-    result = cli(ns_url, "principal", "add", name, *rights, "--json")
-    assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
-    assert answer["name"] == name
-    return str(answer["token"])
-
-
-def start_secure_nameserver(start: StartProcess, db_url: str, **env: str) -> str:
-    proc = start("nameserver", "--port", "0", "--db", db_url, "--migrate", env={**SECURE_ENV, **env})
-    assert proc.ready_info is not None
-    return str(proc.ready_info["url"])
 
 
 @pytest.fixture
@@ -181,14 +149,7 @@ def test_a_producer_and_a_consumer_with_their_tokens_work_end_to_end_through_a_r
     broker_token = add_principal(ns_url, "broker-a", "--broker")
     producer = add_principal(ns_url, "orders-app", "--produce", "ORDER_*")
     consumer = add_principal(ns_url, "billing-app", "--consume", "billing:ORDER_*")
-    graymq_process("broker", "--name", "broker-a", "--port", "0", "--store", str(tmp_path / "broker-a"),
-                   "--nameserver", ns_url, env={**SECURE_ENV, "GRAYMQ_BROKER_TOKEN": broker_token})
-
-    def registered() -> bool:
-        brokers = httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN), timeout=5).json()
-        return [b["broker_name"] for b in brokers] == ["broker-a"]
-
-    wait_for(registered, 30, "broker-a registered with its broker token")
+    start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a")
     created = cli(ns_url, "topic", "create", "ORDER_PAID", "--queues", "4", "--gray-queues", "1")
     assert created.returncode == 0, created.stderr
     sent = cli(ns_url, "produce", "ORDER_PAID", "--count", "20", "--size", "32", "--json", token=producer,

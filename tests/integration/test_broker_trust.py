@@ -238,6 +238,16 @@ def _partial_frame(size: int, sent: int) -> bytes:
     return encode_frame(1, request_envelope(pb.SEND_MESSAGE, request), size * 2)[:sent]
 
 
+def _serves(address: str, topic: str) -> bool:
+    """Whether a dev-mode broker creates ``topic`` and takes a message on it."""
+
+    async def works(client: BrokerClient) -> bool:
+        await create_topic(client, address, topic, 1)
+        return (await send(client, address, topic, 0, b"ok")).status == pb.SEND_OK
+
+    return as_principal("", works)
+
+
 def _broker(start: StartProcess, tmp_path: Path, dev: bool = True, **env: str) -> GraymqProcess:
     args = ["broker", "--port", "0", "--store", str(tmp_path / "b")]
     settings = {f"GRAYMQ_BROKER_{k.upper()}": v for k, v in env.items()}
@@ -273,12 +283,7 @@ def test_connections_beyond_the_maximum_are_closed_and_the_broker_serves_again_o
     broker.wait_for_line("GRAYMQ_BROKER_MAX_CONNECTIONS", timeout=10)
     for sock in held:
         sock.close()
-
-    async def works(client: BrokerClient) -> int:
-        await create_topic(client, broker.address, "LIMITS", 1)
-        return (await send(client, broker.address, "LIMITS", 0, b"ok")).status
-
-    wait_for(lambda: as_principal("", works) == pb.SEND_OK, 20, "the broker to serve again")
+    wait_for(lambda: _serves(broker.address, "LIMITS"), 20, "the broker to serve again")
 
 
 def test_partial_frames_over_all_connections_are_capped(graymq_process: StartProcess, tmp_path: Path) -> None:
@@ -295,9 +300,4 @@ def test_partial_frames_over_all_connections_are_capped(graymq_process: StartPro
     broker.wait_for_line("partial frames over every connection exceed", timeout=10)
     for sock in socks:
         sock.close()
-
-    async def works(client: BrokerClient) -> int:
-        await create_topic(client, broker.address, "CAP", 1)
-        return (await send(client, broker.address, "CAP", 0, b"ok")).status
-
-    assert as_principal("", works) == pb.SEND_OK
+    assert _serves(broker.address, "CAP")

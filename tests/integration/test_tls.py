@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from graymq.client.broker_client import split_address
+from graymq.devkit.certs import TlsFiles, make_tls_files
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.frame import encode_frame
 from graymq.protocol.remoting import request_envelope
 from graymq.protocol.tls import client_context
-from tests.support.certs import TlsFiles, make_tls_files
 from tests.support.cluster import FAST_ENV
 
 pytestmark = pytest.mark.integration

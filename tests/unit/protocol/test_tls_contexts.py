@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from graymq.devkit.certs import TlsFiles, make_tls_files
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.tls import broker_tls, ca_file, client_context, https_verify, server_context
-from tests.support.certs import TlsFiles, make_tls_files
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Throwaway TLS material for tests: a CA and a server certificate it signs, as PEM files."""
+"""Throwaway TLS material for tests and benchmarks: a CA and a server certificate it signs, as PEM files."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.broker_client import BrokerClient
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
 from graymq.client.consumer.gray_flip import GrayFlip
+from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
@@ -126,6 +127,7 @@ class PushConsumer:
         self.subscriptions: dict[str, str] = {}
         self.consumed = 0
         self.skipped_records = 0
+        self.health = ConsumeHealth()  # per side: consumed, failed, sent back, dead-lettered, latency
         self.failure: GrayMQError | None = None
 
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
@@ -643,7 +645,11 @@ class PushConsumer:
         delay = 0.2
         while True:
             try:
-                if await self._runner.run(batch) or (
+                started = time.monotonic()
+                accepted = await self._runner.run(batch)
+                (self.health.consumed if accepted else self.health.failed)(self.gray, len(batch),
+                                                                           time.monotonic() - started)
+                if accepted or (
                         not self.orderly and not self.flip.gray_state.draining and await self._send_back(pq, batch)):
                     break
             except Exception as exc:
@@ -663,6 +669,8 @@ class PushConsumer:
                     max_reconsume_times=self.settings.max_reconsume_times, gray_flag=self.gray,
                     origin_topic=message.properties.get(PROPERTY_RETRY_TOPIC, message.topic),
                 ))
+            out_of_retries = sum(1 for m in batch if m.reconsume_times + 1 > self.settings.max_reconsume_times)
+            self.health.sent_back(self.gray, len(batch), out_of_retries)
         except GrayMQError as exc:
             mq = pq.mq
             what = (f"send back of {len(batch)} failed message(s) of topic {mq.topic} queue {mq.queue_id} to broker "

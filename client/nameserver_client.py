@@ -188,6 +188,11 @@ class NameServerClient:
         return dict(await self.request("PUT", f"/v1/groups/{group}/orphan-policy",
                                        json={"policy": policy, "reason": reason}, admin=True))
 
+    async def set_weight(self, group: str, weight: int, reason: str = "") -> dict[str, Any]:
+        """The group's weight (0..100): the share of each topic's normal queues its gray consumers take."""
+        return dict(await self.request("PUT", f"/v1/groups/{group}/weight",
+                                       json={"weight": weight, "reason": reason}, admin=True))
+
     async def list_rules(self, group: str) -> list[dict[str, Any]]:
         return list(await self.request("GET", f"/v1/groups/{group}/rules"))
 

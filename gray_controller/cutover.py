@@ -111,8 +111,10 @@ class CutoverRunner:
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left or status.gray_backlog:
             raise CutoverFailed("verification failed: gray clients or gray backlog left", report.to_json())
+        await self.nameserver.set_weight(self.group, 0, "promote done: the next release starts unweighted")
 
     async def _rollback_steps(self, report: CutoverReport) -> None:
+        await self.nameserver.set_weight(self.group, 0, "rollback: no more normal traffic to the gray side")
         await self._timed(report, "producers", self._stop_gray_producers(report))
         for producer_group in self.producer_groups:
             if producer_group != self.group:  # the group's own rules keep its gray consumers gray

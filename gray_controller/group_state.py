@@ -1,4 +1,5 @@
-"""A consumer group as the controller sees it: clients with flags and states, and the gray backlog.
+"""A consumer group as the controller sees it: clients with flags and states, the gray backlog, and the normal
+queues its gray side holds through the group's weight.
 
 Clients the name server reports stale (no heartbeat for ``GRAYMQ_CLIENT_STALE_SECONDS``: killed,
 partitioned, paused) are kept apart in ``stale``: promote and rollback do not wait for stale
@@ -9,15 +10,29 @@ stale ones again in ``stale_clients``.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.backlog import QueueBacklog, gray_backlog
 from graymq.client.broker_client import BrokerClient
+from graymq.client.message import MessageQueue
 from graymq.client.nameserver_client import NameServerClient, NotFoundError
+from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
+from graymq.protocol.errors import GrayMQError
+
+log = logging.getLogger(__name__)
 
 CONSUMING_ROLES = ("consumer", "spark")
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedQueue:
+    """A normal queue a gray client holds: the group's weight gave it to the gray side."""
+
+    client_id: str
+    queue: MessageQueue
 
 
 @dataclass
@@ -28,6 +43,8 @@ class GroupStatus:
     clients: list[dict[str, Any]]
     queues: list[QueueBacklog] = field(default_factory=list)
     stale: list[dict[str, Any]] = field(default_factory=list)
+    gray_weight: int = 0
+    weighted: list[WeightedQueue] = field(default_factory=list)
 
     @property
     def gray_backlog(self) -> int:
@@ -47,6 +64,9 @@ class GroupStatus:
                              "consumer_offset": q.consumer_offset, "max_offset": q.max_offset, "backlog": q.backlog}
                             for q in self.queues],
             "stale_clients": [_client_json(c, True) for c in self.stale],
+            "gray_weight": self.gray_weight,
+            "weighted_queues": [{"client_id": w.client_id, "topic": w.queue.topic, "broker": w.queue.broker_name,
+                                 "queue_id": w.queue.queue_id} for w in self.weighted],
         }
 
 
@@ -73,14 +93,52 @@ class GroupInspector:
         try:
             return await self.nameserver.group_clients(group, role)
         except NotFoundError:
-            return {"group": group, "gray_switch": False, "orphan_policy": "hold", "clients": []}
+            return {"group": group, "gray_switch": False, "orphan_policy": "hold", "gray_weight": 0, "clients": []}
 
-    async def status(self, group: str, with_backlog: bool = True) -> GroupStatus:
+    async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False) -> GroupStatus:
+        """The group's clients; ``with_backlog``: and its gray backlog; ``with_weighted``: and the normal queues
+        its live gray consumers hold."""
         data = await self.clients(group)
         listed = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
         status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")),
-                             [c for c in listed if not c.get("stale")], stale=[c for c in listed if c.get("stale")])
+                             [c for c in listed if not c.get("stale")], stale=[c for c in listed if c.get("stale")],
+                             gray_weight=int(data.get("gray_weight") or 0))
         if with_backlog:
             topics = {t for c in listed if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
             status.queues = await gray_backlog(self.brokers, self.routes, group, topics)
+        if with_weighted and status.gray_switch:
+            status.weighted = await self.weighted_queues(status.gray_clients())
         return status
+
+    async def weighted_queues(self, gray_clients: list[dict[str, Any]]) -> list[WeightedQueue]:
+        """The queues the clients report holding that their topic's route does not lay out as gray (a topic
+        without a route is left out: its layout is unknown)."""
+        routes: dict[str, TopicRoute | None] = {}
+        weighted = []
+        for client in gray_clients:
+            for text in client.get("queues") or []:
+                mq = _parse_queue(text)
+                if mq is None:
+                    continue
+                if mq.topic not in routes:
+                    routes[mq.topic] = await self._route(mq.topic)
+                route = routes[mq.topic]
+                if route is not None and route.broker(mq.broker_name) is not None and not route.is_gray(mq):
+                    weighted.append(WeightedQueue(client["client_id"], mq))
+        return sorted(weighted, key=lambda w: (w.queue, w.client_id))
+
+    async def _route(self, topic: str) -> TopicRoute | None:
+        try:
+            return await self.routes.get(topic)
+        except GrayMQError as exc:
+            log.debug("no route for %s: %s", topic, exc.message)
+            return None
+
+
+def _parse_queue(text: str) -> MessageQueue | None:
+    """``broker:topic:queue_id`` (how clients report a queue) as a MessageQueue; None when it is not one."""
+    broker_name, _, rest = text.partition(":")
+    topic, _, queue_id = rest.rpartition(":")
+    if not broker_name or not topic or not queue_id.isdigit():
+        return None
+    return MessageQueue(topic, broker_name, int(queue_id))

@@ -96,15 +96,20 @@ class Topic(Base):
 
 
 class Group(Base):
-    """A consumer or producer group: its gray switch and the policy for gray queues no gray client serves."""
+    """A consumer or producer group: its gray switch, the policy for gray queues no gray client serves, and its
+    weight (the percent of each topic's normal queues its gray consumers take, see ``protocol.gray``)."""
 
     __tablename__ = "groups"
-    __table_args__ = (CheckConstraint(_one_of("orphan_policy", ORPHAN_POLICIES), name="orphan_policy"),)
+    __table_args__ = (
+        CheckConstraint(_one_of("orphan_policy", ORPHAN_POLICIES), name="orphan_policy"),
+        CheckConstraint("gray_weight >= 0 AND gray_weight <= 100", name="gray_weight_range"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     gray_switch: Mapped[bool] = mapped_column(Boolean)
     orphan_policy: Mapped[str] = mapped_column(String(16), default="hold")
+    gray_weight: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
 

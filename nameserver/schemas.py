@@ -82,6 +82,7 @@ CutoverKind = Literal["promote", "rollback"]
 CutoverMode = Literal["drain", "adopt"]
 CutoverState = Literal["RUNNING", "SUCCEEDED", "FAILED", "ABORTED"]
 Labels = dict[LabelKey, LabelValue]
+GrayWeight = Annotated[int, Field(strict=True, ge=0, le=100)]  # percent of a topic's normal queues
 
 # RocketMQ permission bits: READ 4, WRITE 2, INHERIT 1.
 DEFAULT_PERM = 6
@@ -230,6 +231,7 @@ class ClientHeartbeatResponse(BaseModel):
     gray: bool
     state: ClientStateName
     orphan_policy: OrphanPolicy
+    gray_weight: int = Field(description="percent of each topic's normal queues the group's gray consumers take")
     topics: dict[str, QueueCounts]
 
 
@@ -239,6 +241,9 @@ class WatchedState(BaseModel):
     desired_gray: bool
     gray_switch: bool
     orphan_policy: OrphanPolicy
+    gray_weight: GrayWeight | None = Field(
+        default=None, description="the group's weight as the client knows it; None: not compared"
+    )
 
 
 class ClientWatch(BaseModel):
@@ -272,6 +277,7 @@ class GroupClients(BaseModel):
     group: str
     gray_switch: bool
     orphan_policy: OrphanPolicy
+    gray_weight: int
     clients: list[ClientView]
 
 
@@ -297,6 +303,11 @@ class OrphanPolicyPut(BaseModel):
     reason: Reason
 
 
+class WeightPut(BaseModel):
+    weight: GrayWeight = Field(description="percent (0..100) of each topic's normal queues the gray consumers take")
+    reason: Reason
+
+
 class RuleCreate(BaseModel):
     selector: Annotated[Labels, Field(min_length=1, description="labels a client must all carry")]
     gray: bool
@@ -316,6 +327,7 @@ class GroupView(BaseModel):
     group: str
     gray_switch: bool
     orphan_policy: OrphanPolicy
+    gray_weight: int
     created_at: datetime
     updated_at: datetime
 

@@ -158,6 +158,8 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
         self._lease_retry = Backoff(*LEASE_RETRY)
+        # queue -> where this client stopped, for queues it gave up while their broker was unreachable
+        self._unreleased: dict[MessageQueue, int] = {}
         self._started = False
 
     # -- public API --------------------------------------------------------------------------
@@ -475,7 +477,10 @@ class PushConsumer:
                 if not self._retry_later(offset, what, ("start", mq, offset.code, offset.message)):
                     return
                 continue
-            pq = ProcessQueue(mq, address, offset, adopted=adopted, committed=offset)
+            # A queue this client gave up while its broker was down (a crash may have lost the commits it had
+            # not written yet) resumes where this client stopped, when the broker's offset is behind it.
+            resume = max(offset, self._unreleased.pop(mq, offset))
+            pq = ProcessQueue(mq, address, resume, adopted=adopted, committed=offset)
             self._pqs[mq] = pq
             pq.task = self._tasks.spawn(f"pull {mq}", functools.partial(self._pull_loop, pq), on_restart=pq.rewind)
 
@@ -519,6 +524,8 @@ class PushConsumer:
             await self._commit(pq)
         elif await self.leases.release(pq.mq, pq.commit_offset()):
             pq.committed = pq.commit_offset()
+        else:
+            self._unreleased[pq.mq] = pq.commit_offset()
 
     def _lost(self, pq: ProcessQueue, exc: GrayMQError) -> None:
         """Another client holds ``pq`` now (this one's lease ended): stop it without committing, rebalance."""

@@ -1,4 +1,4 @@
-"""``graymq gray status|switch|flag|rule|promote|rollback``: operate a gray release."""
+"""``graymq gray status|switch|flag|rule|weight|promote|rollback``: operate a gray release."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from graymq.protocol.errors import ConfigError
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "gray", help="gray release: status, switch, flag, rule, orphan, promote, rollback, history")
+        "gray", help="gray release: status, switch, flag, rule, weight, orphan, promote, rollback, history")
     sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True)
 
-    status = sub.add_parser("status", help="clients, flags, states, queues and gray backlog of a group")
+    status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group")
     status.add_argument("group")
     status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
 
@@ -60,12 +60,15 @@ def register(subparsers: Any) -> None:
                               help="normal consumers take over the gray queues once gray consumers stop")
             q.set_defaults(mode="drain")
     _register_orphan_and_history(sub)
+    _register_weight(sub)
     for q in (status, switch, flag, rule, *[sub.choices["promote"], sub.choices["rollback"]]):
         add_nameserver_arg(q)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gray_command == "weight":
+        args.percent = parse_percent(args.percent)  # refused before any request
     return run_with_nameserver(args, _run)
 
 
@@ -73,6 +76,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     action = args.gray_command
     if action in ("orphan", "history"):
         return await (_orphan if action == "orphan" else _history)(ns, args)
+    if action == "weight":
+        return await _weight(ns, args)
     if action == "status":
         return await _status(ns, args)
     if action == "switch":
@@ -97,20 +102,23 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
-        status = await inspector.status(args.group)
+        status = await inspector.status(args.group, with_weighted=True)
     finally:
         await inspector.close()
     if args.json:
         print_json(status.to_json())
         return 0
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
-          f"orphan policy {status.orphan_policy}")
+          f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%")
     rows = [[c["client_id"], c["role"], format_labels(c["labels"]), _flag(c["desired_gray"]), _flag(c["gray"]),
              c["state"], format_queues(c["queues"])] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     if status.stale:
         print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
               + ", ".join(f"{c['client_id']} ({c['role']}, {_flag(c['gray'])})" for c in status.stale))
+    if status.gray_weight or status.weighted:
+        held = format_queues((str(w.queue) for w in status.weighted), width=120) or "none"
+        print(f"normal queues held by the gray side: {held}")
     print(f"gray backlog: {status.gray_backlog}")
     if status.queues:
         print(table([[q.broker_name, q.topic, q.queue_id, q.consumer_offset, q.max_offset, q.backlog]
@@ -198,6 +206,44 @@ def _register_orphan_and_history(sub: Any) -> None:
     history.add_argument("--json", action="store_true", help="print JSON (whole recorded results)")
     for q in (orphan, history):
         add_nameserver_arg(q)
+
+
+def _register_weight(sub: Any) -> None:
+    weight = sub.add_parser(
+        "weight", help="give the gray consumers PERCENT of each topic's normal queues (0: gray queues only)",
+        description="Besides the gray queues, the group's gray consumers take round(PERCENT % of the normal "
+        "queues) of each subscribed topic on every broker, always the same ones, from the normal consumers "
+        "(queue by queue, so order holds); producers and other groups are untouched. No effect while the group "
+        "has no gray consumer or its gray switch is off. 0 gives the queues back.")
+    weight.add_argument("group")
+    weight.add_argument("percent", metavar="PERCENT", help="a whole number from 0 to 100")
+    weight.add_argument("--reason", default="", help="recorded in the audit log")
+    weight.add_argument("--json", action="store_true", help="print the group's settings as JSON")
+    add_nameserver_arg(weight)
+
+
+def parse_percent(text: str) -> int:
+    """PERCENT of ``gray weight`` (``50`` or ``50%``); anything else is a ConfigError.
+
+    >>> parse_percent("50"), parse_percent("0"), parse_percent("100%")
+    (50, 0, 100)
+    """
+    digits = text.strip().removesuffix("%")
+    if not (digits.isascii() and digits.isdigit()) or not 0 <= int(digits) <= 100:
+        raise ConfigError(f"PERCENT must be a whole number from 0 to 100, got {text!r}")
+    return int(digits)
+
+
+async def _weight(ns: Any, args: argparse.Namespace) -> int:
+    view = await ns.set_weight(args.group, args.percent, args.reason)
+    if args.json:
+        print_json(view)
+        return 0
+    what = (f"its gray consumers also take {args.percent}% of each subscribed topic's normal queues" if args.percent
+            else "its gray consumers take the gray queues only")
+    off = "" if view["gray_switch"] else " (the gray switch is off: no effect until it is on)"
+    print(f"weight of {args.group}: {args.percent}% ({what}){off}")
+    return 0
 
 
 async def _require_group(ns: Any, group: str) -> None:

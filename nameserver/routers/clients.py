@@ -37,8 +37,9 @@ def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, clients: Clie
 
 @router.post("/clients/watch")
 async def client_watch(body: ClientWatch, caller: Authenticated, request: Request) -> ClientHeartbeatResponse:
-    """What a heartbeat would answer, once its desired flag, gray switch or orphan policy differs from
-    ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest.
+    """What a heartbeat would answer, once its desired flag, gray switch, orphan policy or weight differs from
+    ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest. A
+    ``known`` without ``gray_weight`` (a client that does not act on weights) is not compared on it.
 
     A change committed through any name server on the same database wakes the watch; the client
     then heartbeats as usual to report what it applied. 404 until the client's first heartbeat; 403 for a live
@@ -60,7 +61,7 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
             changed = changes.changed(body.group)
             view = await run_in_threadpool(read)
             remaining = deadline - time.monotonic()
-            if body.known is None or _watched(view) != body.known or remaining <= 0 or changes.closing:
+            if body.known is None or _watched(view, body.known) != body.known or remaining <= 0 or changes.closing:
                 return view
             await wait_changed(changed, remaining)
     finally:
@@ -81,6 +82,8 @@ def unregister_client(
     clients.unregister(group, client_id, role, caller)
 
 
-def _watched(view: ClientHeartbeatResponse) -> WatchedState:
+def _watched(view: ClientHeartbeatResponse, known: WatchedState) -> WatchedState:
+    """The watched part of ``view``, compared on what ``known`` holds."""
     return WatchedState(desired_gray=view.desired_gray, gray_switch=view.gray_switch,
-                        orphan_policy=view.orphan_policy)
+                        orphan_policy=view.orphan_policy,
+                        gray_weight=None if known.gray_weight is None else view.gray_weight)

@@ -1,4 +1,4 @@
-"""Groups: client table, grayFlags, gray switch, orphan policy, gray rules."""
+"""Groups: client table, grayFlags, gray switch, orphan policy, weight, gray rules."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from graymq.nameserver.schemas import (
     RuleCreate,
     RuleView,
     SwitchPut,
+    WeightPut,
 )
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
@@ -88,6 +89,14 @@ def set_switch(group: GroupPath, body: SwitchPut, actor: AdminActor, groups: Gro
 @router.put("/{group}/orphan-policy")
 def set_orphan_policy(group: GroupPath, body: OrphanPolicyPut, actor: AdminActor, groups: Groups) -> GroupView:
     return groups.set_orphan_policy(group, body, actor)
+
+
+@router.put("/{group}/weight")
+def set_weight(group: GroupPath, body: WeightPut, actor: AdminActor, groups: Groups) -> GroupView:
+    """The percent (0..100) of each subscribed topic's normal queues the group's gray consumers take besides the
+    gray queues, while it has gray consumers and its gray switch is on (creates the group when missing). Audited;
+    the group's clients learn it through their watch."""
+    return groups.set_weight(group, body, actor)
 
 
 @router.get("/{group}/rules")

@@ -99,6 +99,7 @@ class ClientService:
             gray=client.gray,
             state=client.state,  # type: ignore[arg-type]
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
+            gray_weight=group.gray_weight,
             topics={
                 t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)
                 for t in topics
@@ -125,6 +126,7 @@ class ClientService:
             group=group.name,
             gray_switch=group.gray_switch,
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
+            gray_weight=group.gray_weight,
             clients=[client_view(c, group, rules).model_copy(update={"stale": c.last_seen <= stale_before})
                      for c in clients],
         )

@@ -1,4 +1,4 @@
-"""Group settings: gray switch, orphan policy and gray rules."""
+"""Group settings: gray switch, orphan policy, weight and gray rules."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ from graymq.nameserver.schemas import (
     RuleCreate,
     RuleView,
     SwitchPut,
+    WeightPut,
 )
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.services.views import cutover_view, group_view, rule_view
 from graymq.nameserver.settings import NameServerSettings
+from graymq.nameserver.watch import mark_changed
 from graymq.protocol.constants import dlq_topic, retry_topic
 
 
@@ -120,14 +122,20 @@ class GroupService:
     def set_orphan_policy(self, name: str, body: OrphanPolicyPut, actor: str) -> GroupView:
         return self._set_setting(name, "orphan_policy", body.policy, "set_orphan_policy", body.reason, actor)
 
+    def set_weight(self, name: str, body: WeightPut, actor: str) -> GroupView:
+        """The percent of each topic's normal queues the group's gray consumers take (0: none)."""
+        return self._set_setting(name, "gray_weight", body.weight, "set_weight", body.reason, actor)
+
     def _set_setting(
         self, name: str, column: str, value: object, action: str, reason: str | None, actor: str
     ) -> GroupView:
-        """Change one setting of a group (created if new), audited with before and after."""
+        """Change one setting of a group (created if new), audited with before and after; the group's clients
+        act on every setting, so its watchers wake once the change commits."""
         group = self._for_change(name)
         before = getattr(group, column)
         setattr(group, column, value)
         group.updated_at = utc_now()
+        mark_changed(self.session, group.name)
         self.audit.record(
             actor=actor,
             object_type="group",

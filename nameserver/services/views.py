@@ -26,6 +26,7 @@ def group_view(group: Group) -> GroupView:
         group=group.name,
         gray_switch=group.gray_switch,
         orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
+        gray_weight=group.gray_weight,
         created_at=group.created_at,
         updated_at=group.updated_at,
     )

@@ -3,7 +3,9 @@
 Each checker takes plain records and returns what it found, so it can be unit-tested without a cluster:
 
 - ``lost``: acked but never consumed by anyone;
-- ``duplicated``: consumed more than once (at-least-once allows it: reported, not a failure);
+- ``duplicated``: consumed more than once (after a crash at-least-once allows it: reported, not a failure);
+- ``stored_twice``: of those, the messages the broker holds at more than one position (a producer's retry the
+  broker did not recognise), as opposed to one stored message delivered again;
 - ``reordered``: one consumer took a queue's offsets out of order (redeliveries are not counted);
 - ``gray_violations``: a normal (v1) consumer got a gray message while isolation was in force;
 - ``recovery_time``: from a fault to the first consumption of traffic sent after it.
@@ -73,6 +75,19 @@ def duplicated(consumed: Iterable[Consumed]) -> dict[str, int]:
     """msg id -> how many times it was consumed, for those consumed more than once (by anyone)."""
     counts = Counter(c.msg_id for c in consumed)
     return {msg_id: n for msg_id, n in counts.items() if n > 1}
+
+
+def stored_twice(consumed: Iterable[Consumed]) -> dict[str, int]:
+    """msg id -> how many positions (broker, topic, queue, offset) it was consumed at, for those at more than one.
+
+    >>> def got(msg_id, client, offset): return Consumed(msg_id, client, "v1", "T", "b", 0, offset, False, 0.0)
+    >>> stored_twice([got("a", "c1", 5), got("a", "c2", 5), got("b", "c1", 7), got("b", "c1", 9)])
+    {'b': 2}
+    """
+    positions: dict[str, set[tuple[str, str, int, int]]] = {}
+    for c in consumed:
+        positions.setdefault(c.msg_id, set()).add((c.broker, c.topic, c.queue_id, c.queue_offset))
+    return {msg_id: len(p) for msg_id, p in positions.items() if len(p) > 1}
 
 
 def reordered(consumed: Sequence[Consumed]) -> list[tuple[Consumed, int]]:

@@ -5,15 +5,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tests.chaos.checkers import Consumed, Sent, Window, duplicated, gray_violations, lost, recovery_time, reordered
+from tests.chaos.checkers import (
+    Consumed,
+    Sent,
+    Window,
+    duplicated,
+    gray_violations,
+    lost,
+    recovery_time,
+    reordered,
+    stored_twice,
+)
 
-COLUMNS = ("case", "sent", "acked", "consumed", "lost", "duplicated", "reordered", "gray violations", "recovery s")
+COLUMNS = ("case", "sent", "acked", "consumed", "lost", "duplicated", "stored twice", "reordered", "gray violations",
+           "recovery s")
 
 
 @dataclass(frozen=True)
 class CaseResult:
     """What the checkers found in one case. ``sent`` counts send attempts, ``acked`` the SEND_OK answers,
-    ``consumed`` the distinct acked messages consumed; ``duplicated`` the extra deliveries."""
+    ``consumed`` the distinct acked messages consumed; ``duplicated`` the extra deliveries, ``stored_twice`` those
+    of them that were extra stored copies (the rest: one stored message delivered again)."""
 
     case: str
     sent: int
@@ -21,6 +33,7 @@ class CaseResult:
     consumed: int
     lost: list[str]
     duplicated: int
+    stored_twice: int
     reordered: int
     gray_violations: int
     recovery_s: float | None
@@ -30,7 +43,7 @@ class CaseResult:
     def row(self) -> list[str]:
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f}"
         return [self.case, str(self.sent), str(self.acked), str(self.consumed), str(len(self.lost)),
-                str(self.duplicated), str(self.reordered), str(self.gray_violations), recovery]
+                str(self.duplicated), str(self.stored_twice), str(self.reordered), str(self.gray_violations), recovery]
 
 
 def evaluate(case: str, attempts: int, sent: Sequence[Sent], consumed: Sequence[Consumed], fault_at: float | None,
@@ -42,6 +55,7 @@ def evaluate(case: str, attempts: int, sent: Sequence[Sent], consumed: Sequence[
         consumed=len(acked_ids & {c.msg_id for c in consumed}),
         lost=[s.msg_id for s in lost(sent, consumed)],
         duplicated=sum(n - 1 for n in duplicated(consumed).values()),
+        stored_twice=sum(n - 1 for n in stored_twice(consumed).values()),
         reordered=len(reordered(consumed)),
         gray_violations=len(gray_violations(consumed, isolated)),
         recovery_s=None if fault_at is None else recovery_time(fault_at, sent, consumed),

@@ -97,5 +97,5 @@ def test_evaluate_and_table_show_one_row_per_case_with_every_column():
             result.gray_violations, result.recovery_s) == (4, 3, 2, ["lost"], 1, 0, 0, 2.5)
     table = format_table([result]).splitlines()
     assert table[0].split() == " ".join(COLUMNS).split()
-    assert table[2].split() == ["kill9/sync", "4", "3", "2", "1", "1", "0", "0", "2.50"]
+    assert table[2].split() == ["kill9/sync", "4", "3", "2", "1", "1", "0", "0", "0", "2.50"]  # b: delivered again
     assert table[3] == "  kill9/sync: a note"

@@ -9,6 +9,7 @@ normal (v1) producers send.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from datetime import datetime
@@ -130,3 +131,22 @@ def test_weight_50_hands_the_gray_side_half_the_normal_queues_and_0_takes_them_b
     assert not lost, f"{len(lost)} lost, e.g. {[sent[m] for m in list(lost)[:3]]}"
     assert not duplicated, f"{sum(duplicated.values())} duplicated, e.g. {list(duplicated)[:3]}"
     assert not any(m["gray"] for m in events)
+
+
+def test_rollback_takes_the_weight_back_at_once_and_promote_leaves_none(weighted_group) -> None:
+    cluster, consumers = weighted_group
+    ns = cluster.ns_url
+    graymq(ns, "gray", "weight", GROUP, "50")
+    wait_for(lambda: gray_status(ns, GROUP)["weighted_queues"], 30, "the gray side holding weighted queues")
+    report = json.loads(graymq(ns, "gray", "rollback", GROUP, "--drain", "--timeout", "60", "--json",
+                               timeout=90).stdout.strip().splitlines()[-1])
+    assert report["state"] == "SUCCEEDED"
+    status = gray_status(ns, GROUP)
+    assert status["gray_weight"] == 0
+    wait_for(lambda: not gray_status(ns, GROUP)["weighted_queues"], 30, "the weighted queues handed back")
+    graymq(ns, "gray", "weight", GROUP, "25")
+    report = json.loads(graymq(ns, "gray", "promote", GROUP, "--timeout", "60", "--json",
+                               timeout=90).stdout.strip().splitlines()[-1])
+    assert report["state"] == "SUCCEEDED" and gray_status(ns, GROUP)["gray_weight"] == 0
+    for proc in consumers.values():
+        assert proc.terminate() == 0

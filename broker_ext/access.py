@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _DIGEST = "principal_digest"  # connection attribute: the digest of the token it authenticated with
-_DEV = "dev"  # connection attribute: dev mode, no (valid) token given
 
 FAILED_AUTH_LIMIT = 20  # failed AUTHENTICATE calls an address may make in FAILED_AUTH_WINDOW_S
 FAILED_AUTH_WINDOW_S = 60.0
@@ -83,7 +82,6 @@ class AccessControl:
         principal = self.principals.get(digest)
         if principal is None:
             if self.dev_mode:
-                conn.attributes[_DEV] = True
                 return response_envelope(pb.AUTHENTICATE, pb.AuthenticateResponse(principal=DEV_PRINCIPAL.name))
             self.throttle.failed(address)
             self.refused += 1

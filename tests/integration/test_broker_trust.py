@@ -20,6 +20,7 @@ from graymq.protocol.frame import encode_frame
 from graymq.protocol.remoting import request_envelope
 from tests.support.broker import create_topic, heartbeat, pull_request, send
 from tests.support.cli import wait_for
+from tests.support.metrics import scrape
 from tests.support.trust import (
     ADMIN,
     SECURE_ENV,
@@ -67,8 +68,10 @@ def secure(graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path) -> d
         "billing2": add_principal(ns_url, "billing2", "--consume", "billing"),
         "other": add_principal(ns_url, "other", "--consume", "other_*", "--produce", "OTHER_*"),
     }
-    broker = start_secure_broker(graymq_process, ns_url, "broker-a", tokens["broker"], tmp_path / "broker-a")
+    broker = start_secure_broker(graymq_process, ns_url, "broker-a", tokens["broker"], tmp_path / "broker-a",
+                                 GRAYMQ_BROKER_METRICS_PORT="0")
     tokens["address"] = broker.address
+    tokens["metrics"] = f"http://{broker.ready_info['metrics']}/metrics"  # type: ignore[index]
     created = cli(ns_url, "topic", "create", "ORDER_PAID", "--queues", "8", "--gray-queues", "2")
     assert created.returncode == 0, created.stderr
     return tokens
@@ -120,6 +123,8 @@ def test_each_abuse_over_the_broker_port_is_refused_with_its_error(secure: dict[
         with pytest.raises(OffsetIllegalError, match=r"outside the queue's \[0, 1\]"):
             as_principal(billing, lambda c, o=offset: c.update_offset(address, "billing", "ORDER_PAID", 1, o))
     as_principal(billing, lambda c: c.update_offset(address, "billing", "ORDER_PAID", 1, 1))
+    refusals = scrape(secure["metrics"]).value("graymq_broker_refused_requests_total") or 0
+    assert refusals >= 3 + len(cases) + 1 + 2  # every refusal above is counted
 
 
 def test_a_client_id_is_used_only_by_the_principal_that_registered_it(secure: dict[str, str]) -> None:

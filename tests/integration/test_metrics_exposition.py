@@ -34,6 +34,7 @@ BROKER_FAMILIES = {
     "graymq_broker_clients": "gauge",
     "graymq_broker_long_polls": "gauge",
     "graymq_broker_rejected_connections": "counter",
+    "graymq_broker_refused_requests": "counter",
 }
 STORE_FAMILIES = {
     "graymq_store_damaged_records": "counter",
@@ -99,6 +100,7 @@ def test_broker_metrics_port_serves_prometheus_text_that_follows_sends_and_pulls
     assert before.value("graymq_broker_commitlog_max_offset") == 0
     assert (after.value("graymq_broker_commitlog_max_offset") or 0) > 0
     assert after.value("graymq_store_damaged_records_total") == 0
+    assert after.value("graymq_broker_refused_requests_total") == 0  # dev mode: nothing refused
     assert (after.value("graymq_store_unflushed_bytes") or 0) >= 0
 
 

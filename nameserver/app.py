@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graymq.nameserver.auth import authenticated
 from graymq.nameserver.body_limit import BodyLimitMiddleware
+from graymq.nameserver.console import mount_console
 from graymq.nameserver.db import create_db_engine, read_only, session_factory
 from graymq.nameserver.errors import install_error_handlers
 from graymq.nameserver.metrics import Metrics
@@ -96,7 +98,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
                 await asyncio.gather(listening, return_exceptions=True)
             engine.dispose()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc from the assets fastapi-offline ships, no CDN
         title="graymq name server",
         version=_version(),
         description="Broker registry, topic routes, per-client grayFlags, gray switches and rules, "
@@ -119,4 +121,5 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     for module in (brokers, topics, clients, groups, cutovers, audit, principals):
         app.include_router(module.router, responses=ERROR_RESPONSES, dependencies=[Depends(authenticated)])
     app.include_router(health.router)
+    mount_console(app, ERROR_RESPONSES)
     return app

@@ -1,0 +1,40 @@
+"""The operators' web console, served by the name server at ``/console/`` (README "Console").
+
+Pages are server-rendered fragments (Jinja2) that a small script fetches and refreshes; every asset ships in this
+package, nothing comes from a CDN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from graymq.nameserver.console.operations import ConsoleOperations
+from graymq.nameserver.console.routes import data, pages
+
+STATIC = Path(__file__).parent / "static"
+
+
+def mount_console(app: FastAPI, responses: dict[int | str, dict[str, Any]]) -> None:
+    """Add the console's routes and assets to ``app``; the cutovers it runs stop with the app."""
+    operations = ConsoleOperations()
+    app.state.console_operations = operations
+    app.include_router(pages)
+    app.include_router(data, responses=responses)
+    app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(running: FastAPI) -> AsyncIterator[Any]:
+        async with inner(running) as state:
+            try:
+                yield state
+            finally:
+                await operations.stop()
+
+    app.router.lifespan_context = lifespan

@@ -1,0 +1,119 @@
+"""What an action will do, said in numbers for the confirmation (e.g. "drains 2 gray queues, 1,204 messages
+left"), from the group as it is now."""
+
+from __future__ import annotations
+
+from graymq.nameserver.console.actions import (
+    ConsoleAction,
+    FlagAction,
+    PromoteAction,
+    RollbackAction,
+    RuleAction,
+    RuleDeleteAction,
+    SwitchAction,
+    WeightAction,
+)
+from graymq.nameserver.console.queue_map import QueueCell, QueueMap
+from graymq.nameserver.schemas import ClientView, GroupDetail
+
+CONSUMING_ROLES = ("consumer", "spark")
+
+
+def describe(action: ConsoleAction, detail: GroupDetail, clients: list[ClientView], qmap: QueueMap) -> str:
+    group = detail.group
+    consumers = [c for c in clients if c.role in CONSUMING_ROLES]
+    gray_consumers = [c for c in consumers if c.gray]
+    gray_producers = [c for c in clients if c.role == "producer" and (c.gray or c.desired_gray)]
+    match action:
+        case FlagAction(client_id=client_id, gray=gray):
+            return _flag(detail, [c for c in clients if c.client_id == client_id], client_id, gray, qmap)
+        case SwitchAction(enabled=False):
+            return (f"turns the gray switch of {group} off: {_count(len(gray_consumers), 'gray consumer')} "
+                    f"{_drain(qmap.gray_cells(), qmap, len(gray_consumers))} and turn normal; producers stop sending "
+                    "gray messages")
+        case SwitchAction(enabled=True):
+            return (f"turns the gray switch of {group} on: clients an explicit flag or a rule makes gray turn gray "
+                    "and take the gray queues")
+        case RuleAction(selector=selector, gray=gray):
+            return (f"adds the rule {_labels(selector)} → {'gray' if gray else 'normal'}: "
+                    f"{_matching(clients, selector)} follow it unless an explicit flag or an earlier rule decides")
+        case RuleDeleteAction(rule_id=rule_id):
+            rule = next((r for r in detail.rules if r.id == rule_id), None)
+            if rule is None:
+                return f"removes rule #{rule_id} (not a rule of {group} any more)"
+            return (f"removes rule #{rule_id} {_labels(rule.selector)} → {'gray' if rule.gray else 'normal'}: "
+                    f"{_matching(clients, rule.selector)} fall to the next rule that matches, else normal")
+        case WeightAction(weight=weight):
+            normal = [cell for cell in qmap.cells() if not cell.gray]
+            share = sum(round(len(cells) * weight / 100) for cells in _by_topic(normal).values())
+            when = "" if gray_consumers and detail.gray_switch else " once the group has gray consumers and its " \
+                "gray switch is on"
+            return (f"sets the weight of {group} from {detail.gray_weight}% to {weight}%: the gray side takes "
+                    f"{share} of the {len(normal)} normal queues{when}")
+        case PromoteAction():
+            gray_rules = [r for r in detail.rules if r.gray]
+            return (f"promotes {group}: {_count(len(gray_producers), 'gray producer')} and "
+                    f"{_count(len(gray_consumers), 'gray consumer')} turn normal, "
+                    f"{_count(len(gray_rules), 'gray rule')} removed; the consumers "
+                    f"{_drain(qmap.gray_cells(), qmap, 2)} first; weight back to 0")
+        case RollbackAction(mode="drain"):
+            return (f"rolls {group} back (drain): weight back to 0, {_count(len(gray_producers), 'gray producer')} "
+                    f"turn normal (no new gray messages); {_count(len(gray_consumers), 'gray consumer')} "
+                    f"{_drain(qmap.gray_cells(), qmap, len(gray_consumers))} and stay gray until stopped")
+        case RollbackAction(mode="adopt"):
+            return (f"rolls {group} back (adopt): weight back to 0, {_count(len(gray_producers), 'gray producer')} "
+                    f"turn normal; once the {_count(len(gray_consumers), 'gray consumer')} stop, normal consumers "
+                    f"take {_queues(qmap.gray_cells(), qmap)}; the orphan policy returns to hold after")
+    raise AssertionError(f"unhandled action {action!r}")
+
+
+def _flag(detail: GroupDetail, found: list[ClientView], client_id: str, gray: bool | None, qmap: QueueMap) -> str:
+    if not found:
+        return f"{client_id} is not a live client of {detail.group}: the flag applies when it heartbeats again"
+    if gray is None:
+        return f"clears the explicit flag of {client_id}: the group's rules decide whether it is gray"
+    held = [cell for cell in qmap.cells() if client_id in cell.owners]
+    now_gray = any(c.gray for c in found)
+    if not gray and now_gray:
+        gray_held = [cell for cell in held if cell.gray]
+        return f"{client_id} {_drain(gray_held, qmap)}, then turns normal and takes normal queues"
+    if gray and not now_gray:
+        if not detail.gray_switch:
+            return f"{client_id} is flagged gray, but the gray switch of {detail.group} is off: it stays normal"
+        return (f"{client_id} gives up its {_count(len(held), 'queue')}, turns gray and takes gray queues; "
+                "its producers send gray messages")
+    return f"{client_id} stays {'gray' if gray else 'normal'} (its flag becomes explicit)"
+
+
+def _drain(cells: list[QueueCell], qmap: QueueMap, subjects: int = 1) -> str:
+    """``drains N gray queues, M messages left``, the verb agreeing with its ``subjects``."""
+    return f"{'drains' if subjects == 1 else 'drain'} {_queues(cells, qmap)}"
+
+
+def _queues(cells: list[QueueCell], qmap: QueueMap) -> str:
+    if any(cell.offsets is None for cell in cells):
+        return f"{_count(len(cells), 'gray queue')} (messages left unknown: a broker did not answer)"
+    left = sum(cell.offsets.lag for cell in cells if cell.offsets is not None)
+    return f"{_count(len(cells), 'gray queue')}, {left:,} message{'' if left == 1 else 's'} left"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _matching(clients: list[ClientView], selector: dict[str, str]) -> str:
+    ids = sorted({c.client_id for c in clients if all(c.labels.get(k) == v for k, v in selector.items())})
+    if not ids:
+        return "no live client matches; new ones"
+    return f"the {_count(len(ids), 'client')} it matches ({', '.join(ids)})"
+
+
+def _by_topic(cells: list[QueueCell]) -> dict[str, list[QueueCell]]:
+    out: dict[str, list[QueueCell]] = {}
+    for cell in cells:
+        out.setdefault(cell.topic, []).append(cell)
+    return out

@@ -1,0 +1,123 @@
+"""A group's queue map: every queue of every topic its consumers subscribe, on every broker, with its owner and
+offsets.
+
+The owners are what the clients report holding (``broker:topic:queue_id``, as ``graymq gray status`` lists them);
+the offsets are what the brokers answer for the group. A queue two clients report at once (a hand-over in
+flight) names both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from graymq.nameserver.schemas import ClientView, TopicRoute
+from graymq.protocol.gray import gray_queue_ids
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffsets:
+    """A queue's offsets as its broker reports them for the group (``committed`` -1: never committed)."""
+
+    committed: int
+    min_offset: int
+    max_offset: int
+
+    @property
+    def lag(self) -> int:
+        """Messages the group has not consumed yet (from the committed offset, or the oldest kept message)."""
+        start = max(self.committed, self.min_offset) if self.committed >= 0 else self.min_offset
+        return max(0, self.max_offset - start)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCell:
+    broker: str
+    topic: str
+    queue_id: int
+    gray: bool
+    owners: tuple[str, ...]
+    offsets: QueueOffsets | None  # None: the broker did not answer
+
+    @property
+    def key(self) -> str:
+        """``BROKER:TOPIC:QUEUE_ID``, the form clients report and ``gray status`` prints."""
+        return f"{self.broker}:{self.topic}:{self.queue_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRow:
+    broker: str
+    cells: tuple[QueueCell, ...]
+    error: str = ""  # why the offsets are missing
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMap:
+    topic: str
+    rows: tuple[BrokerRow, ...]
+    error: str = ""  # why the topic has no route
+
+
+@dataclass
+class QueueMap:
+    topics: list[TopicMap] = field(default_factory=list)
+
+    def cells(self) -> list[QueueCell]:
+        return [cell for t in self.topics for row in t.rows for cell in row.cells]
+
+    def gray_cells(self) -> list[QueueCell]:
+        return [cell for cell in self.cells() if cell.gray]
+
+    @property
+    def gray_backlog(self) -> int | None:
+        """The unconsumed messages of the gray queues; None when a broker holding one did not answer."""
+        gray = self.gray_cells()
+        if any(cell.offsets is None for cell in gray):
+            return None
+        return sum(cell.offsets.lag for cell in gray if cell.offsets is not None)
+
+
+def owners_by_queue(clients: Iterable[ClientView]) -> dict[str, tuple[str, ...]]:
+    """``BROKER:TOPIC:QUEUE_ID`` → the ids of the clients reporting it, sorted."""
+    owners: dict[str, list[str]] = {}
+    for client in clients:
+        for queue in client.queues:
+            owners.setdefault(queue, []).append(client.client_id)
+    return {queue: tuple(sorted(set(ids))) for queue, ids in owners.items()}
+
+
+def build_queue_map(
+    routes: Mapping[str, TopicRoute | str],
+    owners: Mapping[str, tuple[str, ...]],
+    offsets: Mapping[tuple[str, str], dict[int, QueueOffsets] | str],
+) -> QueueMap:
+    """The map of ``routes`` (topic → its route, or why there is none); ``offsets`` maps (broker, topic) to the
+    queues' offsets, or to why the broker did not answer.
+
+    >>> from graymq.nameserver.schemas import BrokerRoute
+    >>> route = TopicRoute(topic="T", queue_nums=3, gray_queue_nums=1, brokers=[
+    ...     BrokerRoute(broker_name="b", address="h:1", queue_nums=3, gray_queue_nums=1, perm=6)])
+    >>> qmap = build_queue_map({"T": route}, {"b:T:0": ("v2",)}, {("b", "T"): {0: QueueOffsets(5, 0, 9)}})
+    >>> [(c.key, c.gray, c.owners, c.offsets and c.offsets.lag) for c in qmap.cells()]
+    [('b:T:0', True, ('v2',), 4), ('b:T:1', False, (), None), ('b:T:2', False, (), None)]
+    """
+    qmap = QueueMap()
+    for topic in sorted(routes, key=lambda t: (t.startswith("%"), t)):  # retry and dead-letter topics last
+        route = routes[topic]
+        if isinstance(route, str):
+            qmap.topics.append(TopicMap(topic, (), error=route))
+            continue
+        rows = []
+        for broker in sorted(route.brokers, key=lambda b: b.broker_name):
+            gray = set(gray_queue_ids(broker.queue_nums, broker.gray_queue_nums))
+            answer = offsets.get((broker.broker_name, topic), {})
+            known = answer if isinstance(answer, dict) else {}
+            cells = tuple(
+                QueueCell(broker.broker_name, topic, qid, qid in gray,
+                          owners.get(f"{broker.broker_name}:{topic}:{qid}", ()),
+                          None if isinstance(answer, str) else known.get(qid))
+                for qid in range(broker.queue_nums))
+            rows.append(BrokerRow(broker.broker_name, cells, answer if isinstance(answer, str) else ""))
+        qmap.topics.append(TopicMap(topic, tuple(rows)))
+    return qmap

@@ -1,0 +1,205 @@
+"""The console's routes: page shells (open, they hold no data), HTML fragments the pages fetch with the browser's
+bearer token (any authenticated caller, like the ``/v1`` reads), and actions (admin only).
+
+The token never travels in a URL: the pages' script keeps it in the browser's session storage and sends it as
+``Authorization: Bearer``. In dev mode no token is needed, as for the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
+
+from graymq.nameserver.auth import AdminActor, authenticated
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.console.actions import (
+    ActionRequest,
+    ActionResult,
+    Cutover,
+    Preview,
+    PreviewRequest,
+    PromoteAction,
+    RollbackAction,
+    perform,
+)
+from graymq.nameserver.console.operations import ConsoleOperations
+from graymq.nameserver.console.preview import describe
+from graymq.nameserver.console.reads import ConsoleReader
+from graymq.nameserver.errors import Conflict
+from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, Text
+from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.cutovers import CutoverService
+
+START_WAIT_S = 10.0  # for a started cutover's record to appear
+templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+pages = APIRouter(prefix="/console", include_in_schema=False)
+data = APIRouter(prefix="/console", include_in_schema=False, dependencies=[Depends(authenticated)])
+
+
+def _ago(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    seconds = max(0.0, (utc_now() - moment).total_seconds())
+    return f"{seconds:.1f} s ago" if seconds < 60 else f"{seconds / 60:.0f} min ago" if seconds < 3600 \
+        else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(op: CutoverView) -> str:
+    end = op.finished_at or utc_now()
+    return f"{(end - op.started_at).total_seconds():.1f} s"
+
+
+templates.env.filters["ago"] = _ago
+templates.env.filters["duration"] = _duration
+templates.env.filters["num"] = lambda n: "?" if n is None else f"{n:,}"
+templates.env.filters["labels"] = lambda labels: ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def bearer_token(request: Request) -> str:
+    """The caller's bearer token, empty when it sent none."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _reader(request: Request) -> ConsoleReader:
+    state = request.app.state
+    return ConsoleReader(state.read_sessions, state.settings, bearer_token(request))
+
+
+Reader = Annotated[ConsoleReader, Depends(_reader)]
+
+
+def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context)
+
+
+# -- page shells -----------------------------------------------------------------------------
+@pages.get("")
+def console_root() -> RedirectResponse:
+    return RedirectResponse("/console/")
+
+
+@pages.get("/")
+def groups_page(request: Request) -> HTMLResponse:
+    return _page(request, "page.html", title="Groups", fragment="/console/fragments/groups", refresh_ms=2000)
+
+
+@pages.get("/groups/{group}")
+def group_page(request: Request, group: GroupPath) -> HTMLResponse:
+    return _page(request, "page.html", title=f"Group {group}", group=group,
+                 fragment=f"/console/fragments/groups/{group}", refresh_ms=1000)
+
+
+@pages.get("/operations")
+def operations_page(request: Request) -> HTMLResponse:
+    return _page(request, "page.html", title="Operations", fragment="/console/fragments/operations",
+                 refresh_ms=2000)
+
+
+@pages.get("/audit")
+def audit_page(request: Request) -> HTMLResponse:
+    return _page(request, "page.html", title="Audit log", fragment="/console/fragments/audit", refresh_ms=0,
+                 filters=True)
+
+
+# -- fragments -------------------------------------------------------------------------------
+@data.get("/fragments/groups")
+async def groups_fragment(request: Request, reader: Reader) -> HTMLResponse:
+    return _page(request, "groups.html", rows=await reader.groups())
+
+
+@data.get("/fragments/groups/{group}")
+async def group_fragment(request: Request, group: GroupPath, reader: Reader) -> HTMLResponse:
+    return _page(request, "group.html", page=await reader.group_page(group))
+
+
+@data.get("/fragments/operations")
+async def operations_fragment(request: Request, reader: Reader) -> HTMLResponse:
+    return _page(request, "operations.html", operations=await run_in_threadpool(reader.operations))
+
+
+@data.get("/fragments/audit")
+async def audit_fragment(
+    request: Request,
+    reader: Reader,
+    group: Annotated[GroupName | None, Query()] = None,
+    object_type: Annotated[Text | None, Query(max_length=32)] = None,
+    object_id: Annotated[Text | None, Query(max_length=255)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> HTMLResponse:
+    entries = await run_in_threadpool(reader.audit, group or None, object_type or None, object_id or None, limit)
+    return _page(request, "audit.html", entries=entries)
+
+
+# -- actions ---------------------------------------------------------------------------------
+@data.post("/api/groups/{group}/preview")
+async def preview(group: GroupPath, body: PreviewRequest, _actor: AdminActor, reader: Reader) -> Preview:
+    """What the action would do now, for the confirmation."""
+    detail, clients, qmap = await reader.group_state(group)
+    return Preview(message=describe(body.action, detail, clients, qmap))
+
+
+@data.post("/api/groups/{group}/actions")
+async def act(group: GroupPath, body: ActionRequest, actor: AdminActor, request: Request) -> ActionResult:
+    """Carry the action out as the caller; a promote or rollback answers once its operation is recorded."""
+    state = request.app.state
+    action = body.action
+    if isinstance(action, PromoteAction | RollbackAction):
+        return await _start_cutover(request, group, action, actor, body.reason)
+    return await run_in_threadpool(perform, state.sessions, state.settings, group, action, actor, body.reason)
+
+
+async def _start_cutover(request: Request, group: str, action: Cutover, actor: str, reason: str | None
+                         ) -> ActionResult:
+    """409 while the group has a running operation; else run it here and wait until its record exists."""
+    state = request.app.state
+
+    def operations() -> list[CutoverView]:
+        with state.read_sessions() as session:
+            return CutoverService(session).of_group(group, None)
+
+    before = await run_in_threadpool(operations)
+    running = [op for op in before if op.state == "RUNNING"]
+    if running:
+        op = running[0]
+        raise Conflict(f"{op.kind} #{op.id} is already running on {group} (started by {op.started_by}); if its "
+                       f"controller stopped, `graymq gray {op.kind} {group}` resumes it", op.model_dump(mode="json"))
+    newest = before[0].id if before else 0
+    console_operations: ConsoleOperations = state.console_operations
+    task = console_operations.start(group, action, _own_url(request), bearer_token(request) or None)
+    deadline = time.monotonic() + START_WAIT_S
+    while True:
+        started = [op for op in await run_in_threadpool(operations) if op.id > newest]
+        if started:
+            op = started[-1]
+            await run_in_threadpool(_record_reason, state.sessions, op, actor, reason)
+            return ActionResult(message=f"{op.kind} #{op.id} of {group} started (runs in the name server; its steps "
+                                        "show below)", operation_id=op.id)
+        if task.done() or time.monotonic() > deadline:
+            raise Conflict(f"the {action.action} of {group} did not start (see the name server's log)")
+        await asyncio.sleep(0.05)
+
+
+def _record_reason(sessions: Any, op: CutoverView, actor: str, reason: str | None) -> None:
+    """The operator's reason, next to the operation's ``start`` entry in the audit log."""
+    with sessions() as session:
+        AuditService(session).record(actor=actor, object_type="cutover", object_id=op.id, action="requested",
+                                     group=op.group, after={"kind": op.kind, "mode": op.mode, "from": "console"},
+                                     reason=reason)
+        session.commit()
+
+
+def _own_url(request: Request) -> str:
+    """This name server's address as the connection reached it (the socket it listens on, not a proxy's)."""
+    host, port = request.scope["server"]
+    host = f"[{host}]" if ":" in host else host
+    return f"{request.url.scheme}://{host}:{port}"

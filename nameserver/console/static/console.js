@@ -1,0 +1,165 @@
+// graymq console: fetches the page's server-rendered fragment with the session's bearer token, refreshes it,
+// and runs actions after a confirmation. The token lives in sessionStorage only, never in a URL.
+"use strict";
+
+const TOKEN_KEY = "graymq-console-token";
+const content = document.getElementById("content");
+const statusBox = document.getElementById("status");
+let lastHtml = "";
+let timer = null;
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+function headers(json) {
+  const h = {};
+  if (token()) h["Authorization"] = "Bearer " + token();
+  if (json) h["Content-Type"] = "application/json";
+  return h;
+}
+
+function showToken() {
+  document.getElementById("token-state").textContent = token() ? "token set" : "no token";
+  document.getElementById("token-forget").hidden = !token();
+}
+
+async function errorText(response) {
+  try {
+    const body = await response.json();
+    const detail = typeof body.detail === "string" ? body.detail
+      : Array.isArray(body.detail) ? body.detail.map((d) => d.msg || JSON.stringify(d)).join("; ")
+      : body.detail ? JSON.stringify(body.detail) : "";
+    return `${response.status} ${body.error || ""}${detail ? ": " + detail : ""}`;
+  } catch (e) {
+    return `${response.status} ${response.statusText}`;
+  }
+}
+
+function say(text, ok) {
+  statusBox.hidden = false;
+  statusBox.className = ok ? "ok" : "error";
+  statusBox.textContent = text;
+}
+
+function fragmentUrl() {
+  const url = new URL(content.dataset.fragment, location.origin);
+  const filters = document.getElementById("filters");
+  if (filters) {
+    for (const [key, value] of new FormData(filters)) if (value) url.searchParams.set(key, value);
+  }
+  return url;
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  try {
+    const response = await fetch(fragmentUrl(), { headers: headers(false) });
+    if (response.status === 401) {
+      content.innerHTML = "";
+      const p = document.createElement("p");
+      p.className = "error";
+      p.id = "needs-token";
+      p.textContent = "This name server needs a token: use Enter token (" + (await errorText(response)) + ")";
+      content.appendChild(p);
+      lastHtml = "";
+    } else if (!response.ok) {
+      content.textContent = await errorText(response);
+      lastHtml = "";
+    } else {
+      const html = await response.text();
+      if (html !== lastHtml) {
+        content.innerHTML = html;
+        lastHtml = html;
+      }
+      content.dataset.refreshed = String(Number(content.dataset.refreshed || 0) + 1);
+    }
+  } catch (e) {
+    content.dataset.error = String(e);
+  }
+  const every = Number(content.dataset.refreshMs || 0);
+  if (every > 0) timer = setTimeout(refresh, every);
+}
+
+function confirmWith(text) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-reason").value = "";
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"
+      ? document.getElementById("confirm-reason").value : null), { once: true });
+  });
+}
+
+async function post(path, body) {
+  const response = await fetch(path, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
+  if (!response.ok) throw new Error(await errorText(response));
+  return response.json();
+}
+
+async function run(action) {
+  const base = `/console/api/groups/${encodeURIComponent(content.dataset.group)}`;
+  try {
+    const preview = await post(`${base}/preview`, { action });
+    const reason = await confirmWith(preview.message);
+    if (reason === null) return;
+    const result = await post(`${base}/actions`, { action, reason: reason || null });
+    say(result.message, true);
+  } catch (e) {
+    say("refused: " + e.message, false);
+  }
+  refresh();
+}
+
+function formAction(form) {
+  const data = new FormData(form);
+  if (form.dataset.kind === "weight") return { action: "weight", weight: Number(data.get("weight")) };
+  const selector = {};
+  for (const pair of String(data.get("selector")).split(",")) {
+    const [key, ...rest] = pair.split("=");
+    if (key.trim()) selector[key.trim()] = rest.join("=").trim();
+  }
+  return { action: "rule", selector, gray: data.get("gray") === "true" };
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button.act");
+  if (button) run(JSON.parse(button.dataset.action));
+});
+
+for (const form of document.querySelectorAll("form.act-form")) {
+  form.addEventListener("submit", (event) => { event.preventDefault(); run(formAction(form)); });
+}
+
+const filters = document.getElementById("filters");
+if (filters) {
+  const params = new URLSearchParams(location.hash.slice(1));
+  for (const [key, value] of params) if (filters.elements[key]) filters.elements[key].value = value;
+  filters.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const shown = new URLSearchParams();
+    for (const [key, value] of new FormData(filters)) if (value) shown.set(key, value);
+    history.replaceState(null, "", "#" + shown.toString());
+    refresh();
+  });
+}
+
+document.getElementById("token-enter").addEventListener("click", () => {
+  const dialog = document.getElementById("token-dialog");
+  document.getElementById("token-input").value = "";
+  dialog.showModal();
+  dialog.addEventListener("close", () => {
+    const value = document.getElementById("token-input").value.trim();
+    if (dialog.returnValue === "ok" && value) sessionStorage.setItem(TOKEN_KEY, value);
+    showToken();
+    refresh();
+  }, { once: true });
+});
+
+document.getElementById("token-forget").addEventListener("click", () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  showToken();
+  refresh();
+});
+
+showToken();
+refresh();

@@ -52,7 +52,8 @@ $(DEMO_STAMP) $(TEST_STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-# PostgreSQL server binaries for the test fixtures, Java for Spark: installed when missing.
+# PostgreSQL server binaries for the test fixtures, Java for Spark, Chromium for the console's browser tests (driven
+# by Playwright at /usr/bin/chromium; Playwright's own browser downloads are never used): installed when missing.
 system-deps:
 	@if [ -z "$(PG_BIN)" ] || [ ! -x "$(PG_BIN)/initdb" ]; then \
 		echo "installing PostgreSQL server binaries"; \
@@ -61,6 +62,10 @@ system-deps:
 	@if ! command -v java >/dev/null 2>&1; then \
 		echo "installing Java for Spark"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing Chromium for the browser tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; \
 	fi
 
 lint: $(TEST_STAMP)

@@ -53,7 +53,8 @@ async function refresh() {
   clearTimeout(timer);
   try {
     const response = await fetch(fragmentUrl(), { headers: headers(false) });
-    if (response.status === 401) {
+    if (response.status === 401 || response.status === 429) {
+      // Each refused attempt counts against this address's failed-authentication budget: wait for a token.
       content.innerHTML = "";
       const p = document.createElement("p");
       p.className = "error";
@@ -61,6 +62,7 @@ async function refresh() {
       p.textContent = "This name server needs a token: use Enter token (" + (await errorText(response)) + ")";
       content.appendChild(p);
       lastHtml = "";
+      return;
     } else if (!response.ok) {
       content.textContent = await errorText(response);
       lastHtml = "";

@@ -53,9 +53,9 @@ def describe(action: ConsoleAction, detail: GroupDetail, clients: list[ClientVie
         case PromoteAction():
             gray_rules = [r for r in detail.rules if r.gray]
             return (f"promotes {group}: {_count(len(gray_producers), 'gray producer')} and "
-                    f"{_count(len(gray_consumers), 'gray consumer')} turn normal, "
-                    f"{_count(len(gray_rules), 'gray rule')} removed; the consumers "
-                    f"{_drain(qmap.gray_cells(), qmap, 2)} first; weight back to 0")
+                    f"{_count(len(gray_consumers), 'gray consumer')} turn normal (the consumers once they "
+                    f"{_drain(qmap.gray_cells(), qmap, 2)}), {_count(len(gray_rules), 'gray rule')} removed, weight "
+                    "back to 0")
         case RollbackAction(mode="drain"):
             return (f"rolls {group} back (drain): weight back to 0, {_count(len(gray_producers), 'gray producer')} "
                     f"turn normal (no new gray messages); {_count(len(gray_consumers), 'gray consumer')} "

@@ -27,7 +27,7 @@ async function errorText(response) {
     const body = await response.json();
     const detail = typeof body.detail === "string" ? body.detail
       : Array.isArray(body.detail) ? body.detail.map((d) => d.msg || JSON.stringify(d)).join("; ")
-      : body.detail ? JSON.stringify(body.detail) : "";
+      : "";  // an object (e.g. the running operation) is data for scripts, not words for the operator
     return `${response.status} ${body.error || ""}${detail ? ": " + detail : ""}`;
   } catch (e) {
     return `${response.status} ${response.statusText}`;

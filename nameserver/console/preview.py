@@ -80,8 +80,7 @@ def _flag(detail: GroupDetail, found: list[ClientView], client_id: str, gray: bo
     if gray and not now_gray:
         if not detail.gray_switch:
             return f"{client_id} is flagged gray, but the gray switch of {detail.group} is off: it stays normal"
-        return (f"{client_id} gives up its {_count(len(held), 'queue')}, turns gray and takes gray queues; "
-                "its producers send gray messages")
+        return f"{client_id} gives up its {_count(len(held), 'queue')}, turns gray and takes gray queues"
     return f"{client_id} stays {'gray' if gray else 'normal'} (its flag becomes explicit)"
 
 

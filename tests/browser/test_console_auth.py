@@ -47,4 +47,15 @@ def test_an_action_without_a_token_or_the_admin_right_is_refused_and_one_with_th
     entry = page.locator('table.audit tr[data-audit-action="set_switch"]').first
     expect(entry.locator(".actor")).to_have_text("ops")
     expect(entry.locator(".reason")).to_have_text("pause the canary")
+
+    page.fill('form[data-kind="rule"] [name=selector]', "version=v3")
+    page.select_option('form[data-kind="rule"] [name=gray]', "false")
+    assert act(page, 'form[data-kind="rule"] button', "v3 stays normal").startswith("adds the rule version=v3 → normal")
+    assert status(page) == "rule #1 version=v3 → normal added"
+    expect(page.locator('tr[data-rule="1"]')).to_contain_text("version=v3")
+    act(page, 'tr[data-rule="1"] button', "not needed")
+    expect(page.locator('tr[data-rule="1"]')).to_have_count(0)
+    page.fill('form[data-kind="weight"] [name=weight]', "25")
+    assert act(page, 'form[data-kind="weight"] button', "a quarter").startswith(f"sets the weight of {GROUP} from 0%")
+    expect(page.locator(".summary")).to_have_attribute("data-weight", "25")
     assert "token" not in page.url and ADMIN not in page.url

@@ -121,5 +121,5 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     for module in (brokers, topics, clients, groups, cutovers, audit, principals):
         app.include_router(module.router, responses=ERROR_RESPONSES, dependencies=[Depends(authenticated)])
     app.include_router(health.router)
-    mount_console(app, ERROR_RESPONSES)
+    mount_console(app)
     return app

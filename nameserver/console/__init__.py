@@ -20,12 +20,12 @@ from graymq.nameserver.console.routes import data, pages
 STATIC = Path(__file__).parent / "static"
 
 
-def mount_console(app: FastAPI, responses: dict[int | str, dict[str, Any]]) -> None:
+def mount_console(app: FastAPI) -> None:
     """Add the console's routes and assets to ``app``; the cutovers it runs stop with the app."""
     operations = ConsoleOperations()
     app.state.console_operations = operations
     app.include_router(pages)
-    app.include_router(data, responses=responses)
+    app.include_router(data)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
     inner = app.router.lifespan_context
 

@@ -98,7 +98,7 @@ class ConsoleReader:
 
         rows = []
         for stored in await run_in_threadpool(read):
-            clients = [c for c in stored.clients.clients if c.role in CONSUMING_ROLES]
+            clients = stored.clients.clients
             qmap = await self._queue_map(stored.detail.group, stored, gray_only=True)
             rows.append(GroupRow(stored.detail, sum(c.gray for c in clients), sum(not c.gray for c in clients),
                                  qmap.gray_backlog))

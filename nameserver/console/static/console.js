@@ -7,6 +7,8 @@ const content = document.getElementById("content");
 const statusBox = document.getElementById("status");
 let lastHtml = "";
 let timer = null;
+let loading = false;  // one fetch at a time: a refresh asked for meanwhile runs when it ends
+let again = false;
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 
@@ -51,10 +53,17 @@ function fragmentUrl() {
 
 async function refresh() {
   clearTimeout(timer);
+  if (loading) {
+    again = true;
+    return;
+  }
+  loading = true;
+  let refused = false;
   try {
     const response = await fetch(fragmentUrl(), { headers: headers(false) });
     if (response.status === 401 || response.status === 429) {
       // Each refused attempt counts against this address's failed-authentication budget: wait for a token.
+      refused = true;
       content.innerHTML = "";
       const p = document.createElement("p");
       p.className = "error";
@@ -62,7 +71,6 @@ async function refresh() {
       p.textContent = "This name server needs a token: use Enter token (" + (await errorText(response)) + ")";
       content.appendChild(p);
       lastHtml = "";
-      return;
     } else if (!response.ok) {
       content.textContent = await errorText(response);
       lastHtml = "";
@@ -76,9 +84,16 @@ async function refresh() {
     }
   } catch (e) {
     content.dataset.error = String(e);
+  } finally {
+    loading = false;
   }
   const every = Number(content.dataset.refreshMs || 0);
-  if (every > 0) timer = setTimeout(refresh, every);
+  if (again) {
+    again = false;
+    refresh();
+  } else if (every > 0 && !refused) {
+    timer = setTimeout(refresh, every);
+  }
 }
 
 function confirmWith(text) {

@@ -78,8 +78,13 @@ def _reader(request: Request) -> ConsoleReader:
 Reader = Annotated[ConsoleReader, Depends(_reader)]
 
 
+# Pages run only the console's own script and style: nothing inline, nothing from elsewhere, never in a frame.
+SECURITY_HEADERS = {"Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+                    "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
+
+
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, context)
+    return templates.TemplateResponse(request, name, context, headers=SECURITY_HEADERS)
 
 
 # -- page shells -----------------------------------------------------------------------------

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.console_page import ARTIFACTS
+
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).parent / "artifacts"
 
 
 @pytest.fixture(scope="session")

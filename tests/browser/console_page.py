@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 from playwright.sync_api import Page, expect
 
 T = TypeVar("T")
+ARTIFACTS = Path(__file__).parent / "artifacts"  # screenshots, gitignored
 
 
 def beside_the_browser(fn: Callable[..., T], *args: Any) -> T:

@@ -15,8 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ARTIFACTS
-from tests.browser.console_page import act, beside_the_browser, open_console, status
+from tests.browser.console_page import ARTIFACTS, act, beside_the_browser, open_console, status
 from tests.support.cli import start_consumer, wait_for
 from tests.support.cluster import Cluster
 

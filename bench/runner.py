@@ -11,7 +11,8 @@ Parts (default: all, in this order):
 - ``throughput`` graymq (client library) vs Redis Streams vs NATS JetStream: produce then consume N 1 KiB
                  messages, single and batched, async and sync flush; msgs/s, MiB/s, server peak RSS;
 - ``latency``    the three at a fixed rate, producer and consumer processes: p50/p99/max end to end;
-- ``gray``       promote timings, drain rate of a gray backlog, rebalance convergence with 50 consumers;
+- ``gray``       promote timings, drain rate of a gray backlog, rebalance convergence with 50 consumers, a weight
+                 change reaching every consumer, a failed rollout check to the rollback complete;
 - ``nameserver`` flag flip and group lookup latency on PostgreSQL.
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
@@ -204,7 +205,7 @@ def part_latency(results: Results, args: argparse.Namespace, root: Path) -> None
 
 
 def part_gray(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:
-    from graymq.bench import bench_gray
+    from graymq.bench import bench_canary, bench_gray
     from graymq.bench.common import quiet_logs
     from graymq.bench.graymq_servers import NameServer
 
@@ -219,6 +220,8 @@ def part_gray(results: Results, args: argparse.Namespace, root: Path, postgres: 
             ("promote", run(lambda tmp: bench_gray.promote_case(ns, tmp, root))),
             ("drain", run(lambda tmp: bench_gray.drain_case(ns, tmp, root, args.gray_backlog))),
             ("rebalance", run(lambda tmp: bench_gray.rebalance_case(ns, tmp, root, args.consumers))),
+            ("canary weight", run(lambda tmp: bench_canary.weight_case(ns, tmp, root))),
+            ("canary rollback", run(lambda tmp: bench_canary.rollback_case(ns, tmp, root))),
         ], args.repeat)
 
 
@@ -489,7 +492,11 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
         "last_gray_to_rebalanced_s": "last gray message consumed → every consumer rebalanced (s)",
         "promote_end_to_rebalanced_s": "promote returned → every consumer rebalanced (s)",
         "promote_s": "promote, whole (s)", "drain_msgs_s": "drain rate (msg/s)",
-        "converge_after_start_s": "converged after all started (s)"})
+        "converge_after_start_s": "converged after all started (s)",
+        "weight_to_50_rebalanced_s": "weight 0 → 50 % set → every consumer holding its queues (s)",
+        "weight_to_0_rebalanced_s": "weight 50 → 0 % set → every consumer holding its queues (s)",
+        "failed_check_to_retired_s": "rollout check failed → gray consumers retired, holding nothing (s)",
+        "failed_check_to_rolled_back_s": "rollout check failed → rollback complete, gray backlog 0 (s)"})
     body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
     body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
     body += render_trust(results)

@@ -68,14 +68,19 @@ class BrokerCollector(Collector):
         for (topic, gray), meter in stats.get_rate.items():
             get_rate.add_metric([topic, _flag(gray)], meter.rate())
         backlog = GaugeMetricFamily("graymq_broker_consumer_backlog",
-                                    "max offset - committed offset per group and queue.",
-                                    labels=["group", "topic", "queue", "gray"])
+                                    "max offset - committed offset per group and queue; gray: a gray queue, side: "
+                                    "the side consuming it (gray also for a queue the group's weight gives it).",
+                                    labels=["group", "topic", "queue", "gray", "side"])
         for group, topic, queue_id, offset in broker.offsets.items():
             config = broker.topics.get(topic)
             if config is None or queue_id >= config.queue_nums:
                 continue
             behind = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
-            backlog.add_metric([group, topic, str(queue_id), _flag(queue_id in config.gray_queues)], behind)
+            info = broker.consumers.groups.get(group)
+            gray = queue_id in config.gray_queues
+            weighted = info is not None and queue_id in info.weighted_queues(config)
+            backlog.add_metric([group, topic, str(queue_id), _flag(gray), "gray" if gray or weighted else "normal"],
+                               behind)
         clients = GaugeMetricFamily("graymq_broker_clients", "Consumer clients online, by group and flag.",
                                     labels=["group", "gray"])
         for group, info in broker.consumers.groups.items():

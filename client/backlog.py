@@ -40,6 +40,12 @@ async def gray_backlog(brokers: BrokerClient, routes: RouteCache, group: str,
     Raises ``BacklogUnavailable`` when a broker does not answer (unknown is not zero).
     Topics without a route (not created yet) have no backlog.
     """
+    return await queue_backlogs(brokers, routes, group, topics, gray_only=True)
+
+
+async def queue_backlogs(brokers: BrokerClient, routes: RouteCache, group: str, topics: Iterable[str],
+                         gray_only: bool = False) -> list[QueueBacklog]:
+    """Per queue of ``topics`` on every broker (``gray_only``: per gray queue): what ``group`` has not consumed."""
     result = []
     for topic in sorted(set(topics)):
         try:
@@ -49,7 +55,7 @@ async def gray_backlog(brokers: BrokerClient, routes: RouteCache, group: str,
             continue
         for broker in route.brokers:
             gray_ids = set(gray_queue_ids(broker.queue_nums, broker.gray_queue_nums))
-            if not gray_ids:
+            if gray_only and not gray_ids:
                 continue
             try:
                 queues = await brokers.group_backlog(broker.address, group, topic)
@@ -57,7 +63,7 @@ async def gray_backlog(brokers: BrokerClient, routes: RouteCache, group: str,
                 raise BacklogUnavailable(f"backlog of {topic} on {broker.broker_name} unavailable: {exc.message}") \
                     from exc
             for q in queues:
-                if q.queue_id in gray_ids:
+                if q.queue_id in gray_ids or not gray_only:
                     start = max(q.consumer_offset, q.min_offset) if q.consumer_offset >= 0 else q.min_offset
                     result.append(QueueBacklog(topic, broker.broker_name, q.queue_id, q.consumer_offset,
                                                q.max_offset, max(0, q.max_offset - start)))

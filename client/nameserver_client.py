@@ -193,6 +193,11 @@ class NameServerClient:
         return dict(await self.request("PUT", f"/v1/groups/{group}/weight",
                                        json={"weight": weight, "reason": reason}, admin=True))
 
+    async def set_retired(self, group: str, retired: bool, reason: str = "") -> dict[str, Any]:
+        """Retire the group's gray side (its consumers hold and consume nothing) or bring it back."""
+        return dict(await self.request("PUT", f"/v1/groups/{group}/retired",
+                                       json={"retired": retired, "reason": reason}, admin=True))
+
     async def list_rules(self, group: str) -> list[dict[str, Any]]:
         return list(await self.request("GET", f"/v1/groups/{group}/rules"))
 

@@ -73,11 +73,16 @@ class CutoverReport:
     resumed: bool = False
     message: str = ""
 
+    # what a resumed operation takes over from the record of the interrupted run
+    RESUMED_FIELDS = ("producers_flipped", "consumers_flipped", "rules_removed", "timings_s")
+
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class CutoverRunner:
+    report_type: type[CutoverReport] = CutoverReport
+
     def __init__(self, nameserver: NameServerClient, group: str, producer_groups: list[str] | None = None,
                  timeout_s: float = 300.0, progress: Progress | None = None) -> None:
         self.nameserver = nameserver
@@ -265,29 +270,36 @@ class CutoverRunner:
                 raise ConflictError(f"a {op['kind']} ({op['mode']}) operation #{op['id']} is running on {self.group}; "
                                     "re-run that command to resume it", op)
             self.progress.note(f"resuming {kind} #{op['id']} of {self.group} at step {op['step']!r}")
-            report = CutoverReport(op["id"], kind, mode, self.group, resumed=True)
+            report = self.report_type(op["id"], kind, mode, self.group, resumed=True)
             previous = op.get("result") or {}
-            for key in ("producers_flipped", "consumers_flipped", "rules_removed", "timings_s"):
+            for key in report.RESUMED_FIELDS:
                 if key in previous:
                     setattr(report, key, previous[key])
             return report
         op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups)
         self.progress.note(f"{kind} #{op['id']} of {self.group} started (producer groups: "
                            f"{', '.join(self.producer_groups)})")
-        return CutoverReport(op["id"], kind, mode, self.group)
+        return self.report_type(op["id"], kind, mode, self.group)
 
-    async def _run(self, report: CutoverReport, steps: Callable[[CutoverReport], Awaitable[None]]) -> CutoverReport:
-        self._deadline = time.monotonic() + self.timeout_s
+    async def _run(self, report: Any, steps: Callable[[Any], Awaitable[None]]) -> Any:
+        """Run ``steps`` and record how they ended: FAILED (raised ``CutoverFailed``), the final state they set
+        (a rollout's rollback ends ABORTED), else SUCCEEDED."""
+        self._restart_clock()
         try:
             await steps(report)
         except CutoverFailed as exc:
             report.state, report.message = "FAILED", exc.message
             await self.nameserver.update_cutover(report.operation_id, state="FAILED", result=report.to_json())
             raise CutoverFailed(exc.message, report.to_json()) from None
-        report.state = "SUCCEEDED"
-        await self.nameserver.update_cutover(report.operation_id, state="SUCCEEDED", step="done",
+        if report.state == "RUNNING":
+            report.state = "SUCCEEDED"
+        await self.nameserver.update_cutover(report.operation_id, state=report.state, step="done",
                                              result=report.to_json())
         return report
+
+    def _restart_clock(self) -> None:
+        """Give what follows ``timeout_s`` from now."""
+        self._deadline = time.monotonic() + self.timeout_s
 
     async def _step(self, report: CutoverReport, step: str) -> None:
         """Record the step and the report so far (skipped when both are what was recorded last)."""

@@ -14,13 +14,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from graymq.client.backlog import QueueBacklog, gray_backlog
+from graymq.client.backlog import QueueBacklog, gray_backlog, queue_backlogs
 from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
 from graymq.client.nameserver_client import NameServerClient, NotFoundError
 from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.protocol.errors import GrayMQError
+from graymq.protocol.health import SIDES, add_up
+from graymq.protocol.membership import ClientState
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,9 @@ class GroupStatus:
     queues: list[QueueBacklog] = field(default_factory=list)
     stale: list[dict[str, Any]] = field(default_factory=list)
     gray_weight: int = 0
+    gray_retired: bool = False
     weighted: list[WeightedQueue] = field(default_factory=list)
+    lag: dict[str, int] | None = None  # per side: what the queues each side holds have not consumed
 
     @property
     def gray_backlog(self) -> int:
@@ -52,6 +56,13 @@ class GroupStatus:
 
     def gray_clients(self, roles: tuple[str, ...] = CONSUMING_ROLES) -> list[dict[str, Any]]:
         return [c for c in self.clients if c["role"] in roles and c["gray"]]
+
+    def retired_clients(self) -> list[dict[str, Any]]:
+        return [c for c in self.clients if c["state"] == ClientState.RETIRED]
+
+    def health(self) -> dict[str, dict[str, float]]:
+        """The live consumers' health reports added up per side (``protocol.health``)."""
+        return add_up(c.get("health") for c in self.clients if c["role"] in CONSUMING_ROLES)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,12 +78,15 @@ class GroupStatus:
             "gray_weight": self.gray_weight,
             "weighted_queues": [{"client_id": w.client_id, "topic": w.queue.topic, "broker": w.queue.broker_name,
                                  "queue_id": w.queue.queue_id} for w in self.weighted],
+            "gray_retired": self.gray_retired,
+            "health": self.health(),
+            "lag": self.lag,
         }
 
 
 def _client_json(client: dict[str, Any], stale: bool) -> dict[str, Any]:
     fields = ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues", "topics",
-              "last_seen")
+              "last_seen", "health")
     return {**{k: client.get(k) for k in fields}, "stale": stale}
 
 
@@ -95,17 +109,21 @@ class GroupInspector:
         except NotFoundError:
             return {"group": group, "gray_switch": False, "orphan_policy": "hold", "gray_weight": 0, "clients": []}
 
-    async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False) -> GroupStatus:
+    async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False,
+                     with_lag: bool = False) -> GroupStatus:
         """The group's clients; ``with_backlog``: and its gray backlog; ``with_weighted``: and the normal queues
-        its live gray consumers hold."""
+        its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side."""
         data = await self.clients(group)
         listed = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
         status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")),
                              [c for c in listed if not c.get("stale")], stale=[c for c in listed if c.get("stale")],
-                             gray_weight=int(data.get("gray_weight") or 0))
+                             gray_weight=int(data.get("gray_weight") or 0),
+                             gray_retired=bool(data.get("gray_retired")))
         if with_backlog:
             topics = {t for c in listed if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
             status.queues = await gray_backlog(self.brokers, self.routes, group, topics)
+            if with_lag:
+                status.lag = side_lag(status, await queue_backlogs(self.brokers, self.routes, group, topics))
         if with_weighted and status.gray_switch:
             status.weighted = await self.weighted_queues(status.gray_clients())
         return status
@@ -133,6 +151,23 @@ class GroupInspector:
         except GrayMQError as exc:
             log.debug("no route for %s: %s", topic, exc.message)
             return None
+
+
+def side_lag(status: GroupStatus, backlogs: list[QueueBacklog]) -> dict[str, int]:
+    """Per side, the backlog of the queues its consumers hold; an unheld queue counts for the side its layout
+    gives it (a gray queue: gray). A retired consumer holds nothing."""
+    gray_queues = {_queue_key(q) for q in status.queues}
+    owner_gray = {queue: c["gray"] for c in status.clients if c["state"] != ClientState.RETIRED
+                  for queue in c.get("queues") or []}
+    lag = dict.fromkeys(SIDES, 0)
+    for q in backlogs:
+        key = _queue_key(q)
+        lag["gray" if owner_gray.get(key, key in gray_queues) else "normal"] += q.backlog
+    return lag
+
+
+def _queue_key(q: QueueBacklog) -> str:
+    return f"{q.broker_name}:{q.topic}:{q.queue_id}"
 
 
 def _parse_queue(text: str) -> MessageQueue | None:

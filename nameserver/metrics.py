@@ -8,7 +8,7 @@ several apps in one process (tests) never share or collide on a series.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -20,8 +20,10 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from graymq.protocol.health import COUNTERS, SIDES
 
 PREFIX = "graymq_nameserver"
 
@@ -29,12 +31,21 @@ PREFIX = "graymq_nameserver"
 disable_created_metrics()
 
 
-class _ClusterGauges(Collector):
-    """Live brokers and clients as read for one scrape; a ``None`` reading is left out."""
+ConsumerHealth = Mapping[str, Mapping[str, Mapping[str, float]]]  # group -> side -> figure -> value
 
-    def __init__(self, live_brokers: int | None, live_clients: Iterable[tuple[str, str, bool, int]] | None) -> None:
+
+class _ClusterGauges(Collector):
+    """Live brokers and clients, and the consumers' health, as read for one scrape; a ``None`` reading is left out.
+
+    Consumer figures are the live consumers' reports added up per group and side (``protocol.health``): the
+    message counters drop when a consumer leaves, which ``rate()`` takes for a counter reset.
+    """
+
+    def __init__(self, live_brokers: int | None, live_clients: Iterable[tuple[str, str, bool, int]] | None,
+                 consumer_health: ConsumerHealth | None) -> None:
         self._live_brokers = live_brokers
         self._live_clients = live_clients
+        self._consumer_health = consumer_health
 
     def collect(self) -> Iterator[Metric]:
         if self._live_brokers is not None:
@@ -47,6 +58,26 @@ class _ClusterGauges(Collector):
             for group, role, gray, count in sorted(self._live_clients):
                 clients.add_metric([group, role, str(gray).lower()], count)
             yield clients
+        if self._consumer_health is not None:
+            yield from _health_families(self._consumer_health)
+
+
+def _health_families(health: ConsumerHealth) -> Iterator[Metric]:
+    messages = CounterMetricFamily("graymq_consumer_messages", "Messages the group's live consumers handled, by "
+                                   "side (gray: consumed as gray) and outcome (consumed, failed, sent_back, "
+                                   "dead_lettered).", labels=["group", "side", "outcome"])
+    latency = GaugeMetricFamily("graymq_consumer_latency_ms", "Consume latency of the group's live consumers over "
+                                "their recent window, the worst consumer's, by side and quantile.",
+                                labels=["group", "side", "quantile"])
+    for group, sides in sorted(health.items()):
+        for side in SIDES:
+            figures = sides[side]
+            for outcome in COUNTERS:
+                messages.add_metric([group, side, outcome], figures[outcome])
+            for quantile, name in (("0.5", "p50_ms"), ("0.99", "p99_ms")):
+                latency.add_metric([group, side, quantile], figures[name])
+    yield messages
+    yield latency
 
 
 class Metrics:
@@ -78,8 +109,9 @@ class Metrics:
         self,
         live_brokers: int | None,
         live_clients: Iterable[tuple[str, str, bool, int]] | None,
+        consumer_health: ConsumerHealth | None = None,
     ) -> str:
         """The exposition text (``generate_latest``, text format 0.0.4) of the registry and the cluster gauges;
         a gauge is left out when the database could not be read (``None``)."""
-        cluster = _ClusterGauges(live_brokers, live_clients)
+        cluster = _ClusterGauges(live_brokers, live_clients, consumer_health)
         return (generate_latest(self.registry) + generate_latest(cluster)).decode()

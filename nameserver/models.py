@@ -33,8 +33,8 @@ NAMING_CONVENTION = {
 }
 
 NAME_LENGTH = 255
-CUTOVER_KINDS = ("promote", "rollback")
-CUTOVER_MODES = ("drain", "adopt")
+CUTOVER_KINDS = ("promote", "rollback", "rollout")
+CUTOVER_MODES = ("drain", "adopt", "promote", "hold")  # a rollout's mode: what follows its last step
 CUTOVER_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")
 RUNNING = "RUNNING"
 DELETION_KINDS = ("topic", "group")
@@ -97,7 +97,11 @@ class Topic(Base):
 
 class Group(Base):
     """A consumer or producer group: its gray switch, the policy for gray queues no gray client serves, and its
-    weight (the percent of each topic's normal queues its gray consumers take, see ``protocol.gray``)."""
+    weight (the percent of each topic's normal queues its gray consumers take, see ``protocol.gray``).
+
+    ``gray_retired``: the gray side was rolled back by a rollout: its consumers hold and consume nothing (state
+    ``RETIRED``) and the normal consumers adopt the gray queues, until a new rollout or an operator clears it.
+    """
 
     __tablename__ = "groups"
     __table_args__ = (
@@ -110,6 +114,7 @@ class Group(Base):
     gray_switch: Mapped[bool] = mapped_column(Boolean)
     orphan_policy: Mapped[str] = mapped_column(String(16), default="hold")
     gray_weight: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    gray_retired: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
 
@@ -146,6 +151,7 @@ class Client(Base):
     first_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
     principal: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    health: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)  # the latest reported, per side
 
 
 class GrayRule(Base):

@@ -78,8 +78,8 @@ IdPath = Annotated[int, Path(ge=1, le=ID_MAX)]
 # Free text stored as is (PostgreSQL cannot store NUL).
 Text = Annotated[str, AfterValidator(_no_nul)]
 Reason = Annotated[Text | None, Field(default=None, max_length=2000)]
-CutoverKind = Literal["promote", "rollback"]
-CutoverMode = Literal["drain", "adopt"]
+CutoverKind = Literal["promote", "rollback", "rollout"]
+CutoverMode = Literal["drain", "adopt", "promote", "hold"]  # rollout: promote or hold after the last step
 CutoverState = Literal["RUNNING", "SUCCEEDED", "FAILED", "ABORTED"]
 Labels = dict[LabelKey, LabelValue]
 GrayWeight = Annotated[int, Field(strict=True, ge=0, le=100)]  # percent of a topic's normal queues
@@ -200,6 +200,32 @@ class TopicRoute(BaseModel):
     brokers: list[BrokerRoute]
 
 
+Count = Annotated[int, Field(strict=True, ge=0, le=2**62)]
+Millis = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+
+
+class SideHealth(BaseModel):
+    """How one side's listener did: counters since the client started, latency over its recent window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    consumed: Count = 0
+    failed: Count = 0
+    sent_back: Count = 0
+    dead_lettered: Count = 0
+    p50_ms: Millis = 0.0
+    p99_ms: Millis = 0.0
+
+
+class ConsumeHealth(BaseModel):
+    """A consumer's health per side: ``gray`` while it consumed as gray (v2), ``normal`` while normal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gray: SideHealth = Field(default_factory=SideHealth)
+    normal: SideHealth = Field(default_factory=SideHealth)
+
+
 class ClientHeartbeat(BaseModel):
     group: GroupName
     client_id: ClientId
@@ -214,6 +240,7 @@ class ClientHeartbeat(BaseModel):
     queues: list[Annotated[Text, StringConstraints(max_length=512)]] = Field(
         default_factory=list, max_length=MAX_QUEUES
     )
+    health: ConsumeHealth | None = Field(default=None, description="consumers: how their listener does, per side")
 
 
 class QueueCounts(BaseModel):
@@ -232,6 +259,8 @@ class ClientHeartbeatResponse(BaseModel):
     state: ClientStateName
     orphan_policy: OrphanPolicy
     gray_weight: int = Field(description="percent of each topic's normal queues the group's gray consumers take")
+    gray_retired: bool = Field(default=False, description="the group's gray side is rolled back: gray consumers "
+                               "hold nothing (RETIRED), normal consumers adopt the gray queues")
     topics: dict[str, QueueCounts]
 
 
@@ -244,6 +273,7 @@ class WatchedState(BaseModel):
     gray_weight: GrayWeight | None = Field(
         default=None, description="the group's weight as the client knows it; None: not compared"
     )
+    gray_retired: bool | None = Field(default=None, description="as the client knows it; None: not compared")
 
 
 class ClientWatch(BaseModel):
@@ -266,6 +296,7 @@ class ClientView(BaseModel):
     queues: list[str]
     topics: list[str]
     last_seen: datetime
+    health: ConsumeHealth | None = None
     stale: bool = Field(
         default=False,
         description="no heartbeat for GRAYMQ_CLIENT_STALE_SECONDS: presumed gone (killed, partitioned) until it "
@@ -278,6 +309,7 @@ class GroupClients(BaseModel):
     gray_switch: bool
     orphan_policy: OrphanPolicy
     gray_weight: int
+    gray_retired: bool = False
     clients: list[ClientView]
 
 
@@ -308,6 +340,12 @@ class WeightPut(BaseModel):
     reason: Reason
 
 
+class RetiredPut(BaseModel):
+    retired: bool = Field(strict=True, description="true: the gray consumers release every queue and consume "
+                          "nothing (RETIRED); false: they consume again")
+    reason: Reason
+
+
 class RuleCreate(BaseModel):
     selector: Annotated[Labels, Field(min_length=1, description="labels a client must all carry")]
     gray: bool
@@ -328,6 +366,7 @@ class GroupView(BaseModel):
     gray_switch: bool
     orphan_policy: OrphanPolicy
     gray_weight: int
+    gray_retired: bool = False
     created_at: datetime
     updated_at: datetime
 
@@ -336,10 +375,21 @@ class GroupSummary(GroupView):
     live_clients: int = Field(description="clients (every role) whose registration has not expired")
 
 
+ROLLOUT_MODES = ("promote", "hold")
+
+
 class CutoverCreate(BaseModel):
     kind: CutoverKind
-    mode: CutoverMode = "drain"
+    mode: CutoverMode = Field(default="drain", description="promote/rollback: drain or adopt; rollout: promote or "
+                              "hold (what follows the last step)")
     producer_groups: list[GroupName] = Field(default_factory=list, max_length=100)
+
+    @model_validator(mode="after")
+    def _mode_of_kind(self) -> CutoverCreate:
+        if (self.kind == "rollout") != (self.mode in ROLLOUT_MODES):
+            allowed = ROLLOUT_MODES if self.kind == "rollout" else ("drain", "adopt")
+            raise ValueError(f"a {self.kind} takes mode {' or '.join(allowed)}, not {self.mode}")
+        return self
 
 
 class CutoverPatch(BaseModel):

@@ -23,6 +23,7 @@ class ClientState(StrEnum):
     NORMAL = "NORMAL"
     GRAY = "GRAY"
     DRAINING = "DRAINING"  # still gray: consuming its gray queues dry before it becomes normal
+    RETIRED = "RETIRED"  # still gray, its group's gray side rolled back: it holds and consumes nothing
 
     @classmethod
     def settled(cls, gray: bool) -> ClientState:
@@ -31,5 +32,5 @@ class ClientState(StrEnum):
 
 
 # The same values as a Literal, for pydantic models (an inline enum in the name server's OpenAPI schema).
-ClientStateName = Literal["GRAY", "DRAINING", "NORMAL"]
+ClientStateName = Literal["GRAY", "DRAINING", "NORMAL", "RETIRED"]
 CLIENT_STATES: tuple[str, ...] = get_args(ClientStateName)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-SIDES = ("gray", "normal")
+from graymq.protocol.health import SIDES
 
 
 @dataclass

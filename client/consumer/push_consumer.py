@@ -124,6 +124,8 @@ class PushConsumer:
 
         self.gray_switch = True
         self.gray_weight = 0  # percent of the normal queues the group's gray side consumes (from the name server)
+        self.gray_retired = False  # the group's gray side is rolled back (from the name server)
+        self._left_brokers = False  # retired: unregistered from the brokers
         self.subscriptions: dict[str, str] = {}
         self.consumed = 0
         self.skipped_records = 0
@@ -169,8 +171,13 @@ class PushConsumer:
         return self.flip.gray_state.gray
 
     @property
+    def retired(self) -> bool:
+        """A gray consumer of a group whose gray side was rolled back: it holds and consumes nothing."""
+        return self.gray and self.gray_retired
+
+    @property
     def state(self) -> ClientState:
-        return self.flip.gray_state.state
+        return ClientState.RETIRED if self.retired else self.flip.gray_state.state
 
     @property
     def last_drain_error(self) -> str:
@@ -307,18 +314,36 @@ class PushConsumer:
     # -- name server membership ------------------------------------------------------------
     def _report(self) -> dict[str, Any]:
         return {"gray": self.gray, "state": self.state, "topics": sorted(self.subscriptions),
-                "queues": [str(mq) for mq in sorted(self._pqs)]}
+                "queues": [str(mq) for mq in sorted(self._pqs)], "health": self.health.report()}
 
     async def _on_update(self, response: dict[str, Any]) -> None:
         desired = bool(response.get("desired_gray", self.gray))
         switch = bool(response.get("gray_switch", self.gray_switch))
         policy = self.orphan_policy_override or response.get("orphan_policy") or "hold"
         weight = int(response.get("gray_weight") or 0)
+        was_retired = self.retired
+        self.gray_retired = bool(response.get("gray_retired"))
         if (switch, policy, weight) != (self.gray_switch, self.orphan_policy, self.gray_weight):
             self.gray_switch, self.orphan_policy, self.gray_weight = switch, policy, weight
             await self._heartbeat_brokers()  # the brokers' isolation check follows the new allocation
             self._rebalance_now.set()
         await self.flip.follow(desired)
+        if self.retired != was_retired:
+            await self._retirement_changed()
+
+    async def _retirement_changed(self) -> None:
+        """Retired: hand back every queue, then leave the brokers' view of the group, so the normal consumers
+        see no gray consumer and adopt the gray queues. Back: rejoin the group and take queues again."""
+        if self.retired:
+            log.info("consumer %s of group %s retires: the group's gray side is rolled back", self.client_id,
+                     self.group)
+            await self.rebalance()
+            await self._heartbeat_brokers()  # leaves the group on the brokers
+        else:
+            log.info("consumer %s of group %s is no longer retired", self.client_id, self.group)
+            await self._heartbeat_brokers()
+            self._rebalance_now.set()
+        self.membership.changed()
 
     async def _release_queues(self, keep_adopted: bool) -> None:
         """Hand back the queues held (but those held by adoption when ``keep_adopted``); in-flight ones finish."""
@@ -347,6 +372,11 @@ class PushConsumer:
         return {b.address for topic in self.subscriptions if (r := self.routes.cached(topic)) for b in r.brokers}
 
     async def _heartbeat_brokers(self) -> None:
+        """Register with every broker of the subscribed topics; a retired consumer leaves them instead, once."""
+        if self.retired:
+            await self._leave_brokers()
+            return
+        self._left_brokers = False
         for topic in self.subscriptions:
             await self._route(topic)
         data = pb.ConsumerData(
@@ -363,6 +393,20 @@ class PushConsumer:
             except GrayMQError as exc:
                 if not self._retry_later(exc, f"heartbeat of group {self.group} to broker {address}",
                                          ("heartbeat", address, exc.code, exc.message)):
+                    return
+
+    async def _leave_brokers(self) -> None:
+        """Out of the group's view on the brokers (they tell the others, who rebalance without this client)."""
+        if self._left_brokers:
+            return
+        self._left_brokers = True
+        for address in self._broker_addresses():
+            try:
+                await self.brokers.unregister(address, self.client_id, self.group)
+            except GrayMQError as exc:
+                self._left_brokers = False  # tried again at the next heartbeat
+                if not self._retry_later(exc, f"leaving group {self.group} on broker {address}",
+                                         ("unregister", address, exc.code, exc.message)):
                     return
 
     async def _heartbeat_loop(self) -> None:
@@ -420,7 +464,7 @@ class PushConsumer:
             if self.failure is not None:
                 return
             wanted: dict[MessageQueue, tuple[str, bool]] = {}
-            for topic in self.subscriptions:
+            for topic in self.subscriptions if not self.retired else ():
                 route = await self._route(topic)
                 if route is None:
                     continue
@@ -531,9 +575,10 @@ class PushConsumer:
         """Another client holds ``pq`` now (this one's lease ended): stop it without committing, rebalance."""
         log.info("consumer %s lost %s: %s", self.client_id, pq.mq, exc.message)
         pq.dropped = True
-        if self._pqs.get(pq.mq) is pq:
-            del self._pqs[pq.mq]
-        self.leases.forget(pq.mq)
+        mq = pq.mq
+        if self._pqs.get(mq) is pq:
+            del self._pqs[mq]
+        self.leases.forget(mq)
         self._rebalance_now.set()
 
     # -- pulling and consuming -------------------------------------------------------------

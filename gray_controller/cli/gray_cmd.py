@@ -1,10 +1,11 @@
-"""``graymq gray status|switch|flag|rule|weight|promote|rollback``: operate a gray release."""
+"""``graymq gray status|switch|flag|rule|weight|promote|rollback|rollout|retire``: operate a gray release."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from graymq.gray_controller.cli import rollout_cmd
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
@@ -14,13 +15,14 @@ from graymq.gray_controller.cli.common import (
     table,
     until_interrupted,
 )
-from graymq.gray_controller.cli.text import format_labels, format_queues, format_timings
+from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "gray", help="gray release: status, switch, flag, rule, weight, orphan, promote, rollback, history")
+        "gray", help="gray release: status, switch, flag, rule, weight, orphan, promote, rollback, rollout, retire, "
+        "history")
     sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True)
 
     status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group")
@@ -61,6 +63,7 @@ def register(subparsers: Any) -> None:
             q.set_defaults(mode="drain")
     _register_orphan_and_history(sub)
     _register_weight(sub)
+    rollout_cmd.register(sub)
     for q in (status, switch, flag, rule, *[sub.choices["promote"], sub.choices["rollback"]]):
         add_nameserver_arg(q)
     p.set_defaults(handler=run)
@@ -78,6 +81,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
         return await (_orphan if action == "orphan" else _history)(ns, args)
     if action == "weight":
         return await _weight(ns, args)
+    if action in ("rollout", "retire"):
+        return await rollout_cmd.run(ns, args)
     if action == "status":
         return await _status(ns, args)
     if action == "switch":
@@ -102,14 +107,15 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
-        status = await inspector.status(args.group, with_weighted=True)
+        status = await inspector.status(args.group, with_weighted=True, with_lag=True)
     finally:
         await inspector.close()
     if args.json:
         print_json(status.to_json())
         return 0
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
-          f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%")
+          f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%"
+          + (", gray side RETIRED (its consumers hold nothing)" if status.gray_retired else ""))
     rows = [[c["client_id"], c["role"], format_labels(c["labels"]), _flag(c["desired_gray"]), _flag(c["gray"]),
              c["state"], format_queues(c["queues"])] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
@@ -119,6 +125,9 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     if status.gray_weight or status.weighted:
         held = format_queues((str(w.queue) for w in status.weighted), width=120) or "none"
         print(f"normal queues held by the gray side: {held}")
+    health = status.health()
+    for side in ("gray", "normal"):
+        print(f"{side} side: {format_side(health[side])}, lag {(status.lag or {}).get(side, 0)}")
     print(f"gray backlog: {status.gray_backlog}")
     if status.queues:
         print(table([[q.broker_name, q.topic, q.queue_id, q.consumer_offset, q.max_offset, q.backlog]
@@ -201,7 +210,7 @@ def _register_orphan_and_history(sub: Any) -> None:
     orphan.add_argument("group")
     orphan.add_argument("policy", choices=["hold", "adopt"])
     orphan.add_argument("--reason", default="", help="recorded in the audit log")
-    history = sub.add_parser("history", help="past promote and rollback operations of a group, newest first")
+    history = sub.add_parser("history", help="past promote, rollback and rollout operations of a group, newest first")
     history.add_argument("group")
     history.add_argument("--json", action="store_true", help="print JSON (whole recorded results)")
     for q in (orphan, history):
@@ -277,7 +286,7 @@ async def _history(ns: Any, args: argparse.Namespace) -> int:
         print_json(operations)
         return 0
     if not operations:
-        print(f"no promote or rollback of {args.group} recorded")
+        print(f"no promote, rollback or rollout of {args.group} recorded")
         return 0
     rows = [[op["id"], op["kind"], op["mode"], op["state"], str(op["started_at"])[:19].replace("T", " "),
              _took(op), format_timings((op.get("result") or {}).get("timings_s") or {}), _outcome(op)]
@@ -299,6 +308,9 @@ def _took(operation: dict[str, Any]) -> str:
 def _outcome(operation: dict[str, Any]) -> str:
     """What a recorded operation achieved or where it stopped, from its result."""
     result = operation.get("result") or {}
+    if operation["kind"] == "rollout" and operation["state"] != "RUNNING":
+        return f"{result.get('outcome', operation['state'])}" + (f": {result['message']}" if result.get("message")
+                                                                  else "")
     if operation["state"] == "RUNNING":
         return f"at step {operation.get('step') or 'start'}"
     if operation["state"] != "SUCCEEDED":

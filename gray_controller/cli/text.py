@@ -1,9 +1,11 @@
-"""How values read in human output: queue sets as id ranges, timings in seconds, label selectors."""
+"""How values read in human output: queue sets as id ranges, timings in seconds, label selectors, consume health."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from graymq.protocol.health import failure_rate
 
 QUEUES_WIDTH = 60
 
@@ -91,3 +93,15 @@ def in_use_text(what: str, detail: Any) -> str:
     forgotten = f"; a client killed without a clean stop is forgotten {expiry} s after its last heartbeat" \
         if expiry else ""
     return f"{what} is in use by live clients: {listed}: stop them first{forgotten}"
+
+
+def format_side(figures: Mapping[str, float]) -> str:
+    """One side's consume health: ``consumed 1,200, failed 3 (0.2%), sent back 3, dead-lettered 0, p50/p99 1.2/8.0 ms``.
+
+    >>> format_side({"consumed": 1200, "failed": 3, "sent_back": 3, "dead_lettered": 0, "p50_ms": 1.2, "p99_ms": 8})
+    'consumed 1,200, failed 3 (0.2%), sent back 3, dead-lettered 0, p50/p99 1.2/8.0 ms'
+    """
+    return (f"consumed {int(figures['consumed']):,}, failed {int(figures['failed']):,} "
+            f"({failure_rate(figures):.1f}%), sent back {int(figures['sent_back']):,}, "
+            f"dead-lettered {int(figures['dead_lettered']):,}, "
+            f"p50/p99 {figures['p50_ms']:.1f}/{float(figures['p99_ms']):.1f} ms")

@@ -19,7 +19,7 @@ from graymq.nameserver.schemas import ClientHeartbeat
 # row (and the explicit flag operators gave the client id) stays for a restart under the same id.
 UNREGISTERED = datetime(1970, 1, 1, tzinfo=UTC)
 
-_REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "last_seen")
+_REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "health", "last_seen")
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class ClientRepository:
         """
         params = {"group_id": group_id, "client_id": report.client_id, "role": report.role, "last_seen": now,
                   "principal": binding.principal, "expired_before": binding.expired_before,
-                  **{column: getattr(report, column) for column in _REPORTED if column != "last_seen"}}
+                  **report.model_dump(include=set(_REPORTED))}
         stmt = _upsert_statement(self.session.get_bind().dialect.name, binding.enforce)
         return self.session.scalars(stmt, params, execution_options={"populate_existing": True}).one_or_none()
 
@@ -135,3 +135,12 @@ class ClientRepository:
         return [
             (name, role, bool(gray), int(count)) for name, role, gray, count in self.session.execute(stmt)
         ]
+
+    def live_health(self, seen_after: datetime) -> list[tuple[str, dict[str, Any]]]:
+        """(group, reported health) of every live client that reports one."""
+        stmt = (
+            select(Group.name, Client.health)
+            .join(Group, Group.id == Client.group_id)
+            .where(Client.last_seen > seen_after, Client.health.is_not(None))
+        )
+        return [(name, health) for name, health in self.session.execute(stmt) if health]

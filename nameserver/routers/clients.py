@@ -39,7 +39,7 @@ def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, clients: Clie
 async def client_watch(body: ClientWatch, caller: Authenticated, request: Request) -> ClientHeartbeatResponse:
     """What a heartbeat would answer, once its desired flag, gray switch, orphan policy or weight differs from
     ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest. A
-    ``known`` without ``gray_weight`` (a client that does not act on weights) is not compared on it.
+    ``known`` without ``gray_weight`` or ``gray_retired`` (a client that does not act on them) is not compared on them.
 
     A change committed through any name server on the same database wakes the watch; the client
     then heartbeats as usual to report what it applied. 404 until the client's first heartbeat; 403 for a live
@@ -86,4 +86,5 @@ def _watched(view: ClientHeartbeatResponse, known: WatchedState) -> WatchedState
     """The watched part of ``view``, compared on what ``known`` holds."""
     return WatchedState(desired_gray=view.desired_gray, gray_switch=view.gray_switch,
                         orphan_policy=view.orphan_policy,
-                        gray_weight=None if known.gray_weight is None else view.gray_weight)
+                        gray_weight=None if known.gray_weight is None else view.gray_weight,
+                        gray_retired=None if known.gray_retired is None else view.gray_retired)

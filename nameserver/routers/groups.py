@@ -20,6 +20,7 @@ from graymq.nameserver.schemas import (
     GroupView,
     IdPath,
     OrphanPolicyPut,
+    RetiredPut,
     Role,
     RuleCreate,
     RuleView,
@@ -97,6 +98,14 @@ def set_weight(group: GroupPath, body: WeightPut, actor: AdminActor, groups: Gro
     gray queues, while it has gray consumers and its gray switch is on (creates the group when missing). Audited;
     the group's clients learn it through their watch."""
     return groups.set_weight(group, body, actor)
+
+
+@router.put("/{group}/retired")
+def set_retired(group: GroupPath, body: RetiredPut, actor: AdminActor, groups: Groups) -> GroupView:
+    """Retire the group's gray side (true): its gray consumers release every queue and consume nothing (state
+    RETIRED) while they keep running, and normal consumers adopt the gray queues once the orphan policy is adopt;
+    false brings them back. A rollout's automatic rollback sets it; a new rollout clears it. Audited; watched."""
+    return groups.set_retired(group, body, actor)
 
 
 @router.get("/{group}/rules")

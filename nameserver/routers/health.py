@@ -33,10 +33,11 @@ def metrics(request: Request, health: Health) -> PlainTextResponse:
     counters: Metrics = request.app.state.metrics
     try:
         live_brokers, live_clients = health.live_brokers(), health.live_clients()
+        consumer_health = health.consumer_health()
     except DB_UNAVAILABLE_ERRORS as exc:
         counters.db_error()
         log.warning("metrics without cluster gauges, database unavailable: %s", describe_db_error(exc))
-        live_brokers, live_clients = None, None
+        live_brokers, live_clients, consumer_health = None, None, None
     return PlainTextResponse(
-        counters.render(live_brokers, live_clients), media_type="text/plain; version=0.0.4"
+        counters.render(live_brokers, live_clients, consumer_health), media_type="text/plain; version=0.0.4"
     )

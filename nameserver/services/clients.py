@@ -100,6 +100,7 @@ class ClientService:
             state=client.state,  # type: ignore[arg-type]
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
             gray_weight=group.gray_weight,
+            gray_retired=group.gray_retired,
             topics={
                 t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)
                 for t in topics
@@ -127,6 +128,7 @@ class ClientService:
             gray_switch=group.gray_switch,
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
             gray_weight=group.gray_weight,
+            gray_retired=group.gray_retired,
             clients=[client_view(c, group, rules).model_copy(update={"stale": c.last_seen <= stale_before})
                      for c in clients],
         )

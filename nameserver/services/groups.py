@@ -21,6 +21,7 @@ from graymq.nameserver.schemas import (
     GroupSummary,
     GroupView,
     OrphanPolicyPut,
+    RetiredPut,
     RuleCreate,
     RuleView,
     SwitchPut,
@@ -125,6 +126,10 @@ class GroupService:
     def set_weight(self, name: str, body: WeightPut, actor: str) -> GroupView:
         """The percent of each topic's normal queues the group's gray consumers take (0: none)."""
         return self._set_setting(name, "gray_weight", body.weight, "set_weight", body.reason, actor)
+
+    def set_retired(self, name: str, body: RetiredPut, actor: str) -> GroupView:
+        """Retire the group's gray side (its consumers hold nothing; normal consumers adopt) or bring it back."""
+        return self._set_setting(name, "gray_retired", body.retired, "set_retired", body.reason, actor)
 
     def _set_setting(
         self, name: str, column: str, value: object, action: str, reason: str | None, actor: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -11,6 +12,7 @@ from graymq.nameserver.clock import utc_now
 from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.clients import ClientRepository
 from graymq.nameserver.settings import NameServerSettings
+from graymq.protocol.health import add_up
 
 
 class HealthService:
@@ -24,6 +26,14 @@ class HealthService:
 
     def live_brokers(self) -> int:
         return BrokerRepository(self.session).count_live(utc_now())
+
+    def consumer_health(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Per group and side, the live consumers' reports added up (``protocol.health.add_up``)."""
+        seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
+        reports: dict[str, list[dict[str, Any]]] = {}
+        for group, health in ClientRepository(self.session).live_health(seen_after):
+            reports.setdefault(group, []).append(health)
+        return {group: add_up(group_reports) for group, group_reports in reports.items()}
 
     def live_clients(self) -> list[tuple[str, str, bool, int]]:
         seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)

@@ -27,6 +27,7 @@ def group_view(group: Group) -> GroupView:
         gray_switch=group.gray_switch,
         orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
         gray_weight=group.gray_weight,
+        gray_retired=group.gray_retired,
         created_at=group.created_at,
         updated_at=group.updated_at,
     )
@@ -49,6 +50,7 @@ def client_view(client: Client, group: Group, rules: Sequence[GrayRule]) -> Clie
         queues=client.queues,
         topics=client.topics,
         last_seen=client.last_seen,
+        health=client.health,
     )
 
 

@@ -122,7 +122,7 @@ def test_orphan_policy_cutover_history_and_audit_commands(cluster: Cluster) -> N
     ns = cluster.ns_url
     assert "orphan policy of GID_H: adopt" in graymq(ns, "gray", "orphan", "GID_H", "adopt", "--reason", "drill").stdout
     assert httpx.get(f"{ns}/v1/groups/GID_H", timeout=5).json()["orphan_policy"] == "adopt"
-    assert "no promote or rollback of GID_H recorded" in graymq(ns, "gray", "history", "GID_H").stdout
+    assert "no promote, rollback or rollout of GID_H recorded" in graymq(ns, "gray", "history", "GID_H").stdout
     graymq(ns, "gray", "promote", "GID_H", "--timeout", "30")
     history = as_json(ns, "gray", "history", "GID_H")
     assert [(op["kind"], op["state"]) for op in history] == [("promote", "SUCCEEDED")]

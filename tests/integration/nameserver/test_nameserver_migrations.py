@@ -101,3 +101,50 @@ def waiting_for_advisory_lock(dsn: str) -> bool:
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
         ).fetchone()
     return bool(row and row[0])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_0007_keeps_every_row_and_constraint_and_admits_retired_clients_and_rollouts(
+    backend: str, tmp_path: Path, postgres: Any
+) -> None:
+    """On SQLite 0007 copies ``clients`` and ``cutover_operations`` to change their CHECKs: nothing may be lost on
+    the way, in those tables or (by a cascade) in others, and the constraints they had must still hold."""
+    url = (f"sqlite:///{tmp_path / 'ns.db'}" if backend == "sqlite"
+           else postgres.create_database("t_ns_migration_0007"))
+    upgrade(url, "0006")
+    engine = create_db_engine(url)
+    try:
+        with engine.begin() as db:
+            db.exec_driver_sql("INSERT INTO groups (id, name, gray_switch, orphan_policy, created_at, updated_at) "
+                               "VALUES (1, 'g', true, 'hold', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
+            db.exec_driver_sql(
+                "INSERT INTO clients (group_id, client_id, role, labels, gray, state, queues, topics, first_seen, "
+                "last_seen) VALUES (1, 'c1', 'consumer', '{}', true, 'GRAY', '[]', '[]', CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP)")
+            db.exec_driver_sql("INSERT INTO gray_rules (group_id, selector, gray, position, created_at) "
+                               "VALUES (1, '{\"v\": \"2\"}', true, 0, CURRENT_TIMESTAMP)")
+            db.exec_driver_sql(
+                "INSERT INTO cutover_operations (group_id, kind, mode, producer_groups, state, started_by, "
+                "started_at, updated_at) VALUES (1, 'promote', 'drain', '[]', 'SUCCEEDED', 'ops', CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP)")
+        upgrade(url)
+        assert differences(engine) == []
+        with engine.begin() as db:
+            counts = {t: db.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar()
+                      for t in ("groups", "clients", "gray_rules", "cutover_operations")}
+            assert counts == {"groups": 1, "clients": 1, "gray_rules": 1, "cutover_operations": 1}
+            assert db.exec_driver_sql("SELECT gray_retired FROM groups").scalar() in (False, 0)
+            db.exec_driver_sql("UPDATE clients SET state = 'RETIRED', health = '{}'")
+            db.exec_driver_sql(
+                "INSERT INTO cutover_operations (group_id, kind, mode, producer_groups, state, started_by, "
+                "started_at, updated_at) VALUES (1, 'rollout', 'hold', '[]', 'RUNNING', 'ops', CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP)")
+        for refused in ("UPDATE clients SET state = 'ASLEEP'", "UPDATE clients SET role = 'watcher'",
+                        "UPDATE cutover_operations SET kind = 'restart'",
+                        "INSERT INTO cutover_operations (group_id, kind, mode, producer_groups, state, started_by, "
+                        "started_at, updated_at) VALUES (1, 'promote', 'drain', '[]', 'RUNNING', 'ops', "
+                        "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"):
+            with pytest.raises(Exception, match="(?i)constraint|unique"), engine.begin() as db:
+                db.exec_driver_sql(refused)
+    finally:
+        engine.dispose()

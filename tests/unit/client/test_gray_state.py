@@ -29,9 +29,9 @@ def test_docstring_examples() -> None:
 
 
 def test_the_wire_values_stay_those_the_name_server_stores_and_gray_status_shows() -> None:
-    assert [s.value for s in ClientState] == ["NORMAL", "GRAY", "DRAINING"]
+    assert [s.value for s in ClientState] == ["NORMAL", "GRAY", "DRAINING", "RETIRED"]
     assert set(get_args(ClientStateName)) == {s.value for s in ClientState}
-    assert CLIENT_STATES == ("GRAY", "DRAINING", "NORMAL")  # the order of the database's check constraint
+    assert CLIENT_STATES == ("GRAY", "DRAINING", "NORMAL", "RETIRED")  # the order of the database's check constraint
     assert json.dumps({"state": DRAINING}) == '{"state": "DRAINING"}' and f"{GRAY}" == "GRAY"
 
 

@@ -1,0 +1,111 @@
+"""``graymq gray rollout|retire``: a weighted consumer canary run by analysis, and retiring a group's gray side."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from graymq.gray_controller.cli.common import Interrupted, add_nameserver_arg, print_json, until_interrupted
+from graymq.gray_controller.cli.text import format_timings
+from graymq.protocol.errors import ConfigError
+
+EXIT = {"PROMOTED": 0, "HELD": 0, "ROLLED_BACK": 1, "FAILED": 1}
+
+
+def register(sub: Any) -> None:
+    rollout = sub.add_parser(
+        "rollout", help="shift the group's weight in steps, check the gray side's health at each, then promote "
+        "(or hold); roll back by itself on a failed check",
+        description="Sets each weight of --steps in turn; after --step-seconds compares what the gray side (v2) "
+        "did meanwhile with the thresholds: failure rate above max(--max-failure-rate, the normal side's rate + "
+        "--failure-margin), p99 consume latency above --max-p99-ms, gray lag above --max-lag. A check with fewer "
+        "than --min-messages gray deliveries waits (up to --timeout). --failed-checks failed checks in a row roll "
+        "back: weight 0, the gray consumers retire (hand back every queue, consume nothing; safe to stop) and the "
+        "normal consumers adopt the gray queues and what v2 failed — nothing lost. Exit 0 promoted or held, 1 "
+        "rolled back or failed. Interrupted, it stays RUNNING in the name server: the same command resumes it.")
+    rollout.add_argument("group")
+    rollout.add_argument("--steps", required=True, type=_weights, help="weights in percent, e.g. 5,25,50")
+    rollout.add_argument("--step-seconds", required=True, type=float, metavar="S", help="time at each weight")
+    rollout.add_argument("--max-failure-rate", type=float, default=5.0, metavar="PCT",
+                         help="highest tolerated gray failure rate (default: 5)")
+    rollout.add_argument("--failure-margin", type=float, default=5.0, metavar="PCT",
+                         help="points above the normal side's failure rate still tolerated (default: 5)")
+    rollout.add_argument("--max-p99-ms", type=float, default=None, metavar="MS", help="highest gray p99 latency")
+    rollout.add_argument("--max-lag", type=int, default=None, metavar="N", help="highest gray lag (messages)")
+    rollout.add_argument("--min-messages", type=int, default=10, metavar="N",
+                         help="gray deliveries a check needs (default: 10)")
+    rollout.add_argument("--failed-checks", type=int, default=1, metavar="K",
+                         help="failed checks in a row that roll back (default: 1)")
+    rollout.add_argument("--then", choices=["promote", "hold"], default="promote",
+                         help="after the last step passes: promote (default) or hold the last weight")
+    rollout.add_argument("--producer-group", action="append", default=None,
+                         help="producer group of the release (repeatable; default: the group itself)")
+    rollout.add_argument("--timeout", type=float, default=300.0,
+                         help="longest wait for a check's messages, and for the promote or rollback (default: 300)")
+    rollout.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    retire = sub.add_parser(
+        "retire", help="retire the group's gray side (its consumers hand back every queue and consume nothing) "
+        "or, with --off, bring it back",
+        description="A retired gray side holds no queue while its processes run on; set the orphan policy to "
+        "adopt so the normal consumers take the gray queues. A rollout's rollback retires it; the next rollout "
+        "brings it back.")
+    retire.add_argument("group")
+    retire.add_argument("--off", action="store_true", help="bring the gray side back")
+    retire.add_argument("--reason", default="", help="recorded in the audit log")
+    for q in (rollout, retire):
+        add_nameserver_arg(q)
+
+
+def _weights(text: str) -> list[int]:
+    """``5,25,50`` as weights; argparse prints the error of anything else in one line.
+
+    >>> _weights("5, 25,50")
+    [5, 25, 50]
+    """
+    try:
+        weights = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--steps takes whole percents separated by commas, got {text!r}") from None
+    if any(not 1 <= w <= 100 for w in weights):
+        raise argparse.ArgumentTypeError(f"--steps weights must be from 1 to 100, got {text!r}")
+    return weights
+
+
+async def run(ns: Any, args: argparse.Namespace) -> int:
+    if args.gray_command == "retire":
+        await ns.set_retired(args.group, not args.off, args.reason)
+        print(f"gray side of {args.group}: " + ("consuming again" if args.off else
+              "retired (its consumers hand back every queue; set the orphan policy to adopt so normal consumers "
+              "take the gray queues)"))
+        return 0
+    return await _rollout(ns, args)
+
+
+async def _rollout(ns: Any, args: argparse.Namespace) -> int:
+    from graymq.gray_controller.cutover import CutoverFailed
+    from graymq.gray_controller.rollout import RolloutPolicy, RolloutRunner
+
+    if args.timeout <= 0:
+        raise ConfigError("--timeout must be > 0")
+    policy = RolloutPolicy(args.steps, args.step_seconds, args.max_failure_rate, args.failure_margin,
+                           args.max_p99_ms, args.max_lag, args.min_messages, args.failed_checks, args.then)
+    runner = RolloutRunner(ns, args.group, policy, args.producer_group, args.timeout)
+    try:
+        report = (await until_interrupted(runner.rollout())).to_json()
+    except Interrupted as exc:
+        runner.progress.note(f"rollout of {args.group} interrupted; it stays RUNNING: run the command again "
+                             "to resume it")
+        return exc.exit_code
+    except CutoverFailed as exc:
+        report = exc.report
+    finally:
+        await runner.close()
+    if args.json:
+        print_json(report)
+    else:
+        steps = format_timings(report.get("timings_s") or {})
+        print(f"rollout #{report['operation_id']} of {report['group']}: {report['outcome']} after "
+              f"{len(report.get('checks') or [])} check(s)" + (f" ({steps})" if steps else "")
+              + (f" — {report['message']}" if report.get("message") else ""))
+    return EXIT.get(report["outcome"], 1)

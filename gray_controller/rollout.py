@@ -1,0 +1,244 @@
+"""Rollout: a consumer canary in weighted steps, each judged on the gray side's health, ending promoted, held, or
+rolled back by itself — recorded as a ``rollout`` operation in the name server, resumable like promote.
+
+For each weight of ``--steps``: set the group's weight (the gray consumers take that share of the normal queues),
+let ``--step-seconds`` pass, then compare what the gray side did in that interval (the consumers' health reports,
+``protocol.health``) with the thresholds:
+
+- failure rate (failed deliveries over all) above max(``--max-failure-rate``, normal side's + ``--failure-margin``):
+  a bad release fails more than v1 does on the same traffic, a broken dependency fails both;
+- p99 consume latency above ``--max-p99-ms`` and gray lag above ``--max-lag``, when given.
+
+A check with fewer than ``--min-messages`` gray deliveries waits for more (up to ``--timeout``, then FAILED, the
+weight left as it is). ``--failed-checks K`` failed checks in a row roll back; a failed check below K keeps the
+weight and checks again. Every step passed: ``--then promote`` runs promote's steps (drain, flip) inside the
+rollout's operation, ``hold`` leaves the last weight.
+
+Rollback (lossless): weight 0, the gray side RETIRED (its consumers hand back every queue and consume nothing while
+they run on), orphan policy ``adopt`` (the normal consumers take the gray queues, the gray retry queues, and with
+them whatever v2 failed), gray producers made normal; done once every gray consumer is retired holding nothing and
+the gray backlog is 0. The retired consumers are listed as safe to stop; the orphan policy stays ``adopt`` and the
+gray side stays retired until the next rollout starts (or ``graymq gray retire GROUP --off``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graymq.client.nameserver_client import NameServerClient
+from graymq.gray_controller.cutover import CutoverFailed, CutoverReport, CutoverRunner
+from graymq.gray_controller.group_state import GroupStatus
+from graymq.gray_controller.progress import Progress
+from graymq.protocol.errors import ConfigError
+from graymq.protocol.health import failure_rate, since
+from graymq.protocol.membership import ClientState
+
+POLL_S = 0.25
+OUTCOMES = {"ABORTED": "ROLLED_BACK", "FAILED": "FAILED", "RUNNING": "RUNNING"}
+
+
+@dataclass
+class RolloutPolicy:
+    steps: list[int]
+    step_seconds: float
+    max_failure_rate: float = 5.0  # percent
+    failure_margin: float = 5.0  # percentage points above the normal side's rate still tolerated
+    max_p99_ms: float | None = None
+    max_lag: int | None = None
+    min_messages: int = 10
+    failed_checks: int = 1
+    then: str = "promote"
+
+    def __post_init__(self) -> None:
+        if not self.steps or any(not 1 <= w <= 100 for w in self.steps):
+            raise ConfigError(f"--steps must be weights from 1 to 100, got {self.steps}")
+        checks = {"--step-seconds": self.step_seconds > 0, "--max-failure-rate": 0 <= self.max_failure_rate <= 100,
+                  "--failure-margin": self.failure_margin >= 0, "--min-messages": self.min_messages >= 1,
+                  "--failed-checks": self.failed_checks >= 1,
+                  "--max-p99-ms": self.max_p99_ms is None or self.max_p99_ms > 0,
+                  "--max-lag": self.max_lag is None or self.max_lag >= 0, "--then": self.then in ("promote", "hold")}
+        wrong = [name for name, ok in checks.items() if not ok]
+        if wrong:
+            raise ConfigError(f"out of range: {', '.join(wrong)} (see graymq gray rollout --help)")
+
+
+@dataclass
+class RolloutReport(CutoverReport):
+    policy: dict[str, Any] = field(default_factory=dict)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # one per check, in order
+    step_index: int = 0  # the step being checked (len(steps): all passed)
+    failed_in_a_row: int = 0
+    phase: str = "steps"  # then "promote", "hold" or "rollback"
+    safe_to_stop: list[str] = field(default_factory=list)  # retired gray consumers after a rollback
+
+    RESUMED_FIELDS = (*CutoverReport.RESUMED_FIELDS, "policy", "checks", "step_index", "failed_in_a_row", "phase")
+
+    @property
+    def outcome(self) -> str:
+        if self.state == "SUCCEEDED":
+            return "PROMOTED" if self.phase == "promote" else "HELD"
+        return OUTCOMES.get(self.state) or self.state
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "outcome": self.outcome}
+
+
+class RolloutRunner(CutoverRunner):
+    report_type = RolloutReport
+
+    def __init__(self, nameserver: NameServerClient, group: str, policy: RolloutPolicy,
+                 producer_groups: list[str] | None = None, timeout_s: float = 300.0,
+                 progress: Progress | None = None) -> None:
+        super().__init__(nameserver, group, producer_groups, timeout_s, progress)
+        self.policy = policy
+
+    async def rollout(self) -> RolloutReport:
+        report: RolloutReport = await self._begin("rollout", self.policy.then)
+        if report.resumed and report.policy:
+            self.policy = RolloutPolicy(**report.policy)  # a resumed rollout goes on as it started
+            self.progress.note(f"resuming with the recorded steps {self.policy.steps} and thresholds")
+        report.policy = asdict(self.policy)
+        return await self._run(report, self._rollout_steps)  # type: ignore[no-any-return]
+
+    async def _rollout_steps(self, report: RolloutReport) -> None:
+        if report.phase == "steps":
+            await self._preflight(report)
+            passed = await self._weighted_steps(report)
+            report.phase = self.policy.then if passed else "rollback"
+        self._restart_clock()
+        if report.phase == "rollback":
+            await self._rollback(report)
+            report.state = "ABORTED"
+        elif report.phase == "promote":
+            await self._step(report, "promote")
+            await self._promote_steps(report)
+
+    async def _preflight(self, report: RolloutReport) -> None:
+        """A rollout needs the gray switch on and a live gray push consumer; a retired gray side comes back."""
+        status = await self.inspector.status(self.group, with_backlog=False)
+        if not status.gray_switch:
+            raise CutoverFailed(f"the gray switch of {self.group} is off: a weight has no effect",
+                                report.to_json())
+        spark = [c["client_id"] for c in status.gray_clients(("spark",))]
+        if spark:
+            raise CutoverFailed(f"gray Spark jobs in {self.group} ({', '.join(spark)}) take no weight: use "
+                                "graymq gray promote/rollback", report.to_json())
+        if not status.gray_clients(("consumer",)):
+            raise CutoverFailed(f"{self.group} has no live gray consumer: nothing to canary", report.to_json())
+        if status.gray_retired:
+            await self.nameserver.set_retired(self.group, False, f"rollout #{report.operation_id} starts")
+            self.progress.note("the gray side was retired: it consumes again")
+
+    async def _weighted_steps(self, report: RolloutReport) -> bool:
+        """Check each step's weight in turn; False once ``failed_checks`` checks in a row failed."""
+        steps = self.policy.steps
+        while report.step_index < len(steps):
+            weight = steps[report.step_index]
+            await self.nameserver.set_weight(self.group, weight, f"rollout #{report.operation_id} step "
+                                             f"{report.step_index + 1}/{len(steps)}")
+            await self._step(report, f"step {report.step_index + 1}/{len(steps)}: weight {weight}%")
+            check = await self._check(report, weight)
+            report.checks.append(check)
+            self.progress.note(_check_line(report.step_index, len(steps), check))
+            if check["verdict"] == "pass":
+                report.step_index, report.failed_in_a_row = report.step_index + 1, 0
+            else:
+                report.failed_in_a_row += 1
+                if report.failed_in_a_row >= self.policy.failed_checks:
+                    report.message = f"rolled back at weight {weight}%: {'; '.join(check['reasons'])}"
+                    return False
+        return True
+
+    async def _check(self, report: RolloutReport, weight: int) -> dict[str, Any]:
+        """Wait one step interval, then judge the gray side on what both sides did meanwhile."""
+        before = _health_by_client(await self.inspector.status(self.group, with_backlog=False))
+        started = time.monotonic()
+        total = math.ceil(self.policy.step_seconds)
+        while (left := self.policy.step_seconds - (time.monotonic() - started)) > 0:
+            self.progress.update(total - math.ceil(left), total, f"weight {weight}%: {math.ceil(left)} s to the check")
+            await asyncio.sleep(min(POLL_S, left))
+        self._restart_clock()
+        while True:
+            status = await self.inspector.status(self.group, with_lag=self.policy.max_lag is not None)
+            figures = since(before, _health_by_client(status))
+            gray, normal = figures["gray"], figures["normal"]
+            deliveries = int(gray["consumed"] + gray["failed"])
+            if deliveries >= self.policy.min_messages:
+                break
+            self._check_deadline(report, f"weight {weight}%: {deliveries} gray deliveries since the step began, "
+                                         f"fewer than --min-messages {self.policy.min_messages}")
+            self.progress.update(deliveries, self.policy.min_messages, f"weight {weight}%: waiting for gray traffic")
+            await asyncio.sleep(POLL_S)
+        reasons = judge(self.policy, gray, normal, status.lag)
+        return {"weight": weight, "seconds": round(time.monotonic() - started, 3), "gray": gray, "normal": normal,
+                "lag": status.lag, "verdict": "fail" if reasons else "pass", "reasons": reasons}
+
+    async def _rollback(self, report: RolloutReport) -> None:
+        """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""
+        await self._step(report, "rollback")
+        why = f"rollout #{report.operation_id} rolled back"
+        await self.nameserver.set_weight(self.group, 0, why)
+        await self.nameserver.set_orphan_policy(self.group, "adopt", why)
+        await self.nameserver.set_retired(self.group, True, f"{why}: {report.message}")
+        self.progress.note(f"rolling back: weight 0, gray side retired — {report.message}")
+        await self._timed(report, "producers", self._stop_gray_producers(report))
+        for producer_group in self.producer_groups:
+            if producer_group != self.group:  # new producer pods start normal
+                report.rules_removed += await self._remove_gray_rules(producer_group)
+        await self._timed(report, "rollback", self._wait(
+            report, "gray consumers retiring, normal consumers adopting the gray queues", _rolled_back))
+        status = await self.inspector.status(self.group, with_backlog=False)
+        report.safe_to_stop = [c["client_id"] for c in status.retired_clients()]
+        if report.safe_to_stop:
+            report.message += f"; retired, safe to stop: {', '.join(report.safe_to_stop)}"
+
+
+def judge(policy: RolloutPolicy, gray: dict[str, float], normal: dict[str, float],
+          lag: dict[str, int] | None) -> list[str]:
+    """Why the gray side fails the thresholds of ``policy`` (empty: it passes).
+
+    >>> p = RolloutPolicy([10], 1.0, max_failure_rate=5.0, failure_margin=5.0, max_p99_ms=100.0)
+    >>> side = lambda consumed, failed, p99=1.0: {"consumed": consumed, "failed": failed, "p99_ms": p99}
+    >>> judge(p, side(90, 10), side(100, 0), None)
+    ['gray failure rate 10.0% > 5.0%']
+    >>> judge(p, side(70, 30), side(75, 25), None)   # v1 fails as much: a dependency, not the release
+    []
+    >>> judge(p, side(100, 0, p99=250.0), side(100, 0), None)
+    ['gray p99 250.0 ms > 100 ms']
+    """
+    reasons = []
+    limit = max(policy.max_failure_rate, failure_rate(normal) + policy.failure_margin)
+    if failure_rate(gray) > limit:
+        reasons.append(f"gray failure rate {failure_rate(gray):.1f}% > {limit:.1f}%")
+    if policy.max_p99_ms is not None and gray["p99_ms"] > policy.max_p99_ms:
+        reasons.append(f"gray p99 {gray['p99_ms']:.1f} ms > {policy.max_p99_ms:g} ms")
+    gray_lag = (lag or {}).get("gray", 0)
+    if policy.max_lag is not None and gray_lag > policy.max_lag:
+        reasons.append(f"gray lag {gray_lag} > {policy.max_lag}")
+    return reasons
+
+
+def _rolled_back(status: GroupStatus) -> bool:
+    """Every gray consumer retired and holding nothing, and the gray backlog consumed."""
+    gray = status.gray_clients(("consumer",))
+    return all(c["state"] == ClientState.RETIRED and not c["queues"] for c in gray) and status.gray_backlog == 0
+
+
+def _health_by_client(status: GroupStatus) -> dict[str, Any]:
+    return {c["client_id"]: c.get("health") for c in status.clients if c["role"] == "consumer"}
+
+
+def _check_line(index: int, steps: int, check: dict[str, Any]) -> str:
+    """``step 1/3 weight 5%: gray 120 msgs, 1.7% failed, p99 3.2 ms | normal 2,300 msgs, 0.0% failed, ... → pass``."""
+    def side(name: str) -> str:
+        figures = check[name]
+        lag = f", lag {check['lag'][name]}" if check.get("lag") else ""
+        return (f"{name} {int(figures['consumed'] + figures['failed']):,} msgs, {failure_rate(figures):.1f}% failed, "
+                f"p99 {figures['p99_ms']:.1f} ms{lag}")
+
+    verdict = check["verdict"] + (f" ({'; '.join(check['reasons'])})" if check["reasons"] else "")
+    return f"step {index + 1}/{steps} weight {check['weight']}%: {side('gray')} | {side('normal')} → {verdict}"

@@ -189,6 +189,21 @@ async def drain_case(ns: NameServer, root: Path, log_dir: Path, backlog: int) ->
         broker.stop()
 
 
+class _CpuMeter:
+    """CPU seconds of the broker, the name server and this process (the consumers) since the last lap."""
+
+    def __init__(self, broker: Broker, ns: NameServer) -> None:
+        self._sources = {"broker_cpu_s": broker.cpu_seconds, "nameserver_cpu_s": ns.cpu_seconds,
+                         "consumers_cpu_s": time.process_time}
+        self._last = {key: read() for key, read in self._sources.items()}
+
+    def lap(self) -> dict[str, float]:
+        now = {key: read() for key, read in self._sources.items()}
+        spent = {key: now[key] - self._last[key] for key in now}
+        self._last = now
+        return spent
+
+
 async def rebalance_case(ns: NameServer, root: Path, log_dir: Path, consumers_n: int = 50) -> Figures:
     queues, gray_nums = 100, 10
     gray_n = consumers_n // 5
@@ -213,6 +228,7 @@ async def rebalance_case(ns: NameServer, root: Path, log_dir: Path, consumers_n:
         all_started = time.monotonic()
         converged_at = await wait_until(lambda: converged(consumers, topic, queues, gray_nums), 120,
                                         f"{consumers_n} consumers converged", 0.01)
+        cpu = _CpuMeter(broker, ns)
         joiner = make(consumers_n, False)
         join_began = time.monotonic()
         await joiner.start()
@@ -220,6 +236,7 @@ async def rebalance_case(ns: NameServer, root: Path, log_dir: Path, consumers_n:
         members = [*consumers, joiner]
         joined_at = await wait_until(lambda: converged(members, topic, queues, gray_nums), 120,
                                      "converged after a join", 0.01)
+        join_cpu = cpu.lap()
         leaver = consumers[-1]
         leave_began = time.monotonic()
         await leaver.stop()
@@ -227,10 +244,12 @@ async def rebalance_case(ns: NameServer, root: Path, log_dir: Path, consumers_n:
         members.remove(leaver)
         left_at = await wait_until(lambda: converged(members, topic, queues, gray_nums), 120,
                                    "converged after a leave", 0.01)
+        leave_cpu = cpu.lap()
         return {
             "consumers": consumers_n, "start_s": all_started - began,
             "converge_after_start_s": converged_at - all_started,
             "converge_after_join_s": joined_at - join_began, "converge_after_leave_s": left_at - leave_began,
+            **{f"join_{k}": v for k, v in join_cpu.items()}, **{f"leave_{k}": v for k, v in leave_cpu.items()},
         }
     finally:
         await asyncio.gather(*(c.stop() for c in started), return_exceptions=True)

@@ -39,17 +39,20 @@ class ClientProcessor:
         return response_envelope(pb.UNREGISTER_CLIENT)
 
     def consumer_list(self, req: pb.ConsumerListRequest) -> bytes:
+        """The group's members and subscription tables, encoded once per change of the group (``listing``)."""
         info = self.broker.consumers.get(req.consumer_group)
         if info is None:
             raise ConsumerNotOnlineError(f"no consumer of group {req.consumer_group} is online on this broker")
-        response = pb.ConsumerListResponse(
-            clients=[
-                pb.ClientInfo(client_id=c.client_id, gray_flag=c.gray_flag, last_heartbeat_ms=c.last_heartbeat_ms,
-                              topics=sorted(c.subscriptions))
-                for c in sorted(info.clients.values(), key=lambda c: c.client_id)
-            ],
-            subscriptions=[s.to_pb() for s in info.subscription_table.values()],
-            gray_subscriptions=[s.to_pb() for s in info.gray_subscription_table.values()],
-            gray_switch=info.gray_switch,
-        )
-        return response_envelope(pb.GET_CONSUMER_LIST, response)
+        if info.listing is None:
+            response = pb.ConsumerListResponse(
+                clients=[
+                    pb.ClientInfo(client_id=c.client_id, gray_flag=c.gray_flag,
+                                  last_heartbeat_ms=c.last_heartbeat_ms, topics=sorted(c.subscriptions))
+                    for c in sorted(info.clients.values(), key=lambda c: c.client_id)
+                ],
+                subscriptions=[s.to_pb() for s in info.subscription_table.values()],
+                gray_subscriptions=[s.to_pb() for s in info.gray_subscription_table.values()],
+                gray_switch=info.gray_switch,
+            )
+            info.listing = response_envelope(pb.GET_CONSUMER_LIST, response)
+        return info.listing

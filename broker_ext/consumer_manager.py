@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -12,6 +13,11 @@ from graymq.protocol.connection import Connection
 
 log = logging.getLogger(__name__)
 
+# Queue releases of one group are told to its members at most once per this many seconds (the first at once,
+# the rest together at the end of the window): a rebalance wave releases a queue per moving member, and
+# telling each release to every member made a join cost members × releases rebalances.
+RELEASE_NOTICE_WINDOW_S = 0.05
+
 
 class ConsumerManager:
     """RocketMQ's consumerTable: group name -> ConsumerGroupInfo."""
@@ -21,6 +27,8 @@ class ConsumerManager:
         self.expiry_s = expiry_s
         self.groups: dict[str, ConsumerGroupInfo] = {}
         self._on_client_left = on_client_left  # (group, client id): e.g. its queue leases end
+        # group -> reasons of the releases waiting for the end of the group's window (absent: no window open)
+        self._held_notices: dict[str, list[str]] = {}
 
     def get(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
@@ -32,9 +40,7 @@ class ConsumerManager:
             info = self.groups[data.group] = ConsumerGroupInfo(data.group)
         info.consume_model = data.consume_model
         info.consume_from_where = data.consume_from_where
-        switch_changed = info.gray_switch != data.gray_switch or info.gray_weight != data.gray_weight
-        info.gray_switch = data.gray_switch
-        info.gray_weight = data.gray_weight
+        switch_changed = info.set_gray_allocation(data.gray_switch, data.gray_weight)
         subs = [SubscriptionData.from_pb(s) for s in data.subscriptions]
         changed = info.update_client(client_id, connection, data.gray_flag, subs) or switch_changed
         if connection is not None:
@@ -71,6 +77,22 @@ class ConsumerManager:
                 self.unregister(group, client_id, "no heartbeat")
 
     def notify_group(self, group: str, reason: str) -> None:
+        """Queue leases of ``group`` were released: its members hear it at once, or with the other releases at
+        the end of the window (``RELEASE_NOTICE_WINDOW_S``) when one was told less than a window ago."""
+        held = self._held_notices.get(group)
+        if held is not None:
+            held.append(reason)
+            return
+        self._held_notices[group] = []
+        asyncio.get_running_loop().call_later(RELEASE_NOTICE_WINDOW_S, self._window_ended, group)
+        self._notify_now(group, reason)
+
+    def _window_ended(self, group: str) -> None:
+        held = self._held_notices.pop(group, [])
+        if held:
+            self.notify_group(group, held[0] if len(held) == 1 else f"{held[0]} and {len(held) - 1} more releases")
+
+    def _notify_now(self, group: str, reason: str) -> None:
         info = self.groups.get(group)
         if info is not None:
             self.notify(info, reason)

@@ -4,6 +4,12 @@ The gray extension of RocketMQ's ConsumerGroupInfo: a heartbeat updates only the
 the client's flag, so gray (v2) and normal (v1) clients of one group may subscribe to
 different topics and tags. Each table is the union of the subscriptions its live clients
 reported (on a topic subscribed with two expressions, the newest ``sub_version`` wins).
+
+Every consumer of a group asks for the group's member list after each change, so a change costs the broker
+one listing per member: the encoded GET_CONSUMER_LIST answer is kept (``listing``) until the group changes,
+which makes each of those answers a copy of bytes rather than a group-sized protobuf build. Its
+``last_heartbeat_ms`` are therefore those of each client's last change (what a consumer compares when two
+brokers disagree), not of its last heartbeat.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class ConsumerGroupInfo:
     gray_clients: int = 0
     consume_model: int = pb.CLUSTERING
     consume_from_where: int = pb.CONSUME_FROM_LAST_OFFSET
+    listing: bytes | None = None  # the encoded consumer list, until the group changes (set by its reader)
 
     def update_client(
         self, client_id: str, connection: Connection | None, gray_flag: bool, subscriptions: list[SubscriptionData]
@@ -88,6 +95,14 @@ class ConsumerGroupInfo:
         self._rebuild_tables()
         return True
 
+    def set_gray_allocation(self, gray_switch: bool, gray_weight: int) -> bool:
+        """Apply the switch and weight a heartbeat carries; returns whether either changed."""
+        if (self.gray_switch, self.gray_weight) == (gray_switch, gray_weight):
+            return False
+        self.gray_switch, self.gray_weight = gray_switch, gray_weight
+        self.listing = None
+        return True
+
     def expired_clients(self, now: float, expiry_s: float) -> list[str]:
         return [c.client_id for c in self.clients.values() if now - c.last_heartbeat > expiry_s]
 
@@ -108,6 +123,7 @@ class ConsumerGroupInfo:
                     table[topic] = sub
         self.subscription_table = normal
         self.gray_subscription_table = gray
+        self.listing = None
         self.gray_clients = sum(1 for c in self.clients.values() if c.gray_flag)
 
     def weighted_queues(self, config: TopicConfig) -> frozenset[int]:

@@ -29,9 +29,15 @@ class AllocateMessageQueueStrategy(Protocol):
     ) -> list[MessageQueue]: ...
 
 
+def _order(view: ConsumerView) -> tuple[str, bool]:
+    return view.client_id, view.gray
+
+
 def _check(client_id: str, clients: Sequence[ConsumerView]) -> list[ConsumerView]:
-    ordered = sorted(set(clients))
-    if client_id not in {c.client_id for c in ordered}:
+    """The clients sorted (the dataclass order, by a key: a group of hundreds sorts in C, not in ``__lt__``),
+    or none when ``client_id`` is not among them."""
+    ordered = sorted(set(clients), key=_order)
+    if not any(c.client_id == client_id for c in ordered):
         return []
     return ordered
 
@@ -115,8 +121,10 @@ class AllocateMessageQueueGray:
     def sides(self, queues: Sequence[MessageQueue], has_gray_clients: bool
               ) -> tuple[list[MessageQueue], list[MessageQueue]]:
         """(the gray side's queues, the normal side's), sorted."""
-        gray = [mq for mq in sorted(queues) if self.is_gray(mq)]
-        normal = [mq for mq in sorted(queues) if not self.is_gray(mq)]
+        gray: list[MessageQueue] = []
+        normal: list[MessageQueue] = []
+        for mq in sorted(queues):
+            (gray if self.is_gray(mq) else normal).append(mq)
         if not has_gray_clients:
             return [], normal + (gray if self.orphan_policy == "adopt" else [])
         weighted = [mq for mq in normal if self.is_weighted(mq)]

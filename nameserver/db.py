@@ -65,8 +65,17 @@ def _sqlite_begin(conn: Connection) -> None:
 
 
 def read_only(engine: Engine) -> Engine:
-    """``engine`` (same pool) for sessions that only read: on SQLite a deferred transaction, not the write lock."""
-    return engine.execution_options(**{READ_ONLY: True})
+    """``engine`` for sessions that only read. PostgreSQL: the same pool. SQLite: a deferred transaction, not the
+    write lock, on a pool of its own that never makes a reader wait — WAL readers do not block the writer, and a
+    GET's session is closed only after its response, in another worker thread: sharing the writers' single
+    connection, GETs holding it while every worker thread waited for it stalled the name server (pool timeout)
+    when 30 consumers started at once."""
+    if engine.dialect.name != "sqlite":
+        return engine.execution_options(**{READ_ONLY: True})
+    readers = create_engine(engine.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, pool_size=4, max_overflow=-1)
+    event.listen(readers, "connect", _sqlite_on_connect)
+    event.listen(readers, "begin", _sqlite_begin)
+    return readers.execution_options(**{READ_ONLY: True})
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:

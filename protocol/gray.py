@@ -1,10 +1,14 @@
 """The gray queue layout: which queue ids of a topic (per broker) carry gray traffic.
 
 Producer, consumer, broker and the Spark source all call these functions; nothing else
-computes the layout.
+computes the layout. A rebalance asks about every queue of a topic, so the layouts are computed
+once per (queue count, gray count, weight) and remembered: recomputing them per queue made each
+consumer's rebalance quadratic in the topic's queues.
 """
 
 from __future__ import annotations
+
+import functools
 
 
 def gray_queue_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
@@ -27,6 +31,11 @@ def gray_queue_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
         raise ValueError(f"gray_queue_nums must be >= 0, got {gray_queue_nums}")
     if gray_queue_nums > queue_nums:
         raise ValueError(f"gray_queue_nums ({gray_queue_nums}) exceeds queue_nums ({queue_nums})")
+    return _gray_ids(queue_nums, gray_queue_nums)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gray_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
     head = (gray_queue_nums + 1) // 2
     tail = gray_queue_nums // 2
     return tuple(range(head)) + tuple(range(queue_nums - tail, queue_nums))
@@ -34,7 +43,13 @@ def gray_queue_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
 
 def normal_queue_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
     """The queue ids that are not gray, ascending."""
-    gray = set(gray_queue_ids(queue_nums, gray_queue_nums))
+    gray_queue_ids(queue_nums, gray_queue_nums)  # checks the arguments
+    return _normal_ids(queue_nums, gray_queue_nums)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normal_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
+    gray = set(_gray_ids(queue_nums, gray_queue_nums))
     return tuple(q for q in range(queue_nums) if q not in gray)
 
 
@@ -68,6 +83,12 @@ def weighted_queue_ids(queue_nums: int, gray_queue_nums: int, weight: int) -> tu
     >>> weighted_queue_ids(8, 2, 10), weighted_queue_ids(8, 2, 0), weighted_queue_ids(4, 0, 100)
     ((4,), (), (0, 1, 2, 3))
     """
-    normal = normal_queue_ids(queue_nums, gray_queue_nums)
+    gray_queue_ids(queue_nums, gray_queue_nums)  # checks the arguments
+    return _weighted_ids(queue_nums, gray_queue_nums, weight)
+
+
+@functools.lru_cache(maxsize=1024)
+def _weighted_ids(queue_nums: int, gray_queue_nums: int, weight: int) -> tuple[int, ...]:
+    normal = _normal_ids(queue_nums, gray_queue_nums)
     k = weighted_count(len(normal), weight)
     return tuple(normal[(2 * i + 1) * len(normal) // (2 * k)] for i in range(k))

@@ -163,6 +163,11 @@ class PushConsumer:
         # queue -> where this client stopped, for queues it gave up while their broker was unreachable
         self._unreleased: dict[MessageQueue, int] = {}
         self._started = False
+        # The brokers' last listings of the group (their bytes) and the view built from them; the inputs of the
+        # last allocation (the routes held so their ids stay theirs) and the queues it wanted.
+        self._listings: tuple[tuple[str, bytes], ...] = ()
+        self._view: dict[str, tuple[bool, set[str] | None]] = {}
+        self._allocation: tuple[Hashable, list[TopicRoute], dict[MessageQueue, tuple[str, bool]]] | None = None
 
     # -- public API --------------------------------------------------------------------------
     @property
@@ -431,57 +436,78 @@ class PushConsumer:
             backoff.reset()
 
     async def _group_view(self) -> dict[str, tuple[bool, set[str] | None]]:
-        """client id -> (effective gray flag, subscribed topics or None if unknown), from the brokers.
+        """client id -> (effective gray flag, subscribed topics or None if unknown), from the brokers (this
+        client's own entry is added by ``rebalance``). Not to be changed: it is kept for the next call.
 
         Every consumer heartbeats each broker of its topics with its flag and subscriptions; where
         brokers disagree (a heartbeat in flight) the latest heartbeat wins. The name server is not
-        asked: N consumers rebalancing at once would cost it N² rows per group change.
+        asked: N consumers rebalancing at once would cost it N² rows per group change. A release of
+        queues wakes every member though most lists stay as they were: when every broker's listing is
+        byte for byte the last one, the last view is returned, not rebuilt.
         """
-        latest: dict[str, pb.ClientInfo] = {}
+        listings: dict[str, pb.ConsumerListResponse] = {}
 
         async def from_broker(address: str) -> None:
             try:
-                clients = (await self.brokers.consumer_list(address, self.group)).clients
+                listings[address] = await self.brokers.consumer_list(address, self.group)
             except GrayMQError as exc:
                 if exc.permanent:
                     self._fail(exc, f"listing the consumers of group {self.group} on broker {address}")
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
-                return
-            for c in clients:
+
+        await asyncio.gather(*(from_broker(a) for a in self._broker_addresses()))
+        key = tuple(sorted((address, listing.SerializeToString()) for address, listing in listings.items()))
+        if key == self._listings:
+            return self._view
+        latest: dict[str, pb.ClientInfo] = {}
+        for listing in listings.values():
+            for c in listing.clients:
                 seen = latest.get(c.client_id)
                 if seen is None or c.last_heartbeat_ms > seen.last_heartbeat_ms:
                     latest[c.client_id] = c
+        self._listings = key
+        self._view = {client_id: (c.gray_flag, set(c.topics) or None) for client_id, c in latest.items()}
+        return self._view
 
-        await asyncio.gather(*(from_broker(a) for a in self._broker_addresses()))
-        view: dict[str, tuple[bool, set[str] | None]] = {
-            client_id: (c.gray_flag, set(c.topics) or None) for client_id, c in latest.items()}
-        view[self.client_id] = (self.gray, None)
-        return view
+    def _allocate(self, view: dict[str, tuple[bool, set[str] | None]], routes: list[tuple[str, TopicRoute]]
+                  ) -> dict[MessageQueue, tuple[str, bool]]:
+        """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer
+        again when nothing it depends on changed (the group's listings, this client's flags, the routes)."""
+        key = (self._listings, self.gray, self.gray_switch, self.gray_weight, self.orphan_policy, self.broadcasting,
+               tuple((topic, id(route)) for topic, route in routes))
+        if self._allocation is not None and self._allocation[0] == key:
+            return self._allocation[2]
+        wanted: dict[MessageQueue, tuple[str, bool]] = {}
+        view = {**view, self.client_id: (self.gray, None)}
+        for topic, route in routes:
+            strategy = AllocateMessageQueueGray(
+                route.is_gray, self.base_strategy, orphan_policy=self.orphan_policy, gray_switch=self.gray_switch,
+                is_weighted=functools.partial(route.is_weighted, weight=self.gray_weight))
+            queues = route.queues(readable=True)
+            if self.broadcasting:
+                mine = [mq for mq in queues if not self.gray_switch or route.is_gray(mq) == self.gray]
+            else:
+                clients = [ConsumerView(cid, gray) for cid, (gray, topics) in view.items()
+                           if topics is None or topic in topics]
+                mine = strategy.allocate(self.group, self.client_id, queues, clients)
+            for mq in mine:
+                address = route.address_of(mq.broker_name)
+                if address is not None:
+                    wanted[mq] = (address, not self.gray and strategy.adopted(mq))
+        self._allocation = (key, [route for _, route in routes], wanted)
+        return wanted
 
     async def rebalance(self) -> None:
         async with self._rebalance_lock:
             view = await self._group_view() if not self.broadcasting else {}
             if self.failure is not None:
                 return
-            wanted: dict[MessageQueue, tuple[str, bool]] = {}
+            routes: list[tuple[str, TopicRoute]] = []
             for topic in self.subscriptions if not self.retired else ():
                 route = await self._route(topic)
-                if route is None:
-                    continue
-                strategy = AllocateMessageQueueGray(
-                    route.is_gray, self.base_strategy, orphan_policy=self.orphan_policy, gray_switch=self.gray_switch,
-                    is_weighted=functools.partial(route.is_weighted, weight=self.gray_weight))
-                queues = route.queues(readable=True)
-                if self.broadcasting:
-                    mine = [mq for mq in queues if not self.gray_switch or route.is_gray(mq) == self.gray]
-                else:
-                    clients = [ConsumerView(cid, gray) for cid, (gray, topics) in view.items()
-                               if topics is None or topic in topics]
-                    mine = strategy.allocate(self.group, self.client_id, queues, clients)
-                for mq in mine:
-                    address = route.address_of(mq.broker_name)
-                    if address is not None:
-                        wanted[mq] = (address, not self.gray and strategy.adopted(mq))
+                if route is not None:
+                    routes.append((topic, route))
+            wanted = self._allocate(view, routes)
             # queues change hands concurrently: each release commits the final offset, each take reads one
             held = dict(self._pqs)
             stale = [pq for mq, pq in self._pqs.items() if mq not in wanted or wanted[mq] != (pq.address, pq.adopted)]

@@ -1,0 +1,188 @@
+"""Convergence of a large consumer group spread over several processes (issue 21's "scale of a group").
+
+``consumers`` consumers of one group (a fifth of them gray) on a 100-queue topic (10 gray queues), split
+over ``processes`` worker processes, against one broker and a name server. Each worker writes who holds
+what whenever it changes; this process polls those files and times three phases: every consumer
+started → converged (every queue held by exactly one consumer of its side, each side evenly spread), one
+more consumer joins → converged, one leaves → converged. For the join and the leave it also reports the
+CPU seconds the broker, the name server and the workers spent until the group converged again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from graymq.bench.common import Figures, cpu_seconds
+from graymq.bench.graymq_servers import NameServer
+
+QUEUES, GRAY_QUEUES = 100, 10
+POLL_S = 0.01
+TIMEOUT_S = 180.0
+
+Holdings = dict[str, tuple[bool, list[int]]]  # client id -> (gray, queue ids held)
+
+
+def group_converged(holdings: Holdings, queue_nums: int, gray_nums: int) -> bool:
+    """Every queue held by exactly one consumer of its side; the totals of each side differ by at most one."""
+    from graymq.protocol.gray import gray_queue_ids
+
+    gray_ids = set(gray_queue_ids(queue_nums, gray_nums))
+    holders: set[int] = set()
+    counts: dict[bool, list[int]] = {True: [], False: []}
+    for gray, queue_ids in holdings.values():
+        counts[gray].append(len(queue_ids))
+        for queue_id in queue_ids:
+            if (queue_id in gray_ids) != gray or queue_id in holders:
+                return False
+            holders.add(queue_id)
+    expected = set(range(queue_nums)) if counts[True] else set(range(queue_nums)) - gray_ids
+    return holders == expected and all(max(c) - min(c) <= 1 for c in counts.values() if c)
+
+
+def _worker(ns_url: str, group: str, topic: str, ids: list[tuple[str, bool]], status_path: str,
+            commands: Any, ready: Any) -> None:
+    """Run ``ids`` consumers; ``("join", id)`` starts one more, ``("leave", id)`` stops one, ``None`` ends."""
+    from graymq.bench.common import quiet_logs
+    from graymq.client import PushConsumer
+
+    async def ignore(messages: list[Any]) -> None:
+        return None
+
+    async def run() -> None:
+        consumers: dict[str, PushConsumer] = {}
+
+        def make(client_id: str, gray: bool) -> PushConsumer:
+            consumer = PushConsumer(group, ns_url, listener=ignore, client_id=client_id, gray=gray)
+            consumer.subscribe(topic)
+            consumers[client_id] = consumer
+            return consumer
+
+        await asyncio.gather(*(make(client_id, gray).start() for client_id, gray in ids))
+        ready.set()
+        written = ""
+        loop = asyncio.get_running_loop()
+        while True:
+            status = json.dumps({cid: (c.gray, sorted(mq.queue_id for mq in c.assigned() if mq.topic == topic))
+                                 for cid, c in consumers.items()})
+            if status != written:
+                Path(status_path + ".tmp").write_text(status)
+                os.replace(status_path + ".tmp", status_path)
+                written = status
+            try:
+                command = await loop.run_in_executor(None, commands.get, True, POLL_S)
+            except Exception:  # noqa: BLE001 - queue.Empty: nothing to do this round
+                continue
+            if command is None:
+                break
+            action, client_id = command
+            if action == "join":
+                await make(client_id, False).start()
+            else:
+                await consumers.pop(client_id).stop()
+        await asyncio.gather(*(c.stop() for c in consumers.values()), return_exceptions=True)
+
+    with quiet_logs():
+        asyncio.run(run())
+
+
+@contextlib.contextmanager
+def _workers(ns_url: str, group: str, topic: str, consumers_n: int, processes: int, root: Path
+             ) -> Iterator[tuple[list[Any], list[Path], list[Any]]]:
+    ctx = mp.get_context("spawn")
+    gray_n = consumers_n // 5
+    ids = [(f"c{i:04d}", i < gray_n) for i in range(consumers_n)]
+    shares = [ids[p::processes] for p in range(processes)]
+    commands = [ctx.Queue() for _ in range(processes)]
+    paths = [root / f"holdings-{p}.json" for p in range(processes)]
+    readies = [ctx.Event() for _ in range(processes)]
+    procs = [ctx.Process(target=_worker, name=f"group-scale-{p}",
+                         args=(ns_url, group, topic, shares[p], str(paths[p]), commands[p], readies[p]))
+             for p in range(processes)]
+    for proc in procs:
+        proc.start()
+    try:
+        yield procs, paths, commands
+    finally:
+        for queue in commands:
+            queue.put(None)
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def _holdings(paths: list[Path]) -> Holdings:
+    holdings: Holdings = {}
+    for path in paths:
+        with contextlib.suppress(OSError, ValueError):
+            holdings.update({cid: (gray, ids) for cid, (gray, ids) in json.loads(path.read_text()).items()})
+    return holdings
+
+
+def _wait_converged(paths: list[Path], expected: int, what: str) -> float:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        holdings = _holdings(paths)
+        if len(holdings) == expected and group_converged(holdings, QUEUES, GRAY_QUEUES):
+            return time.monotonic()
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{what}: not converged after {TIMEOUT_S:g}s")
+
+
+def _cpu(sources: dict[str, Callable[[], float]]) -> dict[str, float]:
+    return {key: read() for key, read in sources.items()}
+
+
+def group_scale_case(ns: NameServer, root: Path, log_dir: Path, consumers_n: int = 500, processes: int = 5
+                     ) -> Figures:
+    from graymq.bench.bench_gray import _setup
+
+    broker, topic, group, _ = asyncio.run(_setup(ns, root, log_dir, QUEUES, GRAY_QUEUES))
+    try:
+        with _workers(ns.url, group, topic, consumers_n, processes, root) as (procs, paths, commands):
+            began = time.monotonic()
+            started = _wait_converged(paths, consumers_n, f"{consumers_n} consumers started")
+            sources = {"broker_cpu_s": broker.cpu_seconds, "nameserver_cpu_s": ns.cpu_seconds,
+                       "consumers_cpu_s": lambda: sum(cpu_seconds(p.pid) for p in procs if p.pid)}
+            figures: Figures = {"consumers": consumers_n, "processes": processes,
+                                "start_to_converged_s": started - began}
+            for phase, command, expected in (("join", ("join", "joiner"), consumers_n + 1),
+                                             ("leave", ("leave", "joiner"), consumers_n)):
+                time.sleep(1.0)  # heartbeats and pulls settle
+                before = _cpu(sources)
+                phase_began = time.monotonic()
+                commands[0].put(command)
+                done = _wait_converged(paths, expected, f"after a {phase}")
+                after = _cpu(sources)
+                figures[f"converge_after_{phase}_s"] = done - phase_began
+                figures.update({f"{phase}_{key}": after[key] - before[key] for key in sources})
+            return figures
+    finally:
+        broker.stop()
+
+
+def main() -> None:
+    """``python -m graymq.bench.bench_group_scale [consumers] [processes]``: one run, figures as JSON."""
+    import sys
+    import tempfile
+
+    consumers_n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    processes = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    with tempfile.TemporaryDirectory() as tmp, NameServer(Path(tmp) / "ns", Path(tmp)).wait_ready() as ns:
+        figures = group_scale_case(ns, Path(tmp), Path(tmp), consumers_n, processes)
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) and not math.isnan(v) else v
+                      for k, v in figures.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -55,7 +55,7 @@ async def produce(ns_url: str, topic: str, group: str, count: int, batched: bool
         await producer.stop()
 
 
-async def consume(ns_url: str, topic: str, group: str, count: int) -> float:
+async def consume(ns_url: str, topic: str, group: str, count: int, batch: int = BATCH) -> float:
     received = 0
     first_at: float | None = None
 
@@ -65,8 +65,8 @@ async def consume(ns_url: str, topic: str, group: str, count: int) -> float:
             first_at = time.monotonic()
         received += len(messages)
 
-    consumer = PushConsumer(group, ns_url, listener=listener, consume_from="first", pull_batch_size=BATCH,
-                            consume_batch_size=BATCH)
+    consumer = PushConsumer(group, ns_url, listener=listener, consume_from="first", pull_batch_size=batch,
+                            consume_batch_size=batch)
     consumer.subscribe(topic)
     await consumer.start()
     try:

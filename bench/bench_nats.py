@@ -79,7 +79,7 @@ async def produce(port: int, count: int, batched: bool) -> float:
         await nc.close()
 
 
-async def consume(port: int, count: int) -> float:
+async def consume(port: int, count: int, batch: int = BATCH) -> float:
     import nats.errors
 
     nc = await _connect(port)
@@ -89,7 +89,7 @@ async def consume(port: int, count: int) -> float:
         first_at = None
         while received < count:
             try:
-                msgs = await sub.fetch(BATCH, timeout=1)
+                msgs = await sub.fetch(batch, timeout=1)
             except nats.errors.TimeoutError:
                 continue
             if first_at is None:

@@ -1,5 +1,6 @@
 """The same workloads against Redis Streams: ``redis-server`` (Debian package) on a free loopback port,
-AOF ``everysec`` (graymq's async flush) or ``always`` (its sync flush), redis-py's asyncio client.
+AOF ``everysec`` (graymq's async flush) or ``always`` (its sync flush), redis-py's asyncio client (the
+headline comparison, ``bench_peers``, uses its synchronous client with hiredis).
 
 - produce, single: one XADD per message, 64 outstanding (a connection each, from redis-py's pool);
 - produce, batch: pipelines (no MULTI) of 64 XADDs, 4 outstanding;
@@ -70,14 +71,14 @@ async def produce(port: int, count: int, batched: bool) -> float:
         await r.aclose(close_connection_pool=True)
 
 
-async def consume(port: int, count: int) -> float:
+async def consume(port: int, count: int, batch: int = BATCH) -> float:
     r = _client(port, 2)
     try:
         await r.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
         received = 0
         first_at = None
         while received < count:
-            reply = await r.xreadgroup(GROUP, "c1", {STREAM: ">"}, count=BATCH, block=1000)
+            reply = await r.xreadgroup(GROUP, "c1", {STREAM: ">"}, count=batch, block=1000)
             if not reply:
                 continue
             if first_at is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import math
 import os
 import platform
@@ -99,6 +100,42 @@ async def paced(rate: float, count: int, send: Callable[[int, int], None], tick_
         next_at = start + seq / rate
         await asyncio.sleep(max(tick_s, next_at - time.monotonic()))
     return seq
+
+
+async def paced_awaited(rate: float, count: int, send: Callable[[int], Any]) -> int:
+    """Send ``count`` messages at ``rate`` a second, each awaited before the next (a synchronous client's
+    ``send(seq)`` simply returns): a message leaves when it is due and the previous one is acknowledged, so a
+    system slower than ``rate`` shows it in the rate reached. Returns how many sends succeeded."""
+    start = time.monotonic()
+    acked = 0
+    for seq in range(count):
+        delay = start + seq / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        try:
+            result = send(seq)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # noqa: BLE001 - counted as a send error by the harness
+            continue
+        acked += 1
+    return acked
+
+
+async def timed_phases(server: Server, phases: Sequence[tuple[str, int, Callable[[], Any]]]) -> Figures:
+    """Run each ``(name, count, fn)`` in turn (``fn()`` returns, or is awaited for, its seconds for ``count``
+    messages): ``<name>_msgs_s`` and the CPU µs per message of the server and of this process in it."""
+    figures: Figures = {}
+    for name, count, fn in phases:
+        server_cpu, client_cpu = server.cpu_seconds(), time.process_time()
+        seconds = fn()
+        if inspect.isawaitable(seconds):
+            seconds = await seconds
+        figures[f"{name}_msgs_s"] = count / seconds
+        figures[f"{name}_server_cpu_us"] = (server.cpu_seconds() - server_cpu) / count * 1e6
+        figures[f"{name}_client_cpu_us"] = (time.process_time() - client_cpu) / count * 1e6
+    figures["broker_peak_rss_mib"] = server.peak_rss_mib()
+    return figures
 
 
 async def run_windowed(count: int, per_call: int, in_flight: int, call: Callable[[int, int], Awaitable[None]]) -> None:

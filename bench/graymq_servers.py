@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Self
@@ -38,12 +39,12 @@ class Broker(Server):
     """``graymq broker`` with its store under ``store_dir``; ``address`` once ready.
 
     ``dev=False``: authentication on (needs ``nameserver`` and ``broker_token``, a principal with the broker
-    right); ``tls``: ``(cert, key)`` PEM files, the port then speaks TLS only.
+    right); ``tls``: ``(cert, key)`` PEM files, the port then speaks TLS only; ``uvloop``: the same broker on uvloop.
     """
 
     def __init__(self, name: str, store_dir: Path, log_dir: Path, *, flush: str = "async",
                  nameserver: str | None = None, dev: bool = True, broker_token: str = "",
-                 tls: tuple[Path, Path] | None = None) -> None:
+                 tls: tuple[Path, Path] | None = None, uvloop: bool = False) -> None:
         args = ["broker", "--name", name, "--port", "0", "--store", str(store_dir), "--flush", flush,
                 "--segment-size", str(256 << 20)]
         if nameserver:
@@ -51,7 +52,8 @@ class Broker(Server):
         if tls:
             args += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
         env = {**ENV, "GRAYMQ_DEV_MODE": "true" if dev else "false", "GRAYMQ_BROKER_TOKEN": broker_token}
-        super().__init__(f"broker-{name}", graymq_command(*args), log_dir, env=env, ready_prefix=READY)
+        command = [sys.executable, "-m", "graymq.bench.uvloop_cli", *args] if uvloop else graymq_command(*args)
+        super().__init__(f"broker-{name}", command, log_dir, env=env, ready_prefix=READY)
         self.address = ""
 
     def wait_ready(self, timeout_s: float = 60.0) -> Self:

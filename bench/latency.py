@@ -10,7 +10,8 @@ producer falls behind, its lag shows in the achieved rate, not in the latencies.
 
 A system module provides ``async latency_consume(params, recorder, ready)`` (calls ``ready()``
 once subscribed, returns once ``recorder.done`` is set) and ``async latency_produce(params, rate, count) -> int``
-(how many messages were acknowledged; its sends go through ``InFlight``).
+(how many messages were acknowledged; its sends go through ``InFlight``, or with ``params["awaited"]`` each
+send is awaited before the next, ``paced_awaited``). ``params["uvloop"]``: both processes run on uvloop.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from graymq.bench.common import Figures, cpu_seconds, latency_figures, sent_at_ns
+from graymq.protocol import loop
 
 WARMUP_S = 1.0
 DRAIN_TIMEOUT_S = 30.0
@@ -100,6 +102,10 @@ def _profiled(role: str) -> Iterator[None]:
         profile.dump_stats(os.path.join(directory, f"{role}.pstats"))
 
 
+def _run(params: dict[str, Any], main: Any) -> Any:
+    return loop.run(main) if params.get("uvloop") else asyncio.run(main)
+
+
 def _consumer_main(module: str, params: dict[str, Any], expected: int, first_timed: int, ready: Any,
                    produced: Any, results: Any) -> None:
     system = importlib.import_module(module)
@@ -126,7 +132,7 @@ def _consumer_main(module: str, params: dict[str, Any], expected: int, first_tim
     try:
         cpu = time.process_time()
         with _profiled("consumer"):
-            latencies = asyncio.run(run())
+            latencies = _run(params, run())
         results.put(("ok", (latencies, time.process_time() - cpu)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         results.put(("error", f"{type(exc).__name__}: {exc}"))
@@ -137,7 +143,7 @@ def _producer_main(module: str, params: dict[str, Any], rate: float, count: int,
     try:
         began, cpu = time.monotonic(), time.process_time()
         with _profiled("producer"):
-            acked = asyncio.run(system.latency_produce(params, rate, count))
+            acked = _run(params, system.latency_produce(params, rate, count))
         results.put(("ok", (acked, time.monotonic() - began, time.process_time() - cpu)))
     except BaseException as exc:  # noqa: BLE001
         results.put(("error", f"{type(exc).__name__}: {exc}"))

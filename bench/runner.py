@@ -4,6 +4,9 @@
 
 Parts (default: all, in this order):
 
+- ``peers``      the headline comparison (issue 21): graymq (also on uvloop, and with sync flush) vs Redis
+                 Streams with redis-py's sync client and hiredis (and redis.asyncio) vs NATS JetStream with
+                 nats-py: batched produce, awaited single sends, consume, and a 5,000 msg/s e2e with awaited sends;
 - ``store``      message store in-process: append async/sync, single/batched, reads;
 - ``broker``     a broker process with the raw ``BrokerClient``: produce/consume, single/batched, async/sync;
 - ``trust``      the same raw produce/consume, single/batched, in dev mode, with authentication, and with
@@ -13,11 +16,13 @@ Parts (default: all, in this order):
 - ``latency``    the three at a fixed rate, producer and consumer processes: p50/p99/max end to end;
 - ``gray``       promote timings, drain rate of a gray backlog, rebalance convergence with 50 consumers, a weight
                  change reaching every consumer, a failed rollout check to the rollback complete;
-- ``nameserver`` flag flip and group lookup latency on PostgreSQL.
+- ``nameserver`` flag flip and group lookup latency on PostgreSQL;
+- ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU).
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
-Figures go to stdout as tables, to ``bench/results.json`` and to ``bench/RESULTS.md``; a block
+Figures go to stdout as tables, to ``bench/results.json`` and to ``bench/RESULTS.md`` (with PNG charts
+beside it, ``bench/charts.py``); a block
 between ``<!-- notes -->`` and ``<!-- /notes -->`` in an existing RESULTS.md is kept.
 ``redis-server`` and ``nats-server`` are installed from Debian packages when missing.
 """
@@ -41,7 +46,7 @@ from typing import Any
 
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
-PARTS = ("store", "broker", "trust", "throughput", "latency", "gray", "nameserver")
+PARTS = ("peers", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -111,6 +116,59 @@ def postgres_server() -> Iterator[Any]:
         yield server
     finally:
         server.destroy()
+
+
+def part_peers(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_peers as peers
+    from graymq.bench.graymq_servers import NameServer
+
+    args.meta["echo_rtt_us"] = peers.echo_rtt_us()
+    load_before = os.getloadavg()[0]
+    count, awaited, duration = args.peer_count, args.awaited_count, args.e2e_duration
+
+    def in_tmp(fn: Callable[[Path], Figures]) -> Callable[[], Figures]:
+        def case() -> Figures:
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                return fn(Path(tmp))
+        return case
+
+    with NameServer(root / "ns-peers", root).wait_ready() as ns:
+        graymq_cases = [
+            ("graymq", lambda tmp: peers.graymq_case(ns, tmp, root, count, awaited)),
+            ("graymq uvloop", lambda tmp: peers.graymq_case(ns, tmp, root, count, awaited, uvloop=True)),
+            ("graymq sync flush", lambda tmp: peers.graymq_case(ns, tmp, root, count, awaited, flush="sync")),
+        ]
+        peer_cases = [
+            ("redis hiredis", lambda tmp: peers.redis_case(tmp, root, count, awaited)),
+            ("redis asyncio", lambda tmp: peers.redis_case(tmp, root, count, awaited, asyncio_client=True)),
+            ("nats", lambda tmp: peers.nats_case(tmp, root, count, awaited)),
+        ] if not args.only_graymq else []
+        e2e_cases = [
+            ("graymq", lambda tmp: peers.graymq_e2e_case(ns, tmp, root, duration)),
+            ("graymq uvloop", lambda tmp: peers.graymq_e2e_case(ns, tmp, root, duration, uvloop=True)),
+            *([("redis hiredis", lambda tmp: peers.redis_e2e_case(tmp, root, duration)),
+               ("nats", lambda tmp: peers.nats_e2e_case(tmp, root, duration))] if not args.only_graymq else []),
+        ]
+        run_repeated(results, "peers", [(name, in_tmp(fn)) for name, fn in [*graymq_cases, *peer_cases]],
+                     args.repeat)
+        run_repeated(results, "peers e2e", [(name, in_tmp(fn)) for name, fn in e2e_cases], args.repeat)
+    args.meta["peers_load"] = f"{load_before:.2f} at start, {os.getloadavg()[0]:.2f} at end (1 min)"
+
+
+def part_groupscale(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_group_scale
+    from graymq.bench.common import quiet_logs
+    from graymq.bench.graymq_servers import NameServer
+
+    with NameServer(root / "ns-groupscale", root).wait_ready() as ns, quiet_logs():
+        cases = []
+        for size in args.group_sizes:
+            def fn(size: int = size) -> Figures:
+                with tempfile.TemporaryDirectory(dir=root) as tmp:
+                    return bench_group_scale.group_scale_case(ns, Path(tmp), root, size,
+                                                              max(1, math.ceil(size / 100)))
+            cases.append((f"{size} consumers", fn))
+        run_repeated(results, "groupscale", cases, args.repeat)
 
 
 def part_store(results: Results, args: argparse.Namespace, root: Path) -> None:
@@ -480,7 +538,9 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
         f"- gray: backlog of {s['gray_backlog']:,} gray messages; {s['consumers']} consumers; name server on "
         "PostgreSQL.", "",
     ]
-    body = []
+    from graymq.bench import peers_report
+
+    body = peers_report.render(results, table, meta)
     body += render_throughput(results, "throughput", "Throughput: graymq (client library) vs Redis Streams vs "
                                                      "NATS JetStream")
     ratios = ratio_rows(results)
@@ -524,10 +584,25 @@ def render_saved(args: argparse.Namespace) -> int:
     results = Results()
     results.parts = saved["parts"]
     meta = {**saved, "parts": saved.get("parts_run", list(saved["parts"]))}
+    meta["charts"] = render_charts(results, args)
     text = render(results, meta, load_baseline(args))
     print(text)
     args.markdown.write_text(text + "\n\n## Notes\n\n" + keep_notes(args.markdown))
     return 0
+
+
+def render_charts(results: Results, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """PNG charts next to RESULTS.md; none (and a note on stderr) without matplotlib."""
+    try:
+        from graymq.bench import charts
+    except ImportError:
+        progress("no charts: matplotlib is not installed (pip install 'graymq[bench]')")
+        return []
+    try:
+        return charts.render_all(results, args.markdown.resolve().parent)
+    except ImportError:
+        progress("no charts: matplotlib is not installed (pip install 'graymq[bench]')")
+        return []
 
 
 def keep_notes(path: Path) -> str:
@@ -574,6 +649,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gray-backlog", type=int, default=100_000, help="gray backlog to drain (default 100000)")
     parser.add_argument("--consumers", type=int, default=50, help="consumers in the rebalance case (default 50)")
     parser.add_argument("--ns-calls", type=int, default=300, help="name server: timed calls per operation")
+    parser.add_argument("--peer-count", type=int, default=200_000,
+                        help="peers: messages of the batched produce and consume phases (default 200000)")
+    parser.add_argument("--awaited-count", type=int, default=20_000,
+                        help="peers: sends of the awaited single-send phase (default 20000)")
+    parser.add_argument("--e2e-duration", type=float, default=10,
+                        help="peers: seconds of the 5,000 msg/s e2e with awaited sends (default 10)")
+    parser.add_argument("--group-sizes", type=lambda text: [int(n) for n in text.split(",")], default=[50, 200, 500],
+                        help="groupscale: group sizes, comma-separated (default 50,200,500)")
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the JSON")
     parser.add_argument("--markdown", type=Path, default=HERE / "RESULTS.md", help="where to write RESULTS.md")
     parser.add_argument("--baseline", type=Path, default=HERE / "baseline.json",
@@ -603,15 +686,17 @@ def run(args: argparse.Namespace) -> int:
         from graymq.bench.common import ensure_debian_packages
 
         needed = {}
-        if {"throughput", "latency"} & set(parts):
+        if {"peers", "throughput", "latency"} & set(parts):
             needed.update({"redis-server": "redis-server", "nats-server": "nats-server"})
         if {"gray", "nameserver"} & set(parts):
             needed["/usr/lib/postgresql/*/bin/initdb"] = "postgresql"
         ensure_debian_packages(needed)
     meta: dict[str, Any] = {"machine": machine_info(), "versions": versions(), "parts": parts, "label": args.label,
                             "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                            "settings": {k: getattr(args, k) for k in ("count", "store_count", "repeat", "rate",
-                                                                       "duration", "gray_backlog", "consumers")}}
+                            "settings": {k: getattr(args, k) for k in (
+                                "count", "store_count", "repeat", "rate", "duration", "gray_backlog", "consumers",
+                                "peer_count", "awaited_count", "e2e_duration", "group_sizes")}}
+    args.meta = meta  # parts add run-wide figures (the peers' echo round trip and load)
     began = time.monotonic()
     results = Results()
     with tempfile.TemporaryDirectory(prefix="graymq-bench-") as tmp:
@@ -625,6 +710,7 @@ def run(args: argparse.Namespace) -> int:
                     globals()[f"part_{part}"](results, args, root)
     meta["duration_s"] = time.monotonic() - began
     meta["load_average_end"] = list(os.getloadavg())
+    meta["charts"] = render_charts(results, args)
     text = render(results, meta, load_baseline(args))
     print(text)
     args.json.write_text(json.dumps({**meta, "parts": results.parts, "parts_run": parts}, indent=1, default=str))

@@ -1,11 +1,15 @@
 """One long-lived protocol connection, used by both ends: the broker's accepted sockets and clients.
 
-A single reader task decodes frames. Responses resolve the future waiting on their serial
-number; requests go to the connection's handler, which may answer at once (bytes) or later
-(a future, answered from its done callback, or another awaitable, run as a tracked task) so a
-long-polling pull never blocks the requests pipelined behind it. When the connection closes,
-every pending future fails with ``ConnectionClosedError``. Request deadlines share one timer per
-connection (a heap of deadlines, armed at the earliest), not one timer handle per request.
+Incoming bytes are decoded as they arrive: on a connection a client opened (``Connection.open``)
+straight from the transport's ``data_received`` (``_FrameProtocol``), with no reader task in between —
+a response resolves its request's future in the loop turn its bytes arrived in, one turn sooner than
+through a stream reader's task; on the broker's accepted sockets (a ``StreamReader``) by one reader
+task per connection. Responses resolve the future waiting on their serial number; requests go to the
+connection's handler, which may answer at once (bytes) or later (a future, answered from its done
+callback, or another awaitable, run as a tracked task) so a long-polling pull never blocks the
+requests pipelined behind it. When the connection closes, every pending future fails with
+``ConnectionClosedError``. Request deadlines share one timer per connection (a heap of deadlines,
+armed at the earliest), not one timer handle per request.
 
 Frames written during one turn of the event loop — the responses to the requests of one read,
 the requests of many producers sending at once — leave together in one ``transport.write`` (one
@@ -67,8 +71,8 @@ class Connection:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader | None,
+        writer: asyncio.StreamWriter | _TransportWriter,
         handler: RequestHandler | None = None,
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
@@ -107,8 +111,9 @@ class Connection:
     ) -> Connection:
         """Connect (over TLS with ``tls``, verifying the server's certificate for ``host``) and start reading."""
         try:
-            opening = asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
-            reader, writer = await with_timeout(opening, timeout)
+            opening = asyncio.get_running_loop().create_connection(
+                _FrameProtocol, host, port, ssl=tls, server_hostname=host if tls else None)
+            transport, protocol = await with_timeout(opening, timeout)
         except ssl.SSLCertVerificationError as exc:  # an operator must act: retrying cannot help
             raise ConfigError(f"TLS with {host}:{port} failed: certificate verify failed: {exc.verify_message} "
                               "(the CA is GRAYMQ_TLS_CA, else the system's)") from exc
@@ -119,12 +124,14 @@ class Connection:
             raise ConnectFailedError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise ConnectFailedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
-        conn = cls(reader, writer, handler, max_frame_size=max_frame_size)
-        conn.start()
+        protocol.attach(conn := cls(None, _TransportWriter(transport, protocol), handler,
+                                    max_frame_size=max_frame_size))
         return conn
 
     def start(self) -> None:
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"conn-read {self.peer}")
+        """Start the reader task of a connection made of streams (one ``open`` made reads by itself)."""
+        if self._reader is not None:
+            self._read_task = self._loop.create_task(self._read_loop(), name=f"conn-read {self.peer}")
 
     @property
     def is_closed(self) -> bool:
@@ -211,33 +218,42 @@ class Connection:
 
     async def _read_loop(self) -> None:
         reason = "closed by peer"
-        decoder, budget, loop = self._decoder, self._budget, self._loop
+        reader = self._reader
+        assert reader is not None
         try:
             while True:
-                data = await self._reader.read(READ_CHUNK)
+                data = await reader.read(READ_CHUNK)
                 if not data:
-                    decoder.eof()
+                    self._decoder.eof()
                     break
-                self.last_read = loop.time()
-                frames = decoder.feed(data)
-                if budget is not None:
-                    counted, self._counted = self._counted, decoder.pending
-                    budget.move(counted, self._counted)
-                for frame in frames:
-                    self._on_frame(frame.serial_no, frame.payload)
-                self._flush_out()  # the answers to this read, in one write
+                self._received(data)
                 transport = self._writer.transport
                 if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                     await self._writer.drain()
         except ProtocolError as exc:
-            reason = f"protocol error: {exc.message}"
-            log.warning("closing connection %s: %s", self.peer, exc.message)
+            reason = self._protocol_error(exc)
         except (ConnectionError, OSError) as exc:
             reason = f"connection error: {exc}"
         except asyncio.CancelledError:
             reason = "closed locally"
         finally:
             self._shutdown(reason)
+
+    def _received(self, data: bytes) -> None:
+        """Handle the frames ``data`` completes; their answers leave in one write. ``ProtocolError``: close."""
+        self.last_read = self._loop.time()
+        decoder, budget = self._decoder, self._budget
+        frames = decoder.feed(data)
+        if budget is not None:
+            counted, self._counted = self._counted, decoder.pending
+            budget.move(counted, self._counted)
+        for frame in frames:
+            self._on_frame(frame.serial_no, frame.payload)
+        self._flush_out()  # the answers to this read, in one write
+
+    def _protocol_error(self, exc: ProtocolError) -> str:
+        log.warning("closing connection %s: %s", self.peer, exc.message)
+        return f"protocol error: {exc.message}"
 
     def _on_frame(self, serial: int, payload: bytes) -> None:
         try:
@@ -339,6 +355,10 @@ class Connection:
             self._on_close(self)
 
     async def close(self) -> None:
+        if self._reader is None:  # reads come from the transport: closing it is all
+            self._shutdown("closed locally")
+            await self._writer.wait_closed()
+            return
         if self._read_task is not None and not self._read_task.done():
             self._read_task.cancel()
             try:
@@ -355,3 +375,82 @@ class Connection:
 class _Expired(Exception):
     """A request's deadline passed (set on its future by the timer)."""
 
+
+class _FrameProtocol(asyncio.Protocol):
+    """The transport of a connection ``Connection.open`` made: bytes go to the connection as they arrive.
+
+    While the bytes written wait in the transport's buffer above its high-water mark, reading pauses (the
+    answers of what the peer sends would pile up otherwise), as a stream connection's reader awaits drain.
+    """
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        self._early: list[bytes] = []  # bytes received before the connection was attached
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+
+    def attach(self, conn: Connection) -> None:
+        self.conn = conn
+        for data in self._early:
+            self.data_received(data)
+        self._early.clear()
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None:
+            self._early.append(data)
+            return
+        try:
+            conn._received(data)
+        except ProtocolError as exc:
+            conn._shutdown(conn._protocol_error(exc))
+
+    def eof_received(self) -> bool:
+        conn = self.conn
+        if conn is not None:
+            try:
+                conn._decoder.eof()
+            except ProtocolError as exc:
+                conn._shutdown(conn._protocol_error(exc))
+            else:
+                conn._shutdown("closed by peer")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn is not None:
+            self.conn._shutdown("closed by peer" if exc is None else f"connection error: {exc}")
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+
+class _TransportWriter:
+    """What ``Connection`` uses of a ``StreamWriter``, over the transport of a ``_FrameProtocol``."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: _FrameProtocol) -> None:
+        self.transport = transport
+        self._protocol = protocol
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.transport.get_extra_info(name)
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    async def wait_closed(self) -> None:
+        await self._protocol.closed

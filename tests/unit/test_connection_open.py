@@ -1,0 +1,99 @@
+"""A connection a client opens reads from its transport directly (no reader task): answers, the peer
+closing, a peer that breaks the framing, and a local close."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.connection import Connection, HandlerResult
+from graymq.protocol.errors import ConnectionClosedError
+from graymq.protocol.remoting import response_envelope
+
+pytestmark = pytest.mark.unit
+
+
+def serve(scenario: Callable[[Connection, list[Connection], list[asyncio.StreamWriter]], Awaitable[None]]) -> None:
+    """A stream-mode server answering GET_MIN_OFFSET with 7 (GET_MAX_OFFSET: never), a client opened to it."""
+    def answer(conn: Connection, envelope: pb.Envelope) -> HandlerResult:
+        if envelope.method == pb.GET_MIN_OFFSET:
+            return response_envelope(pb.GET_MIN_OFFSET, pb.OffsetResponse(offset=7))
+        return asyncio.get_running_loop().create_future()
+
+    async def main() -> None:
+        accepted: list[Connection] = []
+        writers: list[asyncio.StreamWriter] = []
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            conn = Connection(reader, writer, answer)
+            conn.start()
+            accepted.append(conn)
+            writers.append(writer)
+
+        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = await Connection.open("127.0.0.1", port)
+        try:
+            await asyncio.wait_for(scenario(client, accepted, writers), 10)  # a hang guard, not a speed check
+        finally:
+            await client.close()
+            for conn in accepted:
+                await conn.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())
+
+
+def queue_request() -> pb.QueueRequest:
+    return pb.QueueRequest(topic="T", queue_id=0)
+
+
+def test_pipelined_requests_are_all_answered() -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+        answers = await asyncio.gather(*(client.request(pb.GET_MIN_OFFSET, queue_request()) for _ in range(50)))
+        assert {a.offset for a in answers} == {7}  # type: ignore[attr-defined]
+        assert not client.busy
+
+    serve(scenario)
+
+
+def test_the_peer_closing_fails_what_is_pending_and_closes_the_connection() -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+        pending = asyncio.ensure_future(client.request(pb.GET_MAX_OFFSET, queue_request(), timeout=30))
+        while not accepted or not accepted[0].busy:
+            await asyncio.sleep(0.01)
+        await accepted[0].close()
+        with pytest.raises(ConnectionClosedError):
+            await pending
+        await client.closed.wait()
+        assert client.close_reason == "closed by peer"
+
+    serve(scenario)
+
+
+def test_a_peer_breaking_the_framing_closes_the_connection() -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+        await client.request(pb.GET_MIN_OFFSET, queue_request())
+        writers[0].write(b"\x00\x01\x02\x03 not a frame")
+        await client.closed.wait()
+        assert client.close_reason.startswith("protocol error: bad frame token")
+        with pytest.raises(ConnectionClosedError):
+            await client.request(pb.GET_MIN_OFFSET, queue_request())
+
+    serve(scenario)
+
+
+def test_closing_locally_fails_what_is_pending() -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+        pending = asyncio.ensure_future(client.request(pb.GET_MAX_OFFSET, queue_request(), timeout=30))
+        await asyncio.sleep(0.05)
+        await client.close()
+        with pytest.raises(ConnectionClosedError):
+            await pending
+        assert client.is_closed and client.close_reason == "closed locally"
+
+    serve(scenario)

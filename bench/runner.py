@@ -17,7 +17,8 @@ Parts (default: all, in this order):
 - ``gray``       promote timings, drain rate of a gray backlog, rebalance convergence with 50 consumers, a weight
                  change reaching every consumer, a failed rollout check to the rollback complete;
 - ``nameserver`` flag flip and group lookup latency on PostgreSQL;
-- ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU).
+- ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU);
+- ``replication`` produce on one broker vs a broker set of two replicas, sync and async: batched, awaited p50/p99.
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -46,7 +47,8 @@ from typing import Any
 
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
-PARTS = ("peers", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale")
+PARTS = ("peers", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
+         "replication")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -291,6 +293,15 @@ def part_nameserver(results: Results, args: argparse.Namespace, root: Path, post
         for case, figures in bench_nameserver.measure(postgres, f"bench_nameserver_{round_no}", 200,
                                                       args.ns_calls).items():
             results.add("nameserver", case, figures)
+
+
+def part_replication(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_replication
+
+    progress(f"replication ({args.repeat} run(s) of each setup, interleaved)")
+    for label, samples in bench_replication.run(root / "replication", 30_000, 3_000, args.repeat).items():
+        for figures in samples:
+            results.add("replication", label, figures)
 
 
 # ---------------------------------------------------------------- rendering
@@ -558,6 +569,9 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
         "failed_check_to_retired_s": "rollout check failed → gray consumers retired, holding nothing (s)",
         "failed_check_to_rolled_back_s": "rollout check failed → rollback complete, gray backlog 0 (s)"})
     body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
+    body += render_figures(results, "replication", "Replication: one broker against a broker set of two replicas", {
+        "batched_msgs_s": "batched produce (msg/s)", "awaited_msgs_s": "awaited single sends (msg/s)",
+        "awaited_p50_ms": "awaited send p50 (ms)", "awaited_p99_ms": "awaited send p99 (ms)"})
     body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
     body += render_trust(results)
     if results.parts.get("store"):

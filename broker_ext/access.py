@@ -70,6 +70,7 @@ class AccessControl:
             pb.GET_GROUP_BACKLOG: lambda p, r: self._consume(p, r.consumer_group),
             pb.CONSUMER_SEND_BACK: lambda p, r: self._consume(p, r.consumer_group),
             pb.UNLOCK_QUEUES: self._queue_leases,
+            pb.REPLICA_FETCH: lambda p, r: self._replicate(p),
         }
 
     # -- authentication ------------------------------------------------------------------------
@@ -166,6 +167,10 @@ class AccessControl:
     def _admin(self, p: Principal, action: str) -> None:
         if not p.rights.admin:
             _forbid(p, f"{action} (an admin right is needed)")
+
+    def _replicate(self, p: Principal) -> None:
+        if not (p.rights.broker or p.rights.admin):
+            _forbid(p, "copy this broker's log (a broker right is needed: another replica of its set)")
 
     def _update_topic(self, p: Principal, req: pb.UpdateTopicRequest) -> None:
         if self.topics_from_nameserver and not self.dev_mode:

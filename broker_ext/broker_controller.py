@@ -18,6 +18,9 @@ from graymq.broker_ext.producer_table import ProducerTable
 from graymq.broker_ext.pull_hold import PullRequestHoldService
 from graymq.broker_ext.pull_processor import PullProcessor
 from graymq.broker_ext.queue_locks import QueueLocks
+from graymq.broker_ext.replica_feed import ReplicaFeed
+from graymq.broker_ext.replica_fetcher import ReplicaFetcher
+from graymq.broker_ext.replica_role import ReplicaRole
 from graymq.broker_ext.retry import ScheduleMessageService, SendBackProcessor
 from graymq.broker_ext.send_processor import SendProcessor
 from graymq.broker_ext.stats import BrokerStats
@@ -64,6 +67,10 @@ class BrokerController:
         self.principals = PrincipalTable(config_dir / "principals.json")
         self.access = AccessControl(self.principals, self.consumers, dev_mode=settings.dev_mode,
                                     topics_from_nameserver=bool(settings.nameserver_urls))
+        self.role = ReplicaRole(self.name, settings.replica_id, settings.replication,
+                                path=config_dir / "replica_epoch.json" if settings.replication else None)
+        self.feed = ReplicaFeed(self)
+        self.fetcher = ReplicaFetcher(self)
         self._loops: list[asyncio.Task[None]] = []
         self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its gray ids)
 
@@ -74,6 +81,8 @@ class BrokerController:
         self.store.load()
         self.producers.rebuild(self.store)
         self.schedule.load()
+        if self.role.replicated:
+            self.schedule.pause()  # until the name server says this replica leads
 
     async def start(self) -> None:
         await self.store.start()
@@ -91,6 +100,8 @@ class BrokerController:
             except asyncio.CancelledError:
                 pass
         self._loops.clear()
+        await self.fetcher.close()
+        self.feed.reset()
         await self.schedule.stop()
         await self.file_work.drain()  # a background write in flight lands before the final one
         self.schedule.persist()
@@ -130,6 +141,8 @@ class BrokerController:
         Counted per queue written, not per message: a batch costs one stats update and one wake-up.
         """
         results = self.store.put_messages(messages)
+        if self.role.replicated:
+            self.feed.appended()
         if len(messages) == 1:  # a plain send
             put = messages[0]
             self.stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), 1, results[0].size)

@@ -53,6 +53,12 @@ class BrokerSettings(BaseSettings):
     queue_lease_s: float = Field(30.0, gt=0)  # a queue lease not renewed (heartbeat, pull) this long ends
     max_long_poll_ms: int = Field(30_000, ge=0)
     delay_levels_s: Annotated[tuple[float, ...], NoDecode] = DELAY_LEVELS_S
+    # A broker set: brokers with one name, distinct replica ids and a replication mode (None: a single copy).
+    replica_id: int = Field(0, ge=0, le=63)
+    replication: Literal["sync", "async"] | None = None
+    replication_timeout_s: float = Field(5.0, gt=0)  # sync: a send not stored by the in-sync followers in time fails
+    replica_lag_s: float = Field(3.0, gt=0)  # a follower that has not fetched this long leaves the in-sync set
+    replica_lag_bytes: int = Field(8 << 20, ge=0)  # a follower further behind leaves it (and rejoins once closer)
 
     @field_validator("name")
     @classmethod
@@ -73,6 +79,8 @@ class BrokerSettings(BaseSettings):
     def _check_tls_pair(self) -> BrokerSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
+        if self.replication is not None and not self.nameserver:
+            raise ValueError("--replication needs a name server: it elects the set's leader")
         return self
 
     def refuse_insecure(self) -> None:

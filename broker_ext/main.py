@@ -18,6 +18,7 @@ from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.metrics import MetricsServer
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
 from graymq.broker_ext.remoting_server import RemotingServer
+from graymq.broker_ext.replica_lease import ReplicaLease
 from graymq.broker_ext.store.fatal import StoreFatalError
 from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
 from graymq.protocol.tls import server_context
@@ -53,10 +54,14 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         metrics = MetricsServer(broker)
         info["metrics"] = await metrics.start(settings.host, settings.metrics_port)
     registry: NameServerRegistry | None = None
+    lease: ReplicaLease | None = None
     if settings.nameserver_urls:
         registry = NameServerRegistry(broker, settings.nameserver_urls, settings.register_interval_s)
         await registry.register_once()
         registry.start()
+    if settings.replication is not None:
+        lease = ReplicaLease(broker, settings.nameserver_urls)
+        lease.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -64,8 +69,9 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     if settings.dev_mode:
         log.warning("broker %s runs in dev mode: authentication is off, every connection has every right",
                     broker.name)
-    log.info("broker %s serving on %s%s (store %s, flush %s, segments of %d bytes)", broker.name, broker.address,
-             " over TLS" if tls else "", settings.store_dir, settings.flush, settings.segment_size)
+    log.info("broker %s serving on %s%s (store %s, flush %s, segments of %d bytes%s)", broker.name, broker.address,
+             " over TLS" if tls else "", settings.store_dir, settings.flush, settings.segment_size,
+             f", replica {settings.replica_id}, {settings.replication} replication" if settings.replication else "")
     # What start-up built (modules, protobuf descriptors, recovered tables) lives until exit: out of the
     # collector's sight, a full collection scans only what serving creates (a 10-25 ms pause otherwise).
     gc.collect()
@@ -77,6 +83,8 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     else:
         log.info("broker %s stopping", broker.name)
     try:
+        if lease is not None:
+            await lease.stop()
         if registry is not None:
             await registry.stop()
         await server.stop()

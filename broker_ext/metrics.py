@@ -115,7 +115,34 @@ class BrokerCollector(Collector):
                               store.unflushed_bytes),
             GaugeMetricFamily("graymq_store_unflushed_age_seconds", "Age of the oldest unflushed write.",
                               store.unflushed_age_s()),
+            *_replication_families(broker),
         ]
+
+
+def _replication_families(broker: BrokerController) -> list[Metric]:
+    """A broker set's view from this replica: its role and epoch, who is in sync, each follower's lag (on the
+    leader) or its own (on a follower), and the bytes moved aside when it was deposed. None without replicas."""
+    role = broker.role
+    if not role.replicated:
+        return []
+    lag = GaugeMetricFamily("graymq_broker_replica_lag_bytes", "Bytes a replica is behind the leader's log end "
+                            "(the leader reports each follower, a follower itself).", labels=["replica"])
+    if role.leads:
+        for replica, behind in sorted(broker.feed.lag().items()):
+            lag.add_metric([str(replica)], behind)
+    else:
+        lag.add_metric([str(role.replica_id)], max(0, broker.fetcher.leader_end - broker.store.max_physical_offset))
+    return [
+        GaugeMetricFamily("graymq_broker_replica_leader", "1 while this replica leads its broker set.",
+                          1 if role.leads else 0),
+        GaugeMetricFamily("graymq_broker_replica_epoch", "The broker set's epoch as this replica knows it.",
+                          role.epoch),
+        GaugeMetricFamily("graymq_broker_replica_in_sync", "Replicas of the set in sync (as the name server "
+                          "confirmed them).", len(role.in_sync)),
+        lag,
+        CounterMetricFamily("graymq_broker_moved_aside_bytes", "Bytes this replica held past a new leader's log "
+                            "when it was deposed, moved aside (STORE/moved-aside).", role.moved_aside_bytes),
+    ]
 
 
 def broker_registry(broker: BrokerController, loop: asyncio.AbstractEventLoop) -> CollectorRegistry:

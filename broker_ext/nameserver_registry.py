@@ -99,8 +99,11 @@ class NameServerRegistry:
             {"topic": c.topic, "queue_nums": c.queue_nums, "gray_queue_nums": c.gray_queue_nums, "perm": c.perm}
             for c in self.broker.topics.all() if c.topic != SCHEDULE_TOPIC
         ]
-        return {"broker_name": self.broker.name, "address": self.broker.address, "topics": topics,
-                "deletions_applied": self.deletions_applied}
+        body: dict[str, object] = {"broker_name": self.broker.name, "address": self.broker.address,
+                                   "topics": topics, "deletions_applied": self.deletions_applied}
+        if self.broker.role.replicated:
+            body["replica_id"] = self.broker.role.replica_id  # only the set's leader sets the route
+        return body
 
     async def register_once(self) -> None:
         """Register with every name server; once more when that changed the broker's topics."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
@@ -45,6 +45,15 @@ class ConsumerOffsetManager:
         queues = self._offsets.setdefault(f"{group}{KEY_SEPARATOR}{topic}", {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
+            self._dirty = True
+
+    def replace(self, items: Iterable[tuple[str, str, int, int]]) -> None:
+        """Take every (group, topic, queue_id, offset) as the whole table (a follower, from its leader)."""
+        table: dict[str, dict[int, int]] = {}
+        for group, topic, queue_id, offset in items:
+            table.setdefault(f"{group}{KEY_SEPARATOR}{topic}", {})[queue_id] = offset
+        if table != self._offsets:
+            self._offsets = table
             self._dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:

@@ -28,12 +28,21 @@ class Lease:
     expires_at: float
 
 
+NEW_LEADER = "(a new leader: its predecessor's leases run out first)"  # the owner named while ``grant_after``
+
+
 class QueueLocks:
     def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s = ttl_s
         self._clock = clock
         self._leases: dict[QueueKey, Lease] = {}
         self._by_client: dict[tuple[str, str], set[QueueKey]] = {}
+        self._granted_from = 0.0  # no lease is granted before (a new leader of a broker set: see ``grant_after``)
+
+    def grant_after(self, when: float) -> None:
+        """Grant no new lease before ``when`` (this clock): a broker set's new leader does not know the leases its
+        predecessor granted, so their owners get one lease period to finish or renew here first."""
+        self._granted_from = when
 
     def owner(self, group: str, topic: str, queue_id: int) -> str | None:
         """The client holding the queue's live lease, or ``None``."""
@@ -64,9 +73,12 @@ class QueueLocks:
         """Take or renew the leases of ``queues``: (locked queues, [(topic, queue, owner)] held by others)."""
         locked: list[tuple[str, int]] = []
         held: list[tuple[str, int, str]] = []
-        expires_at = self._clock() + self.ttl_s
+        now = self._clock()
+        expires_at = now + self.ttl_s
         for topic, queue_id in queues:
             other = self.check(group, topic, queue_id, client_id)
+            if other is None and now < self._granted_from and (group, topic, queue_id) not in self._leases:
+                other = NEW_LEADER
             if other is not None:
                 held.append((topic, queue_id, other))
                 continue

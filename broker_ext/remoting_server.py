@@ -63,6 +63,7 @@ class RemotingServer:
             pb.UNLOCK_QUEUES: lambda c, r: b.lock_processor.unlock(r),
             pb.CONSUMER_SEND_BACK: lambda c, r: b.send_back_processor.send_back(
                 r, b.access.send_back_topic_check(c, r.consumer_group)),
+            pb.REPLICA_FETCH: lambda c, r: b.feed.fetch(r),
         }
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> str:
@@ -139,4 +140,5 @@ class RemotingServer:
             raise UnknownMethodError(f"the broker does not serve {method_name(method)}")
         request = parse_body(envelope, response=False)
         access.check(conn, method, request)
+        self.broker.role.check_writable(method)
         return route(conn, request)

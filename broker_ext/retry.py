@@ -96,6 +96,7 @@ class ScheduleMessageService:
         self.pending: Counter[tuple[str, int]] = Counter()
         self._interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
+        self.paused = False
 
     def load(self) -> None:
         """Read delivery offsets and recount the undelivered messages (call after the store is loaded)."""
@@ -114,13 +115,30 @@ class ScheduleMessageService:
                 offset = result.next_begin_offset
 
     def persist(self) -> None:
-        write_json_atomic(self._path, self._snapshot())
+        write_json_atomic(self._path, self.snapshot())
 
-    def _snapshot(self) -> dict[str, int]:
+    def snapshot(self) -> dict[str, int]:
+        """Delivery offset per delay level."""
         return {str(k): v for k, v in self._offsets.items()}
+
+    def replace_offsets(self, offsets: dict[int, int]) -> None:
+        """Take the delivery offsets as given (a follower, from its leader), written when they changed."""
+        if offsets != self._offsets:
+            self._offsets = dict(offsets)
+            self.persist()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="schedule-service")
+
+    def pause(self) -> None:
+        """A follower of a broker set delivers nothing: its leader does, and the deliveries come in its log."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Deliver again (a new leader): delivery offsets as last taken from the old leader, pending recounted."""
+        self.pending.clear()
+        self.load()
+        self.paused = False
 
     async def stop(self) -> None:
         """Stop delivering; the broker writes the offsets last, once background writes are done."""
@@ -131,7 +149,7 @@ class ScheduleMessageService:
             try:
                 if self.deliver_due(int(time.time() * 1000)):
                     # written and fsynced off the loop, one write at a time (this loop awaits it)
-                    await self.broker.file_work.write_json(self._path, self._snapshot())
+                    await self.broker.file_work.write_json(self._path, self.snapshot())
             except Exception:
                 log.exception("schedule service failed; retrying")
             await asyncio.sleep(self._interval_s)
@@ -139,7 +157,7 @@ class ScheduleMessageService:
     def deliver_due(self, now_ms: int) -> int:
         """Deliver every due delayed message; returns how many moved."""
         broker = self.broker
-        if broker.topics.get(SCHEDULE_TOPIC) is None:
+        if self.paused or broker.topics.get(SCHEDULE_TOPIC) is None:
             return 0
         moved = 0
         for index, delay_s in enumerate(broker.settings.delay_levels_s):

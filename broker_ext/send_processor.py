@@ -1,4 +1,5 @@
-"""SEND_MESSAGE and SEND_BATCH: validate, append to the store, wake long polls, ack (after flush when sync).
+"""SEND_MESSAGE and SEND_BATCH: validate, append to the store, wake long polls, ack (after the flush when it is
+sync, and after the in-sync followers stored it when replication is sync).
 
 A request with a producer id is idempotent (producer_table.py): a retry of one already stored is answered
 with the first result (``duplicate`` set) and stores nothing; the first record of each request stored carries
@@ -167,21 +168,27 @@ class SendProcessor:
              end_offset: int) -> bytes | asyncio.Future[bytes]:
         """The response now (async flush, or already durable to ``end_offset``), else a future answered after
         the flush."""
-        flushed = self.broker.store.flushed_future(end_offset) if self.broker.settings.flush == "sync" else None
-        if flushed is None:
+        broker = self.broker
+        flushed = broker.store.flushed_future(end_offset) if broker.settings.flush == "sync" else None
+        replicated = broker.feed.acked(end_offset) if broker.role.sync else None
+        waits = [f for f in (flushed, replicated) if f is not None]
+        if not waits:
             return response_envelope(method, response)
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        flushed.add_done_callback(functools.partial(_answer_after_flush, answer, method, response))
+        done = functools.partial(_answer_after, answer, method, response, waits)
+        for future in waits:
+            future.add_done_callback(done)
         return answer
 
 
-def _answer_after_flush(answer: asyncio.Future[bytes], method: int,
-                        response: pb.SendResponse | pb.SendBatchResponse, flushed: asyncio.Future[None]) -> None:
-    if answer.done():  # the connection closed and cancelled it
+def _answer_after(answer: asyncio.Future[bytes], method: int, response: pb.SendResponse | pb.SendBatchResponse,
+                  waits: list[asyncio.Future[None]], finished: asyncio.Future[None]) -> None:
+    """Answer once every wait (the sync flush, the sync replication) is over: the first failure fails it."""
+    if answer.done():  # the connection closed and cancelled it, or an earlier wait failed
         return
-    if flushed.cancelled():
+    if finished.cancelled():
         answer.cancel()
-    elif (exc := flushed.exception()) is not None:
+    elif (exc := finished.exception()) is not None:
         answer.set_exception(exc)
-    else:
+    elif all(f.done() for f in waits):
         answer.set_result(response_envelope(method, response))

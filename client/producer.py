@@ -46,6 +46,8 @@ from graymq.protocol.errors import (
     ConnectionClosedError,
     FlushTimeoutError,
     GrayMQError,
+    NotLeaderError,
+    ReplicationTimeoutError,
     RequestTimeoutError,
     TopicNotExistError,
 )
@@ -58,6 +60,7 @@ _BatchKey = tuple[str, bool, str | None]  # topic, gray, sharding key
 # Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped, jittered.
 TOPIC_WAIT_FIRST_S = 0.05
 TOPIC_WAIT_MAX_S = 0.5
+LEADER_WAIT_S = 0.2  # between asking the name server who leads a broker set that lost its leader
 
 
 def new_msg_id() -> str:
@@ -65,11 +68,12 @@ def new_msg_id() -> str:
 
 
 def outcome_unknown(exc: GrayMQError) -> bool:
-    """Whether the request may have been stored: sent, then no answer (timeout, connection lost) or a sync
-    flush that timed out. A connection that could not be opened sent nothing; a broker's refusal stored nothing."""
+    """Whether the request may have been stored: sent, then no answer (timeout, connection lost), a sync
+    flush or a sync replication that timed out. A connection that could not be opened sent nothing; a broker's
+    refusal stored nothing."""
     if isinstance(exc, ConnectionClosedError):
         return not isinstance(exc, ConnectFailedError)
-    return isinstance(exc, RequestTimeoutError | FlushTimeoutError)
+    return isinstance(exc, RequestTimeoutError | FlushTimeoutError | ReplicationTimeoutError)
 
 
 class MessageIds:
@@ -403,8 +407,10 @@ class Producer:
         up to ``retry_times`` more, within the timeout. Returns the queue and response.
 
         An attempt whose outcome is unknown (``outcome_unknown``) is repeated to the same broker and queue under
-        the same sequence, so the broker stores the request once; one that certainly stored nothing (no
-        connection, a refusal) goes to another broker under the next sequence of the queue chosen there. Each
+        the same sequence, so the broker stores the request once — at the new leader of its broker set when that
+        broker is gone or no longer leads (the followers hold what it stored, sequence included); one that certainly
+        stored nothing (no connection, a refusal) goes to another broker under the next sequence of the queue chosen
+        there. Each
         attempt may take the time left divided by the attempts left.
 
         A broker that does not know the topic yet (just created: it learns topics when it registers with the
@@ -420,12 +426,21 @@ class Producer:
         retries = 0
         topic_wait = Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
         unknown: tuple[MessageQueue, str] | None = None  # queue and address of an attempt that may have stored
+        moved = False  # that attempt's broker is gone or no longer leads its set: find its set's leader
+        route: TopicRoute | None = None
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             if unknown is not None:
                 mq, address = unknown
+                if moved:  # the broker set's leader changed: ask the new one, same queue and sequence
+                    try:
+                        route = await with_timeout(self.routes.get(topic, refresh=True), remaining)
+                    except TimeoutError:
+                        break
+                    address = route.address_of(mq.broker_name) or address
+                    unknown, moved = (mq, address), False
             else:
                 route = self.routes.fresh(topic) if error is None else None
                 if isinstance(error, TopicNotExistError):
@@ -462,6 +477,12 @@ class Producer:
                 retries += 1
                 if outcome_unknown(exc):
                     unknown = (mq, address)
+                elif unknown is not None and (isinstance(exc, NotLeaderError) or (
+                        isinstance(exc, ConnectFailedError) and _replicated(route, mq.broker_name))):
+                    moved = True  # it may be stored on that broker set: only its new leader can say
+                    retries -= 1  # waiting for a new leader, bounded by the timeout, not by retry_times
+                    self.routes.invalidate(topic)
+                    await asyncio.sleep(min(LEADER_WAIT_S, max(deadline - time.monotonic(), 0.0)))
                 else:
                     unknown = None
                     last_broker = mq.broker_name
@@ -473,3 +494,9 @@ class Producer:
         if error is None:
             raise RequestTimeoutError(f"send to {topic} timed out")
         raise error
+
+
+def _replicated(route: TopicRoute | None, broker_name: str) -> bool:
+    """Whether ``broker_name`` is a broker set with replicas (one that is gone has a successor)."""
+    broker = route.broker(broker_name) if route is not None else None
+    return broker is not None and broker.replicas > 1

@@ -19,6 +19,7 @@ class BrokerData:
     queue_nums: int
     gray_queue_nums: int
     perm: int = 6
+    replicas: int = 0  # a broker set's replicas (``address`` is its leader's); 0: a single copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class TopicRoute:
     def from_json(cls, raw: dict[str, Any]) -> TopicRoute:
         brokers = tuple(sorted(
             (BrokerData(b["broker_name"], b["address"], int(b["queue_nums"]), int(b.get("gray_queue_nums", 0)),
-                        int(b.get("perm", 6))) for b in raw["brokers"]),
+                        int(b.get("perm", 6)), len(b.get("replicas") or ())) for b in raw["brokers"]),
             key=lambda b: b.broker_name,
         ))
         return cls(raw["topic"], brokers)

@@ -15,6 +15,7 @@ from graymq.nameserver.services.groups import GroupService
 from graymq.nameserver.services.health import HealthService
 from graymq.nameserver.services.principals import PrincipalService
 from graymq.nameserver.services.registry import RegistryService
+from graymq.nameserver.services.replica_sets import ReplicaSetService
 from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.settings import NameServerSettings
 
@@ -38,6 +39,10 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 def registry_service(session: SessionDep, settings: SettingsDep) -> RegistryService:
     return RegistryService(session, settings)
+
+
+def replica_set_service(session: SessionDep, settings: SettingsDep) -> ReplicaSetService:
+    return ReplicaSetService(session, settings)
 
 
 def topic_service(session: SessionDep, settings: SettingsDep) -> TopicService:
@@ -69,6 +74,7 @@ def health_service(session: SessionDep, settings: SettingsDep) -> HealthService:
 
 
 Registry = Annotated[RegistryService, Depends(registry_service)]
+ReplicaSets = Annotated[ReplicaSetService, Depends(replica_set_service)]
 Topics = Annotated[TopicService, Depends(topic_service)]
 Clients = Annotated[ClientService, Depends(client_service)]
 Groups = Annotated[GroupService, Depends(group_service)]

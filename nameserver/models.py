@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     ForeignKey,
@@ -33,6 +34,7 @@ NAMING_CONVENTION = {
 }
 
 NAME_LENGTH = 255
+REPLICATION_MODES = ("sync", "async")
 CUTOVER_KINDS = ("promote", "rollback", "rollout")
 CUTOVER_MODES = ("drain", "adopt", "promote", "hold")  # a rollout's mode: what follows its last step
 CUTOVER_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")
@@ -59,6 +61,40 @@ class Broker(Base):
     registered_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime)
     lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+
+
+class BrokerSet(Base):
+    """The replicas of one broker name: who leads, under which epoch (the fencing token) and lease, who is in
+    sync; see ``services.replica_sets`` for the election rules. A broker started without replicas has none."""
+
+    __tablename__ = "broker_sets"
+    __table_args__ = (CheckConstraint(_one_of("replication", REPLICATION_MODES), name="replication"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    replication: Mapped[str] = mapped_column(String(8))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    leader_replica_id: Mapped[int] = mapped_column(Integer)
+    leader_lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    in_sync: Mapped[list[int]] = mapped_column(JsonType)
+    epoch_start_offset: Mapped[int] = mapped_column(BigInteger)  # the leader's log end when elected
+    leader_log_end: Mapped[int] = mapped_column(BigInteger)  # as the leader last reported it
+    elected_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class BrokerReplica(Base):
+    """One replica of a broker set, as its latest heartbeat describes it."""
+
+    __tablename__ = "broker_replicas"
+    __table_args__ = (UniqueConstraint("broker_name", "replica_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    broker_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    replica_id: Mapped[int] = mapped_column(Integer)
+    address: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    log_end_offset: Mapped[int] = mapped_column(BigInteger)
+    last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime)
+    lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class BrokerTopicRoute(Base):

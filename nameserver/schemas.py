@@ -67,6 +67,13 @@ TopicName = Annotated[str, _rule(check_topic_name), _NAME_SCHEMA]
 GroupName = Annotated[str, _rule(check_group_name), _NAME_SCHEMA]
 ClientId = Annotated[str, _rule(check_client_id), _CLIENT_ID_SCHEMA]
 BrokerName = Annotated[str, _rule(check_broker_name), _NAME_SCHEMA]
+ReplicationMode = Literal["sync", "async"]
+MAX_REPLICA_ID = 63
+ReplicaId = Annotated[int, Field(strict=True, ge=0, le=MAX_REPLICA_ID)]
+BrokerAddress = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[!-.0-~]+$"),
+    Field(description="host:port clients dial (printable ASCII, no space or '/')"),
+]
 PrincipalName = Annotated[str, _rule(check_principal_name), _NAME_SCHEMA]
 LabelKey = Annotated[str, _rule(check_label_key), _documented(r"^[A-Za-z0-9._/-]{1,63}$", LABEL_KEY_RULE)]
 LabelValue = Annotated[str, _rule(check_label_value), _documented(r"^[ -~]{0,255}$", LABEL_VALUE_RULE)]
@@ -131,10 +138,9 @@ class TopicPutResult(TopicView):
 
 class BrokerHeartbeat(BaseModel):
     broker_name: BrokerName
-    address: Annotated[
-        str, StringConstraints(min_length=1, max_length=255, pattern=r"^[!-.0-~]+$"),
-        Field(description="host:port clients dial (printable ASCII, no space or '/')"),
-    ]
+    address: BrokerAddress
+    replica_id: ReplicaId | None = Field(
+        default=None, description="a replica of a broker set: only its leader's registration sets the route")
     topics: list[TopicConfig] = Field(default_factory=list, max_length=MAX_TOPICS)
     deletions_applied: int = Field(
         default=0, ge=0, le=ID_MAX, description="id of the last deletion the broker applied"
@@ -177,20 +183,60 @@ class BrokerWatchResponse(BaseModel):
     topics_version: str
 
 
+class ReplicaHeartbeat(BaseModel):
+    """A replica of a broker set reporting itself (every quarter lease); the leader also proposes the in-sync set."""
+
+    broker_name: BrokerName
+    replica_id: ReplicaId
+    address: BrokerAddress
+    replication: ReplicationMode
+    epoch: int = Field(ge=0, le=ID_MAX, description="the epoch the replica knows (0: none yet, just started)")
+    log_end_offset: int = Field(ge=0, le=2**62, description="where its commit log ends")
+    in_sync: list[ReplicaId] | None = Field(
+        default=None, max_length=MAX_REPLICA_ID + 1,
+        description="the leader's proposal of the in-sync replicas (compare-and-set on epoch); None: no change")
+
+
+class ReplicaView(BaseModel):
+    replica_id: int
+    address: str
+    leader: bool
+    in_sync: bool
+    live: bool = Field(description="heartbeat within the lease")
+    log_end_offset: int
+    lag_bytes: int = Field(description="the leader's last reported log end minus this replica's")
+    last_heartbeat: datetime
+
+
+class ReplicaSetView(BaseModel):
+    broker_name: str
+    replication: ReplicationMode
+    epoch: int
+    leader_replica_id: int
+    leader_address: str
+    in_sync: list[int]
+    epoch_start_offset: int = Field(description="the leader's log end when elected: replicas truncate past it")
+    lease_seconds: float
+    leader_lease_expires_at: datetime
+    replicas: list[ReplicaView]
+
+
 class BrokerView(BaseModel):
     broker_name: str
     address: str
     last_heartbeat: datetime
     lease_expires_at: datetime
     topics: list[str]
+    replica_set: ReplicaSetView | None = None
 
 
 class BrokerRoute(BaseModel):
     broker_name: str
-    address: str
+    address: str = Field(description="where clients send and pull: the leader of a broker set")
     queue_nums: int
     gray_queue_nums: int
     perm: int
+    replicas: list[ReplicaView] = Field(default_factory=list, description="a broker set's replicas; empty: one copy")
 
 
 class TopicRoute(BaseModel):

@@ -93,6 +93,9 @@ class NameServerSettings(DatabaseSettings):
         "a deployment gives its brokers before any principal exists)")
     dev_mode: bool = False
     broker_lease_seconds: int = Field(default=120, ge=1)
+    replica_lease_seconds: float = Field(
+        default=4.0, gt=0, le=600,
+        description="a broker set's leader lease: an in-sync follower takes over this long after the last renewal")
     client_expiry_seconds: int = Field(default=60, ge=1)
     client_stale_seconds: float = Field(
         default=15.0, gt=0,

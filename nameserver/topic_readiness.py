@@ -12,8 +12,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
 from graymq.nameserver.schemas import TopicConfig
-from graymq.nameserver.services.registry import BROKER_REGISTERED, RegistryService
-from graymq.nameserver.watch import GroupChanges, wait_changed
+from graymq.nameserver.services.registry import RegistryService
+from graymq.nameserver.watch import BROKER_REGISTERED, GroupChanges, wait_changed
 
 # Re-read at least this often, should a wake-up be missed (a replica's LISTEN connection dropped).
 RECHECK_S = 1.0

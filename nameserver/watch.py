@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 CHANNEL = "graymq_group_changed"
 _CHANGED_KEY = "graymq_changed_groups"
 RECONNECT_S = 1.0
+# Keys of ``GroupChanges`` beside group names (which never hold a '/'): the topic table or deletion log changed
+# (brokers' watches wake), a broker registered or a broker set elected a leader (a topic create waiting for
+# brokers wakes).
+TOPIC_TABLE_CHANGED = "/topics"
+BROKER_REGISTERED = "/brokers"
 
 
 def mark_changed(session: Session, group: str) -> None:

@@ -182,6 +182,24 @@ class QueueLockedError(GrayMQError):
     code = pb.QUEUE_LOCKED
 
 
+@register
+class NotLeaderError(GrayMQError):
+    """A follower of a broker set, or a leader fenced by a newer epoch: it takes no writes; the route names the
+    leader (clients read it again and retry)."""
+
+    code = pb.NOT_LEADER
+    retriable = True
+
+
+@register
+class ReplicationTimeoutError(GrayMQError):
+    """Sync replication: the in-sync followers did not store the message in time. Not acknowledged; a retry of
+    the same request is stored once (idempotent producer)."""
+
+    code = pb.REPLICATION_TIMEOUT
+    retriable = True
+
+
 class NameServerError(GrayMQError):
     """Every configured name server failed or answered with an error."""
 

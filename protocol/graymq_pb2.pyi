@@ -30,6 +30,7 @@ class Method(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUTHENTICATE: _ClassVar[Method]
     LOCK_QUEUES: _ClassVar[Method]
     UNLOCK_QUEUES: _ClassVar[Method]
+    REPLICA_FETCH: _ClassVar[Method]
     NOTIFY_GROUP_CHANGED: _ClassVar[Method]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -57,6 +58,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNAUTHORIZED: _ClassVar[ErrorCode]
     FORBIDDEN: _ClassVar[ErrorCode]
     QUEUE_LOCKED: _ClassVar[ErrorCode]
+    NOT_LEADER: _ClassVar[ErrorCode]
+    REPLICATION_TIMEOUT: _ClassVar[ErrorCode]
 
 class SendStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -109,6 +112,7 @@ GET_GROUP_BACKLOG: Method
 AUTHENTICATE: Method
 LOCK_QUEUES: Method
 UNLOCK_QUEUES: Method
+REPLICA_FETCH: Method
 NOTIFY_GROUP_CHANGED: Method
 OK: ErrorCode
 SYSTEM_ERROR: ErrorCode
@@ -133,6 +137,8 @@ MESSAGE_NOT_FOUND: ErrorCode
 UNAUTHORIZED: ErrorCode
 FORBIDDEN: ErrorCode
 QUEUE_LOCKED: ErrorCode
+NOT_LEADER: ErrorCode
+REPLICATION_TIMEOUT: ErrorCode
 SEND_OK: SendStatus
 FLUSH_DISK_TIMEOUT: SendStatus
 SERVICE_NOT_AVAILABLE_STATUS: SendStatus
@@ -622,3 +628,39 @@ class AuthenticateResponse(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     principal: str
     def __init__(self, principal: _Optional[str] = ...) -> None: ...
+
+class ReplicaFetchRequest(_message.Message):
+    __slots__ = ("broker_name", "replica_id", "epoch", "offset", "max_bytes", "wait_ms", "state_version")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    replica_id: int
+    epoch: int
+    offset: int
+    max_bytes: int
+    wait_ms: int
+    state_version: int
+    def __init__(self, broker_name: _Optional[str] = ..., replica_id: _Optional[int] = ..., epoch: _Optional[int] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., wait_ms: _Optional[int] = ..., state_version: _Optional[int] = ...) -> None: ...
+
+class ReplicaFetchResponse(_message.Message):
+    __slots__ = ("epoch", "data", "next_offset", "leader_end", "segment_size", "state_version", "state")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LEADER_END_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STATE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    data: bytes
+    next_offset: int
+    leader_end: int
+    segment_size: int
+    state_version: int
+    state: bytes
+    def __init__(self, epoch: _Optional[int] = ..., data: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., leader_end: _Optional[int] = ..., segment_size: _Optional[int] = ..., state_version: _Optional[int] = ..., state: _Optional[bytes] = ...) -> None: ...

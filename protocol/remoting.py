@@ -30,6 +30,7 @@ METHOD_TYPES: dict[int, tuple[type[PbMessage], type[PbMessage]]] = {
     pb.AUTHENTICATE: (pb.AuthenticateRequest, pb.AuthenticateResponse),
     pb.LOCK_QUEUES: (pb.LockQueuesRequest, pb.LockQueuesResponse),
     pb.UNLOCK_QUEUES: (pb.UnlockQueuesRequest, pb.Empty),
+    pb.REPLICA_FETCH: (pb.ReplicaFetchRequest, pb.ReplicaFetchResponse),
     pb.NOTIFY_GROUP_CHANGED: (pb.GroupChangedNotice, pb.Empty),
 }
 

@@ -529,6 +529,9 @@ class PushConsumer:
         finishing what it pulled) is taken once that client releases it, at the offset it committed."""
         if not self.broadcasting:
             acquired, errors = await self.leases.acquire([(mq, address) for mq, address, _ in new])
+            if any(isinstance(exc, _ROUTE_SUSPECT) for exc in errors):  # a broker gone: is there a new leader?
+                for mq, _, _ in new:
+                    self.routes.invalidate(mq.topic)
             for exc in errors:
                 if not self._retry_later(exc, f"taking queue leases of group {self.group}",
                                          ("lease", exc.code, exc.message)):

@@ -51,6 +51,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tls-cert", type=Path, metavar="FILE",
                    help="PEM certificate: the broker port speaks TLS only (GRAYMQ_BROKER_TLS_CERT; with --tls-key)")
     p.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key of --tls-cert (GRAYMQ_BROKER_TLS_KEY)")
+    p.add_argument("--replica-id", type=int, metavar="N",
+                   help="this broker's id in its broker set: brokers with one --name and distinct ids replicate "
+                   "(GRAYMQ_BROKER_REPLICA_ID, default 0)")
+    p.add_argument("--replication", choices=["sync", "async"],
+                   help="a broker set: sync acknowledges a send once the in-sync replicas stored it, async once the "
+                   "leader did (GRAYMQ_BROKER_REPLICATION; default: none, a single copy)")
     p.set_defaults(handler=run)
     verify_cmd.register(p)  # graymq broker verify --store DIR: an offline check instead of running a broker
 
@@ -79,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         "nameserver": args.nameserver or _nameserver_from_env(), "flush": args.flush,
         "metrics_port": args.metrics_port, "advertised_address": args.advertised_address,
         "segment_size": args.segment_size, "auto_create_topic": args.auto_create_topic, "dev_mode": args.dev,
-        "tls_cert": args.tls_cert, "tls_key": args.tls_key,
+        "tls_cert": args.tls_cert, "tls_key": args.tls_key, "replica_id": args.replica_id,
+        "replication": args.replication,
     }
     try:
         settings = BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})

@@ -106,14 +106,34 @@ async def _delete(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _route(ns: Any, args: argparse.Namespace) -> int:
+    from graymq.client.nameserver_client import NotFoundError
+    from graymq.protocol.errors import TopicNotExistError
     from graymq.protocol.gray import gray_queue_ids
 
-    route = await ns.get_route(args.topic)
-    rows = [[b.broker_name, b.address, b.queue_nums, list(gray_queue_ids(b.queue_nums, b.gray_queue_nums)),
-             b.perm] for b in route.brokers]
+    try:
+        raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
+    except NotFoundError as exc:
+        raise TopicNotExistError(f"no route for topic {args.topic}: {exc.message}") from exc
+    rows = [[b["broker_name"], b["address"], b["queue_nums"],
+             list(gray_queue_ids(b["queue_nums"], b["gray_queue_nums"])), b["perm"]] for b in raw["brokers"]]
+    replicas = [_replica(b, r) for b in raw["brokers"] for r in b.get("replicas") or [None]]
     if args.json:
-        print_json({"topic": route.topic, "brokers": [dict(zip(
-            ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows]})
-    else:
-        print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
+        print_json({"topic": raw["topic"], "brokers": [dict(zip(
+            ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows],
+            "replicas": replicas})
+        return 0
+    print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
+    if any(b.get("replicas") for b in raw["brokers"]):
+        print(table([[r["broker_name"], r["replica_id"], r["address"], "leader" if r["leader"] else "follower",
+                      "yes" if r["in_sync"] else "no", r["lag_bytes"], "yes" if r["live"] else "no"] for r in replicas],
+                    ["broker", "replica", "address", "role", "in sync", "lag (bytes)", "live"]))
     return 0
+
+
+def _replica(broker: dict[str, Any], replica: dict[str, Any] | None) -> dict[str, Any]:
+    """One replica of a broker as ``topic route --json`` lists it; a broker without replicas is its own leader."""
+    if replica is None:
+        return {"broker_name": broker["broker_name"], "replica_id": 0, "address": broker["address"], "leader": True,
+                "in_sync": True, "live": True, "log_end_offset": None, "lag_bytes": 0}
+    return {"broker_name": broker["broker_name"], **{k: replica[k] for k in (
+        "replica_id", "address", "leader", "in_sync", "live", "log_end_offset", "lag_bytes")}}

@@ -36,6 +36,10 @@ class BrokerRepository:
         ).returning(Broker.id)
         return int(self.session.execute(stmt).scalar_one())
 
+    def set_address(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
+        """Point the broker's route at ``address`` (a broker set's leader); returns the broker's row id."""
+        return self.upsert(broker_name, address, now, lease_expires_at)
+
     def replace_routes(self, broker_id: int, topics: Sequence[TopicConfig]) -> None:
         """Make the broker's routes exactly ``topics`` (what its latest heartbeat reported)."""
         names = [t.topic for t in topics]

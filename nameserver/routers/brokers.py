@@ -8,16 +8,18 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.auth import BrokerCaller
-from graymq.nameserver.deps import Registry
+from graymq.nameserver.deps import Registry, ReplicaSets
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
     BrokerHeartbeatResponse,
     BrokerView,
     BrokerWatch,
     BrokerWatchResponse,
+    ReplicaHeartbeat,
+    ReplicaSetView,
 )
-from graymq.nameserver.services.registry import TOPIC_TABLE_CHANGED, RegistryService
-from graymq.nameserver.watch import GroupChanges, wait_changed
+from graymq.nameserver.services.registry import RegistryService
+from graymq.nameserver.watch import TOPIC_TABLE_CHANGED, GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 
@@ -27,6 +29,14 @@ def broker_heartbeat(body: BrokerHeartbeat, _caller: BrokerCaller, registry: Reg
     """Register or renew a broker with its topics; answers with every configured topic and the deletions the
     broker has not applied yet."""
     return registry.heartbeat(body)
+
+
+@router.post("/replicas/heartbeat")
+def replica_heartbeat(body: ReplicaHeartbeat, _caller: BrokerCaller, sets: ReplicaSets) -> ReplicaSetView:
+    """A replica of a broker set reports itself (epoch, log end; the leader its in-sync proposal); answers who
+    leads the set under which epoch, from which offset, and who is in sync. Renews the leader's lease; elects an
+    in-sync follower once it expired (see the replica-set rules in the README's Replication section)."""
+    return sets.heartbeat(body)
 
 
 @router.post("/watch")

@@ -13,6 +13,7 @@ from graymq.nameserver.errors import NotFound
 from graymq.nameserver.models import Topic
 from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.deletions import DeletionRepository
+from graymq.nameserver.repositories.replica_sets import ReplicaSetRepository
 from graymq.nameserver.repositories.topics import TopicRepository
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
@@ -23,14 +24,10 @@ from graymq.nameserver.schemas import (
     TopicConfig,
     TopicRoute,
 )
+from graymq.nameserver.services.replica_sets import ReplicaSetService
 from graymq.nameserver.services.views import topic_config
 from graymq.nameserver.settings import NameServerSettings
-from graymq.nameserver.watch import mark_changed
-
-# Keys of ``GroupChanges`` beside group names (which never hold a '/'): the topic table or deletion log changed
-# (brokers' watches wake), a broker registered (a topic create waiting for brokers wakes).
-TOPIC_TABLE_CHANGED = "/topics"
-BROKER_REGISTERED = "/brokers"
+from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED, mark_changed
 
 
 class RegistryService:
@@ -50,16 +47,17 @@ class RegistryService:
         """
         now = utc_now()
         lease = self.settings.broker_lease_seconds
-        broker_id = self.brokers.upsert(
-            report.broker_name, report.address, now, now + timedelta(seconds=lease)
-        )
         pending = self.deletions.after(report.deletions_applied)
         deleted = {d.name for d in pending if d.kind == "topic"}
         reported = [t for t in report.topics if t.topic not in deleted]
-        self.brokers.replace_routes(broker_id, reported)
-        if self.topics.add_missing(reported):
-            mark_changed(self.session, TOPIC_TABLE_CHANGED)
-        mark_changed(self.session, BROKER_REGISTERED)
+        if self._routes_to(report):
+            broker_id = self.brokers.upsert(
+                report.broker_name, report.address, now, now + timedelta(seconds=lease)
+            )
+            self.brokers.replace_routes(broker_id, reported)
+            if self.topics.add_missing(reported):
+                mark_changed(self.session, TOPIC_TABLE_CHANGED)
+            mark_changed(self.session, BROKER_REGISTERED)
         topics = self.topics.all()
         last_deletion_id = pending[-1].id if pending else self.deletions.last_id()
         self.session.commit()
@@ -70,6 +68,14 @@ class RegistryService:
             deletions=[DeletionView(id=d.id, kind=d.kind, name=d.name) for d in pending],  # type: ignore[arg-type]
             last_deletion_id=last_deletion_id,
         )
+
+    def _routes_to(self, report: BrokerHeartbeat) -> bool:
+        """Whether the reporting broker is where its name's route points: a broker without replicas always, a
+        replica of a set only while it leads (a follower learns its topics here, but serves no route)."""
+        if report.replica_id is None:
+            return True
+        row = ReplicaSetRepository(self.session).set_of(report.broker_name)
+        return row is not None and row.leader_replica_id == report.replica_id
 
     def topics_version(self) -> str:
         """What a broker's watch compares: it changes whenever the topic table or the deletion log does."""
@@ -91,6 +97,8 @@ class RegistryService:
         topics: dict[int, list[str]] = {}
         for broker, route in self.brokers.live_routes(now):
             topics.setdefault(broker.id, []).append(route.topic)
+        live = self.brokers.live(now)
+        sets = ReplicaSetService(self.session, self.settings).views([b.broker_name for b in live])
         return [
             BrokerView(
                 broker_name=b.broker_name,
@@ -98,8 +106,9 @@ class RegistryService:
                 last_heartbeat=b.last_heartbeat,
                 lease_expires_at=b.lease_expires_at,
                 topics=topics.get(b.id, []),
+                replica_set=sets.get(b.broker_name),
             )
-            for b in self.brokers.live(now)
+            for b in live
         ]
 
     def route(self, topic_name: str) -> TopicRoute:
@@ -134,6 +143,10 @@ class RegistryService:
             raise NotFound(f"topic {topic_name} is unknown")
         if not brokers:
             raise NotFound(f"no live broker serves topic {topic_name}")
+        sets = ReplicaSetService(self.session, self.settings).views([b.broker_name for b in brokers])
+        for b in brokers:
+            if b.broker_name in sets:
+                b.replicas = sets[b.broker_name].replicas
         layout = topic if topic is not None else carried[0][1]
         return TopicRoute(
             topic=topic_name,

@@ -13,10 +13,9 @@ from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.topics import TopicRepository
 from graymq.nameserver.schemas import TopicConfig, TopicPut, TopicView
 from graymq.nameserver.services.audit import AuditService
-from graymq.nameserver.services.registry import TOPIC_TABLE_CHANGED
 from graymq.nameserver.services.views import topic_config, topic_view
 from graymq.nameserver.settings import NameServerSettings
-from graymq.nameserver.watch import mark_changed
+from graymq.nameserver.watch import TOPIC_TABLE_CHANGED, mark_changed
 
 
 class TopicService:

@@ -30,6 +30,8 @@ TABLES = {
     "audit_log",
     "deletions",
     "principals",
+    "broker_sets",
+    "broker_replicas",
 }
 
 

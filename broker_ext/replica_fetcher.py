@@ -1,0 +1,93 @@
+"""The follower's side of replication: copy the leader's log from this replica's own log end, chunk after chunk
+(long polls when nothing is new), and take the leader's consumer and delay offsets as they come.
+
+Each fetch names the follower's epoch; a leader of another epoch refuses it, and the follower waits for its lease
+loop to learn the new leader. A chunk that does not fit (a gap, a damaged record, another segment size) is not
+written; the error is logged and the fetch repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from graymq.broker_ext.store.replica_log import Chunk, ReplicationError, apply_chunk
+from graymq.client.broker_client import BrokerClient
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import cancel_and_wait
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.retry import ThrottledLog
+from graymq.protocol.tls import broker_tls
+
+if TYPE_CHECKING:
+    from graymq.broker_ext.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+WAIT_MS = 500
+RETRY_S = 0.2
+MAX_BYTES = 4 << 20
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._client = BrokerClient(token=broker.settings.token, tls=broker_tls())
+        self._task: asyncio.Task[None] | None = None
+        self._target: tuple[str, int] | None = None  # (leader address, epoch)
+        self._state_version = 0
+        self._log = ThrottledLog(log, 10.0)
+        self.leader_end = 0  # the leader's log end, as last heard
+
+    def follow(self, address: str, epoch: int) -> None:
+        """Copy from the leader at ``address`` under ``epoch`` (restarts the loop when either changed)."""
+        if self._target == (address, epoch) and self._task is not None and not self._task.done():
+            return
+        if self._task is not None:
+            self._task.cancel()
+        self._target = (address, epoch)
+        self._task = asyncio.get_running_loop().create_task(self._run(address, epoch), name="replica-fetch")
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        self._task, self._target = None, None
+
+    async def close(self) -> None:
+        await self.stop()
+        await self._client.close()
+
+    async def _run(self, address: str, epoch: int) -> None:
+        broker, role = self.broker, self.broker.role
+        store = broker.store
+        log.info("broker %s replica %d copies the log of %s (epoch %d) from offset %d", broker.name,
+                 role.replica_id, address, epoch, store.max_physical_offset)
+        while True:
+            offset = store.max_physical_offset
+            req = pb.ReplicaFetchRequest(broker_name=broker.name, replica_id=role.replica_id, epoch=epoch,
+                                         offset=offset, max_bytes=MAX_BYTES, wait_ms=WAIT_MS,
+                                         state_version=self._state_version)
+            try:
+                resp = await self._client.call(address, pb.REPLICA_FETCH, req, pb.ReplicaFetchResponse,
+                                               timeout_s=WAIT_MS / 1000 + 5.0)
+                apply_chunk(store, offset, Chunk(resp.data, resp.next_offset), resp.segment_size)
+            except (GrayMQError, ReplicationError) as exc:
+                self._log.warning((address, exc.code), "replica %d of %s: fetching from %s failed: %s; retrying",
+                                  role.replica_id, broker.name, address, exc.message)
+                await asyncio.sleep(RETRY_S)
+                continue
+            except OSError as exc:
+                self._log.warning((address, "os"), "replica %d of %s: writing what %s sent failed: %s; retrying",
+                                  role.replica_id, broker.name, address, exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            self.leader_end = resp.leader_end
+            if resp.state:
+                self._apply_state(resp.state)
+                self._state_version = resp.state_version
+
+    def _apply_state(self, raw: bytes) -> None:
+        state = json.loads(raw)
+        self.broker.offsets.replace((str(g), str(t), int(q), int(o)) for g, t, q, o in state["offsets"])
+        self.broker.schedule.replace_offsets({int(k): int(v) for k, v in state["delay"].items()})

@@ -1,0 +1,140 @@
+"""A replica's heartbeat to the name server (``POST /v1/brokers/replicas/heartbeat``) every quarter lease, and what
+it does with the answer: lead, follow, or step down.
+
+- Elected (the answer names this replica at a new epoch): stop copying, take writes; the delay schedule is
+  recounted and resumed, the producer table rebuilt from the log (so a retry of a send the old leader stored is
+  recognized), the followers' progress starts over, and — after a predecessor (epoch > 1) — queue leases are
+  granted only after one lease period (owners the old leader knew may still be finishing their batches).
+- Following (another replica leads): refuse writes, stop the delay schedule, and — when the epoch is new — move
+  aside whatever this log holds past the new leader's start offset (``replica_log.move_aside``: counted, logged,
+  kept for re-publishing), then copy from the leader.
+- Leading on: propose the in-sync set (``ReplicaFeed.proposal``) and act on the one the name server confirms.
+
+Unreachable name servers change nothing: a leader keeps serving (sync sends still wait for every confirmed
+follower), a follower keeps copying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from graymq.broker_ext.store.replica_log import move_aside
+from graymq.protocol.supervisor import Supervisor
+from graymq.protocol.tls import https_verify
+
+if TYPE_CHECKING:
+    from graymq.broker_ext.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+FIRST_INTERVAL_S = 0.25  # until the name server says how long the lease is
+
+
+class ReplicaLease:
+    def __init__(self, broker: BrokerController, urls: list[str]) -> None:
+        self.broker = broker
+        self.urls = urls
+        token = broker.settings.token.strip()
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(2.0, connect=1.0), headers=headers,
+                                         verify=https_verify())
+        self._supervisor = Supervisor(f"broker {broker.name} replica lease", lambda exc, where: log.error(
+            "%s ended: %s", where, exc.message))
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+        self.interval_s = FIRST_INTERVAL_S
+
+    def start(self) -> None:
+        self._task = self._supervisor.spawn("replica-lease", self._run)
+
+    async def stop(self) -> None:
+        await self._supervisor.cancel([self._task] if self._task else [])
+        await self._client.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            answer = await self._beat()
+            if answer is not None:
+                await self.apply(answer)
+            await asyncio.sleep(self.interval_s)
+
+    def _body(self) -> dict[str, Any]:
+        broker, role = self.broker, self.broker.role
+        return {"broker_name": broker.name, "replica_id": role.replica_id, "address": broker.address,
+                "replication": role.replication, "epoch": role.epoch,
+                "log_end_offset": broker.store.max_physical_offset,
+                "in_sync": broker.feed.proposal() if role.leads else None}
+
+    async def _beat(self) -> dict[str, Any] | None:
+        for url in self.urls:
+            try:
+                response = await self._client.post(f"{url}/v1/brokers/replicas/heartbeat", json=self._body())
+                response.raise_for_status()
+                answer = response.json()
+                if not isinstance(answer, dict):
+                    raise ValueError("the answer is not a JSON object")
+            except (httpx.HTTPError, ValueError) as exc:
+                if not self._failing:
+                    log.warning("replica heartbeat to name server %s failed: %s", url, exc)
+                continue
+            if self._failing:
+                log.info("replica heartbeats reach the name server again")
+            self._failing = False
+            return answer
+        self._failing = True
+        return None
+
+    async def apply(self, answer: dict[str, Any]) -> None:
+        broker, role = self.broker, self.broker.role
+        epoch, leader = int(answer["epoch"]), int(answer["leader_replica_id"])
+        if epoch < role.epoch:
+            return  # an answer older than what this replica knows
+        self.interval_s = max(0.05, float(answer.get("lease_seconds", 4.0)) / 4)
+        new_epoch = epoch != role.epoch
+        was_leading = role.leads and role.leader_id is not None
+        role.leader_address = str(answer.get("leader_address", ""))
+        role.epoch_start_offset = int(answer.get("epoch_start_offset", 0))
+        if leader == role.replica_id:
+            role.know_epoch(epoch)
+            role.leader_id = leader
+            role.in_sync = frozenset(int(r) for r in answer.get("in_sync", ()))
+            if new_epoch or not was_leading:
+                await self._lead()
+            broker.feed.in_sync_confirmed()
+            return
+        if was_leading or new_epoch or role.leader_id != leader:
+            await self._follow(epoch, leader, new_epoch)
+        role.in_sync = frozenset(int(r) for r in answer.get("in_sync", ()))
+        if role.leader_address:
+            broker.fetcher.follow(role.leader_address, epoch)
+
+    async def _lead(self) -> None:
+        broker, role = self.broker, self.broker.role
+        await broker.fetcher.stop()
+        broker.feed.reset()
+        broker.producers.rebuild(broker.store)
+        broker.schedule.resume()
+        if role.epoch > 1:  # a predecessor may have granted leases this replica does not know
+            broker.locks.grant_after(time.monotonic() + broker.settings.queue_lease_s)
+        role.leading_since = time.monotonic()
+        log.warning("broker %s replica %d leads at epoch %d (its log ends at %d)", broker.name, role.replica_id,
+                    role.epoch, broker.store.max_physical_offset)
+
+    async def _follow(self, epoch: int, leader: int, new_epoch: bool) -> None:
+        broker, role = self.broker, self.broker.role
+        role.leader_id = leader
+        broker.feed.reset()
+        broker.schedule.pause()
+        await broker.fetcher.stop()
+        if new_epoch and broker.store.max_physical_offset > role.epoch_start_offset:
+            role.moved_aside_bytes += move_aside(broker.store, role.epoch_start_offset,
+                                                 broker.settings.store_dir / "moved-aside", epoch)
+            broker.producers.rebuild(broker.store)
+        role.know_epoch(epoch)
+        log.warning("broker %s replica %d follows replica %d (%s) at epoch %d", broker.name, role.replica_id,
+                    leader, role.leader_address, epoch)

@@ -31,6 +31,8 @@ KUBERNETES_VERSION = "1.30.0"
 RELEASE = "mq"
 NAMESPACE = "messaging"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
+# Set by Kubernetes >= 1.28 on a StatefulSet's pods: the pod's ordinal, a broker set replica's id.
+POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
 # Variables on graymq containers that are not settings, only expanded into settings: the downward-API
 # pod name (GRAYMQ_BROKER_NAME / GRAYMQ_BROKER_ADVERTISED_ADDRESS) and the token of a user's broker
 # token Secret (GRAYMQ_BROKER_TOKENS).
@@ -63,6 +65,17 @@ class Release:
     def workloads(self) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] in WORKLOAD_KINDS]
 
+    def brokers(self) -> list[dict[str, Any]]:
+        """The broker StatefulSets: one of single-copy brokers, or one per broker set."""
+        found = [o for o in self.objects if o["kind"] == "StatefulSet" and component(o) == "broker"]
+        assert found, f"{self.label}: no broker StatefulSet"
+        return found
+
+    @property
+    def broker_pod(self) -> str:
+        """The first pod of the first broker StatefulSet."""
+        return f"{self.brokers()[0]['metadata']['name']}-0"
+
     @property
     def graymq_image(self) -> str:
         image = self.merged["image"]
@@ -71,6 +84,10 @@ class Release:
 
 def kn(obj: dict[str, Any]) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def component(obj: dict[str, Any]) -> str:
+    return obj["metadata"]["labels"].get("app.kubernetes.io/component", "")
 
 
 def render(values: dict[str, Any], label: str) -> Release:
@@ -110,8 +127,10 @@ def rendered_secrets(release: Release) -> dict[str, dict[str, str]]:
 
 
 def kubelet_env(container: dict[str, Any], secrets: dict[str, dict[str, str]], pod_name: str) -> dict[str, str]:
-    """The environment the kubelet gives ``container``: Secret keys and the pod name resolved, then each
-    ``$(VAR)`` replaced by a variable defined earlier (an unknown reference stays as written)."""
+    """The environment the kubelet gives ``container``: Secret keys, the pod name and its StatefulSet ordinal
+    (the pod-index label: the name's last part) resolved, then each ``$(VAR)`` replaced by a variable defined
+    earlier (an unknown reference stays as written)."""
+    fields = {"metadata.name": pod_name, POD_INDEX_FIELD: pod_name.rpartition("-")[2]}
     env: dict[str, str] = {}
     for entry in container.get("env", []):
         source = entry.get("valueFrom")
@@ -121,8 +140,7 @@ def kubelet_env(container: dict[str, Any], secrets: dict[str, dict[str, str]], p
             ref = source["secretKeyRef"]
             env[entry["name"]] = secrets[ref["name"]][ref["key"]]
         else:
-            assert source["fieldRef"]["fieldPath"] == "metadata.name", entry
-            env[entry["name"]] = pod_name
+            env[entry["name"]] = fields[source["fieldRef"]["fieldPath"]]
     return env
 
 
@@ -198,18 +216,23 @@ def test_chart_lints_without_warnings_in_strict_mode(release: Release) -> None:
     assert not report["errors"] and not problems, f"{release.label}: {report}"
 
 
+def render_native(values: dict[str, Any], **options: Any) -> dict[str, str]:
+    """Render with libhelm_c's ``helm_render`` options that ``Chart.render`` (0.2.x) does not pass through
+    (``strict``, ``kube_version``), calling the binding the wrapper itself uses."""
+    from helm_python import _native
+
+    options = {"name": RELEASE, "namespace": NAMESPACE, "is_install": True, **options}
+    with helm.Chart.load(CHART) as chart:
+        return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(options)))
+
+
 def render_strict(values: dict[str, Any]) -> dict[str, str]:
     """Render with Go templates' ``missingkey=error``: a reference to a value that does not exist fails.
 
-    libhelm_c's ``helm_render`` takes a ``strict`` option that ``Chart.render`` (0.2.x) does not
-    pass through, so this calls the binding the wrapper itself uses. ``helm lint --strict`` does not
-    catch such references (Helm renders them as empty strings), which is why this test exists.
+    ``helm lint --strict`` does not catch such references (Helm renders them as empty strings), which is
+    why this test exists.
     """
-    from helm_python import _native
-
-    options = json.dumps({"name": RELEASE, "namespace": NAMESPACE, "is_install": True, "strict": True})
-    with helm.Chart.load(CHART) as chart:
-        return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), options))
+    return render_native(values, strict=True)
 
 
 def test_templates_reference_only_values_that_exist(release: Release) -> None:
@@ -251,10 +274,11 @@ def test_production_install_uses_the_external_database_secret_and_no_postgres(pr
     assert nameserver["GRAYMQ_ADMIN_TOKENS"]["valueFrom"]["secretKeyRef"] == {
         "name": "graymq-admin-tokens", "key": "admin-tokens",
     }
-    broker = env_of(pod_spec(production_release.find("StatefulSet", "-broker"))["containers"][0])
     broker_token = {"name": "graymq-broker-token", "key": "broker-token"}
     assert nameserver["BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == broker_token
-    assert broker["GRAYMQ_BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == broker_token
+    for brokers in production_release.brokers():
+        broker = env_of(pod_spec(brokers)["containers"][0])
+        assert broker["GRAYMQ_BROKER_TOKEN"]["valueFrom"]["secretKeyRef"] == broker_token, kn(brokers)
 
 
 # --- settings reach the processes only through variables the code reads ----------------------------
@@ -362,54 +386,198 @@ def test_production_migrations_retry_instead_of_waiting_for_a_bundled_database(p
 # --- brokers -----------------------------------------------------------------------------------------
 
 
-def test_broker_statefulset_replicas_follow_values(release: Release) -> None:
-    brokers = release.find("StatefulSet", "-broker")
-    assert brokers["spec"]["replicas"] == release.merged["broker"]["replicaCount"]
-    assert brokers["spec"]["replicas"] == (3 if release.label.startswith("production") else 2)
+def test_single_copy_broker_replicas_follow_values(default_release: Release, tls_release: Release) -> None:
+    for release in (default_release, tls_release):
+        [brokers] = release.brokers()
+        assert brokers["metadata"]["name"] == "mq-graymq-broker"
+        assert brokers["spec"]["replicas"] == release.merged["broker"]["replicaCount"] == 2
 
 
 def test_broker_replicas_override_renders_that_many() -> None:
-    brokers = render({"broker": {"replicaCount": 5}}, "5 brokers").find("StatefulSet", "-broker")
+    [brokers] = render({"broker": {"replicaCount": 5}}, "5 brokers").brokers()
     assert brokers["spec"]["replicas"] == 5
 
 
 def test_brokers_advertise_stable_dns_names_and_register_with_the_nameserver_service(release: Release) -> None:
-    brokers = release.find("StatefulSet", "-broker")
     headless = release.find("Service", "-broker-headless")
-    assert brokers["spec"]["serviceName"] == headless["metadata"]["name"]
     assert headless["spec"]["clusterIP"] == "None"
-    env = env_of(pod_spec(brokers)["containers"][0])
-    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     port = release.merged["broker"]["port"]
-    assert env["GRAYMQ_BROKER_NAME"]["value"] == "$(POD_NAME)"
-    assert env["GRAYMQ_BROKER_ADVERTISED_ADDRESS"]["value"] == (
-        f"$(POD_NAME).{headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{port}"
-    )
-    assert env["GRAYMQ_BROKER_HOST"]["value"] == "0.0.0.0"
     service = release.find("Service", "-nameserver")
-    assert env["GRAYMQ_BROKER_NAMESERVER"]["value"] == (
-        f"{nameserver_scheme(release)}://{service['metadata']['name']}.{NAMESPACE}.svc.cluster.local:"
-        f"{service['spec']['ports'][0]['port']}"
-    )
-    assert env["GRAYMQ_BROKER_FLUSH"]["value"] == release.merged["broker"]["flush"]
+    for brokers in release.brokers():
+        assert brokers["spec"]["serviceName"] == headless["metadata"]["name"], kn(brokers)
+        # The headless Service publishes every broker pod, of every set.
+        pod_labels = brokers["spec"]["template"]["metadata"]["labels"]
+        assert headless["spec"]["selector"].items() <= pod_labels.items(), kn(brokers)
+        env = env_of(pod_spec(brokers)["containers"][0])
+        assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        assert env["GRAYMQ_BROKER_ADVERTISED_ADDRESS"]["value"] == (
+            f"$(POD_NAME).{headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{port}"
+        )
+        assert env["GRAYMQ_BROKER_HOST"]["value"] == "0.0.0.0"
+        assert env["GRAYMQ_BROKER_NAMESERVER"]["value"] == (
+            f"{nameserver_scheme(release)}://{service['metadata']['name']}.{NAMESPACE}.svc.cluster.local:"
+            f"{service['spec']['ports'][0]['port']}"
+        )
+        assert env["GRAYMQ_BROKER_FLUSH"]["value"] == release.merged["broker"]["flush"]
+
+
+@pytest.mark.parametrize("name", ["default", "tls"])
+def test_single_copy_brokers_are_named_after_their_pods_and_do_not_replicate(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    release: Release = request.getfixturevalue(f"{name}_release")
+    [brokers] = release.brokers()
+    env = env_of(pod_spec(brokers)["containers"][0])
+    assert env["GRAYMQ_BROKER_NAME"]["value"] == "$(POD_NAME)"
+    assert not {n for n in env if "REPLICA" in n}
+    assert "GRAYMQ_REPLICA_LEASE_SECONDS" not in env_of(pod_spec(release.find("Deployment"))["containers"][0])
+    assert "graymq.io/broker-set" not in brokers["spec"]["selector"]["matchLabels"]
 
 
 def test_each_broker_keeps_its_store_on_its_own_volume(release: Release) -> None:
-    brokers = release.find("StatefulSet", "-broker")
-    claim = brokers["spec"]["volumeClaimTemplates"][0]
-    assert claim["spec"]["resources"]["requests"]["storage"] == release.merged["broker"]["persistence"]["size"]
-    container = pod_spec(brokers)["containers"][0]
-    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts[claim["metadata"]["name"]] == env_of(container)["GRAYMQ_BROKER_STORE_DIR"]["value"]
+    for brokers in release.brokers():
+        claim = brokers["spec"]["volumeClaimTemplates"][0]
+        assert claim["spec"]["resources"]["requests"]["storage"] == release.merged["broker"]["persistence"]["size"]
+        container = pod_spec(brokers)["containers"][0]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts[claim["metadata"]["name"]] == env_of(container)["GRAYMQ_BROKER_STORE_DIR"]["value"]
 
 
 def test_production_brokers_flush_synchronously_with_bigger_pods(production_release: Release) -> None:
-    brokers = production_release.find("StatefulSet", "-broker")
-    container = pod_spec(brokers)["containers"][0]
-    assert env_of(container)["GRAYMQ_BROKER_FLUSH"]["value"] == "sync"
-    assert env_of(container)["GRAYMQ_BROKER_SEGMENT_SIZE"]["value"] == "1073741824"
-    assert container["resources"]["requests"]["memory"] == "4Gi"
+    for brokers in production_release.brokers():
+        container = pod_spec(brokers)["containers"][0]
+        assert env_of(container)["GRAYMQ_BROKER_FLUSH"]["value"] == "sync"
+        # One segment size for every replica of a set, as replication requires.
+        assert env_of(container)["GRAYMQ_BROKER_SEGMENT_SIZE"]["value"] == "1073741824"
+        assert container["resources"]["requests"]["memory"] == "4Gi"
     assert production_release.find("Deployment")["spec"]["replicas"] == 3
+
+
+# --- broker sets (replication) -------------------------------------------------------------------------
+
+SET_LABEL = "graymq.io/broker-set"
+
+
+def test_production_runs_two_broker_sets_of_two_sync_replicas(production_release: Release) -> None:
+    brokers = production_release.brokers()
+    assert [b["metadata"]["name"] for b in brokers] == ["mq-graymq-broker-0", "mq-graymq-broker-1"]
+    for sts in brokers:
+        name = sts["metadata"]["name"]
+        assert sts["spec"]["replicas"] == 2, name
+        # Each StatefulSet selects its own set's pods only, and its pods carry that label.
+        assert sts["spec"]["selector"]["matchLabels"][SET_LABEL] == name
+        assert sts["spec"]["template"]["metadata"]["labels"][SET_LABEL] == name
+        env = env_of(pod_spec(sts)["containers"][0])
+        assert env["GRAYMQ_BROKER_NAME"]["value"] == name
+        assert env["GRAYMQ_BROKER_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == POD_INDEX_FIELD
+        assert env["GRAYMQ_BROKER_REPLICATION"]["value"] == "sync"
+    nameserver = env_of(pod_spec(production_release.find("Deployment"))["containers"][0])
+    assert nameserver["GRAYMQ_REPLICA_LEASE_SECONDS"]["value"] == "4"
+
+
+def test_the_pods_of_a_set_are_replicas_of_one_broker_numbered_by_ordinal(
+    production_release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graymq.broker_ext.config import BrokerSettings
+
+    secrets = {**USER_SECRETS, **rendered_secrets(production_release)}
+    headless = production_release.find("Service", "-broker-headless")["metadata"]["name"]
+    seen = []
+    for sts in production_release.brokers():
+        set_name = sts["metadata"]["name"]
+        container = pod_spec(sts)["containers"][0]
+        for ordinal in range(sts["spec"]["replicas"]):
+            pod = f"{set_name}-{ordinal}"
+            settings = load_settings(BrokerSettings, kubelet_env(container, secrets, pod), monkeypatch)
+            assert (settings.name, settings.replica_id, settings.replication) == (set_name, ordinal, "sync")
+            assert settings.advertised_address == f"{pod}.{headless}.{NAMESPACE}.svc.cluster.local:10911"
+            assert (settings.replication_timeout_s, settings.replica_lag_s, settings.replica_lag_bytes) == (
+                5.0, 3.0, 8 << 20,
+            )
+            seen.append((settings.name, settings.replica_id, settings.advertised_address))
+    assert len({(name, replica_id) for name, replica_id, _ in seen}) == len({a for _, _, a in seen}) == 4
+
+
+def test_every_broker_set_has_a_budget_of_one_replica_down(production_release: Release) -> None:
+    budgets = [o for o in production_release.objects if o["kind"] == "PodDisruptionBudget" and component(o) == "broker"]
+    assert {b["metadata"]["name"]: b["spec"]["maxUnavailable"] for b in budgets} == {
+        "mq-graymq-broker-0": 1, "mq-graymq-broker-1": 1,
+    }
+    for budget in budgets:
+        [sts] = [s for s in production_release.brokers() if s["metadata"]["name"] == budget["metadata"]["name"]]
+        assert budget["spec"]["selector"] == sts["spec"]["selector"]
+
+
+def test_the_replicas_of_a_set_prefer_different_nodes(production_release: Release) -> None:
+    for sts in production_release.brokers():
+        anti = pod_spec(sts)["affinity"]["podAntiAffinity"]
+        own_set = {"weight": 100, "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname", "labelSelector": sts["spec"]["selector"],
+        }}
+        assert own_set in anti["preferredDuringSchedulingIgnoredDuringExecution"], kn(sts)
+        # The production values' own rule (every broker pod on its own node) is kept.
+        assert anti["requiredDuringSchedulingIgnoredDuringExecution"] == (
+            production_values()["broker"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        )
+
+
+# Variables only the replicas of a broker set get (GRAYMQ_BROKER_NAME differs: the set's, not the pod's).
+SET_ONLY_ENV = {
+    "GRAYMQ_BROKER_NAME", "GRAYMQ_BROKER_REPLICA_ID", "GRAYMQ_BROKER_REPLICATION",
+    "GRAYMQ_BROKER_REPLICATION_TIMEOUT_S", "GRAYMQ_BROKER_REPLICA_LAG_S", "GRAYMQ_BROKER_REPLICA_LAG_BYTES",
+}
+
+
+def test_every_broker_pod_gets_the_same_token_tls_and_dev_mode_wiring() -> None:
+    values = {**TLS_VALUES, "nameserver": {"devMode": True}, "brokerToken": {"existingSecret": "mq-brokers"}}
+    single = render(values, "TLS, dev mode, single copies").brokers()
+    sets = render({**values, "broker": {"replication": "sync", "replicasPerSet": 2}}, "TLS, dev mode, sets").brokers()
+
+    def without_set_env(sts: dict[str, Any]) -> dict[str, Any]:
+        container = dict(pod_spec(sts)["containers"][0])
+        container["env"] = [e for e in container["env"] if e["name"] not in SET_ONLY_ENV]
+        return container
+
+    assert len(sets) == 2
+    for sts in sets:
+        assert without_set_env(sts) == without_set_env(single[0]), kn(sts)
+        assert pod_spec(sts)["volumes"] == pod_spec(single[0])["volumes"], kn(sts)
+        env = env_of(pod_spec(sts)["containers"][0])
+        assert env["GRAYMQ_DEV_MODE"]["value"] == "true"
+        assert env["GRAYMQ_BROKER_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "mq-brokers"
+        assert env["GRAYMQ_BROKER_TLS_CERT"]["value"] == f"{TLS_DIR}/tls.crt"
+
+
+def test_broker_sets_are_refused_before_kubernetes_1_28_which_labels_pods_with_their_index() -> None:
+    sets = {"broker": {"replication": "sync", "replicasPerSet": 2}}
+    with pytest.raises(helm.HelmRenderError) as failure:
+        render_native(sets, kube_version="v1.27.9")
+    assert "broker.replication needs Kubernetes >= 1.28" in str(failure.value)
+    assert render_native(sets, kube_version="v1.28.0").keys() == render_native({}, kube_version="v1.27.9").keys()
+
+
+def test_broker_sets_follow_the_values() -> None:
+    values = {
+        "broker": {"replication": "async", "sets": 3, "replicasPerSet": 3, "replicationTimeoutSeconds": 2,
+                   "replicaLagSeconds": 1.5, "replicaLagBytes": 1048576},
+        "nameserver": {"replicaLeaseSeconds": 6},
+    }
+    release = render(values, "3 async sets of 3")
+    assert [(b["metadata"]["name"], b["spec"]["replicas"]) for b in release.brokers()] == [
+        ("mq-graymq-broker-0", 3), ("mq-graymq-broker-1", 3), ("mq-graymq-broker-2", 3),
+    ]
+    env = env_of(pod_spec(release.brokers()[2])["containers"][0])
+    assert {n: env[n]["value"] for n in (
+        "GRAYMQ_BROKER_REPLICATION", "GRAYMQ_BROKER_REPLICATION_TIMEOUT_S", "GRAYMQ_BROKER_REPLICA_LAG_S",
+        "GRAYMQ_BROKER_REPLICA_LAG_BYTES",
+    )} == {
+        "GRAYMQ_BROKER_REPLICATION": "async", "GRAYMQ_BROKER_REPLICATION_TIMEOUT_S": "2",
+        "GRAYMQ_BROKER_REPLICA_LAG_S": "1.5", "GRAYMQ_BROKER_REPLICA_LAG_BYTES": "1048576",
+    }
+    # No affinity given: the chart's own preference alone.
+    assert list(pod_spec(release.brokers()[0])["affinity"]) == ["podAntiAffinity"]
+    nameserver = env_of(pod_spec(release.find("Deployment"))["containers"][0])
+    assert nameserver["GRAYMQ_REPLICA_LEASE_SECONDS"]["value"] == "6"
 
 
 # --- probes and security -------------------------------------------------------------------------------
@@ -424,11 +592,12 @@ def test_probes_hit_the_real_endpoints(release: Release) -> None:
     assert nameserver["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": scheme, **probe_scheme}
     http_port = {p["name"]: p["containerPort"] for p in nameserver["ports"]}[scheme]
     assert env_of(nameserver)["GRAYMQ_PORT"]["value"] == str(http_port)
-    broker = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert broker[probe] == {**broker[probe], "tcpSocket": {"port": "broker"}}
-    broker_port = {p["name"]: p["containerPort"] for p in broker["ports"]}["broker"]
-    assert env_of(broker)["GRAYMQ_BROKER_PORT"]["value"] == str(broker_port)
+    for brokers in release.brokers():
+        broker = pod_spec(brokers)["containers"][0]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert broker[probe] == {**broker[probe], "tcpSocket": {"port": "broker"}}, kn(brokers)
+        broker_port = {p["name"]: p["containerPort"] for p in broker["ports"]}["broker"]
+        assert env_of(broker)["GRAYMQ_BROKER_PORT"]["value"] == str(broker_port), kn(brokers)
 
 
 def test_every_container_runs_as_non_root_on_a_read_only_root_filesystem(release: Release) -> None:
@@ -483,7 +652,6 @@ def test_given_admin_tokens_are_rendered_as_the_name_server_expects() -> None:
 
 # --- the brokers' token -----------------------------------------------------------------------------------
 
-BROKER_POD = "mq-graymq-broker-0"
 # What an operator's Secrets hold in the production values (the chart renders none of them there).
 USER_SECRETS = {
     "graymq-db": {"db-url": "postgresql+psycopg://graymq:pw@db.internal:5432/graymq"},
@@ -492,23 +660,27 @@ USER_SECRETS = {
 }
 
 
+def load_settings(settings_class: type[Any], environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``settings_class()`` loaded from ``environment`` alone (the test process's GRAYMQ_* variables removed)."""
+    with monkeypatch.context() as env:
+        for name in [n for n in os.environ if n.startswith("GRAYMQ_")]:
+            env.delenv(name)
+        for name, value in environment.items():
+            env.setenv(name, value)
+        return settings_class()
+
+
 def server_settings(release: Release, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """(NameServerSettings, BrokerSettings) loaded from the environment the kubelet gives each container."""
+    """(NameServerSettings, BrokerSettings of the first broker pod) loaded from the environment the kubelet
+    gives each container."""
     from graymq.broker_ext.config import BrokerSettings
     from graymq.nameserver.settings import NameServerSettings
 
     secrets = {**USER_SECRETS, **rendered_secrets(release)}
-    loaded = []
-    for workload, settings_class in (
-        (release.find("Deployment"), NameServerSettings), (release.find("StatefulSet", "-broker"), BrokerSettings),
-    ):
-        with monkeypatch.context() as env:
-            for name in [n for n in os.environ if n.startswith("GRAYMQ_")]:
-                env.delenv(name)
-            for name, value in kubelet_env(pod_spec(workload)["containers"][0], secrets, BROKER_POD).items():
-                env.setenv(name, value)
-            loaded.append(settings_class())
-    return loaded[0], loaded[1]
+    return tuple(
+        load_settings(cls, kubelet_env(pod_spec(workload)["containers"][0], secrets, release.broker_pod), monkeypatch)
+        for workload, cls in ((release.find("Deployment"), NameServerSettings), (release.brokers()[0], BrokerSettings))
+    )
 
 
 def test_brokers_and_name_servers_start_outside_dev_mode_with_the_broker_token(
@@ -520,16 +692,17 @@ def test_brokers_and_name_servers_start_outside_dev_mode_with_the_broker_token(
     admin_actors = nameserver.token_actors()
     assert nameserver.broker_token_actors() == {broker.token: "brokers"}
     assert broker.token not in admin_actors  # the broker right only
-    assert broker.name == BROKER_POD
+    # A single-copy broker is named after its pod, the replicas of a set after their StatefulSet.
+    assert broker.name == (release.brokers()[0]["metadata"]["name"] if broker.replication else release.broker_pod)
 
 
 def test_brokers_never_get_the_admin_tokens(release: Release, monkeypatch: pytest.MonkeyPatch) -> None:
     nameserver, _ = server_settings(release, monkeypatch)
-    container = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
     secrets = {**USER_SECRETS, **rendered_secrets(release)}
-    env = kubelet_env(container, secrets, BROKER_POD)
-    assert not {"GRAYMQ_ADMIN_TOKENS", "GRAYMQ_ADMIN_TOKEN"} & env.keys()
-    assert not set(nameserver.admin_tokens.values()) & set(env.values())
+    for brokers in release.brokers():
+        env = kubelet_env(pod_spec(brokers)["containers"][0], secrets, f"{brokers['metadata']['name']}-0")
+        assert not {"GRAYMQ_ADMIN_TOKENS", "GRAYMQ_ADMIN_TOKEN"} & env.keys(), kn(brokers)
+        assert not set(nameserver.admin_tokens.values()) & set(env.values()), kn(brokers)
 
 
 def test_a_generated_broker_token_is_its_own_and_named_for_the_name_servers(default_release: Release) -> None:
@@ -579,7 +752,7 @@ def pod_annotations(release: Release, kind: str, suffix: str) -> dict[str, str]:
 
 
 def test_a_new_broker_token_rolls_name_servers_and_brokers_a_new_admin_token_only_name_servers(
-    default_release: Release,
+    default_release: Release, production_release: Release,
 ) -> None:
     new_broker = render({"brokerToken": {"token": "given-broker-token-0123456789"}}, "new broker token")
     new_admin = render({"adminTokens": {"tokens": {"ops": "0123456789abcdefXYZ"}}}, "new admin token")
@@ -589,7 +762,8 @@ def test_a_new_broker_token_rolls_name_servers_and_brokers_a_new_admin_token_onl
     brokers = ("StatefulSet", "-broker")
     assert pod_annotations(new_admin, *brokers) == pod_annotations(default_release, *brokers)
     # A user's Secret is the user's to roll (kubectl rollout restart), as with the admin tokens.
-    assert "checksum/broker-token" not in pod_annotations(render(production_values(), "production"), *brokers)
+    for sts in production_release.brokers():
+        assert "checksum/broker-token" not in sts["spec"]["template"]["metadata"]["annotations"], kn(sts)
 
 
 def test_dev_mode_runs_the_brokers_in_dev_mode_and_keeps_their_token(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -616,6 +790,13 @@ def test_a_broker_token_shared_with_an_admin_token_is_refused_when_rendering() -
     [
         ({"broker": {"flush": "fast"}}, "/broker/flush"),
         ({"broker": {"replicaCount": 0}}, "/broker/replicaCount"),
+        ({"broker": {"replication": "sync", "replicasPerSet": 0}}, "/broker/replicasPerSet"),
+        ({"broker": {"replication": "semi-sync"}}, "/broker/replication"),
+        # Pods sharing a broker name that do not replicate would be two brokers claiming one name.
+        ({"broker": {"replicasPerSet": 2}}, "/broker/replicasPerSet"),
+        ({"broker": {"replication": "sync", "sets": 0}}, "/broker/sets"),
+        ({"broker": {"replication": "sync", "replicasPerSet": 65}}, "/broker/replicasPerSet"),  # replica ids 0..63
+        ({"nameserver": {"replicaLeaseSeconds": 0}}, "/nameserver/replicaLeaseSeconds"),
         ({"broker": {"port": 70000}}, "/broker/port"),
         ({"broker": {"segmentSize": 100}}, "/broker/segmentSize"),
         ({"broker": {"flushMode": "sync"}}, "flushMode"),  # a typo is an error, not silently ignored
@@ -675,8 +856,9 @@ def test_tls_is_off_by_default_plain_http_and_no_secret_mounted(name: str, reque
             assert not tls_env(container), f"{kn(workload)}/{container['name']}"
     service = release.find("Service", "-nameserver")
     assert [p["name"] for p in service["spec"]["ports"]] == ["http"]
-    broker = pod_spec(release.find("StatefulSet", "-broker"))["containers"][0]
-    assert env_of(broker)["GRAYMQ_BROKER_NAMESERVER"]["value"].startswith("http://")
+    for brokers in release.brokers():
+        broker = pod_spec(brokers)["containers"][0]
+        assert env_of(broker)["GRAYMQ_BROKER_NAMESERVER"]["value"].startswith("http://"), kn(brokers)
 
 
 def test_tls_mounts_the_secret_read_only_into_name_server_and_broker_pods(tls_release: Release) -> None:

@@ -193,6 +193,10 @@ class NameServerClient:
         return dict(await self.request("PUT", f"/v1/groups/{group}/weight",
                                        json={"weight": weight, "reason": reason}, admin=True))
 
+    async def list_brokers(self) -> list[dict[str, Any]]:
+        """Live brokers, each with its broker set (``replica_set``: leader, epoch, in-sync, replicas) if it has one."""
+        return list(await self.request("GET", "/v1/brokers"))
+
     async def set_retired(self, group: str, retired: bool, reason: str = "") -> dict[str, Any]:
         """Retire the group's gray side (its consumers hold and consume nothing) or bring it back."""
         return dict(await self.request("PUT", f"/v1/groups/{group}/retired",

@@ -49,6 +49,7 @@ class GroupStatus:
     gray_retired: bool = False
     weighted: list[WeightedQueue] = field(default_factory=list)
     lag: dict[str, int] | None = None  # per side: what the queues each side holds have not consumed
+    broker_sets: list[dict[str, Any]] = field(default_factory=list)  # the replicated brokers of its topics
 
     @property
     def gray_backlog(self) -> int:
@@ -81,6 +82,7 @@ class GroupStatus:
             "gray_retired": self.gray_retired,
             "health": self.health(),
             "lag": self.lag,
+            "broker_sets": self.broker_sets,
         }
 
 
@@ -124,6 +126,8 @@ class GroupInspector:
             status.queues = await gray_backlog(self.brokers, self.routes, group, topics)
             if with_lag:
                 status.lag = side_lag(status, await queue_backlogs(self.brokers, self.routes, group, topics))
+                status.broker_sets = await self._broker_sets({q.broker_name for q in status.queues}
+                                                             | {mq.broker_name for mq in await self._queues(topics)})
         if with_weighted and status.gray_switch:
             status.weighted = await self.weighted_queues(status.gray_clients())
         return status
@@ -144,6 +148,23 @@ class GroupInspector:
                 if route is not None and route.broker(mq.broker_name) is not None and not route.is_gray(mq):
                     weighted.append(WeightedQueue(client["client_id"], mq))
         return sorted(weighted, key=lambda w: (w.queue, w.client_id))
+
+    async def _queues(self, topics: set[str]) -> list[MessageQueue]:
+        queues: list[MessageQueue] = []
+        for topic in topics:
+            route = await self._route(topic)
+            if route is not None:
+                queues += route.queues()
+        return queues
+
+    async def _broker_sets(self, names: set[str]) -> list[dict[str, Any]]:
+        """The broker sets among ``names``: leader, epoch, in-sync replicas and each replica's lag."""
+        try:
+            brokers = await self.nameserver.list_brokers()
+        except GrayMQError as exc:
+            log.debug("broker sets unavailable: %s", exc.message)
+            return []
+        return [b["replica_set"] for b in brokers if b["broker_name"] in names and b.get("replica_set")]
 
     async def _route(self, topic: str) -> TopicRoute | None:
         try:

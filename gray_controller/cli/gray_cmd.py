@@ -128,6 +128,12 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     health = status.health()
     for side in ("gray", "normal"):
         print(f"{side} side: {format_side(health[side])}, lag {(status.lag or {}).get(side, 0)}")
+    for rs in status.broker_sets:
+        followers = ", ".join(f"{r['replica_id']} ({'in sync' if r['in_sync'] else 'not in sync'}, "
+                              f"lag {r['lag_bytes']} B{'' if r['live'] else ', silent'})"
+                              for r in rs["replicas"] if not r["leader"]) or "none"
+        print(f"broker set {rs['broker_name']} ({rs['replication']}): leader replica {rs['leader_replica_id']} "
+              f"at epoch {rs['epoch']}, followers {followers}")
     print(f"gray backlog: {status.gray_backlog}")
     if status.queues:
         print(table([[q.broker_name, q.topic, q.queue_id, q.consumer_offset, q.max_offset, q.backlog]

@@ -114,6 +114,8 @@ def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, gr
 
     reader = start_consumer(graymq_process, ns, "GID_RS", "reader", TOPIC, "*", "--from", "first")
     wait_for(lambda: set(acked) <= {m["msg_id"] for m in json_lines(reader)}, 90, "every acked message consumed")
+    human = graymq(ns, "gray", "status", "GID_RS").stdout
+    assert f"broker set {NAME} (sync): leader replica 1 at epoch 2, followers 0 (in sync" in human, human
     assert reader.terminate() == 0
     consumed = json_lines(reader)
     counts = Counter(m["msg_id"] for m in consumed)

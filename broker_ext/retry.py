@@ -24,6 +24,8 @@ from graymq.protocol.constants import (
     DEFAULT_MAX_RECONSUME_TIMES,
     PROPERTY_DELAY_LEVEL,
     PROPERTY_ORIGIN_MSG_ID,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     SCHEDULE_TOPIC,
     dlq_topic,
@@ -38,8 +40,6 @@ if TYPE_CHECKING:
     from graymq.broker_ext.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 
 
 class SendBackProcessor:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from graymq.gray_controller.cli import verify_cmd
+from graymq.gray_controller.cli import moved_aside_cmd, verify_cmd
 from graymq.gray_controller.cli.common import SERVER_LOG_HELP, HelpFormatter, parse_size, print_ready, setup_logging
 from graymq.protocol.errors import ConfigError
 
@@ -58,7 +58,11 @@ def register(subparsers: Any) -> None:
                    help="a broker set: sync acknowledges a send once the in-sync replicas stored it, async once the "
                    "leader did (GRAYMQ_BROKER_REPLICATION; default: none, a single copy)")
     p.set_defaults(handler=run)
-    verify_cmd.register(p)  # graymq broker verify --store DIR: an offline check instead of running a broker
+    # graymq broker verify|moved-aside --store DIR: offline work on a store instead of running a broker
+    commands = p.add_subparsers(dest="broker_command", metavar="verify|moved-aside", required=False,
+                                title="offline work on a store (instead of running a broker)")
+    verify_cmd.register(commands)
+    moved_aside_cmd.register(commands)
 
 
 def _nameserver_from_env() -> str | None:

@@ -13,10 +13,8 @@ from typing import Any
 from graymq.gray_controller.cli.common import print_json, setup_logging, table
 
 
-def register(broker_parser: argparse.ArgumentParser) -> None:
-    """Add ``verify`` under ``graymq broker`` (which without it runs a broker, as before)."""
-    commands = broker_parser.add_subparsers(dest="broker_command", metavar="verify", required=False,
-                                            title="offline check (instead of running a broker)")
+def register(commands: Any) -> None:
+    """Add ``verify`` to the subcommands of ``graymq broker`` (which without one runs a broker, as before)."""
     p = commands.add_parser(
         "verify", help="check a stopped broker's store: holes, torn tail, consume queues, index",
         description="Check a stopped broker's store without changing it: scan the whole commit log for damaged "

@@ -155,11 +155,22 @@ def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_clus
     wait_for(lambda: in_sync(ns, [1], leader=1), 30, "replica 1 elected")
     restarted = start_replica(cluster, 0, "async", lag_s="30")  # its store kept: 20 messages the leader lacks
     wait_for(lambda: in_sync(ns, [0, 1], leader=1), 60, "the deposed replica back in sync")
-    aside = list((store_of(cluster, 0) / "moved-aside").iterdir())
-    assert len(aside) == 1 and aside[0].stat().st_size > 0
+    [aside] = list((store_of(cluster, 0) / "moved-aside").iterdir())
+    moved_bytes = aside.stat().st_size
+    assert moved_bytes > 0
     restarted.wait_for_line("moved", timeout=5)
-    print(f"async failover: {len(alone)} messages acked by the leader alone were moved aside on its return: "
-          f"{aside[0].name}, {aside[0].stat().st_size} bytes")
+    listed = json.loads(graymq(ns, "broker", "moved-aside", "--store", str(store_of(cluster, 0)), "--json").stdout)
+    [entry] = listed["files"]
+    # the follower may have taken the first of them before it stopped: the rest were moved aside
+    assert 0 < entry["messages"] <= 20 and entry["topics"] == {TOPIC: entry["messages"]} and not entry["damaged"]
+    reader = start_consumer(graymq_process, ns, "GID_RS_ASIDE", "reader", TOPIC, "*", "--from", "first")
+    graymq(ns, "broker", "moved-aside", "--store", str(store_of(cluster, 0)), "--republish")
+    assert not list((store_of(cluster, 0) / "moved-aside").glob("*.log"))  # published: renamed, not again
+    wait_for(lambda: len(json_lines(reader)) >= 70, 60, "the 50 + 20 consumed, the moved-aside ones republished")
+    assert reader.terminate() == 0
+    assert len({m["msg_id"] for m in json_lines(reader)}) == len(json_lines(reader)) == 70
+    print(f"async failover: of {len(alone)} messages acked by the leader alone, {entry['messages']} were moved "
+          f"aside on its return ({moved_bytes} bytes) and published again: 70 of 70 consumed")
 
 
 def _log_ends(ns_url: str) -> dict[int, int]:

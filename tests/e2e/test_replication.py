@@ -46,6 +46,15 @@ def start_replica(cluster, replica: int, mode: str = "sync", lag_s: str = "1.5")
                           env={**FAST_ENV, "GRAYMQ_BROKER_REPLICA_LAG_S": lag_s, "GRAYMQ_BROKER_QUEUE_LEASE_S": "5"})
 
 
+def start_set(cluster, mode: str = "sync", lag_s: str = "1.5") -> tuple[GraymqProcess, GraymqProcess]:
+    """Replica 0, leading once it reports, then replica 1, once it is in sync."""
+    r0 = start_replica(cluster, 0, mode, lag_s)
+    wait_for(lambda: in_sync(cluster.ns_url, [0], leader=0), 30, "replica 0 leading")
+    r1 = start_replica(cluster, 1, mode, lag_s)
+    wait_for(lambda: in_sync(cluster.ns_url, [0, 1]), 30, "replica 1 in sync")
+    return r0, r1
+
+
 def store_of(cluster, replica: int) -> Path:
     return Path(cluster.root) / f"{NAME}-r{replica}"
 
@@ -82,10 +91,7 @@ def check_order(consumed: list[dict[str, Any]]) -> int:
 def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, graymq_process) -> None:
     cluster = rs_cluster
     ns = cluster.ns_url
-    r0 = start_replica(cluster, 0)
-    wait_for(lambda: in_sync(ns, [0], leader=0), 30, "replica 0 leading")
-    start_replica(cluster, 1)
-    wait_for(lambda: in_sync(ns, [0, 1]), 30, "replica 1 in sync")
+    r0, _ = start_set(cluster)
     cluster.create_topic(TOPIC, 4, 0)
     producer = graymq_process("produce", TOPIC, "--count", "3000", "--size", "256", "--interval", "0.003", "--json",
                               "--nameserver", ns, wait=False)
@@ -135,10 +141,7 @@ def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, gr
 def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_cluster, graymq_process) -> None:
     cluster = rs_cluster
     ns = cluster.ns_url
-    r0 = start_replica(cluster, 0, "async", lag_s="30")  # r1 stays in sync while stopped
-    wait_for(lambda: in_sync(ns, [0], leader=0), 30, "replica 0 leading")
-    r1 = start_replica(cluster, 1, "async", lag_s="30")
-    wait_for(lambda: in_sync(ns, [0, 1]), 30, "replica 1 in sync")
+    r0, r1 = start_set(cluster, "async", lag_s="30")  # r1 stays in sync while stopped
     cluster.create_topic(TOPIC, 4, 0)
     first = json.loads(graymq(ns, "produce", TOPIC, "--count", "50", "--json").stdout.splitlines()[-1])
     assert first["status"] == "SEND_OK"
@@ -181,10 +184,7 @@ def _log_ends(ns_url: str) -> dict[int, int]:
 def test_a_promote_across_a_failover_completes_losing_nothing(rs_cluster, graymq_process) -> None:
     cluster = rs_cluster
     ns = cluster.ns_url
-    r0 = start_replica(cluster, 0)
-    wait_for(lambda: in_sync(ns, [0], leader=0), 30, "replica 0 leading")
-    start_replica(cluster, 1)
-    wait_for(lambda: in_sync(ns, [0, 1]), 30, "replica 1 in sync")
+    r0, _ = start_set(cluster)
     cluster.create_topic(TOPIC, 6, 2)
     group = "GID_RS_PROMOTE"
     cluster.ns_call(lambda c: c.add_rule(group, {"version": "v2"}, True))

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 WATCH_S = 20.0  # how long one watch waits for a change of the topic table
 WATCH_GRACE_S = 5.0  # beyond it, for the answer to arrive
+LOGGED_ONE_BY_ONE = 5  # more topics changed by one answer are logged in one line
 
 
 class NameServerRegistry:
@@ -164,8 +165,7 @@ class NameServerRegistry:
         if last != self.deletions_applied:
             self.deletions_applied = last
             write_json_atomic(self._state_path, {"deletions_applied": last})
-        for raw in answer.get("topics", []):
-            self._apply_topic(raw)
+        self._apply_topics(answer.get("topics", []))
         self._versions[url] = str(answer.get("topics_version", ""))
 
     def _apply_deletion(self, deletion: dict[str, Any]) -> None:
@@ -178,24 +178,31 @@ class NameServerRegistry:
             self.broker.offsets.drop_group(name)
             log.info("offsets of group %s dropped: the group was deleted in the name server", name)
 
-    def _apply_topic(self, raw: dict[str, Any]) -> None:
-        """Apply one configured topic; a config the broker cannot apply is logged once, not at every registration."""
-        try:
-            config = TopicConfig(str(raw["topic"]), int(raw["queue_nums"]), int(raw.get("gray_queue_nums", 0)),
-                                 int(raw.get("perm", 6)))
-        except (KeyError, TypeError, ValueError, GrayMQError) as exc:
-            log.warning("ignoring topic %r from the name server: %s", raw, exc)
-            return
-        try:
-            changed = self.broker.topics.update(config)
-        except GrayMQError as exc:
+    def _apply_topics(self, raws: list[dict[str, Any]]) -> None:
+        """Apply the configured topics at once (one write of the topic table however many changed); a config the
+        broker cannot apply is logged once, not at every registration."""
+        configs = []
+        for raw in raws:
+            try:
+                configs.append(TopicConfig(str(raw["topic"]), int(raw["queue_nums"]),
+                                           int(raw.get("gray_queue_nums", 0)), int(raw.get("perm", 6))))
+            except (KeyError, TypeError, ValueError, GrayMQError) as exc:
+                log.warning("ignoring topic %r from the name server: %s", raw, exc)
+        changed, refused = self.broker.topics.update_all(configs)
+        for config, why in refused:
             if self._refused.get(config.topic) != config:
-                log.warning("not applying topic %s from the name server: %s", config.topic, exc.message)
+                log.warning("not applying topic %s from the name server: %s", config.topic, why.message)
                 self._refused[config.topic] = config
-            return
-        self._refused.pop(config.topic, None)
-        if changed:
-            log.info("topic %s updated from the name server: %s", config.topic, config)
+        still_refused = {config.topic for config, _ in refused}
+        for config in configs:
+            if config.topic not in still_refused:
+                self._refused.pop(config.topic, None)
+        if len(changed) <= LOGGED_ONE_BY_ONE:
+            for config in changed:
+                log.info("topic %s updated from the name server: %s", config.topic, config)
+        elif changed:
+            log.info("%d topics updated from the name server (%s, ...)", len(changed),
+                     ", ".join(c.topic for c in changed[:LOGGED_ONE_BY_ONE]))
 
 
 def _checked_answer(answer: Any) -> dict[str, Any]:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import BadRequestError, NoPermissionError, QueueNotExistError, TopicNotExistError
+from graymq.protocol.errors import (
+    BadRequestError,
+    GrayMQError,
+    NoPermissionError,
+    QueueNotExistError,
+    TopicNotExistError,
+)
 from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.names import check_topic_name
 
@@ -101,16 +108,29 @@ class TopicConfigManager:
 
     def update(self, config: TopicConfig) -> bool:
         """Create or update; returns whether anything changed. Queues are never shrunk below stored data."""
-        current = self._topics.get(config.topic)
-        if current == config:
-            return False
-        if current is not None and config.queue_nums < current.queue_nums:
-            raise BadRequestError(
-                f"topic {config.topic}: cannot shrink from {current.queue_nums} to {config.queue_nums} queues"
-            )
-        self._topics[config.topic] = config
-        self._persist()
-        return True
+        changed, refused = self.update_all([config])
+        if refused:
+            raise refused[0][1]
+        return bool(changed)
+
+    def update_all(self, configs: Iterable[TopicConfig]) -> tuple[list[TopicConfig], list[tuple[TopicConfig,
+                                                                                               GrayMQError]]]:
+        """Create or update every config, written to disk once: (the configs that changed anything, the ones
+        refused with why — a topic's queues never shrink below stored data)."""
+        changed, refused = [], []
+        for config in configs:
+            current = self._topics.get(config.topic)
+            if current == config:
+                continue
+            if current is not None and config.queue_nums < current.queue_nums:
+                refused.append((config, BadRequestError(
+                    f"topic {config.topic}: cannot shrink from {current.queue_nums} to {config.queue_nums} queues")))
+                continue
+            self._topics[config.topic] = config
+            changed.append(config)
+        if changed:
+            self._persist()
+        return changed, refused
 
     def delete(self, topic: str) -> bool:
         """Forget the topic (deleted in the name server); returns whether it was known. Its stored messages are

@@ -27,7 +27,7 @@ import logging
 import math
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import Message as PbMessage
 
@@ -390,9 +390,8 @@ class _FrameProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        self._transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
     def attach(self, conn: Connection) -> None:
         self.conn = conn

@@ -1,10 +1,11 @@
 """A connection a client opens reads from its transport directly (no reader task): answers, the peer
-closing, a peer that breaks the framing, and a local close."""
+closing, a peer that breaks the framing, and a local close; on asyncio's loop and on uvloop (the ``fast`` extra)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,17 @@ from graymq.protocol.remoting import response_envelope
 pytestmark = pytest.mark.unit
 
 
-def serve(scenario: Callable[[Connection, list[Connection], list[asyncio.StreamWriter]], Awaitable[None]]) -> None:
+def _uvloop() -> Any:
+    return pytest.importorskip("uvloop").new_event_loop
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def loop_factory(request: pytest.FixtureRequest) -> Any:
+    return None if request.param == "asyncio" else _uvloop()
+
+
+def serve(loop_factory: Any,
+          scenario: Callable[[Connection, list[Connection], list[asyncio.StreamWriter]], Awaitable[None]]) -> None:
     """A stream-mode server answering GET_MIN_OFFSET with 7 (GET_MAX_OFFSET: never), a client opened to it."""
     def answer(conn: Connection, envelope: pb.Envelope) -> HandlerResult:
         if envelope.method == pb.GET_MIN_OFFSET:
@@ -45,23 +56,24 @@ def serve(scenario: Callable[[Connection, list[Connection], list[asyncio.StreamW
             server.close()
             await server.wait_closed()
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
 
 
 def queue_request() -> pb.QueueRequest:
     return pb.QueueRequest(topic="T", queue_id=0)
 
 
-def test_pipelined_requests_are_all_answered() -> None:
+def test_pipelined_requests_are_all_answered(loop_factory: Any) -> None:
     async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
         answers = await asyncio.gather(*(client.request(pb.GET_MIN_OFFSET, queue_request()) for _ in range(50)))
         assert {a.offset for a in answers} == {7}  # type: ignore[attr-defined]
         assert not client.busy
 
-    serve(scenario)
+    serve(loop_factory, scenario)
 
 
-def test_the_peer_closing_fails_what_is_pending_and_closes_the_connection() -> None:
+def test_the_peer_closing_fails_what_is_pending_and_closes_the_connection(loop_factory: Any) -> None:
     async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
         pending = asyncio.ensure_future(client.request(pb.GET_MAX_OFFSET, queue_request(), timeout=30))
         while not accepted or not accepted[0].busy:
@@ -72,10 +84,10 @@ def test_the_peer_closing_fails_what_is_pending_and_closes_the_connection() -> N
         await client.closed.wait()
         assert client.close_reason == "closed by peer"
 
-    serve(scenario)
+    serve(loop_factory, scenario)
 
 
-def test_a_peer_breaking_the_framing_closes_the_connection() -> None:
+def test_a_peer_breaking_the_framing_closes_the_connection(loop_factory: Any) -> None:
     async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
         await client.request(pb.GET_MIN_OFFSET, queue_request())
         writers[0].write(b"\x00\x01\x02\x03 not a frame")
@@ -84,10 +96,10 @@ def test_a_peer_breaking_the_framing_closes_the_connection() -> None:
         with pytest.raises(ConnectionClosedError):
             await client.request(pb.GET_MIN_OFFSET, queue_request())
 
-    serve(scenario)
+    serve(loop_factory, scenario)
 
 
-def test_closing_locally_fails_what_is_pending() -> None:
+def test_closing_locally_fails_what_is_pending(loop_factory: Any) -> None:
     async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
         pending = asyncio.ensure_future(client.request(pb.GET_MAX_OFFSET, queue_request(), timeout=30))
         await asyncio.sleep(0.05)
@@ -96,4 +108,4 @@ def test_closing_locally_fails_what_is_pending() -> None:
             await pending
         assert client.is_closed and client.close_reason == "closed locally"
 
-    serve(scenario)
+    serve(loop_factory, scenario)

@@ -1,5 +1,6 @@
 """A headless Chromium (Debian's, at /usr/bin/chromium, installed by ``make system-deps``) driven by Playwright; one
-browser per session, a fresh context (own session storage) per test, a screenshot of every page a test opened kept
+browser per test module (Playwright's sync API keeps an event loop running while it is open, which ``asyncio.run``
+in the tests that follow would refuse), a fresh context (own session storage) per test, a screenshot of every page a test opened kept
 under tests/browser/artifacts/ (gitignored)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tests.browser.console_page import ARTIFACTS
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make system-deps` installs Debian's chromium")

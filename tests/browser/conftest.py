@@ -1,7 +1,7 @@
-"""A headless Chromium (Debian's, at /usr/bin/chromium, installed by ``make system-deps``) driven by Playwright; one
-browser per test module (Playwright's sync API keeps an event loop running while it is open, which ``asyncio.run``
-in the tests that follow would refuse), a fresh context (own session storage) per test, a screenshot of every page a test opened kept
-under tests/browser/artifacts/ (gitignored)."""
+"""A headless Chromium (Debian's, at /usr/bin/chromium, installed by ``make system-deps``) driven by Playwright;
+one browser per test module (Playwright's sync API keeps an event loop running while it is open, which
+``asyncio.run`` in the tests that follow would refuse), a fresh context (own session storage) per test, a
+screenshot of every page a test opened kept under tests/browser/artifacts/ (gitignored)."""
 
 from __future__ import annotations
 

@@ -96,7 +96,8 @@ def test_broker_metrics_port_serves_prometheus_text_that_follows_sends_and_pulls
     assert after.value("graymq_broker_put_messages_total", topic="MT", gray="false") == 3
     assert (after.value("graymq_broker_put_bytes_total", topic="MT", gray="false") or 0) > 0
     assert after.value("graymq_broker_get_messages_total", topic="MT", gray="false") == 3
-    assert after.value("graymq_broker_consumer_backlog", group="G", topic="MT", queue="1", gray="false", side="normal") == 2
+    assert after.value("graymq_broker_consumer_backlog", group="G", topic="MT", queue="1", gray="false",
+                       side="normal") == 2
     assert before.value("graymq_broker_commitlog_max_offset") == 0
     assert (after.value("graymq_broker_commitlog_max_offset") or 0) > 0
     assert after.value("graymq_store_damaged_records_total") == 0

@@ -68,3 +68,15 @@ def test_leases_end_with_the_owner_leaving_or_its_connection_closing() -> None:
 
 def test_locks_run_without_a_connection_for_in_process_callers() -> None:
     assert asyncio.run(asyncio.sleep(0, QueueLocks(1.0).lock("g", "A", None, [("T", 0)]))) == ([("T", 0)], [])
+
+
+def test_a_new_leader_grants_no_lease_until_its_predecessors_ran_out() -> None:
+    clock = Clock()
+    locks = QueueLocks(30.0, clock)
+    locks.lock("g", "old-owner", conn(), [("T", 1)])  # a lease this leader granted itself
+    locks.grant_after(clock.now + 30.0)
+    locked, held = locks.lock("g", "c1", conn(), [("T", 0), ("T", 1)])
+    assert locked == [] and [(t, q) for t, q, _ in held] == [("T", 0), ("T", 1)]
+    assert locks.lock("g", "old-owner", conn(), [("T", 1)])[0] == [("T", 1)]  # its own lease renews as before
+    clock.now += 31.0
+    assert locks.lock("g", "c1", conn(), [("T", 0)])[0] == [("T", 0)]

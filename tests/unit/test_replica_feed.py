@@ -1,0 +1,76 @@
+"""The leader's side of sync replication without a network: a send waits for every confirmed in-sync follower's
+acknowledgement (its next fetch offset), not for one outside the set; leaving the set releases what waited for it;
+a timeout fails the send; proposals follow who fetched lately and how far behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from graymq.broker_ext.replica_feed import Follower, ReplicaFeed
+from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.protocol.errors import ReplicationTimeoutError
+
+pytestmark = pytest.mark.unit
+
+
+def feed(timeout_s: float = 5.0, end: int = 1000) -> ReplicaFeed:
+    role = ReplicaRole("b", 0, "sync", epoch=3, leader_id=0, in_sync=frozenset({0, 1}))
+    broker: Any = SimpleNamespace(role=role, name="b", store=SimpleNamespace(max_physical_offset=end),
+                                  settings=SimpleNamespace(replication_timeout_s=timeout_s, replica_lag_s=3.0,
+                                                           replica_lag_bytes=100))
+    return ReplicaFeed(broker)
+
+
+def test_a_sync_send_waits_for_every_in_sync_follower_and_only_them() -> None:
+    async def scenario() -> None:
+        f = feed()
+        f.followers[2] = Follower(offset=0)  # not in the in-sync set: never waited for
+        waiting = f.acked(500)
+        assert waiting is not None and not waiting.done()
+        f.followers[1] = Follower(offset=499)
+        f._release()
+        assert not waiting.done()
+        f.followers[1].offset = 500
+        f._release()
+        await asyncio.sleep(0)
+        assert waiting.done() and waiting.result() is None
+        assert f.acked(500) is None  # already stored by every in-sync follower
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_leaving_the_in_sync_set_releases_what_waited_for_it() -> None:
+    async def scenario() -> None:
+        f = feed()
+        waiting = f.acked(800)
+        assert waiting is not None
+        f.role.in_sync = frozenset({0})  # the name server confirmed the leader's proposal
+        f.in_sync_confirmed()
+        assert waiting.done() and waiting.result() is None
+
+    asyncio.run(scenario())
+
+
+def test_a_send_no_follower_stores_in_time_fails_unacknowledged() -> None:
+    async def scenario() -> None:
+        f = feed(timeout_s=0.05)
+        waiting = f.acked(10)
+        assert waiting is not None
+        with pytest.raises(ReplicationTimeoutError, match="did not store up to offset 10"):
+            await waiting
+
+    asyncio.run(scenario())
+
+
+def test_the_proposal_keeps_followers_that_fetched_lately_and_are_close_enough() -> None:
+    f = feed(end=1000)
+    now = time.monotonic()
+    f.followers = {1: Follower(offset=950, fetched_at=now), 2: Follower(offset=500, fetched_at=now),
+                   3: Follower(offset=1000, fetched_at=now - 10)}
+    assert f.proposal() == [0, 1]
+    assert f.lag() == {1: 50, 2: 500, 3: 0}

@@ -218,8 +218,8 @@ class Connection:
 
     async def _read_loop(self) -> None:
         reason = "closed by peer"
-        reader = self._reader
-        assert reader is not None
+        reader, writer = self._reader, self._writer
+        assert reader is not None and isinstance(writer, asyncio.StreamWriter)  # a connection made of streams
         try:
             while True:
                 data = await reader.read(READ_CHUNK)
@@ -227,9 +227,8 @@ class Connection:
                     self._decoder.eof()
                     break
                 self._received(data)
-                transport = self._writer.transport
-                if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                    await self._writer.drain()
+                if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                    await writer.drain()
         except ProtocolError as exc:
             reason = self._protocol_error(exc)
         except (ConnectionError, OSError) as exc:

@@ -59,7 +59,6 @@ def test_the_section_shows_every_system_that_ran_with_its_ratios_and_the_run_con
 
 
 def test_charts_are_written_next_to_the_results(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     from graymq.bench import charts
 
     written = charts.render_all(a_run(), tmp_path)

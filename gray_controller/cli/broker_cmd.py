@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 
 from graymq.gray_controller.cli import moved_aside_cmd, verify_cmd
 from graymq.gray_controller.cli.common import SERVER_LOG_HELP, HelpFormatter, parse_size, print_ready, setup_logging
+from graymq.protocol import loop
 from graymq.protocol.errors import ConfigError
 
 
@@ -99,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
             (f"{_source(str(e['loc'][0]), overrides)}: " if e["loc"] else "") + str(e["msg"]).removeprefix(
                 "Value error, ") for e in exc.errors())) from exc
     setup_logging()
-    asyncio.run(serve(settings, print_ready))
+    loop.run(serve(settings, print_ready))  # uvloop when installed (the fast extra), else asyncio's loop
     return 0

@@ -21,12 +21,13 @@ Every election and in-sync change is written to the audit log (object type ``bro
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
-from graymq.nameserver.models import BrokerSet
+from graymq.nameserver.models import BrokerReplica, BrokerSet
 from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.replica_sets import ReplicaSetRepository
 from graymq.nameserver.schemas import ReplicaHeartbeat, ReplicaSetView, ReplicaView
@@ -80,10 +81,7 @@ class ReplicaSetService:
         live = {r.replica_id: r for r in self.repo.replicas_of([row.broker_name]) if r.lease_expires_at > now}
         follower = next((live[i] for i in row.in_sync if i != row.leader_replica_id and i in live), None)
         if follower is not None:
-            self._elect(row, ReplicaHeartbeat(
-                broker_name=row.broker_name, replica_id=follower.replica_id, address=follower.address,
-                replication=row.replication, epoch=row.epoch, log_end_offset=follower.log_end_offset), now, lease,
-                f"leader {row.leader_replica_id} restarted")
+            self._elect(row, follower, now, lease, f"leader {row.leader_replica_id} restarted")
             return
         reason = f"leader {row.leader_replica_id} restarted and no in-sync follower is live"
         if report.log_end_offset < row.leader_log_end:
@@ -92,7 +90,10 @@ class ReplicaSetService:
             log.error("broker set %s: %s", row.broker_name, reason)
         self._elect(row, report, now, lease, reason)
 
-    def _elect(self, row: BrokerSet, leader: ReplicaHeartbeat, now: datetime, lease: timedelta, why: str) -> None:
+    def _elect(self, row: BrokerSet, leader: ReplicaHeartbeat | BrokerReplica, now: datetime, lease: timedelta,
+               why: str) -> None:
+        """``leader`` (its replica id, address and log end: as reported now, or as last reported) leads at the next
+        epoch."""
         before = {"epoch": row.epoch, "leader": row.leader_replica_id, "in_sync": list(row.in_sync)}
         row.epoch += 1
         row.leader_replica_id = leader.replica_id
@@ -136,7 +137,7 @@ class ReplicaSetService:
                 for row in self.repo.sets_of(broker_names)}
 
 
-def set_view(row: BrokerSet, replicas: list, now: datetime, lease_seconds: float) -> ReplicaSetView:  # type: ignore[type-arg]
+def set_view(row: BrokerSet, replicas: Sequence[BrokerReplica], now: datetime, lease_seconds: float) -> ReplicaSetView:
     leader_end = row.leader_log_end
     by_id = {r.replica_id: r for r in replicas}
     leader = by_id.get(row.leader_replica_id)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from graymq.client.broker_client import BrokerClient
-from graymq.client.route_cache import RouteCache
+from graymq.client.route_cache import Routes
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.gray import gray_queue_ids
 
@@ -33,7 +33,7 @@ class BacklogUnavailable(GrayMQError):
     retriable = True
 
 
-async def gray_backlog(brokers: BrokerClient, routes: RouteCache, group: str,
+async def gray_backlog(brokers: BrokerClient, routes: Routes, group: str,
                        topics: Iterable[str]) -> list[QueueBacklog]:
     """Per gray queue of ``topics`` on every broker: what ``group`` has not consumed yet.
 
@@ -43,7 +43,7 @@ async def gray_backlog(brokers: BrokerClient, routes: RouteCache, group: str,
     return await queue_backlogs(brokers, routes, group, topics, gray_only=True)
 
 
-async def queue_backlogs(brokers: BrokerClient, routes: RouteCache, group: str, topics: Iterable[str],
+async def queue_backlogs(brokers: BrokerClient, routes: Routes, group: str, topics: Iterable[str],
                          gray_only: bool = False) -> list[QueueBacklog]:
     """Per queue of ``topics`` on every broker (``gray_only``: per gray queue): what ``group`` has not consumed."""
     result = []

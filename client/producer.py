@@ -36,7 +36,7 @@ from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import TopicRoute
-from graymq.client.route_cache import RouteCache
+from graymq.client.route_cache import SharedRouteCache
 from graymq.client.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
@@ -174,7 +174,7 @@ class Producer:
         self.gray = bool(gray)
         self.gray_switch = True
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
-        self.routes = RouteCache(self.nameserver, route_ttl_s)
+        self.routes = SharedRouteCache(self.nameserver, route_ttl_s)
         self.brokers = BrokerClient(token=token)
         self.selector: GrayQueueSelector = _MemoSelector()
         self.ids = MessageIds()

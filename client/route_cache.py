@@ -1,11 +1,18 @@
-"""Topic routes cached per topic, refreshed in the background: a slow or hung name server never holds up a send."""
+"""Topic routes cached per topic, refreshed in the background: a slow or hung name server never holds up a send.
+
+``SharedRouteCache`` is what clients hold: the clients of one event loop that ask the same name servers with the
+same token share one ``RouteCache``, so a process of many consumers asks once per topic, and each cache refreshes
+a route at a jittered interval, so a fleet started together does not refresh in lockstep.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
+import random
 import time
+from typing import Protocol
 
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import TopicRoute
@@ -14,23 +21,30 @@ from graymq.protocol.errors import GrayMQError, NameServerError
 log = logging.getLogger(__name__)
 
 RETRY_S = 2.0  # after a failed refresh, the cached route is served this long before the next try
+JITTER = 0.2  # a route is refreshed after ttl_s × (1 ± JITTER), drawn per refresh
+
+
+class RouteSource(Protocol):
+    async def get_route(self, topic: str) -> TopicRoute: ...
 
 
 class RouteCache:
     """Routes per topic, with one name-server lookup in flight per topic.
 
-    A route younger than ``ttl_s`` is served as is. An older one is still served at once, while one
-    refresh runs in the background; a failed refresh keeps the cached route and is tried again
-    ``retry_s`` later. Only a topic without a cached route waits for the name server (the first sends
-    of a topic all wait for the same lookup), and ``get(topic, refresh=True)``, which asks the name
+    A route younger than ``ttl_s`` (± ``jitter`` × ``ttl_s``, drawn at each refresh) is served as is. An older
+    one is still served at once, while one refresh runs in the background; a failed refresh keeps the cached
+    route and is tried again ``retry_s`` later. Only a topic without a cached route waits for the name server
+    (the first sends of a topic all wait for the same lookup), and ``get(topic, refresh=True)``, which asks the name
     server again and waits for its answer (a cached route is still the fallback while no name server
     answers, but a topic the name server no longer knows raises ``TopicNotExistError``).
     """
 
-    def __init__(self, nameserver: NameServerClient, ttl_s: float = 30.0, retry_s: float = RETRY_S) -> None:
+    def __init__(self, nameserver: RouteSource, ttl_s: float = 30.0, retry_s: float = RETRY_S,
+                 jitter: float = JITTER) -> None:
         self.nameserver = nameserver
         self.ttl_s = ttl_s
         self.retry_s = retry_s
+        self.jitter = jitter
         self._routes: dict[str, TopicRoute] = {}
         self._due: dict[str, float] = {}  # topic -> when (monotonic) its route is to be refreshed
         self._lookups: dict[str, asyncio.Future[TopicRoute]] = {}
@@ -75,7 +89,7 @@ class RouteCache:
             log.info("route of %s refreshed", topic)
             self._failing.discard(topic)
         self._routes[topic] = route
-        self._due[topic] = time.monotonic() + self.ttl_s
+        self._due[topic] = time.monotonic() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
         return route
 
     async def close(self) -> None:
@@ -106,3 +120,120 @@ class RouteCache:
     def brokers(self) -> dict[str, str]:
         """broker name -> address over every cached route."""
         return {b.broker_name: b.address for route in self._routes.values() for b in route.brokers}
+
+
+class _Shared:
+    """One ``RouteCache`` and the clients using it; it asks through the name-server client of its latest user."""
+
+    def __init__(self, key: _Key, ttl_s: float) -> None:
+        self.key = key
+        self.members: dict[SharedRouteCache, None] = {}  # in order of use, the latest last
+        self.cache = RouteCache(self, ttl_s)
+
+    def used_by(self, member: SharedRouteCache) -> None:
+        self.members.pop(member, None)
+        self.members[member] = None
+
+    async def get_route(self, topic: str) -> TopicRoute:
+        """The lookup, through the latest user's client; through the next one if that user closed meanwhile."""
+        while self.members:
+            member = next(reversed(self.members))
+            try:
+                return await member.nameserver.get_route(topic)
+            except Exception:  # noqa: BLE001 - re-raised unless its client closed under it (then the next asks)
+                if member in self.members:
+                    raise
+        raise NameServerError(f"no open client left to look up the route of {topic}")
+
+
+_Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], "str | None", float]
+_caches: dict[_Key, _Shared] = {}
+
+
+class SharedRouteCache:
+    """A client's routes: the ``RouteCache`` its event loop shares with every client that asks the same name
+    servers with the same token and ttl (joined at first use, left at ``close``; the last one out closes it).
+
+    It has ``RouteCache``'s methods and semantics, but ``topics()`` and ``brokers()`` cover only the topics this
+    client used. Lookups go through ``nameserver``, this client's own name-server client (or that of another
+    client sharing the cache, whichever used it last).
+    """
+
+    def __init__(self, nameserver: NameServerClient, ttl_s: float = 30.0) -> None:
+        self.nameserver: RouteSource = nameserver
+        self.ttl_s = ttl_s
+        self._names = (tuple(nameserver.urls), nameserver.token)
+        self._shared: _Shared | None = None
+        self._topics: set[str] = set()
+
+    def _cache(self) -> RouteCache | None:
+        """The shared cache of the running loop, joined now if need be; None outside a loop (nothing used yet)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return self._shared.cache if self._shared is not None else None
+        if self._shared is not None and self._shared.key[0] is loop:
+            return self._shared.cache
+        self._leave()
+        key: _Key = (loop, *self._names, self.ttl_s)
+        shared = _caches.get(key)
+        if shared is None:
+            for gone in [k for k in _caches if k[0].is_closed()]:
+                del _caches[gone]
+            shared = _caches[key] = _Shared(key, self.ttl_s)
+        shared.members[self] = None
+        self._shared = shared
+        return shared.cache
+
+    def _leave(self) -> _Shared | None:
+        """Leave the shared cache; returns it when this was its last user (to be closed)."""
+        shared, self._shared = self._shared, None
+        if shared is None:
+            return None
+        shared.members.pop(self, None)
+        if shared.members:
+            return None
+        if _caches.get(shared.key) is shared:
+            del _caches[shared.key]
+        return shared
+
+    async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        cache = self._cache()
+        assert cache is not None and self._shared is not None  # a coroutine runs in a loop
+        self._topics.add(topic)
+        self._shared.used_by(self)
+        return await cache.get(topic, refresh=refresh)
+
+    def fresh(self, topic: str) -> TopicRoute | None:
+        cache = self._cache()
+        if cache is None:
+            return None
+        self._topics.add(topic)
+        return cache.fresh(topic)
+
+    def cached(self, topic: str) -> TopicRoute | None:
+        cache = self._cache()
+        return cache.cached(topic) if cache is not None else None
+
+    def invalidate(self, topic: str) -> None:
+        """Refresh the route at its next use, for every client sharing it (it stays the fallback meanwhile)."""
+        cache = self._cache()
+        if cache is not None:
+            cache.invalidate(topic)
+
+    def topics(self) -> list[str]:
+        """The topics this client used that have a cached route."""
+        return sorted(t for t in self._topics if self.cached(t) is not None)
+
+    def brokers(self) -> dict[str, str]:
+        """broker name -> address over the cached routes of the topics this client used."""
+        return {b.broker_name: b.address for t in self._topics if (r := self.cached(t)) for b in r.brokers}
+
+    async def close(self) -> None:
+        """Leave the shared cache; the last client to leave cancels its lookups in flight."""
+        last = self._leave()
+        if last is not None:
+            await last.cache.close()
+
+
+Routes = RouteCache | SharedRouteCache  # what backlog queries take

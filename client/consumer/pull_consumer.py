@@ -17,7 +17,7 @@ from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue, PullResult, PullStatus
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import TopicRoute
-from graymq.client.route_cache import RouteCache
+from graymq.client.route_cache import SharedRouteCache
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.membership import ClientState, Role
@@ -37,7 +37,7 @@ class PullConsumer:
         self.desired_gray = gray
         self.gray_switch = True
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
-        self.routes = RouteCache(self.nameserver)
+        self.routes = SharedRouteCache(self.nameserver)
         self.brokers = BrokerClient(token=token)
         self.queues: list[MessageQueue] = []
         self.skipped_records = 0
@@ -64,6 +64,7 @@ class PullConsumer:
         """Stop heartbeating, leave the group in the name server (when registered) and close."""
         await self.membership.stop()
         await self.membership.unregister()
+        await self.routes.close()
         await self.brokers.close()
         await self.nameserver.close()
 

@@ -44,7 +44,7 @@ from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageExt, MessageQueue
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import TopicRoute
-from graymq.client.route_cache import RouteCache
+from graymq.client.route_cache import SharedRouteCache
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import wait_event
 from graymq.protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression, retry_topic
@@ -133,7 +133,7 @@ class PushConsumer:
         self.failure: GrayMQError | None = None
 
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
-        self.routes = RouteCache(self.nameserver)
+        self.routes = SharedRouteCache(self.nameserver)
         self.brokers = BrokerClient(on_group_changed=self._on_group_changed, token=token)
         self.offset_store: OffsetStore = (
             LocalFileOffsetStore(offset_dir or Path("./graymq-data/offsets"), group, self.client_id)
@@ -264,6 +264,7 @@ class PushConsumer:
                 log.info("unregister from %s failed: %s", address, exc.message)
         await self.membership.stop()
         await self.membership.unregister()
+        await self.routes.close()
         await self.brokers.close()
         await self.nameserver.close()
         self._runner.shutdown()

@@ -18,6 +18,7 @@ from graymq.nameserver.console import mount_console
 from graymq.nameserver.db import create_db_engine, read_only, session_factory
 from graymq.nameserver.errors import install_error_handlers
 from graymq.nameserver.metrics import Metrics
+from graymq.nameserver.route_views import RouteViews
 from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, principals, topics
 from graymq.nameserver.schemas import ErrorBody
 from graymq.nameserver.settings import NameServerSettings
@@ -84,6 +85,8 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     postgres = engine.dialect.name == "postgresql"
     changes = GroupChanges()
     changes.install(sessions, postgres)
+    route_views = RouteViews()
+    changes.subscribe(route_views.changed)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -111,6 +114,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.sessions = sessions
     app.state.read_sessions = session_factory(read_only(engine))
     app.state.group_changes = changes
+    app.state.route_views = route_views
     app.state.token_actors = token_actors
     app.state.broker_token_actors = broker_token_actors
     app.state.metrics = metrics

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -42,13 +43,19 @@ class GroupChanges:
 
     ``changed(group)`` is the event the next change of the group sets; a watcher takes it before
     reading its view and waits on it after, so a change committed in between is not missed.
-    ``publish`` may be called from any thread (the sync routes run in a thread pool).
+    ``publish`` may be called from any thread (the sync routes run in a thread pool); ``subscribe``d listeners
+    hear every publication in the publishing thread, before any watcher wakes.
     """
 
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: list[Callable[[set[str] | None], None]] = []
         self.closing = False
+
+    def subscribe(self, listener: Callable[[set[str] | None], None]) -> None:
+        """Call ``listener(keys)`` with the keys of every change published (None: any may have changed)."""
+        self._listeners.append(listener)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve on ``loop`` (the application's startup)."""
@@ -63,6 +70,8 @@ class GroupChanges:
 
     def publish(self, groups: set[str] | None) -> None:
         """Wake the watchers of ``groups`` (None: of every group); thread-safe."""
+        for listener in self._listeners:
+            listener(groups)
         loop = self._loop
         if loop is None or loop.is_closed():
             return

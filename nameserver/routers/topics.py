@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.auth import AdminActor, Authenticated, check_route
-from graymq.nameserver.deps import Registry, Topics
+from graymq.nameserver.deps import Topics
+from graymq.nameserver.route_views import RouteViews
 from graymq.nameserver.schemas import (
     MAX_WATCH_S,
     TopicConfig,
@@ -18,6 +19,7 @@ from graymq.nameserver.schemas import (
     TopicRoute,
     TopicView,
 )
+from graymq.nameserver.services.registry import RegistryService
 from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.topic_readiness import wait_until_served
 
@@ -70,7 +72,17 @@ def delete_topic(
 
 
 @router.get("/{topic}/route")
-def topic_route(topic: TopicPath, caller: Authenticated, registry: Registry) -> TopicRoute:
-    """The live brokers serving the topic and their queue layout (for a caller that may produce or consume it)."""
+def topic_route(topic: TopicPath, caller: Authenticated, request: Request) -> TopicRoute:
+    """The live brokers serving the topic and their queue layout (for a caller that may produce or consume it).
+
+    Served from memory (``RouteViews``): a change of brokers or topics shows at once, an expired lease within
+    a second."""
     check_route(caller, topic)
-    return registry.route(topic)
+    state = request.app.state
+    views: RouteViews = state.route_views
+
+    def compute() -> TopicRoute:
+        with state.read_sessions() as session:
+            return RegistryService(session, state.settings).route(topic)
+
+    return views.get(topic, compute)

@@ -1,0 +1,65 @@
+"""Topic routes served from memory: every client of a topic asks for the same route, so each replica computes a
+topic's route once per change of what it depends on (or once per ``max_age_s``), not once per request."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from graymq.nameserver.schemas import TopicRoute
+from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED
+
+MAX_AGE_S = 1.0
+STRIPES = 64  # computations of topics in different stripes run side by side
+# What a route depends on: the topic table, the brokers' registrations (routes, addresses), broker sets' leaders.
+ROUTE_KEYS = frozenset({TOPIC_TABLE_CHANGED, BROKER_REGISTERED})
+
+
+class RouteViews:
+    """topic -> its route as last computed, served while younger than ``max_age_s`` and nothing it depends on changed.
+
+    ``changed(keys)`` (``GroupChanges`` calls it with the keys of every commit, on this replica as it commits and
+    through NOTIFY from the others on PostgreSQL; None when changes may have been missed) drops every cached route
+    when a key a route depends on is among them. A lease expiring is no change: ``max_age_s`` bounds how long an
+    expired broker stays routed, as it bounds a notification that never arrived. One computation per topic runs at
+    a time (per stripe of topics); the requests arriving meanwhile are served its result. Thread-safe (sync
+    routes run in a thread pool).
+    """
+
+    def __init__(self, max_age_s: float = MAX_AGE_S) -> None:
+        self.max_age_s = max_age_s
+        self._routes: dict[str, tuple[float, TopicRoute]] = {}  # topic -> (when computed, monotonic; route)
+        self._computing = [threading.Lock() for _ in range(STRIPES)]
+        self._generation = 0  # counts the drops: a route computed across one is not kept
+        self._lock = threading.Lock()
+
+    def changed(self, keys: set[str] | None) -> None:
+        if keys is None or not ROUTE_KEYS.isdisjoint(keys):
+            with self._lock:
+                self._generation += 1
+                self._routes.clear()
+
+    def get(self, topic: str, compute: Callable[[], TopicRoute]) -> TopicRoute:
+        """The cached route of ``topic``, else ``compute()``'s (whose errors propagate and are not cached)."""
+        route = self._cached(topic)
+        if route is not None:
+            return route
+        with self._computing[hash(topic) % STRIPES]:
+            route = self._cached(topic)
+            if route is not None:
+                return route
+            with self._lock:
+                generation = self._generation
+            started = time.monotonic()
+            route = compute()
+            with self._lock:
+                if generation == self._generation:
+                    self._routes[topic] = (started, route)
+            return route
+
+    def _cached(self, topic: str) -> TopicRoute | None:
+        entry = self._routes.get(topic)
+        if entry is not None and time.monotonic() - entry[0] < self.max_age_s:
+            return entry[1]
+        return None

@@ -1,0 +1,87 @@
+"""Routes are served from memory, yet a change of brokers or topics shows at once on the replica that made it,
+through NOTIFY on the others (PostgreSQL), and an expired lease within the cache's age bound."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from nameserver_testkit import OPS, broker_heartbeat, make_settings, wait_until
+
+from graymq.nameserver.app import create_app
+
+pytestmark = pytest.mark.integration
+
+FOREVER_S = 3600.0  # a cached route outlives the test: only a change notification renews it
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def replica(db_url: str, **settings: object) -> TestClient:
+    return TestClient(create_app(make_settings(db_url, **settings)), headers=OPS)
+
+
+def layouts(http: TestClient, topic: str) -> dict[str, int]:
+    """broker name -> queue count in the topic's route."""
+    response = http.get(f"/v1/topics/{topic}/route")
+    assert response.status_code == 200, response.text
+    return {b["broker_name"]: b["queue_nums"] for b in response.json()["brokers"]}
+
+
+@pytest.fixture
+def cached_forever(db_url: str) -> Iterator[TestClient]:
+    with replica(db_url) as http:
+        http.app.state.route_views.max_age_s = FOREVER_S  # type: ignore[attr-defined]
+        yield http
+
+
+def test_a_heartbeat_changing_a_route_is_served_at_once_by_the_replica_that_took_it(
+    cached_forever: TestClient,
+) -> None:
+    topic, b1, b2 = unique("T"), unique("b1"), unique("b2")
+    broker_heartbeat(cached_forever, b1, (topic, 4, 0))
+    assert layouts(cached_forever, topic) == {b1: 4}
+    broker_heartbeat(cached_forever, b1, (topic, 8, 0))  # the broker grew the topic
+    assert layouts(cached_forever, topic) == {b1: 8}
+    broker_heartbeat(cached_forever, b2, (topic, 8, 0))  # another broker carries it
+    assert layouts(cached_forever, topic) == {b1: 8, b2: 8}
+    broker_heartbeat(cached_forever, b1)  # and the first no longer does
+    assert layouts(cached_forever, topic) == {b2: 8}
+
+
+def test_a_topic_change_is_served_at_once(cached_forever: TestClient) -> None:
+    broker_heartbeat(cached_forever, unique("b"))
+    topic = unique("T")
+    put = cached_forever.put(f"/v1/topics/{topic}", json={"queue_nums": 4, "gray_queue_nums": 1})
+    assert put.status_code == 201, put.text
+    assert cached_forever.get(f"/v1/topics/{topic}/route").json()["queue_nums"] == 4
+    put = cached_forever.put(f"/v1/topics/{topic}", json={"queue_nums": 6, "gray_queue_nums": 1})
+    assert put.status_code == 200, put.text
+    assert cached_forever.get(f"/v1/topics/{topic}/route").json()["queue_nums"] == 6
+    assert cached_forever.delete(f"/v1/topics/{topic}").status_code == 204
+    assert cached_forever.get(f"/v1/topics/{topic}/route").status_code == 404
+
+
+def test_a_heartbeat_through_one_replica_renews_the_route_another_serves_from_memory(
+    db_url: str, cached_forever: TestClient
+) -> None:
+    topic, broker = unique("T"), unique("b")
+    with replica(db_url) as other:
+        broker_heartbeat(other, broker, (topic, 4, 0))
+        assert layouts(cached_forever, topic) == {broker: 4}
+        broker_heartbeat(other, broker, (topic, 8, 0))
+        wait_until(lambda: layouts(cached_forever, topic) == {broker: 8}, what="the other replica's NOTIFY")
+
+
+def test_an_expired_lease_leaves_a_route_served_from_memory(db_url: str) -> None:
+    topic, lasting, expiring = unique("T"), unique("b1"), unique("b2")
+    with replica(db_url, broker_lease_seconds=1) as short, replica(db_url) as long:
+        broker_heartbeat(long, lasting, (topic, 4, 0))
+        broker_heartbeat(short, expiring, (topic, 4, 0))
+        assert layouts(short, topic) == {lasting: 4, expiring: 4}
+        # asked again and again, the route stays cached between computations: only its age bound drops the broker
+        wait_until(lambda: layouts(short, topic) == {lasting: 4}, what="the expired broker leaving the route")

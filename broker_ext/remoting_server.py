@@ -18,7 +18,7 @@ from typing import Any
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.connection import Connection, HandlerResult
+from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult, listen
 from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
 from graymq.protocol.frame import BufferBudget
 from graymq.protocol.remoting import method_name, parse_body
@@ -67,7 +67,7 @@ class RemotingServer:
         }
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> str:
-        self._server = await asyncio.start_server(self._accept, host, port, limit=1 << 20, ssl=tls)
+        self._server = await listen(host, port, self._accept, tls=tls)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="broker-connection-sweeper")
         bound = self._server.sockets[0].getsockname()
         return f"{bound[0]}:{bound[1]}"
@@ -85,21 +85,20 @@ class RemotingServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept(self, transport: asyncio.Transport, protocol: FrameProtocol) -> None:
         settings = self.broker.settings
         if len(self.connections) >= settings.max_connections:
             self.broker.stats.connections_rejected += 1
             self._log.log(logging.WARNING, "max_connections", "refusing a connection from %s: %d connections "
-                          "open (GRAYMQ_BROKER_MAX_CONNECTIONS)", writer.get_extra_info("peername"),
+                          "open (GRAYMQ_BROKER_MAX_CONNECTIONS)", transport.get_extra_info("peername"),
                           len(self.connections))
-            writer.close()
+            transport.close()
             return
-        conn = Connection(reader, writer, self._handle, max_frame_size=settings.max_frame_size,
+        conn = Connection(transport, protocol, self._handle, max_frame_size=settings.max_frame_size,
                           on_close=self._closed, budget=self.budget)
         if not self.broker.access.is_authenticated(conn):
             conn.limit_frames(settings.unauthenticated_frame_size)
         self.connections.add(conn)
-        conn.start()
 
     async def _sweep(self) -> None:
         """Close connections that never authenticated in time, and idle ones."""

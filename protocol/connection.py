@@ -1,19 +1,20 @@
 """One long-lived protocol connection, used by both ends: the broker's accepted sockets and clients.
 
-Incoming bytes are decoded as they arrive: on a connection a client opened (``Connection.open``)
-straight from the transport's ``data_received`` (``_FrameProtocol``), with no reader task in between —
-a response resolves its request's future in the loop turn its bytes arrived in, one turn sooner than
-through a stream reader's task; on the broker's accepted sockets (a ``StreamReader``) by one reader
-task per connection. Responses resolve the future waiting on their serial number; requests go to the
-connection's handler, which may answer at once (bytes) or later (a future, answered from its done
-callback, or another awaitable, run as a tracked task) so a long-polling pull never blocks the
-requests pipelined behind it. When the connection closes, every pending future fails with
-``ConnectionClosedError``. Request deadlines share one timer per connection (a heap of deadlines,
-armed at the earliest), not one timer handle per request.
+Incoming bytes are decoded as they arrive, straight from the transport's ``data_received``
+(``FrameProtocol``), with no reader task in between: a response resolves its request's future, and a
+request reaches its handler, in the loop turn its bytes arrived in. Clients open connections with
+``Connection.open``; servers accept them with ``listen``. Responses resolve the future waiting on their
+serial number; requests go to the connection's handler, which may answer at once (bytes) or later (a
+future, answered from its done callback, or another awaitable, run as a tracked task) so a
+long-polling pull never blocks the requests pipelined behind it. When the connection closes, every
+pending future fails with ``ConnectionClosedError``. Request deadlines share one timer per connection
+(a heap of deadlines, armed at the earliest), not one timer handle per request.
 
 Frames written during one turn of the event loop — the responses to the requests of one read,
 the requests of many producers sending at once — leave together in one ``transport.write`` (one
 system call) per ``FLUSH_FRAMES`` frames and at the end of that turn, in the order they were written.
+While the bytes written wait in the transport's buffer above ``WRITE_HIGH_WATER``, reading pauses:
+the answers to what the peer sends would pile up otherwise.
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ RequestHandler = Callable[["Connection", pb.Envelope], HandlerResult]
 # every answer until a whole read is processed would stop the peer working on the first ones meanwhile
 # (on two cores, coalescing everything halved the single-send rate; batches of 8 keep the overlap).
 FLUSH_FRAMES = 8
-READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 8 * 1024 * 1024
 
 
@@ -71,16 +71,16 @@ class Connection:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader | None,
-        writer: asyncio.StreamWriter | _TransportWriter,
+        transport: asyncio.Transport,
+        protocol: FrameProtocol,
         handler: RequestHandler | None = None,
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         on_close: Callable[[Connection], None] | None = None,
         budget: BufferBudget | None = None,
     ) -> None:
-        self._reader = reader
-        self._writer = writer
+        self._transport = transport
+        self._protocol = protocol
         self._handler = handler
         self._on_close = on_close
         self.max_frame_size = max_frame_size
@@ -97,12 +97,12 @@ class Connection:
         self._out: list[bytes] = []  # frames written this turn of the loop, sent by _flush_out
         self._loop = asyncio.get_running_loop()
         self.last_read = self.opened_at = self._loop.time()
-        self._read_task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self.close_reason = ""
-        peer = writer.get_extra_info("peername")
+        peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.attributes: dict[str, object] = {}  # owner's per-connection state (e.g. client ids)
+        protocol.attach(self)
 
     @classmethod
     async def open(
@@ -112,7 +112,7 @@ class Connection:
         """Connect (over TLS with ``tls``, verifying the server's certificate for ``host``) and start reading."""
         try:
             opening = asyncio.get_running_loop().create_connection(
-                _FrameProtocol, host, port, ssl=tls, server_hostname=host if tls else None)
+                FrameProtocol, host, port, ssl=tls, server_hostname=host if tls else None)
             transport, protocol = await with_timeout(opening, timeout)
         except ssl.SSLCertVerificationError as exc:  # an operator must act: retrying cannot help
             raise ConfigError(f"TLS with {host}:{port} failed: certificate verify failed: {exc.verify_message} "
@@ -124,14 +124,7 @@ class Connection:
             raise ConnectFailedError(f"TLS with {host}:{port} failed: {exc.reason or exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise ConnectFailedError(f"cannot connect to {host}:{port}: {exc or 'timeout'}") from exc
-        protocol.attach(conn := cls(None, _TransportWriter(transport, protocol), handler,
-                                    max_frame_size=max_frame_size))
-        return conn
-
-    def start(self) -> None:
-        """Start the reader task of a connection made of streams (one ``open`` made reads by itself)."""
-        if self._reader is not None:
-            self._read_task = self._loop.create_task(self._read_loop(), name=f"conn-read {self.peer}")
+        return cls(transport, protocol, handler, max_frame_size=max_frame_size)
 
     @property
     def is_closed(self) -> bool:
@@ -212,31 +205,10 @@ class Connection:
         if not self._out:
             return
         out, self._out = self._out, []
-        if self._writer.transport.is_closing():
+        transport = self._transport
+        if transport.is_closing():
             return
-        self._writer.write(out[0] if len(out) == 1 else b"".join(out))
-
-    async def _read_loop(self) -> None:
-        reason = "closed by peer"
-        reader, writer = self._reader, self._writer
-        assert reader is not None and isinstance(writer, asyncio.StreamWriter)  # a connection made of streams
-        try:
-            while True:
-                data = await reader.read(READ_CHUNK)
-                if not data:
-                    self._decoder.eof()
-                    break
-                self._received(data)
-                if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                    await writer.drain()
-        except ProtocolError as exc:
-            reason = self._protocol_error(exc)
-        except (ConnectionError, OSError) as exc:
-            reason = f"connection error: {exc}"
-        except asyncio.CancelledError:
-            reason = "closed locally"
-        finally:
-            self._shutdown(reason)
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def _received(self, data: bytes) -> None:
         """Handle the frames ``data`` completes; their answers leave in one write. ``ProtocolError``: close."""
@@ -349,41 +321,37 @@ class Connection:
         for task in list(self._tasks):
             task.cancel()
         self._flush_out()
-        self._writer.close()
+        self._transport.close()
         if self._on_close is not None:
             self._on_close(self)
 
     async def close(self) -> None:
-        if self._reader is None:  # reads come from the transport: closing it is all
-            self._shutdown("closed locally")
-            await self._writer.wait_closed()
-            return
-        if self._read_task is not None and not self._read_task.done():
-            self._read_task.cancel()
-            try:
-                await self._read_task
-            except asyncio.CancelledError:
-                pass
+        """Fail what is pending, close the transport and wait until it is closed."""
         self._shutdown("closed locally")
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        await self._protocol.closed
 
 
 class _Expired(Exception):
     """A request's deadline passed (set on its future by the timer)."""
 
 
-class _FrameProtocol(asyncio.Protocol):
-    """The transport of a connection ``Connection.open`` made: bytes go to the connection as they arrive.
+async def listen(host: str, port: int, accept: Callable[[asyncio.Transport, FrameProtocol], object], *,
+                 tls: ssl.SSLContext | None = None) -> asyncio.Server:
+    """Serve ``host:port`` (port 0 picks a free one; over TLS with ``tls``): ``accept(transport, protocol)`` runs
+    for every new connection before any of its bytes is read, and makes its ``Connection`` or closes it."""
+    return await asyncio.get_running_loop().create_server(lambda: FrameProtocol(accept), host, port, ssl=tls)
 
-    While the bytes written wait in the transport's buffer above its high-water mark, reading pauses (the
-    answers of what the peer sends would pile up otherwise), as a stream connection's reader awaits drain.
+
+class FrameProtocol(asyncio.Protocol):
+    """The transport side of a connection: bytes go to the ``Connection`` attached to it as they arrive.
+
+    An accepting server passes ``accept``, called when the transport is made; a client attaches its connection
+    once ``create_connection`` returns (bytes arriving before that wait for it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, accept: Callable[[asyncio.Transport, FrameProtocol], object] | None = None) -> None:
         self.conn: Connection | None = None
+        self._accept = accept
         self._early: list[bytes] = []  # bytes received before the connection was attached
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._transport: asyncio.Transport | None = None
@@ -391,7 +359,8 @@ class _FrameProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
         self._transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-
+        if self._accept is not None:
+            self._accept(self._transport, self)
     def attach(self, conn: Connection) -> None:
         self.conn = conn
         for data in self._early:
@@ -432,23 +401,3 @@ class _FrameProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.resume_reading()
-
-
-class _TransportWriter:
-    """What ``Connection`` uses of a ``StreamWriter``, over the transport of a ``_FrameProtocol``."""
-
-    def __init__(self, transport: asyncio.Transport, protocol: _FrameProtocol) -> None:
-        self.transport = transport
-        self._protocol = protocol
-
-    def get_extra_info(self, name: str) -> Any:
-        return self.transport.get_extra_info(name)
-
-    def write(self, data: bytes) -> None:
-        self.transport.write(data)
-
-    def close(self) -> None:
-        self.transport.close()
-
-    async def wait_closed(self) -> None:
-        await self._protocol.closed

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.connection import Connection
+from graymq.protocol.connection import Connection, FrameProtocol, listen
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.record import encode_properties, encode_record, make_properties
 from graymq.protocol.remoting import parse_body, response_envelope
@@ -56,7 +56,7 @@ class FakeBroker:
 
     async def start(self, ns_url: str) -> None:
         """Listen on a free loopback port and register with the name server until ``stop``."""
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await listen("127.0.0.1", 0, self._accept)
         self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
         self._register_task = asyncio.get_running_loop().create_task(self._register(ns_url.split(",")[0]))
         deadline = time.monotonic() + 20
@@ -89,10 +89,8 @@ class FakeBroker:
                     await http.post(f"{ns_url}/v1/brokers/heartbeat", json=body)
                 await asyncio.sleep(0.5)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self._handle)
-        self._connections.append(conn)
-        conn.start()
+    def _accept(self, transport: asyncio.Transport, protocol: FrameProtocol) -> None:
+        self._connections.append(Connection(transport, protocol, self._handle))
 
     def _handle(self, conn: Connection, envelope: pb.Envelope) -> bytes | Awaitable[bytes]:
         req = parse_body(envelope, response=False)

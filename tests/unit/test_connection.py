@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.connection import Connection, HandlerResult
+from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult
 from graymq.protocol.errors import RequestTimeoutError
 from graymq.protocol.remoting import request_envelope, response_envelope
 
@@ -40,11 +40,10 @@ def answer_min_never_max(conn: Connection, envelope: pb.Envelope) -> HandlerResu
 
 def with_pair(scenario: Callable[[Connection], Awaitable[None]]) -> None:
     async def main() -> None:
+        loop = asyncio.get_running_loop()
         a, b = socket.socketpair()
-        server = Connection(*await asyncio.open_connection(sock=a), answer_min_never_max)
-        client = Connection(*await asyncio.open_connection(sock=b))
-        server.start()
-        client.start()
+        server = Connection(*await loop.create_connection(FrameProtocol, sock=a), answer_min_never_max)
+        client = Connection(*await loop.create_connection(FrameProtocol, sock=b))
         try:
             await asyncio.wait_for(scenario(client), 10)  # a hang guard, not a speed check
         finally:

@@ -1,5 +1,5 @@
-"""A connection a client opens reads from its transport directly (no reader task): answers, the peer
-closing, a peer that breaks the framing, and a local close; on asyncio's loop and on uvloop (the ``fast`` extra)."""
+"""Connections read from their transports directly (no reader task), on both ends: answers, the peer closing,
+a peer that breaks the framing, and a local close; on asyncio's loop and on uvloop (the ``fast`` extra)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.connection import Connection, HandlerResult
+from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult, listen
 from graymq.protocol.errors import ConnectionClosedError
 from graymq.protocol.remoting import response_envelope
 
@@ -27,8 +27,8 @@ def loop_factory(request: pytest.FixtureRequest) -> Any:
 
 
 def serve(loop_factory: Any,
-          scenario: Callable[[Connection, list[Connection], list[asyncio.StreamWriter]], Awaitable[None]]) -> None:
-    """A stream-mode server answering GET_MIN_OFFSET with 7 (GET_MAX_OFFSET: never), a client opened to it."""
+          scenario: Callable[[Connection, list[Connection], list[asyncio.Transport]], Awaitable[None]]) -> None:
+    """A server answering GET_MIN_OFFSET with 7 (GET_MAX_OFFSET: never), a client opened to it."""
     def answer(conn: Connection, envelope: pb.Envelope) -> HandlerResult:
         if envelope.method == pb.GET_MIN_OFFSET:
             return response_envelope(pb.GET_MIN_OFFSET, pb.OffsetResponse(offset=7))
@@ -36,15 +36,13 @@ def serve(loop_factory: Any,
 
     async def main() -> None:
         accepted: list[Connection] = []
-        writers: list[asyncio.StreamWriter] = []
+        writers: list[asyncio.Transport] = []
 
-        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            conn = Connection(reader, writer, answer)
-            conn.start()
-            accepted.append(conn)
-            writers.append(writer)
+        def on_client(transport: asyncio.Transport, protocol: FrameProtocol) -> None:
+            accepted.append(Connection(transport, protocol, answer))
+            writers.append(transport)
 
-        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        server = await listen("127.0.0.1", 0, on_client)
         port = server.sockets[0].getsockname()[1]
         client = await Connection.open("127.0.0.1", port)
         try:
@@ -65,7 +63,7 @@ def queue_request() -> pb.QueueRequest:
 
 
 def test_pipelined_requests_are_all_answered(loop_factory: Any) -> None:
-    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.Transport]) -> None:
         answers = await asyncio.gather(*(client.request(pb.GET_MIN_OFFSET, queue_request()) for _ in range(50)))
         assert {a.offset for a in answers} == {7}  # type: ignore[attr-defined]
         assert not client.busy
@@ -74,7 +72,7 @@ def test_pipelined_requests_are_all_answered(loop_factory: Any) -> None:
 
 
 def test_the_peer_closing_fails_what_is_pending_and_closes_the_connection(loop_factory: Any) -> None:
-    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.Transport]) -> None:
         pending = asyncio.ensure_future(client.request(pb.GET_MAX_OFFSET, queue_request(), timeout=30))
         while not accepted or not accepted[0].busy:
             await asyncio.sleep(0.01)
@@ -88,7 +86,7 @@ def test_the_peer_closing_fails_what_is_pending_and_closes_the_connection(loop_f
 
 
 def test_a_peer_breaking_the_framing_closes_the_connection(loop_factory: Any) -> None:
-    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.Transport]) -> None:
         await client.request(pb.GET_MIN_OFFSET, queue_request())
         writers[0].write(b"\x00\x01\x02\x03 not a frame")
         await client.closed.wait()
@@ -100,7 +98,7 @@ def test_a_peer_breaking_the_framing_closes_the_connection(loop_factory: Any) ->
 
 
 def test_closing_locally_fails_what_is_pending(loop_factory: Any) -> None:
-    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.StreamWriter]) -> None:
+    async def scenario(client: Connection, accepted: list[Connection], writers: list[asyncio.Transport]) -> None:
         pending = asyncio.ensure_future(client.request(pb.GET_MAX_OFFSET, queue_request(), timeout=30))
         await asyncio.sleep(0.05)
         await client.close()

@@ -5,6 +5,12 @@ global, so segment k covers ``[k * segment_size, (k + 1) * segment_size)``. A re
 straddles two segments: when a batch does not fit in the active segment, the rest of it is
 marked with an end-of-segment marker and the batch goes to the next segment. Records use the
 ``graymq.protocol.record`` layout unchanged, so a read returns stored bytes as they go on the wire.
+
+Reads go through the segments' mappings, and every page read stays mapped, counted in the broker's
+resident set, until released: after every ``RELEASE_EVERY`` bytes served, the mapped pages of every
+segment are handed back (``MappedFile.release_pages``). The data stays in the kernel's page cache, so
+the next read of a released page costs a minor fault, not a disk read; the broker's RSS stays bounded
+however much of the log consumers and followers read.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ BLANK_MAGIC = 0xBBCCDDEE
 _LENGTHS = struct.Struct(">" + RECORD_HEADER.format[-5:])
 _LENGTHS_AT = RECORD_HEADER.size - _LENGTHS.size
 _HEADER_SIZE = RECORD_HEADER.size
+RELEASE_EVERY = 32 << 20  # bytes served through the mappings between two releases of their pages
 _unpack_header = RECORD_HEADER.unpack_from
 # RECORD_HEADER's leading fields, total_size to physical_offset: what a read checks besides the CRC.
 _unpack_check = struct.Struct(">" + RECORD_HEADER.format[1:8]).unpack_from
@@ -140,6 +147,7 @@ class CommitLog:
         self.read_only = read_only
         self.segments: list[MappedFile] = []
         self.max_offset = 0
+        self._served = 0  # bytes read through the mappings since their pages were last released
 
     def load(self) -> None:
         """Map the existing segments; the write position is set by recovery (``truncate`` / ``set_end``)."""
@@ -202,6 +210,14 @@ class CommitLog:
             return None
         pos = offset - segment.start
         return segment.view[pos : pos + size]
+
+    def served(self, size: int) -> None:
+        """Count ``size`` bytes read through the mappings; past ``RELEASE_EVERY``, release the mapped pages."""
+        self._served += size
+        if self._served >= RELEASE_EVERY:
+            self._served = 0
+            for segment in self.segments:
+                segment.release_pages()
 
     def read_record(self, offset: int) -> bytes | None:
         """A copy of the record at ``offset`` after checking magic, size, CRC and its physical offset."""

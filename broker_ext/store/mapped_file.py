@@ -45,15 +45,16 @@ def list_files(directory: Path) -> list[tuple[int, Path]]:
 class MappedFile:
     """One fixed-size file, preallocated and mapped read-write; ``view`` is a memoryview of the mapping."""
 
-    __slots__ = ("path", "start", "size", "mm", "view", "_write_fd")
+    __slots__ = ("path", "start", "size", "mm", "view", "file_backed", "_write_fd")
 
     def __init__(self, path: Path, start: int, size: int, read_only: bool = False) -> None:
         self.path = path
         self.start = start
         self.size = size
         self._write_fd: int | None = None
+        self.file_backed = True
         if read_only:
-            self.mm = _map_for_reading(path, size)
+            self.mm, self.file_backed = _map_for_reading(path, size)
             self.view = memoryview(self.mm)
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -88,6 +89,13 @@ class MappedFile:
         if self._write_fd is None:
             self._write_fd = os.open(self.path, os.O_WRONLY)
         os.pwrite(self._write_fd, data, pos)
+
+    def release_pages(self) -> None:
+        """Unmap the pages this process touched (``MADV_DONTNEED``): a shared file mapping loses nothing, pages
+        dirtied through it stay dirty in the page cache, and the next access maps them again from there. Never
+        on a read-only copy of a short file, whose mapping is anonymous memory (released, it would read zeros)."""
+        if self.file_backed and not self.mm.closed:
+            self.mm.madvise(mmap.MADV_DONTNEED)
 
     def seal(self) -> None:
         """No more writes: close the write descriptor (reads go on through the mapping)."""
@@ -165,17 +173,18 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
-def _map_for_reading(path: Path, size: int) -> mmap.mmap:
-    """A read-only mapping of ``size`` bytes of ``path``; a shorter file is copied into zero-filled memory."""
+def _map_for_reading(path: Path, size: int) -> tuple[mmap.mmap, bool]:
+    """A read-only mapping of ``size`` bytes of ``path``, and whether it maps the file: a shorter file is copied
+    into zero-filled anonymous memory instead."""
     fd = os.open(path, os.O_RDONLY)
     try:
         actual = os.fstat(fd).st_size
         if actual > size:
             raise ValueError(f"{path} is {actual} bytes, larger than the expected {size}")
         if actual == size:
-            return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            return mmap.mmap(fd, size, access=mmap.ACCESS_READ), True
         mm = mmap.mmap(-1, size)
         mm[:actual] = os.pread(fd, actual, 0)
-        return mm
+        return mm, False
     finally:
         os.close(fd)

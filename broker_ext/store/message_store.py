@@ -474,8 +474,10 @@ class MessageStore:
             next_offset += 1
             if len(records) == max_nums:
                 break
-        status = GetStatus.FOUND if records else GetStatus.NO_MATCHED_MSG
-        return GetResult(status, next_offset, min_offset, max_offset, records)
+        if records:
+            commitlog.served(size_total)
+            return GetResult(GetStatus.FOUND, next_offset, min_offset, max_offset, records)
+        return GetResult(GetStatus.NO_MATCHED_MSG, next_offset, min_offset, max_offset, records)
 
     def _skip_damaged(self, queue: ConsumeQueue, queue_offset: int, physical_offset: int, size: int,
                       reason: str) -> None:

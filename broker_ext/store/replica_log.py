@@ -68,6 +68,7 @@ def read_chunk(store: MessageStore, offset: int, max_bytes: int) -> Chunk:
             sealed = False
             break
         pos += record
+    commitlog.served(pos - start)
     return Chunk(bytes(view[start:pos]), segment.end if sealed else segment.start + pos)
 
 

@@ -54,7 +54,8 @@ class AccessControl:
         self._log = ThrottledLog(log, 10.0)
         self._checks: dict[int, Check] = {
             pb.SEND_MESSAGE: lambda p, r: self._produce(p, r.message.topic),
-            pb.SEND_BATCH: self._send_batch,
+            # the batch's messages may only name its own topic (SendProcessor refuses any other before storing)
+            pb.SEND_BATCH: lambda p, r: self._produce(p, r.topic),
             pb.PULL_MESSAGE: lambda p, r: self._consume(p, r.consumer_group, r.topic),
             pb.UNREGISTER_CLIENT: self._unregister,
             pb.GET_CONSUMER_LIST: lambda p, r: self._consume(p, r.consumer_group),
@@ -144,10 +145,6 @@ class AccessControl:
         rights = p.rights
         if not (rights.may_produce(topic) or _own_group_topic(rights, topic)):
             _forbid(p, f"produce to topic {topic}")
-
-    def _send_batch(self, p: Principal, req: pb.SendBatchRequest) -> None:
-        for topic in {req.topic, *(m.topic for m in req.messages if m.topic)}:
-            self._produce(p, topic)
 
     def _consume(self, p: Principal, group: str, topic: str | None = None) -> None:
         if topic is None:

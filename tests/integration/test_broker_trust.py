@@ -15,7 +15,7 @@ import pytest
 from graymq.client.broker_client import BrokerClient, split_address
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import ForbiddenError, OffsetIllegalError, UnauthorizedError
+from graymq.protocol.errors import BadRequestError, ForbiddenError, OffsetIllegalError, UnauthorizedError
 from graymq.protocol.frame import encode_frame
 from graymq.protocol.remoting import request_envelope
 from tests.support.broker import create_topic, heartbeat, pull_request, send
@@ -123,6 +123,13 @@ def test_each_abuse_over_the_broker_port_is_refused_with_its_error(secure: dict[
         with pytest.raises(OffsetIllegalError, match=r"outside the queue's \[0, 1\]"):
             as_principal(billing, lambda c, o=offset: c.update_offset(address, "billing", "ORDER_PAID", 1, o))
     as_principal(billing, lambda c: c.update_offset(address, "billing", "ORDER_PAID", 1, 1))
+
+    # a batch of a topic one may produce to carries no message of another topic
+    smuggled = pb.SendBatchRequest(producer_group="p", topic="ORDER_PAID", queue_id=1, messages=[
+        pb.Message(topic="ORDER_PAID", body=b"ok"), pb.Message(topic="OTHER_X", body=b"smuggled")])
+    with pytest.raises(BadRequestError, match="contains a message for OTHER_X"):
+        as_principal(secure["orders"], lambda c: c.call(address, pb.SEND_BATCH, smuggled, pb.SendBatchResponse))
+    assert as_principal(secure["orders"], lambda c: c.max_offset(address, "ORDER_PAID", 1)) == 1  # nothing stored
     refusals = scrape(secure["metrics"]).value("graymq_broker_refused_requests_total") or 0
     assert refusals >= 3 + len(cases) + 1 + 2  # every refusal above is counted
 

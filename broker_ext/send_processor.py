@@ -50,9 +50,12 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
     msg_id = msg.msg_id
     if not msg_id:
         msg_id = msg.msg_id = new_msg_id()
-    properties = dict(msg.properties)
-    if properties:  # the broker's to set: a message forwarded as consumed may carry its original's
-        properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)
+    own = msg.properties
+    if own:
+        properties = dict(own)
+        properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)  # the broker's to set (a forwarded message may carry one)
+    else:  # the common case: no map to copy
+        properties = {}
     if producer_group:
         properties[PROPERTY_PRODUCER_GROUP] = producer_group
     if tags := msg.tags:

@@ -14,20 +14,25 @@ from collections.abc import Callable
 TIMER_RESOLUTION_S = 0.01
 # asyncio runs a timer up to the monotonic clock's resolution before its time (BaseEventLoop._run_once).
 _CLOCK_RESOLUTION_S = time.get_clock_info("monotonic").resolution
+COMPACT_AFTER = 1024  # woken entries in the deadline heap before it may be rebuilt without them
 
 
 class _Hold:
-    __slots__ = ("key", "on_done", "done")
+    __slots__ = ("key", "on_done")
 
     def __init__(self, key: tuple[str, int], on_done: Callable[[bool], None]) -> None:
         self.key = key
-        self.on_done = on_done
-        self.done = False
+        self.on_done: Callable[[bool], None] | None = on_done
+
+    @property
+    def done(self) -> bool:
+        return self.on_done is None
 
     def finish(self, woken: bool) -> None:
-        if not self.done:
-            self.done = True
-            self.on_done(woken)
+        """Run the callback once, and let go of it (and of the request it holds) at once."""
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done(woken)
 
 
 class PullRequestHoldService:
@@ -37,7 +42,9 @@ class PullRequestHoldService:
     No task, coroutine or asyncio timer per held pull: timeouts share one timer armed for the earliest
     deadline of a (deadline, serial, hold) heap, and ``notify`` takes the queue's holds out of the table,
     so the appends that follow find nothing to wake. Callbacks must not raise: ``notify`` runs them inside
-    the append that woke them.
+    the append that woke them. A woken hold's heap entry stays until its deadline, without its callback; when
+    woken entries make up most of the heap (every pull of a busy queue is woken within its timeout), the heap
+    is rebuilt without them, so it holds about as many entries as pulls are held.
     """
 
     def __init__(self) -> None:
@@ -47,6 +54,7 @@ class PullRequestHoldService:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._woken = 0  # entries of the heap whose hold was woken
 
     def hold(self, topic: str, queue_id: int, timeout_s: float, on_done: Callable[[bool], None]) -> None:
         """Run ``on_done(True)`` when a message arrives on the queue, ``on_done(False)`` after ``timeout_s``."""
@@ -68,6 +76,15 @@ class PullRequestHoldService:
         if held:
             for entry in held:
                 entry.finish(True)
+            self._woken += len(held)
+            if self._woken > COMPACT_AFTER and self._woken * 2 > len(self._deadlines):
+                self._compact()
+
+    def _compact(self) -> None:
+        """Drop the entries of woken holds from the deadline heap."""
+        self._deadlines = [d for d in self._deadlines if not d[2].done]
+        heapq.heapify(self._deadlines)
+        self._woken = 0
 
     def wake_all(self) -> None:
         """Release every held pull (shutdown)."""
@@ -75,6 +92,7 @@ class PullRequestHoldService:
         for held in table.values():
             for entry in held:
                 entry.finish(True)
+            self._woken += len(held)
 
     @property
     def waiting(self) -> int:
@@ -97,6 +115,7 @@ class PullRequestHoldService:
         while deadlines and deadlines[0][0] <= due:
             entry = heapq.heappop(deadlines)[2]
             if entry.done:
+                self._woken -= 1
                 continue
             held = self._held.get(entry.key)
             if held is not None:

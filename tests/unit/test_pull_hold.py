@@ -83,3 +83,33 @@ def test_the_service_keeps_working_on_a_new_event_loop():
 
     assert run(time_out) is False
     assert run(time_out) is False
+
+
+def test_woken_pulls_let_go_of_their_requests_at_once_and_their_heap_entries_soon():
+    """A busy queue wakes every pull long before its timeout: what each one held must not pile up meanwhile."""
+    import gc
+    import weakref
+
+    class Request:  # stands for what a held pull's callback holds: the request, its connection, the answer
+        pass
+
+    async def scenario():
+        holds = PullRequestHoldService()
+        alive: list[weakref.ref[Request]] = []
+        outcomes = []
+        for _ in range(5_000):
+            request = Request()
+            alive.append(weakref.ref(request))
+            outcomes.append(asyncio.get_running_loop().create_future())
+            holds.hold("T", 0, 30, lambda woken, r=request, f=outcomes[-1]: f.set_result((woken, r)))
+            holds.notify("T", 0)
+        assert all(f.result()[0] is True for f in outcomes)
+        outcomes.clear()
+        del request
+        gc.collect()
+        assert sum(ref() is not None for ref in alive) == 0
+        assert len(holds._deadlines) <= 2 * 1024 + 1  # rebuilt without the woken entries
+        late = held(holds, "T", 1, 0.05)  # timeouts still work after the rebuilds
+        assert await late is False and holds.waiting == 0
+
+    run(scenario)

@@ -33,6 +33,7 @@ from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.broker_client import BrokerClient
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
 from graymq.client.consumer.gray_flip import GrayFlip
+from graymq.client.consumer.group_view import group_view
 from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
@@ -442,9 +443,9 @@ class PushConsumer:
 
         Every consumer heartbeats each broker of its topics with its flag and subscriptions; where
         brokers disagree (a heartbeat in flight) the latest heartbeat wins. The name server is not
-        asked: N consumers rebalancing at once would cost it N² rows per group change. A release of
-        queues wakes every member though most lists stay as they were: when every broker's listing is
-        byte for byte the last one, the last view is returned, not rebuilt.
+        asked: N consumers rebalancing at once would cost it N² rows per group change. The consumers of a
+        process share the view of the same listings (``group_view``): it is built once per change, not once
+        per member.
         """
         listings: dict[str, pb.ConsumerListResponse] = {}
 
@@ -457,17 +458,7 @@ class PushConsumer:
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
 
         await asyncio.gather(*(from_broker(a) for a in self._broker_addresses()))
-        key = tuple(sorted((address, listing.SerializeToString()) for address, listing in listings.items()))
-        if key == self._listings:
-            return self._view
-        latest: dict[str, pb.ClientInfo] = {}
-        for listing in listings.values():
-            for c in listing.clients:
-                seen = latest.get(c.client_id)
-                if seen is None or c.last_heartbeat_ms > seen.last_heartbeat_ms:
-                    latest[c.client_id] = c
-        self._listings = key
-        self._view = {client_id: (c.gray_flag, set(c.topics) or None) for client_id, c in latest.items()}
+        self._listings, self._view = group_view(listings)
         return self._view
 
     def _allocate(self, view: dict[str, tuple[bool, set[str] | None]], routes: list[tuple[str, TopicRoute]]

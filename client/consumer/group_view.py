@@ -1,0 +1,36 @@
+"""The group as the brokers list it, built once per process for each set of listings: after a change of the
+group every consumer of it reads the same listings, and a process of a hundred consumers built the same view a
+hundred times."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from graymq.protocol import graymq_pb2 as pb
+
+View = dict[str, tuple[bool, "set[str] | None"]]  # client id -> (effective gray flag, subscribed topics or None)
+Listings = tuple[tuple[str, bytes], ...]  # (broker address, its encoded listing), sorted
+KEEP = 16  # views of the latest listings kept (a few groups, a change or two in flight)
+
+_views: OrderedDict[Listings, View] = OrderedDict()
+
+
+def group_view(listings: dict[str, pb.ConsumerListResponse]) -> tuple[Listings, View]:
+    """(the listings' key, the view): where brokers disagree (a heartbeat in flight) the latest heartbeat wins.
+
+    The view is shared: not to be changed."""
+    key = tuple(sorted((address, listing.SerializeToString()) for address, listing in listings.items()))
+    view = _views.get(key)
+    if view is not None:
+        _views.move_to_end(key)
+        return key, view
+    latest: dict[str, pb.ClientInfo] = {}
+    for listing in listings.values():
+        for c in listing.clients:
+            seen = latest.get(c.client_id)
+            if seen is None or c.last_heartbeat_ms > seen.last_heartbeat_ms:
+                latest[c.client_id] = c
+    view = _views[key] = {client_id: (c.gray_flag, set(c.topics) or None) for client_id, c in latest.items()}
+    while len(_views) > KEEP:
+        _views.popitem(last=False)
+    return key, view

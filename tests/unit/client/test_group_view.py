@@ -1,0 +1,29 @@
+"""The group view from the brokers' listings: the latest heartbeat wins, and one view is built per listings."""
+
+from __future__ import annotations
+
+import pytest
+
+from graymq.client.consumer.group_view import group_view
+from graymq.protocol import graymq_pb2 as pb
+
+pytestmark = pytest.mark.unit
+
+
+def listing(*clients: tuple[str, bool, int, list[str]]) -> pb.ConsumerListResponse:
+    return pb.ConsumerListResponse(clients=[pb.ClientInfo(client_id=cid, gray_flag=gray, last_heartbeat_ms=at,
+                                                          topics=topics) for cid, gray, at, topics in clients])
+
+
+def test_where_brokers_disagree_the_latest_heartbeat_wins() -> None:
+    _, view = group_view({"b1:1": listing(("a", False, 10, ["T"]), ("b", True, 20, [])),
+                          "b2:1": listing(("a", True, 30, ["T", "U"]), ("b", False, 5, ["T"]))})
+    assert view == {"a": (True, {"T", "U"}), "b": (True, None)}
+
+
+def test_the_consumers_of_a_process_share_the_view_of_the_same_listings() -> None:
+    first_key, first = group_view({"b1:1": listing(("a", False, 10, ["T"]))})
+    again_key, again = group_view({"b1:1": listing(("a", False, 10, ["T"]))})  # another member's read
+    assert again is first and again_key == first_key
+    changed_key, changed = group_view({"b1:1": listing(("a", False, 10, ["T"]), ("c", False, 11, ["T"]))})
+    assert changed_key != first_key and set(changed) == {"a", "c"}

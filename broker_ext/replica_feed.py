@@ -43,7 +43,9 @@ class ReplicaFeed:
         self.broker = broker
         self.role = broker.role
         self.followers: dict[int, Follower] = {}
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (end offset, tiebreak, future): a heap
+        # (end offset, tiebreak, future, its timeout's timer): a heap; an answered send's timer is cancelled, so
+        # neither it nor what waits on the future (the response) outlives the answer
+        self._waiters: list[tuple[int, int, asyncio.Future[None], asyncio.TimerHandle]] = []
         self._order = itertools.count()
         self._new_data = asyncio.Event()
 
@@ -57,10 +59,11 @@ class ReplicaFeed:
         nothing to wait for); it fails with ``REPLICATION_TIMEOUT`` after ``replication_timeout_s``."""
         if not self.role.sync or self._stored_by_all(end_offset):
             return None
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._order), future))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         timeout = self.broker.settings.replication_timeout_s
-        asyncio.get_running_loop().call_later(timeout, _expire, future, end_offset, timeout)
+        timer = loop.call_later(timeout, _expire, future, end_offset, timeout)
+        heapq.heappush(self._waiters, (end_offset, next(self._order), future, timer))
         return future
 
     def _stored_by_all(self, end_offset: int) -> bool:
@@ -71,7 +74,8 @@ class ReplicaFeed:
         """Answer every waiting send the in-sync followers now hold (in log order)."""
         waiters = self._waiters
         while waiters and (waiters[0][2].done() or self._stored_by_all(waiters[0][0])):
-            _, _, future = heapq.heappop(waiters)
+            _, _, future, timer = heapq.heappop(waiters)
+            timer.cancel()
             if not future.done():
                 future.set_result(None)
 
@@ -82,7 +86,8 @@ class ReplicaFeed:
     def reset(self) -> None:
         """A new term as leader: followers start unknown; sends still waiting fail (their outcome is unknown)."""
         self.followers.clear()
-        for _, _, future in self._waiters:
+        for _, _, future, timer in self._waiters:
+            timer.cancel()
             if not future.done():
                 future.set_exception(NotLeaderError(self.role.not_leader_text()))
         self._waiters.clear()

@@ -56,6 +56,26 @@ def test_a_follower_leaving_the_in_sync_set_releases_what_waited_for_it() -> Non
     asyncio.run(scenario())
 
 
+def test_an_acknowledged_send_lets_go_of_its_timeout_at_once() -> None:
+    """Its timer would otherwise keep the future, and the response waiting on it, for the whole timeout."""
+    import gc
+    import weakref
+
+    async def scenario() -> None:
+        f = feed(timeout_s=60)
+        waiting = f.acked(500)
+        assert waiting is not None
+        gone = weakref.ref(waiting)
+        f.followers[1] = Follower(offset=500)
+        f._release()
+        assert waiting.result() is None
+        del waiting
+        gc.collect()
+        assert gone() is None
+
+    asyncio.run(scenario())
+
+
 def test_a_send_no_follower_stores_in_time_fails_unacknowledged() -> None:
     async def scenario() -> None:
         f = feed(timeout_s=0.05)

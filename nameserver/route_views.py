@@ -42,11 +42,11 @@ class RouteViews:
 
     def get(self, topic: str, compute: Callable[[], TopicRoute]) -> TopicRoute:
         """The cached route of ``topic``, else ``compute()``'s (whose errors propagate and are not cached)."""
-        route = self._cached(topic)
+        route = self.cached(topic)
         if route is not None:
             return route
         with self._computing[hash(topic) % STRIPES]:
-            route = self._cached(topic)
+            route = self.cached(topic)
             if route is not None:
                 return route
             with self._lock:
@@ -58,7 +58,8 @@ class RouteViews:
                     self._routes[topic] = (started, route)
             return route
 
-    def _cached(self, topic: str) -> TopicRoute | None:
+    def cached(self, topic: str) -> TopicRoute | None:
+        """The route of ``topic`` if one is cached and young enough (never blocks)."""
         entry = self._routes.get(topic)
         if entry is not None and time.monotonic() - entry[0] < self.max_age_s:
             return entry[1]

@@ -27,12 +27,20 @@ router = APIRouter(prefix="/v1", tags=["clients"])
 
 
 @router.post("/clients/heartbeat")
-def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, clients: Clients) -> ClientHeartbeatResponse:
+async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request: Request) -> ClientHeartbeatResponse:
     """Report a client's labels, effective flag, state and queues; answers with the flag it should have.
 
-    The first heartbeat binds the client to the caller's principal; 403 for a live client of another principal."""
+    The first heartbeat binds the client to the caller's principal; 403 for a live client of another principal.
+    (Its session and service are made in the one thread-pool call that uses them: every client heartbeats, and
+    each dependency run in the pool was a thread hop of its own.)"""
     check_client(caller, body.group, body.role, body.topics)
-    return clients.heartbeat(body, caller)
+    state = request.app.state
+
+    def beat() -> ClientHeartbeatResponse:
+        with state.sessions() as session:
+            return ClientService(session, state.settings).heartbeat(body, caller)
+
+    return await run_in_threadpool(beat)
 
 
 @router.post("/clients/watch")

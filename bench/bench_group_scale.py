@@ -5,7 +5,9 @@ over ``processes`` worker processes, against one broker and a name server. Each 
 what whenever it changes; this process polls those files and times three phases: every consumer
 started → converged (every queue held by exactly one consumer of its side, each side evenly spread), one
 more consumer joins → converged, one leaves → converged. For the join and the leave it also reports the
-CPU seconds the broker, the name server and the workers spent until the group converged again.
+CPU seconds the broker, the name server and the workers spent until the group converged again, the steady
+load's CPU per second measured over the second before (heartbeats, watches, pulls of 500 idle consumers), and
+the phase's CPU above that steady load (``*_over_steady``: what the rebalance itself cost).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from graymq.bench.graymq_servers import NameServer
 
 QUEUES, GRAY_QUEUES = 100, 10
 POLL_S = 0.01
+SETTLE_S = 1.0  # before a join or leave; the CPU spent meanwhile per second is the group's steady load
 TIMEOUT_S = 180.0
 
 Holdings = dict[str, tuple[bool, list[int]]]  # client id -> (gray, queue ids held)
@@ -158,14 +161,20 @@ def group_scale_case(ns: NameServer, root: Path, log_dir: Path, consumers_n: int
                                 "start_to_converged_s": started - began}
             for phase, command, expected in (("join", ("join", "joiner"), consumers_n + 1),
                                              ("leave", ("leave", "joiner"), consumers_n)):
-                time.sleep(1.0)  # heartbeats and pulls settle
+                settling, settle_began = _cpu(sources), time.monotonic()
+                time.sleep(SETTLE_S)  # heartbeats and pulls settle; what they cost per second is the steady load
                 before = _cpu(sources)
+                steady = {key: (before[key] - settling[key]) / (time.monotonic() - settle_began) for key in sources}
                 phase_began = time.monotonic()
                 commands[0].put(command)
                 done = _wait_converged(paths, expected, f"after a {phase}")
                 after = _cpu(sources)
-                figures[f"converge_after_{phase}_s"] = done - phase_began
-                figures.update({f"{phase}_{key}": after[key] - before[key] for key in sources})
+                took = done - phase_began
+                figures[f"converge_after_{phase}_s"] = took
+                for key in sources:
+                    figures[f"{phase}_{key}"] = after[key] - before[key]
+                    figures[f"{phase}_{key}_over_steady"] = max(0.0, after[key] - before[key] - steady[key] * took)
+                    figures[f"steady_{key}_per_s_before_{phase}"] = steady[key]
             return figures
     finally:
         broker.stop()

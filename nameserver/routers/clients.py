@@ -3,10 +3,13 @@ and only as a client its principal registered (see ``ClientBinding``; admins act
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 
 from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 
 from graymq.nameserver.auth import Authenticated, check_client
 from graymq.nameserver.deps import Clients
@@ -20,7 +23,7 @@ from graymq.nameserver.schemas import (
     Role,
     WatchedState,
 )
-from graymq.nameserver.services.clients import ClientService
+from graymq.nameserver.services.clients import ClientService, GroupViews
 from graymq.nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1", tags=["clients"])
@@ -62,12 +65,19 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
         with state.read_sessions() as session:
             return ClientService(session, state.settings).view(body, caller)
 
+    async def reread(changed: asyncio.Event) -> ClientHeartbeatResponse:
+        """After a wake-up: the group's one shared read since ``changed`` was taken (else this client's own)."""
+        shared = (await _group_views(state, body.group, changed)).view(body, caller)
+        return shared if shared is not None else await run_in_threadpool(read)
+
     metrics: Metrics = state.metrics
     metrics.watching(+1)
     try:
+        woken: asyncio.Event | None = None  # the event that ended the last wait, if one did
         while True:
             changed = changes.changed(body.group)
-            view = await run_in_threadpool(read)
+            view = await (reread(changed) if woken is not None and woken.is_set() else run_in_threadpool(read))
+            woken = changed
             remaining = deadline - time.monotonic()
             if body.known is None or _watched(view, body.known) != body.known or remaining <= 0 or changes.closing:
                 return view
@@ -88,6 +98,29 @@ def unregister_client(
     """
     check_client(caller, group, role)
     clients.unregister(group, client_id, role, caller)
+
+
+# The group's shared read per wake-up event: the watches a change wakes take the same next event, and each
+# event's read began after it was taken, so it sees every change the event has not reported yet.
+_reads: weakref.WeakKeyDictionary[asyncio.Event, asyncio.Future[GroupViews]] = weakref.WeakKeyDictionary()
+
+
+async def _group_views(state: State, group: str, changed: asyncio.Event) -> GroupViews:
+    read = _reads.get(changed)
+    if read is None:
+        def views() -> GroupViews:
+            with state.read_sessions() as session:
+                return ClientService(session, state.settings).group_views(group)
+
+        read = _reads[changed] = asyncio.ensure_future(run_in_threadpool(views))
+        read.add_done_callback(lambda done: _forget_failed(changed, done))
+    return await asyncio.shield(read)  # a watch that goes away leaves the read to the others
+
+
+def _forget_failed(changed: asyncio.Event, read: asyncio.Future[GroupViews]) -> None:
+    """A failed read is not shared with the watches still to come (they read again)."""
+    if read.cancelled() or read.exception() is not None:
+        _reads.pop(changed, None)
 
 
 def _watched(view: ClientHeartbeatResponse, known: WatchedState) -> WatchedState:

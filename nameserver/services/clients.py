@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -10,7 +12,7 @@ from sqlalchemy.orm import Session
 from graymq.nameserver.auth import Caller
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.errors import Conflict, Forbidden, NotFound
-from graymq.nameserver.models import Client, Group
+from graymq.nameserver.models import Client, GrayRule, Group, Topic
 from graymq.nameserver.repositories.clients import ClientBinding, ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
 from graymq.nameserver.repositories.groups import GroupRepository
@@ -31,6 +33,25 @@ from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import mark_changed
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupViews:
+    """Each live client's heartbeat answer in one group (``ClientService.group_views``), for its watches."""
+
+    group: str
+    binding: Callable[[Caller], ClientBinding]
+    answers: dict[tuple[str, str], tuple[Client, ClientHeartbeatResponse]]  # (client id, role) -> row, answer
+
+    def view(self, watch: ClientWatch, caller: Caller) -> ClientHeartbeatResponse | None:
+        """The watched client's answer as ``ClientService.view`` gives it; None for a client not live here."""
+        entry = self.answers.get((watch.client_id, watch.role))
+        if entry is None:
+            return None
+        client, answer = entry
+        if not self.binding(caller).allows(client):
+            raise ClientService._taken(caller, self.group, client)
+        return answer
 
 
 class ClientService:
@@ -86,9 +107,26 @@ class ClientService:
             raise self._taken(caller, group.name, client)
         return self._answer(group, client)
 
-    def _answer(self, group: Group, client: Client) -> ClientHeartbeatResponse:
+    def group_views(self, group_name: str) -> GroupViews:
+        """What a heartbeat of each live client of the group would answer, in four statements whatever the group's
+        size: a change of a group wakes all its watches at once, and they share this one read."""
+        group = self._group(group_name)
         rules = self.rules.of_group(group.id)
-        topics = self.topics.by_names(client.topics) if client.topics else []
+        clients = self.clients.live(group.id, self._seen_after())
+        names = {name for client in clients for name in client.topics or ()}
+        topics = self.topics.by_names(names) if names else []
+        return GroupViews(group.name, self._binding,
+                          {(c.client_id, c.role): (c, self._answer(group, c, rules, topics)) for c in clients})
+
+    def _answer(self, group: Group, client: Client, rules: Sequence[GrayRule] | None = None,
+                topics: Sequence[Topic] | None = None) -> ClientHeartbeatResponse:
+        """``rules`` and ``topics`` (a superset of the client's) are read when not given."""
+        if rules is None:
+            rules = self.rules.of_group(group.id)
+        if topics is None:
+            topics = self.topics.by_names(client.topics) if client.topics else []
+        wanted = set(client.topics or ())
+        topics = [t for t in topics if t.name in wanted]
         return ClientHeartbeatResponse(
             group=group.name,
             client_id=client.client_id,

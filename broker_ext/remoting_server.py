@@ -4,7 +4,8 @@ Limits on what a peer can hold: at most ``max_connections`` connections (more ar
 connection that has not authenticated within ``auth_timeout_s`` (outside dev mode), or that stays silent
 for ``idle_timeout_s`` with nothing in flight, is closed; frames are limited to
 ``unauthenticated_frame_size`` until the connection authenticates, and partial frames buffered over all
-connections to ``max_buffered_bytes``.
+connections to ``max_buffered_bytes``. A failed TLS handshake is logged at WARNING (once a reason every 30
+s) and counted in ``graymq_broker_tls_handshake_failures_total``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,17 @@ from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
 from graymq.protocol.frame import BufferBudget
 from graymq.protocol.remoting import method_name, parse_body
 from graymq.protocol.retry import ThrottledLog
+from graymq.protocol.tls import report_handshake_failures
 
 log = logging.getLogger(__name__)
 
 SWEEP_S = 1.0  # how often connections are checked against the deadlines
+_HANDSHAKE_HINTS = {  # what an operator reads in the commonest reasons
+    "WRONG_VERSION_NUMBER": "a client speaking plain TCP to the TLS port? it needs GRAYMQ_TLS=true",
+    "HTTP_REQUEST": "an HTTP request to the TLS broker port",
+    "TLSV1_ALERT_UNKNOWN_CA": "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA",
+}
 
 
 class RemotingServer:
@@ -67,6 +75,8 @@ class RemotingServer:
         }
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> str:
+        if tls is not None:
+            report_handshake_failures(tls, self._handshake_failed)
         self._server = await listen(host, port, self._accept, tls=tls)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="broker-connection-sweeper")
         bound = self._server.sockets[0].getsockname()
@@ -99,6 +109,12 @@ class RemotingServer:
         if not self.broker.access.is_authenticated(conn):
             conn.limit_frames(settings.unauthenticated_frame_size)
         self.connections.add(conn)
+
+    def _handshake_failed(self, exc: ssl.SSLError) -> None:
+        self.broker.stats.tls_handshake_failures += 1
+        reason = exc.reason or type(exc).__name__
+        self._log.log(logging.WARNING, ("tls", reason), "a TLS handshake on the broker port failed: %s (%s)", reason,
+                      _HANDSHAKE_HINTS.get(reason, exc.strerror or str(exc)))
 
     async def _sweep(self) -> None:
         """Close connections that never authenticated in time, and idle ones."""

@@ -42,6 +42,7 @@ class BrokerStats:
     put_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
     get_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
     connections_rejected: int = 0
+    tls_handshake_failures: int = 0
 
     def on_put(self, topic: str, gray: bool, count: int, size: int) -> None:
         key = (topic, gray)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 from graymq.protocol.errors import ConfigError
@@ -27,6 +28,25 @@ def server_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLContex
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"cannot load TLS certificate {cert_file} with key {key_file}: {exc}") from exc
     return context
+
+
+def report_handshake_failures(context: ssl.SSLContext, on_failure: Callable[[ssl.SSLError], None]) -> None:
+    """Call ``on_failure`` with the error of every handshake of ``context`` that fails (a client that does not
+    trust the certificate, one speaking plain TCP or HTTP): asyncio and uvloop close such a connection and
+    log it at DEBUG only. They make their TLS objects with ``context.wrap_bio``, which builds
+    ``context.sslobject_class``."""
+
+    class _Reporting(ssl.SSLObject):
+        def do_handshake(self) -> None:
+            try:
+                super().do_handshake()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                raise  # the handshake goes on when more bytes come
+            except ssl.SSLError as exc:
+                on_failure(exc)
+                raise
+
+    context.sslobject_class = _Reporting
 
 
 def ca_file(ca: str | Path | None = None) -> str | None:

@@ -25,6 +25,7 @@ from graymq.protocol.frame import encode_frame
 from graymq.protocol.remoting import request_envelope
 from graymq.protocol.tls import client_context
 from tests.support.cluster import FAST_ENV
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +87,7 @@ def tls_cluster(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         broker = start("broker", "--name", BROKER, "--port", "0", "--store", str(root / "store"),
                        "--nameserver", str(nameserver.wait_ready()["url"]),
                        "--tls-cert", str(files.cert), "--tls-key", str(files.key),
-                       env={"GRAYMQ_TLS_CA": str(files.ca)})
+                       env={"GRAYMQ_TLS_CA": str(files.ca), "GRAYMQ_BROKER_METRICS_PORT": "0"})
         cluster = TlsCluster(files, nameserver, plain, broker)
         create_topic(cluster, TOPIC)
         yield cluster
@@ -185,6 +186,8 @@ def test_the_broker_keeps_serving_after_bad_connections(tls_cluster: TlsCluster)
     create_topic(tls_cluster, "TLS_AFTER_BAD")
     host, port = split_address(tls_cluster.broker.address)
     frame = encode_frame(1, request_envelope(pb.HEARTBEAT, pb.HeartbeatRequest()))
+    metrics = f"http://{tls_cluster.broker.ready_info['metrics']}/metrics"  # type: ignore[index]
+    failed_before = scrape(metrics).value("graymq_broker_tls_handshake_failures_total") or 0
     for _ in range(3):
         with socket.create_connection((host, port), timeout=10) as raw:  # a plain frame on the TLS port
             raw.sendall(frame)
@@ -199,6 +202,13 @@ def test_the_broker_keeps_serving_after_bad_connections(tls_cluster: TlsCluster)
             tls.sendall(b"GET / HTTP/1.1\r\n\r\n")
             assert closed_without_answer(tls)
     assert tls_cluster.broker.proc.poll() is None
+    # every failed handshake is counted; the log names each reason once in 30 s, not once per connection
+    failed = scrape(metrics).value("graymq_broker_tls_handshake_failures_total") or 0
+    assert failed - failed_before >= 6  # the plain frames and the untrusting clients (a silent one fails no step)
+    warned = [line for line in tls_cluster.broker.output.splitlines() if "TLS handshake on the broker port" in line]
+    assert any("WRONG_VERSION_NUMBER (a client speaking plain TCP" in line for line in warned), warned
+    assert any("does not trust this broker's certificate" in line for line in warned), warned
+    assert all(" WARNING " in line for line in warned) and len(warned) <= 3
     bodies = ["after-bad-1", "after-bad-2"]
     assert sorted(produce_and_consume(tls_cluster, "TLS_AFTER_BAD", bodies)) == bodies
 

@@ -34,6 +34,7 @@ BROKER_FAMILIES = {
     "graymq_broker_clients": "gauge",
     "graymq_broker_long_polls": "gauge",
     "graymq_broker_rejected_connections": "counter",
+    "graymq_broker_tls_handshake_failures": "counter",
     "graymq_broker_refused_requests": "counter",
 }
 STORE_FAMILIES = {

@@ -10,9 +10,11 @@ long-polling pull never blocks the requests pipelined behind it. When the connec
 pending future fails with ``ConnectionClosedError``. Request deadlines share one timer per connection
 (a heap of deadlines, armed at the earliest), not one timer handle per request.
 
-Frames written during one turn of the event loop — the responses to the requests of one read,
-the requests of many producers sending at once — leave together in one ``transport.write`` (one
-system call) per ``FLUSH_FRAMES`` frames and at the end of that turn, in the order they were written.
+The first frame written in a turn of the event loop leaves at once (an awaited request is on the wire
+before its task yields); the frames written after it in that turn — the requests of many producers
+sending at once — and the responses to the requests of one read leave together, in one
+``transport.write`` (one system call) per ``FLUSH_FRAMES`` frames and at the end of that turn or read,
+in the order they were written.
 While the bytes written wait in the transport's buffer above ``WRITE_HIGH_WATER``, reading pauses:
 the answers to what the peer sends would pile up otherwise.
 """
@@ -94,7 +96,9 @@ class Connection:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._tasks: set[asyncio.Future[Any]] = set()  # handlers still answering: tasks and futures
-        self._out: list[bytes] = []  # frames written this turn of the loop, sent by _flush_out
+        self._out: list[bytes] = []  # frames written this turn of the loop after its first, sent by _flush_out
+        self._turn_open = False  # a frame was written this turn: the next ones wait for its end
+        self._receiving = False  # a read is being handled: its answers leave together at its end
         self._loop = asyncio.get_running_loop()
         self.last_read = self.opened_at = self._loop.time()
         self.closed = asyncio.Event()
@@ -192,14 +196,24 @@ class Connection:
             self._write(next(self._serials) & 0xFFFFFFFF, request_envelope(method, body, oneway=True))
 
     def _write(self, serial: int, payload: bytes) -> None:
-        """Queue one frame; it leaves with the others of this turn of the loop (``_flush_out``)."""
+        """Send one frame: the first of a turn of the loop at once, the next ones with each other at the end of
+        the turn (``_flush_out``); while a read is answered (``_received``), all of them together."""
         frame = encode_frame(serial, payload, self.max_frame_size)
         out = self._out
-        if not out:
-            self._loop.call_soon(self._flush_out)
-        out.append(frame)
-        if len(out) >= FLUSH_FRAMES:
-            self._flush_out()
+        if self._turn_open or self._receiving:
+            out.append(frame)
+            if len(out) >= FLUSH_FRAMES:
+                self._flush_out()
+            return
+        self._turn_open = True
+        self._loop.call_soon(self._end_turn)
+        if self._transport.is_closing():
+            return
+        self._transport.write(frame)
+
+    def _end_turn(self) -> None:
+        self._turn_open = False
+        self._flush_out()
 
     def _flush_out(self) -> None:
         if not self._out:
@@ -218,8 +232,12 @@ class Connection:
         if budget is not None:
             counted, self._counted = self._counted, decoder.pending
             budget.move(counted, self._counted)
-        for frame in frames:
-            self._on_frame(frame.serial_no, frame.payload)
+        self._receiving = True
+        try:
+            for frame in frames:
+                self._on_frame(frame.serial_no, frame.payload)
+        finally:
+            self._receiving = False
         self._flush_out()  # the answers to this read, in one write
 
     def _protocol_error(self, exc: ProtocolError) -> str:

@@ -583,7 +583,12 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
     if goal_rows:
         out += ["## Targets of issue 9", "", table(["target", "figures (medians)", "status"], goal_rows), ""]
     if baseline:
-        out += before_after(results, baseline)
+        theirs = baseline.get("machine", {})
+        if theirs.get("cpu_model") == m.get("cpu_model"):
+            out += before_after(results, baseline)
+        else:  # a before / after across machines would credit the code with the hardware's difference
+            out += [f"The baseline (`bench/baseline.json`, commit {theirs.get('graymq_commit', '?')}) was taken on "
+                    f"another machine ({theirs.get('cpu_model')}): no before / after table against it.", ""]
     return "\n".join(out)
 
 

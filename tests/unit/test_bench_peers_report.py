@@ -33,7 +33,8 @@ def a_run() -> Results:
     results.add("groupscale", "500 consumers", {
         "consumers": 500, "processes": 5, "start_to_converged_s": 4.0, "converge_after_join_s": 1.5,
         "converge_after_leave_s": 1.2, "join_broker_cpu_s": 0.1, "join_nameserver_cpu_s": 0.4,
-        "join_consumers_cpu_s": 1.0})
+        "join_consumers_cpu_s": 1.0, "join_consumers_cpu_s_over_steady": 0.25, "leave_broker_cpu_s": 0.1,
+        "leave_nameserver_cpu_s": 0.3, "leave_consumers_cpu_s": 0.8})
     return results
 
 
@@ -47,6 +48,7 @@ def test_targets_are_decided_by_the_figures_of_the_run() -> None:
         "e2e p99 ≤ Redis's p99 of the run": "met",
         "sync flush (group commit) ≥ 60 % of async, batched": "not met",
         "broker RSS < 150 MiB at these loads": "met",
+        "500 consumers over several processes converge < 2 s after a join": "met",
     }
 
 
@@ -56,6 +58,7 @@ def test_the_section_shows_every_system_that_ran_with_its_ratios_and_the_run_con
     assert "| graymq (default producer)         | 1.30×" in text
     assert "61 µs" in text and "1.20 at start" in text
     assert "| 500 consumers | 5" in text
+    assert "0.10 / 0.40 / 0.25" in text and "0.10 / 0.30 / 0.80" in text  # above the idle load where measured
 
 
 def test_charts_are_written_next_to_the_results(tmp_path: Path) -> None:

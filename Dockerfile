@@ -21,7 +21,7 @@ COPY gray_controller ./gray_controller
 COPY migrations ./migrations
 COPY bench ./bench
 RUN pip wheel --no-deps --wheel-dir /wheels . \
- && /opt/graymq/bin/pip install "$(ls /wheels/graymq-*.whl)[server]" \
+ && /opt/graymq/bin/pip install "$(ls /wheels/graymq-*.whl)[server,fast]" \
  && /opt/graymq/bin/python -m compileall -q /opt/graymq
 
 # --- runtime: the venv only, run as an unprivileged numeric user ---

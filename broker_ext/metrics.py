@@ -101,7 +101,7 @@ class BrokerCollector(Collector):
                                 "Connections closed for protocol errors or over the connection limit.",
                                 stats.connections_rejected),
             CounterMetricFamily("graymq_broker_tls_handshake_failures_total",
-                                "Accepted connections whose TLS handshake failed or timed out.",
+                                "TLS handshakes on the broker port that failed or that the client left.",
                                 stats.tls_handshake_failures),
             CounterMetricFamily("graymq_broker_refused_requests_total",
                                 "Requests answered UNAUTHORIZED or FORBIDDEN.", broker.access.refused),

@@ -24,16 +24,19 @@ from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
 from graymq.protocol.frame import BufferBudget
 from graymq.protocol.remoting import method_name, parse_body
 from graymq.protocol.retry import ThrottledLog
-from graymq.protocol.tls import report_handshake_failures
+from graymq.protocol.tls import LEFT_DURING_HANDSHAKE, report_handshake_failures
 
 log = logging.getLogger(__name__)
 
 SWEEP_S = 1.0  # how often connections are checked against the deadlines
+CLOSE_GRACE_S = 5.0  # at shutdown, how long connections may take to close before they are dropped
 _HANDSHAKE_HINTS = {  # what an operator reads in the commonest reasons
     "WRONG_VERSION_NUMBER": "a client speaking plain TCP to the TLS port? it needs GRAYMQ_TLS=true",
     "HTTP_REQUEST": "an HTTP request to the TLS broker port",
     "TLSV1_ALERT_UNKNOWN_CA": "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA",
     "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA",
+    LEFT_DURING_HANDSHAKE: "the client hung up or stalled before the handshake ended; one that does not trust this "
+                           "broker's certificate does so: its GRAYMQ_TLS_CA",
 }
 
 
@@ -90,8 +93,12 @@ class RemotingServer:
                 await self._sweeper
         if self._server is not None:
             self._server.close()
-        for conn in list(self.connections):
-            await conn.close()
+        closing = {asyncio.ensure_future(conn.close()): conn for conn in list(self.connections)}
+        if closing:  # side by side, and a peer that does not answer a TLS goodbye is dropped after a grace
+            _, late = await asyncio.wait(closing, timeout=CLOSE_GRACE_S)
+            for task in late:
+                closing[task].abort("closed locally")
+            await asyncio.gather(*late, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -110,11 +117,10 @@ class RemotingServer:
             conn.limit_frames(settings.unauthenticated_frame_size)
         self.connections.add(conn)
 
-    def _handshake_failed(self, exc: ssl.SSLError) -> None:
+    def _handshake_failed(self, reason: str) -> None:
         self.broker.stats.tls_handshake_failures += 1
-        reason = exc.reason or type(exc).__name__
         self._log.log(logging.WARNING, ("tls", reason), "a TLS handshake on the broker port failed: %s (%s)", reason,
-                      _HANDSHAKE_HINTS.get(reason, exc.strerror or str(exc)))
+                      _HANDSHAKE_HINTS.get(reason, "see the client's own error"))
 
     async def _sweep(self) -> None:
         """Close connections that never authenticated in time, and idle ones."""
@@ -125,13 +131,14 @@ class RemotingServer:
             now = loop.time()
             for conn in list(self.connections):
                 if not access.is_authenticated(conn) and now - conn.opened_at > settings.auth_timeout_s:
-                    await self._drop(conn, f"not authenticated within {settings.auth_timeout_s:g} s")
+                    self._drop(conn, f"not authenticated within {settings.auth_timeout_s:g} s")
                 elif now - conn.last_read > settings.idle_timeout_s and not conn.busy:
-                    await self._drop(conn, f"idle for {settings.idle_timeout_s:g} s")
+                    self._drop(conn, f"idle for {settings.idle_timeout_s:g} s")
 
-    async def _drop(self, conn: Connection, reason: str) -> None:
+    def _drop(self, conn: Connection, reason: str) -> None:
+        """Drop at once: waiting for a silent peer's TLS goodbye would hold up the sweep of every other."""
         log.info("closing connection %s: %s", conn.peer, reason)
-        await conn.close()
+        conn.abort(reason)
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)

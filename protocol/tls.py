@@ -30,21 +30,36 @@ def server_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLContex
     return context
 
 
-def report_handshake_failures(context: ssl.SSLContext, on_failure: Callable[[ssl.SSLError], None]) -> None:
-    """Call ``on_failure`` with the error of every handshake of ``context`` that fails (a client that does not
-    trust the certificate, one speaking plain TCP or HTTP): asyncio and uvloop close such a connection and
-    log it at DEBUG only. They make their TLS objects with ``context.wrap_bio``, which builds
-    ``context.sslobject_class``."""
+LEFT_DURING_HANDSHAKE = "LEFT_DURING_HANDSHAKE"  # the reason given for a client that hung up mid-handshake
+
+
+def report_handshake_failures(context: ssl.SSLContext, on_failure: Callable[[str], None]) -> None:
+    """Call ``on_failure(reason)`` for every handshake of ``context`` that fails: with the TLS error's reason (a
+    client's alert rejecting the certificate, plain TCP or HTTP on the TLS port), or ``LEFT_DURING_HANDSHAKE``
+    for a client that sent its hello and hung up or stalled before the handshake ended (what clients that
+    reject the certificate without an alert do, asyncio's among them). A connection that sends nothing at all
+    (a TCP probe) is no handshake. asyncio and uvloop close such connections and log them at DEBUG only; they
+    make their TLS objects with ``context.wrap_bio``, which builds ``context.sslobject_class``."""
 
     class _Reporting(ssl.SSLObject):
+        _calls = 0  # do_handshake calls: the first runs before the client sent anything
+        _ended = False  # completed, or its failure reported
+
         def do_handshake(self) -> None:
+            self._calls += 1
             try:
                 super().do_handshake()
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                raise  # the handshake goes on when more bytes come
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLSyscallError):
+                raise  # the handshake goes on when more bytes come (the loops retry a syscall error too)
             except ssl.SSLError as exc:
-                on_failure(exc)
+                self._ended = True
+                on_failure(exc.reason or type(exc).__name__)
                 raise
+            self._ended = True
+
+        def __del__(self) -> None:
+            if self._calls > 1 and not self._ended:
+                on_failure(LEFT_DURING_HANDSHAKE)
 
     context.sslobject_class = _Reporting
 

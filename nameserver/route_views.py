@@ -11,7 +11,6 @@ from graymq.nameserver.schemas import TopicRoute
 from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED
 
 MAX_AGE_S = 1.0
-STRIPES = 64  # computations of topics in different stripes run side by side
 # What a route depends on: the topic table, the brokers' registrations (routes, addresses), broker sets' leaders.
 ROUTE_KEYS = frozenset({TOPIC_TABLE_CHANGED, BROKER_REGISTERED})
 
@@ -23,14 +22,14 @@ class RouteViews:
     through NOTIFY from the others on PostgreSQL; None when changes may have been missed) drops every cached route
     when a key a route depends on is among them. A lease expiring is no change: ``max_age_s`` bounds how long an
     expired broker stays routed, as it bounds a notification that never arrived. One computation per topic runs at
-    a time (per stripe of topics); the requests arriving meanwhile are served its result. Thread-safe (sync
-    routes run in a thread pool).
+    a time; the requests arriving meanwhile are served its outcome. Thread-safe (sync routes run in a thread
+    pool).
     """
 
     def __init__(self, max_age_s: float = MAX_AGE_S) -> None:
         self.max_age_s = max_age_s
         self._routes: dict[str, tuple[float, TopicRoute]] = {}  # topic -> (when computed, monotonic; route)
-        self._computing = [threading.Lock() for _ in range(STRIPES)]
+        self._flights: dict[str, _Flight] = {}  # topic -> its computation in progress
         self._generation = 0  # counts the drops: a route computed across one is not kept
         self._lock = threading.Lock()
 
@@ -41,22 +40,33 @@ class RouteViews:
                 self._routes.clear()
 
     def get(self, topic: str, compute: Callable[[], TopicRoute]) -> TopicRoute:
-        """The cached route of ``topic``, else ``compute()``'s (whose errors propagate and are not cached)."""
+        """The cached route of ``topic``, else ``compute()``'s (whose errors propagate and are not cached). The
+        requests arriving while it runs share its outcome, an error too: a failing database costs one
+        computation's time per wave of requests, not one per request in turn."""
         route = self.cached(topic)
         if route is not None:
             return route
-        with self._computing[hash(topic) % STRIPES]:
-            route = self.cached(topic)
-            if route is not None:
-                return route
-            with self._lock:
-                generation = self._generation
+        with self._lock:
+            flight = self._flights.get(topic)
+            leads = flight is None
+            if flight is None:
+                flight = self._flights[topic] = _Flight(self._generation)
+        if not leads:
+            return flight.outcome()
+        try:
             started = time.monotonic()
-            route = compute()
+            flight.route = route = compute()
             with self._lock:
-                if generation == self._generation:
+                if flight.generation == self._generation:
                     self._routes[topic] = (started, route)
             return route
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                del self._flights[topic]
+            flight.done.set()
 
     def cached(self, topic: str) -> TopicRoute | None:
         """The route of ``topic`` if one is cached and young enough (never blocks)."""
@@ -64,3 +74,20 @@ class RouteViews:
         if entry is not None and time.monotonic() - entry[0] < self.max_age_s:
             return entry[1]
         return None
+
+
+class _Flight:
+    """One computation of a topic's route, and what the requests waiting for it get."""
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        self.done = threading.Event()
+        self.route: TopicRoute | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> TopicRoute:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.route is not None
+        return self.route

@@ -60,3 +60,43 @@ def test_a_failed_computation_is_not_cached() -> None:
     with pytest.raises(LookupError):
         views.get("T", failing)
     assert views.get("T", compute).queue_nums == 1
+
+
+def test_requests_arriving_during_a_failing_computation_share_its_error_instead_of_queueing() -> None:
+    """A database that fails after a while: the waiting requests get the first computation's error, they do not
+    each compute (and wait) in turn."""
+    import threading
+
+    views, release, arrived = RouteViews(max_age_s=3600), threading.Event(), threading.Semaphore(0)
+    computed = []
+
+    def failing() -> TopicRoute:
+        computed.append(1)
+        release.wait(10)
+        raise ConnectionError("database unreachable")
+
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        arrived.release()
+        try:
+            views.get("T", failing)
+        except ConnectionError as exc:
+            errors.append(exc)
+
+    leader = threading.Thread(target=ask)
+    leader.start()
+    arrived.acquire()
+    while not computed:
+        threading.Event().wait(0.001)
+    followers = [threading.Thread(target=ask) for _ in range(9)]
+    for thread in followers:
+        thread.start()
+    for _ in followers:
+        arrived.acquire()
+    threading.Event().wait(0.05)  # the followers reach the flight's wait
+    release.set()
+    for thread in (leader, *followers):
+        thread.join(10)
+    assert len(errors) == 10 and len(computed) == 1
+    assert views.get("T", Computations()).queue_nums == 1  # the error was not cached

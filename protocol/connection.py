@@ -238,7 +238,7 @@ class Connection:
                 self._on_frame(frame.serial_no, frame.payload)
         finally:
             self._receiving = False
-        self._flush_out()  # the answers to this read, in one write
+            self._flush_out()  # the answers to this read, in one write (those made before a failure too)
 
     def _protocol_error(self, exc: ProtocolError) -> str:
         log.warning("closing connection %s: %s", self.peer, exc.message)
@@ -348,6 +348,11 @@ class Connection:
         self._shutdown("closed locally")
         await self._protocol.closed
 
+    def abort(self, reason: str) -> None:
+        """Fail what is pending and drop the connection now: no flush, no TLS goodbye to wait for."""
+        self._shutdown(reason)
+        self._transport.abort()
+
 
 class _Expired(Exception):
     """A request's deadline passed (set on its future by the timer)."""
@@ -378,7 +383,11 @@ class FrameProtocol(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
         self._transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         if self._accept is not None:
-            self._accept(self._transport, self)
+            try:
+                self._accept(self._transport, self)
+            except Exception:  # no connection was made of it: nothing would ever read or close it
+                log.exception("accepting a connection from %s failed", transport.get_extra_info("peername"))
+                self._transport.abort()
     def attach(self, conn: Connection) -> None:
         self.conn = conn
         for data in self._early:

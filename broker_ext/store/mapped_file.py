@@ -92,8 +92,8 @@ class MappedFile:
 
     def release_pages(self) -> None:
         """Unmap the pages this process touched (``MADV_DONTNEED``): a shared file mapping loses nothing, pages
-        dirtied through it stay dirty in the page cache, and the next access maps them again from there. Never
-        on a read-only copy of a short file, whose mapping is anonymous memory (released, it would read zeros)."""
+        dirtied through it stay dirty in the page cache, and the next access maps them again from there. Only
+        for the file's own pages: a read-only copy of a short file is memory of ours, whose pages are the data."""
         if self.file_backed and not self.mm.closed:
             self.mm.madvise(mmap.MADV_DONTNEED)
 

@@ -68,8 +68,9 @@ def read_chunk(store: MessageStore, offset: int, max_bytes: int) -> Chunk:
             sealed = False
             break
         pos += record
-    commitlog.served(pos - start)
-    return Chunk(bytes(view[start:pos]), segment.end if sealed else segment.start + pos)
+    chunk = Chunk(bytes(view[start:pos]), segment.end if sealed else segment.start + pos)
+    commitlog.served(pos - start)  # after the copy: a release first would fault the chunk in again
+    return chunk
 
 
 def apply_chunk(store: MessageStore, offset: int, chunk: Chunk, segment_size: int) -> int:

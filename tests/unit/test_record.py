@@ -23,8 +23,8 @@ pytestmark = pytest.mark.unit
 text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=20)
 
 
-def sample(body: bytes = b"hello", **props: str) -> bytes:
-    properties = make_properties(tags="TagA", keys=["k1", "k2"], msg_id="m1", trace_id="t1", extra=props)
+def sample(body: bytes = b"hello", props: dict[str, str] | None = None) -> bytes:
+    properties = make_properties(tags="TagA", keys=["k1", "k2"], msg_id="m1", trace_id="t1", extra=props or {})
     return encode_record(
         topic=b"TOPIC_V_ORDER", body=body, properties=encode_properties(properties), queue_id=5,
         queue_offset=42, physical_offset=1000, sys_flag=SYS_FLAG_GRAY, born_timestamp=1, store_timestamp=2,
@@ -46,7 +46,7 @@ def test_record_round_trips_every_field():
 @given(body=st.binary(max_size=512), props=st.dictionaries(text.filter(bool), text, max_size=4))
 def test_records_round_trip_for_any_body_and_properties(body, props):
     props = {k: v for k, v in props.items() if k not in {"TAGS", "KEYS", "UNIQ_KEY", "TRACE_ID"}}
-    record = sample(body, **props)
+    record = sample(body, props)  # a dict: a property may be named like a parameter ("body")
     m = decode_record(record)
     assert m.body == body
     for k, v in props.items():

@@ -30,11 +30,12 @@ log = logging.getLogger(__name__)
 
 SWEEP_S = 1.0  # how often connections are checked against the deadlines
 CLOSE_GRACE_S = 5.0  # at shutdown, how long connections may take to close before they are dropped
+_UNTRUSTED = "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA"
 _HANDSHAKE_HINTS = {  # what an operator reads in the commonest reasons
     "WRONG_VERSION_NUMBER": "a client speaking plain TCP to the TLS port? it needs GRAYMQ_TLS=true",
     "HTTP_REQUEST": "an HTTP request to the TLS broker port",
-    "TLSV1_ALERT_UNKNOWN_CA": "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA",
-    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "a client that does not trust this broker's certificate: its GRAYMQ_TLS_CA",
+    "TLSV1_ALERT_UNKNOWN_CA": _UNTRUSTED,
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": _UNTRUSTED,
     LEFT_DURING_HANDSHAKE: "the client hung up or stalled before the handshake ended; one that does not trust this "
                            "broker's certificate does so: its GRAYMQ_TLS_CA",
 }

@@ -15,6 +15,7 @@ before its task yields); the frames written after it in that turn — the reques
 sending at once — and the responses to the requests of one read leave together, in one
 ``transport.write`` (one system call) per ``FLUSH_FRAMES`` frames and at the end of that turn or read,
 in the order they were written.
+
 While the bytes written wait in the transport's buffer above ``WRITE_HIGH_WATER``, reading pauses:
 the answers to what the peer sends would pile up otherwise.
 """

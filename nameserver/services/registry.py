@@ -47,13 +47,18 @@ class RegistryService:
         """
         now = utc_now()
         lease = self.settings.broker_lease_seconds
-        pending = self.deletions.after(report.deletions_applied)
-        deleted = {d.name for d in pending if d.kind == "topic"}
-        reported = [t for t in report.topics if t.topic not in deleted]
+        broker_id = None
         if self._routes_to(report):
+            # The upsert locks this broker's row first: a deletion (which locks every broker row) has then either
+            # committed, and is read below, or waits for this heartbeat. Read before the lock, a deletion committed
+            # in between went unseen and the broker's report re-created the deleted topic.
             broker_id = self.brokers.upsert(
                 report.broker_name, report.address, now, now + timedelta(seconds=lease)
             )
+        pending = self.deletions.after(report.deletions_applied)
+        deleted = {d.name for d in pending if d.kind == "topic"}
+        reported = [t for t in report.topics if t.topic not in deleted]
+        if broker_id is not None:
             self.brokers.replace_routes(broker_id, reported)
             if self.topics.add_missing(reported):
                 mark_changed(self.session, TOPIC_TABLE_CHANGED)

@@ -1,4 +1,5 @@
-"""Flag changes on one group are serialized by a row lock on the group (SELECT ... FOR UPDATE)."""
+"""Row locks serialize what must not interleave: flag changes on one group (a lock on the group's row), and a
+broker's registration against a topic deletion (locks on the broker rows)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, wait_until
+from nameserver_testkit import ADMIN_TOKENS, OPS, broker_heartbeat, client_heartbeat, wait_until
 
 from graymq.devkit.processes import GraymqProcess
 
@@ -76,3 +77,28 @@ def test_concurrent_flips_of_one_group_form_one_consistent_history(api: httpx.Cl
         previous = entry["after"]["explicit_gray"]["consumer"]
     (row,) = api.get("/v1/groups/busy_group/clients").json()["clients"]
     assert row["explicit_gray"] is previous
+
+
+def test_a_registration_that_waited_on_a_topic_deletion_does_not_recreate_the_topic(
+    api: httpx.Client, postgres: Any, db_url: str
+) -> None:
+    """A broker still reporting a topic while its deletion commits: the registration blocked on the broker rows
+    that the deletion locks must read the deletion after the lock, not before (it used to re-create the topic)."""
+    broker_heartbeat(api, "broker-a", ("%RETRY%GID_GONE", 2, 0))
+    assert "%RETRY%GID_GONE" in {t["topic"] for t in api.get("/v1/topics").json()}
+    dsn = postgres.dsn(db_url.rsplit("/", 1)[1])
+    result: dict[str, Any] = {}
+    with psycopg.connect(dsn) as deletion:  # what a topic deletion does, held open at its commit
+        deletion.execute("SELECT id FROM brokers ORDER BY id FOR UPDATE")
+        deletion.execute("DELETE FROM topics WHERE name = '%RETRY%GID_GONE'")
+        deletion.execute("DELETE FROM broker_topic_routes WHERE topic = '%RETRY%GID_GONE'")
+        deletion.execute("INSERT INTO deletions (kind, name, deleted_at) VALUES ('topic', '%RETRY%GID_GONE', now())")
+        registration = threading.Thread(
+            target=lambda: result.setdefault("answer", broker_heartbeat(api, "broker-a", ("%RETRY%GID_GONE", 2, 0)))
+        )
+        registration.start()
+        wait_until(lambda: waiting_on_a_lock(dsn), what="the registration blocking on the broker rows")
+        deletion.commit()
+    registration.join(30)
+    assert [d["name"] for d in result["answer"]["deletions"]] == ["%RETRY%GID_GONE"]
+    assert "%RETRY%GID_GONE" not in {t["topic"] for t in api.get("/v1/topics").json()}

@@ -63,7 +63,7 @@ async def _principals_and_topic(ns: NameServer) -> tuple[str, str]:
     admin = ns.admin()
     try:
         await admin.put_topic(TOPIC, QUEUES, 0)
-        broker = await admin.add_principal("bench-broker", [], [], admin=False, broker=True)
+        broker = await admin.add_principal("bench-broker", [], [], admin=False, broker=True, broker_names=["trust*"])
         client = await admin.add_principal("bench-client", PRODUCE_RIGHTS, CONSUME_RIGHTS, admin=False, broker=False)
     finally:
         await admin.close()

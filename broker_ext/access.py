@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from graymq.broker_ext.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.acl import Rights, group_of_topic
@@ -50,6 +51,7 @@ class AccessControl:
         self.dev_mode = dev_mode
         self.topics_from_nameserver = topics_from_nameserver
         self.throttle = FailedAuthThrottle(FAILED_AUTH_LIMIT, FAILED_AUTH_WINDOW_S)
+        self.refresh: PrincipalRefresh | None = None  # set while a name server can be asked
         self.refused = 0  # requests answered UNAUTHORIZED or FORBIDDEN
         self._log = ThrottledLog(log, 10.0)
         self._checks: dict[int, Check] = {
@@ -68,30 +70,41 @@ class AccessControl:
             pb.QUERY_MESSAGE_BY_KEY: self._read_topic,
             pb.VIEW_MESSAGE_BY_OFFSET: lambda p, r: self._admin(p, "read messages by commit log offset"),
             pb.UPDATE_TOPIC: self._update_topic,
-            pb.GET_GROUP_BACKLOG: lambda p, r: self._consume(p, r.consumer_group),
+            pb.GET_GROUP_BACKLOG: self._backlog,
             pb.CONSUMER_SEND_BACK: lambda p, r: self._consume(p, r.consumer_group),
             pb.UNLOCK_QUEUES: self._queue_leases,
-            pb.REPLICA_FETCH: lambda p, r: self._replicate(p),
+            pb.REPLICA_FETCH: self._replicate,
         }
 
     # -- authentication ------------------------------------------------------------------------
-    def authenticate(self, conn: Connection, req: pb.AuthenticateRequest) -> bytes:
-        """Bind the connection to the token's principal; a wrong token counts against the peer's address."""
+    async def authenticate(self, conn: Connection, req: pb.AuthenticateRequest) -> bytes:
+        """Bind the connection to the token's principal. A token the broker does not know makes it read the
+        principals again first (``refresh``: a principal added a moment ago works at once), unless the peer's
+        address failed with it lately (a peer retrying a stale token costs no reads); a wrong token then counts
+        against the address (once per window: see ``FailedAuthThrottle``)."""
         address = conn.peer.rpartition(":")[0]
         if (wait := self.throttle.retry_after(address)) is not None and not self.dev_mode:
             raise UnauthorizedError(f"too many failed authentications from {address}: retry in {wait} s")
         digest = token_digest(req.token)
         principal = self.principals.get(digest)
+        if (principal is None and not self.dev_mode and self.refresh is not None
+                and not self.throttle.failed_before(address, digest)):
+            await self.refresh()
+            principal = self.principals.get(digest)
         if principal is None:
             if self.dev_mode:
                 return response_envelope(pb.AUTHENTICATE, pb.AuthenticateResponse(principal=DEV_PRINCIPAL.name))
-            self.throttle.failed(address)
+            self.throttle.failed(address, digest)
             self.refused += 1
             self._log.log(logging.WARNING, ("auth", address), "refused a connection from %s: invalid token", conn.peer)
             known = "" if len(self.principals) else " (the broker has not learned any principal from a name server yet)"
             raise UnauthorizedError(f"invalid token{known}: send a principal's token (GRAYMQ_TOKEN)")
         conn.attributes[_DIGEST] = digest
         return response_envelope(pb.AUTHENTICATE, pb.AuthenticateResponse(principal=principal.name))
+
+    async def stop(self) -> None:
+        if self.refresh is not None:
+            await self.refresh.stop()
 
     def is_authenticated(self, conn: Connection) -> bool:
         return self.dev_mode or _DIGEST in conn.attributes
@@ -165,9 +178,10 @@ class AccessControl:
         if not p.rights.admin:
             _forbid(p, f"{action} (an admin right is needed)")
 
-    def _replicate(self, p: Principal) -> None:
-        if not (p.rights.broker or p.rights.admin):
-            _forbid(p, "copy this broker's log (a broker right is needed: another replica of its set)")
+    def _replicate(self, p: Principal, req: pb.ReplicaFetchRequest) -> None:
+        if not p.rights.may_act_as_broker(req.broker_name, req.replica_id):
+            _forbid(p, f"copy the log of broker {req.broker_name} as replica {req.replica_id} (a broker right "
+                       "covering that name and replica id is needed: another replica of its set)")
 
     def _update_topic(self, p: Principal, req: pb.UpdateTopicRequest) -> None:
         if self.topics_from_nameserver and not self.dev_mode:
@@ -205,6 +219,17 @@ class AccessControl:
         if owner is not None and owner != p.name and not p.rights.admin:
             _forbid(p, f"act as client {client_id} of group {group}: it belongs to principal {owner}")
 
+    def _backlog(self, p: Principal, req: pb.GroupBacklogRequest) -> None:
+        self._consume(p, req.consumer_group)
+        if req.topic and not _sees_backlog(p.rights, req.consumer_group, req.topic):
+            _forbid(p, f"see the backlog of topic {req.topic} in group {req.consumer_group}")
+
+    def backlog_topics(self, conn: Connection, req: pb.GroupBacklogRequest) -> Callable[[str], bool]:
+        """For GET_GROUP_BACKLOG: which of the group's topics the connection may see the backlog of (those it may
+        consume in the group or produce to; an admin every one)."""
+        rights = self.principal(conn).rights
+        return lambda topic: _sees_backlog(rights, req.consumer_group, topic)
+
     def send_back_topic_check(self, conn: Connection, group: str) -> Callable[[str], None]:
         """For CONSUMER_SEND_BACK: raises unless the connection may consume the stored message's topic."""
         principal = self.principal(conn)
@@ -219,3 +244,7 @@ def _own_group_topic(rights: Rights, topic: str) -> bool:
     """A consumer writes its own group's retry and dead-letter topics."""
     group = group_of_topic(topic)
     return group is not None and rights.may_consume(group)
+
+
+def _sees_backlog(rights: Rights, group: str, topic: str) -> bool:
+    return rights.may_consume_topic(group, topic) or rights.may_produce(topic)

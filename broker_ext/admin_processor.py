@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graymq.broker_ext.topic_config import TopicConfig
@@ -74,6 +75,7 @@ class AdminProcessor:
     def get_topic(self, req: pb.GetTopicRequest) -> bytes:
         return response_envelope(pb.GET_TOPIC, self.broker.topics.require(req.topic).to_pb())
 
-    def group_backlog(self, req: pb.GroupBacklogRequest) -> bytes:
-        queues = self.broker.group_backlog(req.consumer_group, req.topic or None)
+    def group_backlog(self, req: pb.GroupBacklogRequest, visible: Callable[[str], bool]) -> bytes:
+        """The group's backlog on the topics ``visible`` lets the caller see."""
+        queues = [q for q in self.broker.group_backlog(req.consumer_group, req.topic or None) if visible(q.topic)]
         return response_envelope(pb.GET_GROUP_BACKLOG, pb.GroupBacklogResponse(queues=queues))

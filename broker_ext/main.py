@@ -17,6 +17,7 @@ from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.metrics import MetricsServer
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
+from graymq.broker_ext.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.remoting_server import RemotingServer
 from graymq.broker_ext.replica_lease import ReplicaLease
 from graymq.broker_ext.store.fatal import StoreFatalError
@@ -59,6 +60,7 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         registry = NameServerRegistry(broker, settings.nameserver_urls, settings.register_interval_s)
         await registry.register_once()
         registry.start()
+        broker.access.refresh = PrincipalRefresh(registry.read_principals)
     if settings.replication is not None:
         lease = ReplicaLease(broker, settings.nameserver_urls)
         lease.start()
@@ -86,6 +88,7 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         if lease is not None:
             await lease.stop()
         if registry is not None:
+            await broker.access.stop()
             await registry.stop()
         await server.stop()
         if metrics is not None:

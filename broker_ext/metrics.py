@@ -142,6 +142,8 @@ def _replication_families(broker: BrokerController) -> list[Metric]:
                           role.epoch),
         GaugeMetricFamily("graymq_broker_replica_in_sync", "Replicas of the set in sync (as the name server "
                           "confirmed them).", len(role.in_sync)),
+        GaugeMetricFamily("graymq_broker_replica_out_of_sync", "Replicas of the set the name server lists as not in "
+                          "sync (sync sends are not waiting for them).", len(role.out_of_sync)),
         lag,
         CounterMetricFamily("graymq_broker_moved_aside_bytes", "Bytes this replica held past a new leader's log "
                             "when it was deposed, moved aside (STORE/moved-aside).", role.moved_aside_bytes),

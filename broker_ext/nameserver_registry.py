@@ -138,6 +138,15 @@ class NameServerRegistry:
                 principals_read = await self._read_principals(url)
         return self.broker.topics.version != before
 
+    async def read_principals(self) -> bool:
+        """Read the principals now (a connection presented a token the broker does not know): from the first name
+        server that answers, reachable ones first; whether one did."""
+        ordered = sorted(self.urls, key=lambda url: url in self._failing)
+        for url in ordered:
+            if await self._read_principals(url):
+                return True
+        return False
+
     async def _read_principals(self, url: str) -> bool:
         """Take the name server's principals (token digests and rights); whether that worked. A failure keeps
         the table the broker has, which it goes on enforcing."""

@@ -73,7 +73,9 @@ class PrincipalTable:
     def _replace(self, answer: dict[str, Any]) -> None:
         table = {}
         for raw in answer["principals"]:
+            # a name server from before broker names were bound lists none: its broker tokens acted as any broker
             rights = Rights.of(list(raw.get("produce", [])), list(raw.get("consume", [])),
-                               bool(raw.get("admin", False)), bool(raw.get("broker", False)))
+                               bool(raw.get("admin", False)), bool(raw.get("broker", False)),
+                               list(raw.get("broker_names", ["*"])))
             table[str(raw["token_sha256"])] = Principal(str(raw["name"]), rights)
         self.version, self._by_digest = str(answer.get("version", "")), table

@@ -70,7 +70,7 @@ class RemotingServer:
             pb.VIEW_MESSAGE_BY_OFFSET: lambda c, r: b.admin_processor.view_by_offset(r),
             pb.UPDATE_TOPIC: lambda c, r: b.admin_processor.update_topic(r),
             pb.GET_TOPIC: lambda c, r: b.admin_processor.get_topic(r),
-            pb.GET_GROUP_BACKLOG: lambda c, r: b.admin_processor.group_backlog(r),
+            pb.GET_GROUP_BACKLOG: lambda c, r: b.admin_processor.group_backlog(r, b.access.backlog_topics(c, r)),
             pb.LOCK_QUEUES: b.lock_processor.lock,
             pb.UNLOCK_QUEUES: lambda c, r: b.lock_processor.unlock(r),
             pb.CONSUMER_SEND_BACK: lambda c, r: b.send_back_processor.send_back(
@@ -149,6 +149,11 @@ class RemotingServer:
         if conn.close_reason.startswith("protocol error"):
             self.broker.stats.connections_rejected += 1
 
+    async def _authenticate(self, conn: Connection, request: pb.AuthenticateRequest) -> bytes:
+        answer = await self.broker.access.authenticate(conn, request)
+        conn.limit_frames(self.broker.settings.max_frame_size)
+        return answer
+
     def _handle(self, conn: Connection, envelope: pb.Envelope) -> HandlerResult:
         if self._stopping:
             raise ServiceNotAvailableError(f"broker {self.broker.name} is shutting down")
@@ -157,9 +162,7 @@ class RemotingServer:
         access = self.broker.access
         if route is None:
             if method == pb.AUTHENTICATE:
-                answer = access.authenticate(conn, parse_body(envelope, response=False))  # type: ignore[arg-type]
-                conn.limit_frames(self.broker.settings.max_frame_size)
-                return answer
+                return self._authenticate(conn, parse_body(envelope, response=False))  # type: ignore[arg-type]
             raise UnknownMethodError(f"the broker does not serve {method_name(method)}")
         request = parse_body(envelope, response=False)
         access.check(conn, method, request)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from graymq.broker_ext.replica_health import ReplicaHealth
 from graymq.broker_ext.store.replica_log import move_aside
 from graymq.protocol.supervisor import Supervisor
 from graymq.protocol.tls import https_verify
@@ -48,6 +49,7 @@ class ReplicaLease:
         self._task: asyncio.Task[None] | None = None
         self._failing = False
         self.interval_s = FIRST_INTERVAL_S
+        self._health = ReplicaHealth()
 
     def start(self) -> None:
         self._task = self._supervisor.spawn("replica-lease", self._run)
@@ -106,10 +108,12 @@ class ReplicaLease:
             if new_epoch or not was_leading:
                 await self._lead()
             broker.feed.in_sync_confirmed()
+            self._health.observe(role, answer)
             return
         if was_leading or new_epoch or role.leader_id != leader:
             await self._follow(epoch, leader, new_epoch)
         role.in_sync = frozenset(int(r) for r in answer.get("in_sync", ()))
+        self._health.observe(role, answer)
         if role.leader_address:
             broker.fetcher.follow(role.leader_address, epoch)
 

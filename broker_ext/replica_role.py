@@ -30,6 +30,7 @@ class ReplicaRole:
     leader_id: int | None = None
     leader_address: str = ""
     in_sync: frozenset[int] = frozenset()
+    out_of_sync: tuple[int, ...] = ()  # the set's replicas the name server last listed as not in sync
     epoch_start_offset: int = 0
     leading_since: float = field(default_factory=time.monotonic)
     moved_aside_bytes: int = 0  # what this replica held past new leaders' logs, moved aside

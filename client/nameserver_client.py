@@ -221,9 +221,13 @@ class NameServerClient:
         return list(await self.request("GET", f"/v1/groups/{group}/cutovers", params=params))
 
     async def add_principal(self, name: str, produce: list[str], consume: list[str], admin: bool,
-                            broker: bool) -> dict[str, Any]:
-        """Create a principal; the answer ``{"name", "token"}`` holds its token, shown this once."""
-        body = {"name": name, "produce": produce, "consume": consume, "admin": admin, "broker": broker}
+                            broker: bool, broker_names: list[str] | None = None) -> dict[str, Any]:
+        """Create a principal; the answer ``{"name", "token"}`` holds its token, shown this once. ``broker_names``
+        (with ``broker``): the broker names it may register as; ``None``: the name server's default (its own)."""
+        body: dict[str, Any] = {"name": name, "produce": produce, "consume": consume, "admin": admin,
+                                "broker": broker}
+        if broker_names is not None:
+            body["broker_names"] = broker_names
         return dict(await self.request("POST", "/v1/principals", json=body, admin=True))
 
     async def list_principals(self) -> list[dict[str, Any]]:

@@ -22,13 +22,15 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from graymq.nameserver.errors import Forbidden, TooManyFailures, Unauthorized
 from graymq.nameserver.repositories.principals import PrincipalRepository
 from graymq.nameserver.settings import DEV_TOKEN_NAME
-from graymq.protocol.acl import ALL_RIGHTS, Rights
+from graymq.protocol.acl import ALL_RIGHTS, ANY_BROKER, Rights
 from graymq.protocol.throttle import FailedAuthThrottle
 
 _bearer = HTTPBearer(auto_error=False, description="a principal's token (GRAYMQ_TOKEN, GRAYMQ_BROKER_TOKEN) "
                      "or an admin token from GRAYMQ_ADMIN_TOKENS")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
-BROKER_RIGHTS = Rights(broker=True)
+# A bootstrap broker token is the operator's own (GRAYMQ_BROKER_TOKENS, set where the brokers are deployed): any name
+BOOTSTRAP_BROKER_NAMES = ("*",)
+BROKER_RIGHTS = Rights(broker=True, brokers=ANY_BROKER)
 TOKEN_PREFIX = "gmq_"
 
 
@@ -76,7 +78,8 @@ def _principal(request: Request, token: str) -> Caller | None:
         found = PrincipalRepository(session).by_token_sha256(digest)
         if found is None or not hmac.compare_digest(found.token_sha256, digest):
             return None
-        return Caller(found.name, Rights.of(found.produce, found.consume, found.admin, found.broker))
+        return Caller(found.name, Rights.of(found.produce, found.consume, found.admin, found.broker,
+                                            found.broker_names))
 
 
 def authenticated(
@@ -95,7 +98,7 @@ def authenticated(
         return caller
     if dev_mode:
         return Caller(DEV_TOKEN_NAME, ALL_RIGHTS)
-    throttle.failed(address)
+    throttle.failed(address, token_sha256(credentials.credentials) if credentials else None)
     if credentials is None:
         raise Unauthorized(detail="missing bearer token: send Authorization: Bearer <token> "
                            "(GRAYMQ_TOKEN for clients, GRAYMQ_BROKER_TOKEN for brokers, GRAYMQ_ADMIN_TOKEN for "
@@ -135,6 +138,14 @@ def check_client(caller: Caller, group: str, role: str | None, topics: list[str]
         caller.require(rights.may_consume(group), f"consume group {group}")
         for topic in topics:
             caller.require(rights.may_consume_topic(group, topic), f"consume topic {topic} in group {group}")
+
+
+def check_broker(caller: Caller, broker_name: str, replica_id: int | None) -> None:
+    """403 unless ``caller`` may register as broker ``broker_name`` (replica ``replica_id``; ``None``: no replicas)."""
+    what = f"broker {broker_name}" if replica_id is None else f"replica {replica_id} of broker {broker_name}"
+    covered = ", ".join(b.name if b.replica == "*" else f"{b.name}:{b.replica}" for b in caller.rights.brokers)
+    caller.require(caller.rights.may_act_as_broker(broker_name, replica_id),
+                   f"register as {what} (its broker names: {covered or 'none'})")
 
 
 def check_route(caller: Caller, topic: str) -> None:

@@ -280,7 +280,8 @@ class AuditEntry(Base):
 class Principal(Base):
     """A caller of the name server (and, through it, of brokers): a token, kept as its SHA-256 only, and rights.
 
-    ``produce`` holds topic patterns; ``consume`` holds ``GROUP_PATTERN[:TOPIC_PATTERN]`` entries (see ``acl``).
+    ``produce`` holds topic patterns; ``consume`` holds ``GROUP_PATTERN[:TOPIC_PATTERN]`` entries, ``broker_names``
+    the brokers a broker principal may register as (``NAME_PATTERN[:REPLICA_ID_PATTERN]``; see ``acl``).
     """
 
     __tablename__ = "principals"
@@ -292,5 +293,6 @@ class Principal(Base):
     consume: Mapped[list[str]] = mapped_column(JsonType)
     admin: Mapped[bool] = mapped_column(Boolean)
     broker: Mapped[bool] = mapped_column(Boolean)
+    broker_names: Mapped[list[str]] = mapped_column(JsonType, default=list)  # NAME_PATTERN[:REPLICA_ID_PATTERN]
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)

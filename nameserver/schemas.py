@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Self
 from fastapi import Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
-from graymq.protocol.acl import PATTERN_RULE, check_consume_right, check_pattern
+from graymq.protocol.acl import PATTERN_RULE, check_broker_right, check_consume_right, check_pattern
 from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.membership import ClientStateName, OrphanPolicy, Role
 from graymq.protocol.names import (
@@ -494,6 +494,12 @@ ConsumePattern = Annotated[
 ]
 
 
+BrokerNamePattern = Annotated[
+    str, _rule(check_broker_right),
+    _documented(r"^[A-Za-z0-9%|_*?-]{1,127}(:[0-9*?]{1,10})?$", "NAME_PATTERN or NAME_PATTERN:REPLICA_ID_PATTERN"),
+]
+
+
 class PrincipalCreate(BaseModel):
     """A new principal; patterns are globs (``*`` any run, ``?`` one character)."""
 
@@ -502,6 +508,18 @@ class PrincipalCreate(BaseModel):
     consume: list[ConsumePattern] = Field(default_factory=list, max_length=100)
     admin: bool = False
     broker: bool = False
+    broker_names: list[BrokerNamePattern] | None = Field(
+        default=None, max_length=100,
+        description="with broker: the broker names (and replica ids) it may register as; absent: the broker named "
+                    "like the principal, any replica id (\"*\": any broker)")
+
+    @model_validator(mode="after")
+    def _bind_broker_names(self) -> PrincipalCreate:
+        if self.broker_names and not self.broker:
+            raise ValueError("broker_names need the broker right (broker: true)")
+        if self.broker and self.broker_names is None:
+            self.broker_names = [self.name]
+        return self
 
 
 class PrincipalView(BaseModel):
@@ -510,6 +528,8 @@ class PrincipalView(BaseModel):
     consume: list[str]
     admin: bool
     broker: bool
+    broker_names: list[str] = Field(description="the broker names (NAME_PATTERN[:REPLICA_ID_PATTERN]) it may "
+                                    "register as")
     created_at: datetime
     updated_at: datetime
 
@@ -523,11 +543,12 @@ class PrincipalDigest(BaseModel):
     consume: list[str]
     admin: bool
     broker: bool
+    broker_names: list[str]
 
 
 class PrincipalDigests(BaseModel):
     version: str = Field(description="changes whenever a principal is added, removed, rotated or changed, or the "
-                         "bootstrap admin tokens change")
+                         "bootstrap admin or broker tokens change")
     principals: list[PrincipalDigest]
 
 

@@ -4,7 +4,8 @@ A pattern is a glob over names, matched case-sensitively: ``*`` stands for any r
 (also none), ``?`` for one; every other character stands for itself and must be allowed in a name
 (``a-z A-Z 0-9 % - _ |``). ``ORDER_*`` covers ``ORDER_PAID`` and ``ORDER_``; ``*`` covers every name.
 A consume right is ``GROUP_PATTERN`` (any topic) or ``GROUP_PATTERN:TOPIC_PATTERN``. An admin holds
-every right; a broker may register and read the topic table, nothing else.
+every right; a broker may register and read the topic table, nothing else, and only as the broker names its
+broker rights cover: ``NAME_PATTERN`` (any replica id) or ``NAME_PATTERN:REPLICA_ID_PATTERN`` (``broker-b:1``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,42 @@ def check_consume_right(right: str) -> str | None:
     return check_pattern(group) or (check_pattern(topic) if ":" in right else None)
 
 
+def check_broker_right(right: str) -> str | None:
+    """Why ``right`` (``NAME_PATTERN`` or ``NAME_PATTERN:REPLICA_ID_PATTERN``) is not valid, or ``None``.
+
+    >>> check_broker_right("broker-b:1") is None, check_broker_right("broker-*") is None
+    (True, True)
+    >>> check_broker_right("broker-b:x")
+    "invalid replica id pattern 'x' in 'broker-b:x': digits and the wildcards * ? only"
+    """
+    name, sep, replica = right.partition(":")
+    if problem := check_pattern(name):
+        return problem
+    if sep and (not replica or set(replica) - set("0123456789*?")):
+        return f"invalid replica id pattern {replica!r} in {right!r}: digits and the wildcards * ? only"
+    return None
+
+
+@dataclass(frozen=True)
+class BrokerRight:
+    name: str
+    replica: str = "*"
+
+    @classmethod
+    def parse(cls, right: str) -> BrokerRight:
+        name, sep, replica = right.partition(":")
+        return cls(name, replica if sep else "*")
+
+    def covers(self, broker_name: str, replica_id: int | None) -> bool:
+        """A registration without a replica id (a broker of one) needs a right on every replica id."""
+        if not fnmatchcase(broker_name, self.name):
+            return False
+        return self.replica == "*" if replica_id is None else fnmatchcase(str(replica_id), self.replica)
+
+
+ANY_BROKER = (BrokerRight("*"),)
+
+
 @dataclass(frozen=True)
 class ConsumeRight:
     group: str
@@ -70,11 +107,24 @@ class Rights:
     consume: tuple[ConsumeRight, ...] = field(default=())
     admin: bool = False
     broker: bool = False
+    brokers: tuple[BrokerRight, ...] = field(default=())  # with ``broker``: the broker names it may act as
 
     @classmethod
-    def of(cls, produce: list[str], consume: list[str], admin: bool, broker: bool) -> Rights:
-        """Rights from their stored form (consume rights as ``GROUP_PATTERN[:TOPIC_PATTERN]`` strings)."""
-        return cls(tuple(produce), tuple(ConsumeRight.parse(c) for c in consume), admin, broker)
+    def of(cls, produce: list[str], consume: list[str], admin: bool, broker: bool,
+           broker_names: list[str] | tuple[str, ...] = ()) -> Rights:
+        """Rights from their stored form (consume rights as ``GROUP_PATTERN[:TOPIC_PATTERN]`` strings, broker
+        rights as ``NAME_PATTERN[:REPLICA_ID_PATTERN]``)."""
+        return cls(tuple(produce), tuple(ConsumeRight.parse(c) for c in consume), admin, broker,
+                   tuple(BrokerRight.parse(b) for b in broker_names))
+
+    def may_act_as_broker(self, broker_name: str, replica_id: int | None = None) -> bool:
+        """Register as, or copy the log of, broker ``broker_name`` (replica ``replica_id``; ``None``: no replicas).
+
+        >>> r = Rights.of([], [], False, True, ["broker-b:1"])
+        >>> r.may_act_as_broker("broker-b", 1), r.may_act_as_broker("broker-b", 0), r.may_act_as_broker("broker-b")
+        (True, False, False)
+        """
+        return self.admin or (self.broker and any(b.covers(broker_name, replica_id) for b in self.brokers))
 
     def may_produce(self, topic: str) -> bool:
         return self.admin or any(fnmatchcase(topic, p) for p in self.produce)
@@ -115,4 +165,4 @@ def group_of_topic(topic: str) -> str | None:
     return None
 
 
-ALL_RIGHTS = Rights(admin=True, broker=True)
+ALL_RIGHTS = Rights(admin=True, broker=True, brokers=ANY_BROKER)

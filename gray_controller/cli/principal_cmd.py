@@ -24,7 +24,12 @@ def register(subparsers: Any) -> None:
     add.add_argument("--consume", action="append", default=[], metavar="GROUP_PATTERN[:TOPIC_PATTERN]",
                      help="may consume as matching groups, on matching topics (default: any topic; repeatable)")
     add.add_argument("--admin", action="store_true", help="every right, including these commands")
-    add.add_argument("--broker", action="store_true", help="may register brokers (GRAYMQ_BROKER_TOKEN)")
+    add.add_argument("--broker", action="store_true",
+                     help="may register brokers (GRAYMQ_BROKER_TOKEN): the broker named like the principal, unless "
+                          "--broker-name says which")
+    add.add_argument("--broker-name", action="append", default=None, metavar="NAME_PATTERN[:REPLICA_ID_PATTERN]",
+                     help="with --broker: may register as matching broker names (and replica ids; default any), e.g. "
+                          "broker-b or broker-b:1 or 'broker-*' (repeatable)")
     add.add_argument("--json", action="store_true", help='print {"name": ..., "token": ...}')
     listing = sub.add_parser("list", help="every principal and its rights (never a token)")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -39,12 +44,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graymq.protocol.acl import check_consume_right, check_pattern
+    from graymq.protocol.acl import check_broker_right, check_consume_right, check_pattern
     from graymq.protocol.names import check_principal_name
 
     problems = [check_principal_name(args.name)] if hasattr(args, "name") else []
     problems += [check_pattern(p) for p in getattr(args, "produce", [])]
     problems += [check_consume_right(c) for c in getattr(args, "consume", [])]
+    problems += [check_broker_right(b) for b in getattr(args, "broker_name", None) or []]
+    if getattr(args, "broker_name", None) and not args.broker:
+        problems.append("--broker-name needs --broker")
     if problem := next(filter(None, problems), None):
         raise ConfigError(problem)
     return run_with_nameserver(args, _run)
@@ -65,7 +73,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     command = args.principal_command
     try:
         if command == "add":
-            answer = await ns.add_principal(args.name, args.produce, args.consume, args.admin, args.broker)
+            answer = await ns.add_principal(args.name, args.produce, args.consume, args.admin, args.broker,
+                                            args.broker_name)
             _print_token(answer, args.json, "added")
         elif command == "rotate":
             _print_token(await ns.rotate_principal(args.name), args.json, "rotated the token of")
@@ -86,5 +95,6 @@ def _list(principals: list[dict[str, Any]], as_json: bool) -> None:
         print_json(principals)
         return
     rows = [[p["name"], ",".join(p["produce"]) or "-", ",".join(p["consume"]) or "-",
-             "yes" if p["admin"] else "no", "yes" if p["broker"] else "no"] for p in principals]
-    print(table(rows, ["principal", "produce", "consume", "admin", "broker"]))
+             "yes" if p["admin"] else "no", "yes" if p["broker"] else "no", ",".join(p.get("broker_names", [])) or "-"]
+            for p in principals]
+    print(table(rows, ["principal", "produce", "consume", "admin", "broker", "broker names"]))

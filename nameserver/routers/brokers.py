@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from graymq.nameserver.auth import BrokerCaller
+from graymq.nameserver.auth import BrokerCaller, check_broker
 from graymq.nameserver.deps import Registry, ReplicaSets
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
@@ -25,17 +25,22 @@ router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 
 
 @router.post("/heartbeat")
-def broker_heartbeat(body: BrokerHeartbeat, _caller: BrokerCaller, registry: Registry) -> BrokerHeartbeatResponse:
-    """Register or renew a broker with its topics; answers with every configured topic and the deletions the
-    broker has not applied yet."""
-    return registry.heartbeat(body)
+def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Registry) -> BrokerHeartbeatResponse:
+    """Register or renew a broker with its topics (403 for a broker name, or replica id, the caller's broker right
+    does not cover); answers with every configured topic and the deletions the broker has not applied yet. Topics
+    the broker reports that are not configured are recorded only for an admin caller (or in dev mode); a broker
+    token gets routes for configured topics and its groups' retry and dead-letter topics."""
+    check_broker(caller, body.broker_name, body.replica_id)
+    return registry.heartbeat(body, may_create_topics=caller.rights.admin)
 
 
 @router.post("/replicas/heartbeat")
-def replica_heartbeat(body: ReplicaHeartbeat, _caller: BrokerCaller, sets: ReplicaSets) -> ReplicaSetView:
-    """A replica of a broker set reports itself (epoch, log end; the leader its in-sync proposal); answers who
+def replica_heartbeat(body: ReplicaHeartbeat, caller: BrokerCaller, sets: ReplicaSets) -> ReplicaSetView:
+    """A replica of a broker set reports itself (epoch, log end; the leader its in-sync proposal; 403 for a broker
+    name or replica id the caller's broker right does not cover); answers who
     leads the set under which epoch, from which offset, and who is in sync. Renews the leader's lease; elects an
     in-sync follower once it expired (see the replica-set rules in the README's Replication section)."""
+    check_broker(caller, body.broker_name, body.replica_id)
     return sets.heartbeat(body)
 
 

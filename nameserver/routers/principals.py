@@ -26,9 +26,10 @@ def list_principals(_actor: AdminActor, principals: Principals) -> list[Principa
 @router.get("/digests")
 def principal_digests(_caller: BrokerCaller, principals: Principals, settings: SettingsDep) -> PrincipalDigests:
     """For brokers (broker right): every principal's token SHA-256 and rights, then the bootstrap admin tokens
-    (``GRAYMQ_ADMIN_TOKENS``) as admins, and a ``version`` that changes with them, so a broker can check tokens
-    itself and keep doing so while the name server is down."""
-    return principals.digests(settings.admin_tokens)
+    (``GRAYMQ_ADMIN_TOKENS``) as admins and the bootstrap broker tokens (``GRAYMQ_BROKER_TOKENS``) as brokers, and
+    a ``version`` that changes with them, so a broker can check tokens itself and keep doing so while the name
+    server is down."""
+    return principals.digests(settings.admin_tokens, settings.broker_tokens)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from sqlalchemy.orm import Session
 
-from graymq.nameserver.auth import new_token, token_sha256
+from graymq.nameserver.auth import BOOTSTRAP_BROKER_NAMES, new_token, token_sha256
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.errors import Conflict, NotFound
 from graymq.nameserver.models import Principal
@@ -25,12 +25,13 @@ from graymq.nameserver.settings import DEV_TOKEN
 
 def principal_view(principal: Principal) -> PrincipalView:
     return PrincipalView(name=principal.name, produce=principal.produce, consume=principal.consume,
-                         admin=principal.admin, broker=principal.broker, created_at=principal.created_at,
+                         admin=principal.admin, broker=principal.broker, broker_names=principal.broker_names,
+                         created_at=principal.created_at,
                          updated_at=principal.updated_at)
 
 
 def _rights(principal: Principal) -> dict[str, object]:
-    return principal_view(principal).model_dump(include={"produce", "consume", "admin", "broker"})
+    return principal_view(principal).model_dump(include={"produce", "consume", "admin", "broker", "broker_names"})
 
 
 class PrincipalService:
@@ -42,22 +43,29 @@ class PrincipalService:
     def all(self) -> list[PrincipalView]:
         return [principal_view(p) for p in self.principals.all()]
 
-    def digests(self, admin_tokens: Mapping[str, str]) -> PrincipalDigests:
+    def digests(self, admin_tokens: Mapping[str, str], broker_tokens: Mapping[str, str]) -> PrincipalDigests:
         """Every principal's token digest and rights, for brokers to cache and enforce on their own.
 
         The bootstrap admin tokens (``admin_tokens``, name → secret) follow as admins, so a broker accepts
-        the admins the name server accepts; never the built-in dev token. ``version`` hashes the whole list:
-        it changes with any principal and with the admin tokens.
+        the admins the name server accepts; never the built-in dev token. The bootstrap broker tokens
+        (``broker_tokens``) follow with the broker right for any broker name, so the replicas of a set
+        deployed with one of them authenticate to their leader. ``version`` hashes the whole list: it
+        changes with any principal and with the bootstrap tokens.
         """
         principals = [
             PrincipalDigest(name=p.name, token_sha256=p.token_sha256, produce=p.produce, consume=p.consume,
-                            admin=p.admin, broker=p.broker)
+                            admin=p.admin, broker=p.broker, broker_names=p.broker_names)
             for p in self.principals.all()
         ]
         principals += [
             PrincipalDigest(name=name, token_sha256=token_sha256(secret), produce=[], consume=[], admin=True,
-                            broker=False)
+                            broker=False, broker_names=[])
             for name, secret in sorted(admin_tokens.items()) if secret != DEV_TOKEN
+        ]
+        principals += [
+            PrincipalDigest(name=name, token_sha256=token_sha256(secret), produce=[], consume=[], admin=False,
+                            broker=True, broker_names=list(BOOTSTRAP_BROKER_NAMES))
+            for name, secret in sorted(broker_tokens.items()) if secret != DEV_TOKEN
         ]
         content = "\n".join(p.model_dump_json() for p in principals)
         return PrincipalDigests(version=hashlib.sha256(content.encode()).hexdigest()[:16], principals=principals)
@@ -68,7 +76,8 @@ class PrincipalService:
             raise Conflict(f"principal {body.name} already exists: remove it, or rotate its token")
         token, now = new_token(), utc_now()
         principal = Principal(name=body.name, token_sha256=token_sha256(token), produce=body.produce,
-                              consume=body.consume, admin=body.admin, broker=body.broker, created_at=now,
+                              consume=body.consume, admin=body.admin, broker=body.broker,
+                              broker_names=body.broker_names or [], created_at=now,
                               updated_at=now)
         self.principals.add(principal)
         self.audit.record(actor=actor, object_type="principal", object_id=body.name, action="add",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -28,6 +29,12 @@ from graymq.nameserver.services.replica_sets import ReplicaSetService
 from graymq.nameserver.services.views import topic_config
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED, mark_changed
+from graymq.protocol.acl import group_of_topic
+from graymq.protocol.retry import ThrottledLog
+
+log = logging.getLogger(__name__)
+_log = ThrottledLog(log, 60.0)
+LOGGED_TOPICS = 5
 
 
 class RegistryService:
@@ -38,12 +45,14 @@ class RegistryService:
         self.topics = TopicRepository(session)
         self.deletions = DeletionRepository(session)
 
-    def heartbeat(self, report: BrokerHeartbeat) -> BrokerHeartbeatResponse:
+    def heartbeat(self, report: BrokerHeartbeat, *, may_create_topics: bool = True) -> BrokerHeartbeatResponse:
         """Renew the broker's lease, replace its routes, and hand back every configured topic and the deletions
         it has not applied yet.
 
         A topic the broker reports that is not configured yet is recorded with the broker's layout, unless
-        it is one of those deletions (the broker still has it because it has not applied the deletion).
+        it is one of those deletions (the broker still has it because it has not applied the deletion). Without
+        ``may_create_topics`` (a broker token: topics are created by admins) only the retry and dead-letter topics
+        brokers make for their groups are; another unconfigured topic gets no route (logged).
         """
         now = utc_now()
         lease = self.settings.broker_lease_seconds
@@ -58,6 +67,8 @@ class RegistryService:
         pending = self.deletions.after(report.deletions_applied)
         deleted = {d.name for d in pending if d.kind == "topic"}
         reported = [t for t in report.topics if t.topic not in deleted]
+        if not may_create_topics:
+            reported = self._configured_or_own(report.broker_name, reported)
         if broker_id is not None:
             self.brokers.replace_routes(broker_id, reported)
             if self.topics.add_missing(reported):
@@ -73,6 +84,18 @@ class RegistryService:
             deletions=[DeletionView(id=d.id, kind=d.kind, name=d.name) for d in pending],  # type: ignore[arg-type]
             last_deletion_id=last_deletion_id,
         )
+
+    def _configured_or_own(self, broker_name: str, reported: list[TopicConfig]) -> list[TopicConfig]:
+        """The reported topics that are configured, or a group's retry or dead-letter topic."""
+        configured = {t.name for t in self.topics.by_names([t.topic for t in reported])} if reported else set()
+        kept = [t for t in reported if t.topic in configured or group_of_topic(t.topic) is not None]
+        if len(kept) < len(reported):
+            unknown = sorted({t.topic for t in reported} - {t.topic for t in kept})
+            _log.log(logging.WARNING, (broker_name, tuple(unknown[:LOGGED_TOPICS])),
+                     "broker %s reports %d topics not created in the name server (%s): not routed; topics are "
+                     "created by admins (graymq topic create)", broker_name, len(unknown),
+                     ", ".join(unknown[:LOGGED_TOPICS]))
+        return kept
 
     def _routes_to(self, report: BrokerHeartbeat) -> bool:
         """Whether the reporting broker is where its name's route points: a broker without replicas always, a

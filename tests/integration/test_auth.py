@@ -185,3 +185,47 @@ def test_brokers_read_the_principals_token_digests_and_rights_and_a_version_that
         assert cli(ns_url, "principal", "rotate", "app-a").returncode == 0
         second = http.get("/v1/principals/digests", headers=bearer(broker)).json()
     assert second["version"] != first.json()["version"]
+
+
+def test_a_broker_token_registers_only_the_broker_names_it_is_bound_to_and_creates_no_topic(ns_url: str) -> None:
+    broker_a = add_principal(ns_url, "broker-a", "--broker")  # no --broker-name: the broker named like it
+    fleet = add_principal(ns_url, "fleet", "--broker", "--broker-name", "edge-*", "--broker-name", "rs:1")
+    listing = {p["name"]: p for p in json.loads(cli(ns_url, "principal", "list", "--json").stdout)}
+    assert (listing["broker-a"]["broker_names"], listing["fleet"]["broker_names"]) == (["broker-a"], ["edge-*", "rs:1"])
+    bad = cli(ns_url, "principal", "add", "app-x", "--broker-name", "edge-*")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["graymq principal: --broker-name needs --broker"]
+
+    def beat(token: str, name: str, address: str = "10.0.0.1:10911", **extra: object) -> httpx.Response:
+        body = {"broker_name": name, "address": address, **extra}
+        return http.post("/v1/brokers/heartbeat", json=body, headers=bearer(token))
+
+    def replica(token: str, name: str, replica_id: int) -> httpx.Response:
+        body = {"broker_name": name, "replica_id": replica_id, "address": f"10.0.1.{replica_id}:10911",
+                "replication": "sync", "epoch": 0, "log_end_offset": 0}
+        return http.post("/v1/brokers/replicas/heartbeat", json=body, headers=bearer(token))
+
+    with httpx.Client(base_url=ns_url, timeout=30) as http:
+        assert beat(broker_a, "broker-a").status_code == 200
+        moved = beat(fleet, "broker-a", "6.6.6.6:10911")  # another broker's token cannot move broker-a's route
+        assert (moved.status_code, moved.json()["detail"]) == (
+            403, "principal fleet may not register as broker broker-a (its broker names: edge-*, rs:1)")
+        assert beat(broker_a, "evil-b").status_code == 403
+        assert beat(fleet, "edge-1", "10.0.0.2:10911").status_code == 200
+        # replica ids: rs:1 covers replica 1 of rs only, neither replica 0 nor rs registered without replicas
+        assert replica(fleet, "rs", 1).status_code == 200
+        assert replica(fleet, "rs", 0).status_code == 403
+        assert beat(fleet, "rs").status_code == 403
+        assert replica(broker_a, "evil-b", 0).status_code == 403  # no leader recorded for a name it does not own
+        brokers = {b["broker_name"]: b for b in http.get("/v1/brokers", headers=bearer(ADMIN)).json()}
+        assert brokers["broker-a"]["address"] == "10.0.0.1:10911" and "evil-b" not in brokers
+
+        # a broker token reports topics: a group's retry topic is recorded, another unconfigured topic is not routed
+        topics = [{"topic": "INVENTED", "queue_nums": 4}, {"topic": "%RETRY%billing", "queue_nums": 1}]
+        assert beat(broker_a, "broker-a", topics=topics).status_code == 200
+        assert [t["topic"] for t in http.get("/v1/topics", headers=bearer(ADMIN)).json()] == ["%RETRY%billing"]
+        assert http.get("/v1/topics/INVENTED/route", headers=bearer(ADMIN)).status_code == 404
+        assert http.get("/v1/topics/%25RETRY%25billing/route", headers=bearer(ADMIN)).status_code == 200
+        # an admin's report still records what it reports (the dev-mode path)
+        assert beat(ADMIN, "broker-a", topics=topics).status_code == 200
+        assert {t["topic"] for t in http.get("/v1/topics", headers=bearer(ADMIN)).json()} == {
+            "INVENTED", "%RETRY%billing"}

@@ -154,6 +154,34 @@ def test_a_client_id_is_used_only_by_the_principal_that_registered_it(secure: di
     as_principal(secure["billing"], hold_c1_then_spoof)
 
 
+def test_a_group_backlog_answers_only_the_topics_the_caller_may_use_and_a_log_is_copied_only_by_its_broker(
+    secure: dict[str, str],
+) -> None:
+    address, ns_url = secure["address"], secure["ns_url"]
+    assert cli(ns_url, "topic", "create", "SALARY", "--queues", "1").returncode == 0
+    wait_for(lambda: as_principal(ADMIN, lambda c: c.max_offset(address, "SALARY", 0)) == 0, 20, "SALARY served")
+    as_principal(ADMIN, lambda c: send(c, address, "SALARY", 0, b"secret"))
+    # billing2 consumes group billing on any topic; billing only on ORDER_*
+    as_principal(secure["billing2"], lambda c: c.update_offset(address, "billing", "SALARY", 0, 1))
+    as_principal(secure["billing2"], lambda c: c.update_offset(address, "billing", "ORDER_PAID", 0, 0))
+
+    def topics(token: str) -> set[str]:
+        return {q.topic for q in as_principal(token, lambda c: c.group_backlog(address, "billing"))}
+
+    assert topics(secure["billing2"]) == topics(ADMIN) == {"ORDER_PAID", "SALARY"}
+    assert topics(secure["billing"]) == {"ORDER_PAID"}
+    hidden = refused(secure["billing"], lambda c: c.group_backlog(address, "billing", "SALARY"))
+    assert (hidden.code, hidden.message) == (pb.FORBIDDEN, "principal billing may not see the backlog of topic "
+                                                           "SALARY in group billing")
+
+    # a broker token copies the log of the broker names it covers only (broker-x: its own name)
+    other_broker = add_principal(ns_url, "broker-x", "--broker")
+    fetch = pb.ReplicaFetchRequest(broker_name="broker-a", replica_id=1, epoch=1, offset=0, max_bytes=1024)
+    copied = refused(other_broker, lambda c: c.call(address, pb.REPLICA_FETCH, fetch, pb.ReplicaFetchResponse))
+    assert copied.code == pb.FORBIDDEN and copied.message.startswith(
+        "principal broker-x may not copy the log of broker broker-a as replica 1")
+
+
 def test_a_broker_enforces_the_principals_it_learned_while_the_name_server_is_down(
     graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path
 ) -> None:
@@ -197,7 +225,56 @@ def test_a_bootstrap_broker_token_registers_a_broker_and_grants_nothing_else(
     assert as_principal(orders, lambda c: send(c, broker.address, "ORDER_PAID", 0, b"m")).status == pb.SEND_OK
     denied = cli(ns_url, "principal", "list", admin=bootstrap)
     assert denied.returncode != 0 and "FORBIDDEN" in denied.stderr  # the broker right administers nothing
-    assert refused(bootstrap, lambda c: send(c, broker.address, "ORDER_PAID", 0, b"m")).code == pb.UNAUTHORIZED
+    # brokers know it (the replicas of a set authenticate to their leader with it), and it sends nothing
+    forbidden = refused(bootstrap, lambda c: send(c, broker.address, "ORDER_PAID", 0, b"m"))
+    assert (forbidden.code, forbidden.message) == (pb.FORBIDDEN,
+                                                   "principal brokers may not produce to topic ORDER_PAID")
+
+
+def _digest_reads(ns_url: str) -> float:
+    """How many times brokers read the principals from the name server (``GET /v1/principals/digests``)."""
+    metrics = scrape(f"{ns_url}/metrics")
+    return metrics.value("graymq_nameserver_http_requests_total", method="GET", route="/v1/principals/digests",
+                         status="200") or 0
+
+
+def test_a_new_principal_works_on_the_broker_at_once_and_bad_tokens_cost_bounded_reads_and_lock_out_no_neighbour(
+    graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path
+) -> None:
+    ns_url = start_secure_nameserver(graymq_process, fresh_pg_url)
+    broker_token = add_principal(ns_url, "broker-a", "--broker")
+    # registration rounds a minute apart: only an unknown token makes the broker read the principals meanwhile
+    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "b",
+                                 GRAYMQ_BROKER_REGISTER_INTERVAL_S="60")
+    address = broker.address
+    assert cli(ns_url, "topic", "create", "ORDER_PAID", "--queues", "2").returncode == 0
+    orders = add_principal(ns_url, "orders", "--produce", "ORDER_*")
+    assert as_principal(orders, lambda c: send(c, address, "ORDER_PAID", 0, b"m")).status == pb.SEND_OK
+
+    # a flood of 15 unknown tokens at once: refused, for one or two reads of the principals, not fifteen
+    before = _digest_reads(ns_url)
+
+    async def flood(_: BrokerClient) -> list[BaseException | object]:
+        clients = [BrokerClient(token=f"gmq_guess-{i}", tls=False) for i in range(15)]
+        try:
+            return await asyncio.gather(*(c.max_offset(address, "ORDER_PAID", 0) for c in clients),
+                                        return_exceptions=True)
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+    outcomes = as_principal("", flood)
+    assert all(isinstance(o, UnauthorizedError) and "invalid token" in str(o) for o in outcomes), outcomes
+    assert 1 <= _digest_reads(ns_url) - before <= 2
+
+    # a peer retrying its one stale token (a misconfigured replica, say) does not lock out its address ...
+    for _ in range(30):
+        assert "invalid token" in refused("gmq_stale", lambda c: c.max_offset(address, "ORDER_PAID", 0)).message
+    assert as_principal(orders, lambda c: c.max_offset(address, "ORDER_PAID", 0)) == 1
+    # ... while guessing, a new token each time, does once 20 failed in the window (16 so far: the stale one once)
+    for i in range(4):
+        refused(f"gmq_more-{i}", lambda c: c.max_offset(address, "ORDER_PAID", 0))
+    locked = refused(orders, lambda c: c.max_offset(address, "ORDER_PAID", 0))
+    assert "too many failed authentications" in locked.message
 
 
 def _learned(address: str, token: str) -> bool:

@@ -86,10 +86,16 @@ class ClientService:
         The group is created on first contact with ``GRAYMQ_DEFAULT_GRAY_SWITCH``. The reported
         ``gray``/``state`` are stored as given: a client is flipped only by itself (after draining).
         The first heartbeat binds the client to the caller; 403 for a live client another principal
-        registered (``ClientBinding``).
+        registered (``ClientBinding``), in any role: a client id live as another principal's consumer is not
+        this caller's to use as a producer or spark job either.
         """
         group = self.groups.ensure(report.group, self.settings.default_gray_switch)
-        client = self.clients.upsert(group.id, report, utc_now(), self._binding(caller))
+        binding = self._binding(caller)
+        if binding.enforce:
+            for other in self.clients.of_client(group.id, report.client_id):
+                if other.role != report.role and not binding.allows(other):
+                    raise self._taken(caller, group.name, other)
+        client = self.clients.upsert(group.id, report, utc_now(), binding)
         if client is None:
             [taken] = [c for c in self.clients.of_client(group.id, report.client_id) if c.role == report.role]
             raise self._taken(caller, group.name, taken)

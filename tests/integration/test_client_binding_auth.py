@@ -46,6 +46,25 @@ def test_a_principal_cannot_spoof_or_unregister_a_client_another_principal_regis
         assert http.post("/v1/clients/heartbeat", json=gray, headers=bearer(app_a)).status_code == 403
 
 
+def test_a_live_client_id_belongs_to_its_principal_in_every_role(ns_url: str) -> None:
+    app_a = add_principal(ns_url, "app-a", "--consume", "billing", "--produce", "ORDER_*")
+    app_b = add_principal(ns_url, "app-b", "--consume", "billing", "--produce", "ORDER_*")
+    beat = {"group": "billing", "client_id": "c1", "role": "consumer"}
+    with httpx.Client(base_url=ns_url, timeout=30) as http:
+        assert http.post("/v1/clients/heartbeat", json=beat, headers=bearer(app_a)).status_code == 200
+        for role in ("producer", "spark"):
+            reused = http.post("/v1/clients/heartbeat", json=beat | {"role": role}, headers=bearer(app_b))
+            assert reused.status_code == 403, (role, reused.text)
+            assert reused.json()["detail"] == "principal app-b may not act as client c1 (consumer) of group billing: " \
+                                              "it belongs to principal app-a"
+        # its own principal uses it in every role; an admin acts on it without taking it over
+        for token in (app_a, ADMIN):
+            assert http.post("/v1/clients/heartbeat", json=beat | {"role": "producer"},
+                             headers=bearer(token)).status_code == 200
+        listing = http.get("/v1/groups/billing/clients", headers=bearer(ADMIN)).json()["clients"]
+        assert sorted((c["client_id"], c["role"]) for c in listing) == [("c1", "consumer"), ("c1", "producer")]
+
+
 def test_two_principals_registering_one_client_id_at_once_one_wins(ns_url: str) -> None:
     tokens = {name: add_principal(ns_url, name, "--consume", "race") for name in ("app-a", "app-b")}
     rounds = 20

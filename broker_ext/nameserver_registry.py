@@ -139,11 +139,11 @@ class NameServerRegistry:
         return self.broker.topics.version != before
 
     async def read_principals(self) -> bool:
-        """Read the principals now (a connection presented a token the broker does not know): from the first name
-        server that answers, reachable ones first; whether one did."""
-        ordered = sorted(self.urls, key=lambda url: url in self._failing)
-        for url in ordered:
-            if await self._read_principals(url):
+        """Read the principals now (a connection presented a token the broker does not know) from the first name
+        server that answers; whether one did. Name servers the last registration round did not reach are not
+        asked: with every one down, an unknown token is refused at once, not after their timeouts."""
+        for url in self.urls:
+            if url not in self._failing and await self._read_principals(url):
                 return True
         return False
 

@@ -6,7 +6,7 @@ import pytest
 
 from graymq.nameserver.auth import Caller, check_client, check_route, new_token, token_sha256
 from graymq.nameserver.errors import Forbidden
-from graymq.protocol.acl import ConsumeRight, Rights, check_consume_right, check_pattern
+from graymq.protocol.acl import ConsumeRight, Rights, check_broker_right, check_consume_right, check_pattern
 from graymq.protocol.throttle import FailedAuthThrottle
 
 APP = Rights(produce=("ORDER_*",), consume=(ConsumeRight.parse("billing:ORDER_*"), ConsumeRight.parse("audit")))
@@ -77,3 +77,26 @@ def test_the_throttle_tracks_a_bounded_number_of_addresses() -> None:
     for address in ("a", "b", "c"):
         throttle.failed(address)
     assert throttle.retry_after("a") is None and throttle.retry_after("c") is not None
+
+
+def test_the_throttle_counts_a_repeated_wrong_token_once_and_new_guesses_each() -> None:
+    throttle = FailedAuthThrottle(limit=3, window_s=60)
+    for _ in range(10):
+        throttle.failed("10.0.0.1", "stale")
+    assert throttle.retry_after("10.0.0.1") is None
+    assert throttle.failed_before("10.0.0.1", "stale") and not throttle.failed_before("10.0.0.2", "stale")
+    throttle.failed("10.0.0.1", "guess-1")
+    assert throttle.retry_after("10.0.0.1") is None
+    throttle.failed("10.0.0.1", "guess-2")
+    assert throttle.retry_after("10.0.0.1") is not None
+
+
+def test_broker_rights_bind_names_and_replica_ids() -> None:
+    fleet = Rights.of([], [], False, True, ["edge-*", "rs:1"])
+    assert fleet.may_act_as_broker("edge-7") and fleet.may_act_as_broker("edge-7", 3)
+    assert fleet.may_act_as_broker("rs", 1) and not fleet.may_act_as_broker("rs", 0)
+    assert not fleet.may_act_as_broker("rs")  # registered without replicas, rs:1 does not cover it
+    assert not fleet.may_act_as_broker("broker-a")
+    assert not Rights.of(["*"], ["*"], False, False, ["*"]).may_act_as_broker("x")  # no broker right
+    assert Rights(admin=True).may_act_as_broker("x", 9)
+    assert check_broker_right("rs:1?") is None and check_broker_right("a.b") is not None

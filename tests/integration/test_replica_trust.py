@@ -1,7 +1,8 @@
 """A broker set deployed as the README and the Helm chart say — every replica with the name server's bootstrap
-broker token (GRAYMQ_BROKER_TOKENS) — on real processes with authentication on: the follower authenticates to its
-leader, reaches its log end and acknowledges sync sends; a follower that falls out of the in-sync set makes the
-leader say so (WARNING, metric) while sync sends go on with one copy, as documented."""
+broker token (GRAYMQ_BROKER_TOKENS), or with a broker principal's bound to the set's name — on real processes with
+authentication on: the follower authenticates to its leader, reaches its log end and acknowledges sync sends; a
+follower that falls out of the in-sync set makes the leader say so (WARNING, metric) while sync sends go on with
+one copy, as documented."""
 
 from __future__ import annotations
 
@@ -31,10 +32,10 @@ def replica_set(ns_url: str) -> dict[str, Any] | None:
     return next((b["replica_set"] for b in brokers if b["broker_name"] == NAME and b["replica_set"]), None)
 
 
-def start_replica(start: StartProcess, ns_url: str, replica: int, store: Path) -> GraymqProcess:
+def start_replica(start: StartProcess, ns_url: str, replica: int, store: Path, token: str) -> GraymqProcess:
     return start("broker", "--name", NAME, "--replica-id", str(replica), "--replication", "sync", "--port", "0",
                  "--store", str(store), "--nameserver", ns_url,
-                 env={**SECURE_ENV, "GRAYMQ_BROKER_TOKEN": BOOTSTRAP, "GRAYMQ_BROKER_METRICS_PORT": "0",
+                 env={**SECURE_ENV, "GRAYMQ_BROKER_TOKEN": token, "GRAYMQ_BROKER_METRICS_PORT": "0",
                       "GRAYMQ_BROKER_REPLICA_LAG_S": "1"})
 
 
@@ -64,19 +65,21 @@ def log_end(token: str, address: str) -> int:
     return asyncio.run(main())
 
 
-def test_a_replicated_set_with_the_bootstrap_broker_token_is_in_sync_and_says_so_when_it_is_not(
-    graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path
+@pytest.mark.parametrize("credential", ["bootstrap", "principal"])
+def test_a_replicated_set_with_its_broker_token_is_in_sync_and_says_so_when_it_is_not(
+    graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path, credential: str
 ) -> None:
     ns_url = start_secure_nameserver(graymq_process, fresh_pg_url, GRAYMQ_BROKER_TOKENS=f"brokers={BOOTSTRAP}",
                                      GRAYMQ_REPLICA_LEASE_SECONDS="2")
-    leader = start_replica(graymq_process, ns_url, 0, tmp_path / "r0")
+    token = BOOTSTRAP if credential == "bootstrap" else add_principal(ns_url, NAME, "--broker")  # bound to NAME
+    leader = start_replica(graymq_process, ns_url, 0, tmp_path / "r0", token)
     wait_for(lambda: (replica_set(ns_url) or {}).get("leader_replica_id") == 0, 30, "replica 0 leading")
     assert cli(ns_url, "topic", "create", TOPIC, "--queues", "2").returncode == 0
     orders = add_principal(ns_url, "orders", "--produce", "ORDER_*")
     assert all(r.status == pb.SEND_OK for r in sends(orders, leader.address, 10))  # before the follower exists
-    follower = start_replica(graymq_process, ns_url, 1, tmp_path / "r1")
+    follower = start_replica(graymq_process, ns_url, 1, tmp_path / "r1", token)
 
-    # the follower authenticates to the leader with the bootstrap token, copies its log and joins the in-sync set
+    # the follower authenticates to the leader with its token, copies its log and joins the in-sync set
     wait_for(lambda: (replica_set(ns_url) or {}).get("in_sync") == [0, 1], 30, "replica 1 in sync")
     assert "invalid token" not in follower.output
     answers = sends(orders, leader.address, 20)  # a producer on the follower's address is not throttled

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.auth import BrokerCaller, check_broker
-from graymq.nameserver.deps import Registry, ReplicaSets
+from graymq.nameserver.deps import Registry, ReplicaSets, SettingsDep
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
     BrokerHeartbeatResponse,
@@ -25,13 +25,14 @@ router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 
 
 @router.post("/heartbeat")
-def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Registry) -> BrokerHeartbeatResponse:
+def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Registry,
+                     settings: SettingsDep) -> BrokerHeartbeatResponse:
     """Register or renew a broker with its topics (403 for a broker name, or replica id, the caller's broker right
     does not cover); answers with every configured topic and the deletions the broker has not applied yet. Topics
     the broker reports that are not configured are recorded only for an admin caller (or in dev mode); a broker
     token gets routes for configured topics and its groups' retry and dead-letter topics."""
     check_broker(caller, body.broker_name, body.replica_id)
-    return registry.heartbeat(body, may_create_topics=caller.rights.admin)
+    return registry.heartbeat(body, may_create_topics=caller.rights.admin or settings.dev_mode)
 
 
 @router.post("/replicas/heartbeat")

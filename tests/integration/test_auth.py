@@ -229,3 +229,17 @@ def test_a_broker_token_registers_only_the_broker_names_it_is_bound_to_and_creat
         assert beat(ADMIN, "broker-a", topics=topics).status_code == 200
         assert {t["topic"] for t in http.get("/v1/topics", headers=bearer(ADMIN)).json()} == {
             "INVENTED", "%RETRY%billing"}
+
+
+def test_in_dev_mode_a_broker_with_a_broker_token_records_the_topics_it_reports(
+    graymq_process: StartProcess, fresh_pg_url: str
+) -> None:
+    """A dev-mode deployment that still hands brokers a token (the chart generates one) keeps auto-created topics."""
+    bootstrap = "brokers-bootstrap-secret-0123456789"
+    proc = graymq_process("nameserver", "--port", "0", "--db", fresh_pg_url, "--migrate", "--dev",
+                          env={"GRAYMQ_BROKER_TOKENS": f"brokers={bootstrap}"})
+    assert proc.ready_info is not None
+    with httpx.Client(base_url=str(proc.ready_info["url"]), timeout=30) as http:
+        body = {"broker_name": "broker-a", "address": "10.0.0.1:10911", "topics": [{"topic": "AUTO", "queue_nums": 4}]}
+        assert http.post("/v1/brokers/heartbeat", json=body, headers=bearer(bootstrap)).status_code == 200
+        assert [t["topic"] for t in http.get("/v1/topics").json()] == ["AUTO"]

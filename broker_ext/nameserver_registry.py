@@ -2,7 +2,9 @@
 
 The broker registers on an interval, and at once when the name server's topic table changes: a long
 poll (``POST /v1/brokers/watch``) returns as soon as a topic is created, changed or deleted, so a
-topic just created is served within a round trip, not at the next interval. A registration that
+topic just created is served within a round trip, not at the next interval. It reports the interval (the name
+server keeps it routed a few intervals past its last registration) and unregisters when it stops cleanly, so a
+stopped broker leaves the routes at once, a killed one within seconds. A registration that
 changed the broker's topics is followed by another, so the name server learns what it now serves.
 Deletions are numbered; the broker persists the last one it applied and reports it, so a broker that
 was down when a topic or group was deleted applies the deletion when it comes back.
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 WATCH_S = 20.0  # how long one watch waits for a change of the topic table
 WATCH_GRACE_S = 5.0  # beyond it, for the answer to arrive
 LOGGED_ONE_BY_ONE = 5  # more topics changed by one answer are logged in one line
+UNREGISTER_S = 2.0  # a stopping broker waits this long for each name server to take it out of the routes
 
 
 class NameServerRegistry:
@@ -62,9 +65,27 @@ class NameServerRegistry:
                        self._supervisor.spawn("nameserver-watch", self._watch)]
 
     async def stop(self) -> None:
-        """End both loops (never raises what they ended with) and close the HTTP client."""
+        """End both loops (never raises what they ended with), unregister, and close the HTTP client."""
         await self._supervisor.cancel(self._tasks)
+        await self._unregister()
         await self._client.aclose()
+
+    async def _unregister(self) -> None:
+        """Leave the routes of every reachable name server at once (clients stop choosing this broker); one that
+        does not answer drops it when its lease runs out."""
+        body: dict[str, object] = {"broker_name": self.broker.name, "address": self.broker.address}
+        if self.broker.role.replicated:
+            body["replica_id"] = self.broker.role.replica_id
+        for url in self.urls:
+            try:
+                response = await self._client.post(f"{url}/v1/brokers/unregister", json=body,
+                                                   timeout=httpx.Timeout(UNREGISTER_S))
+                response.raise_for_status()
+            except httpx.HTTPError as exc:
+                log.warning("unregistering from name server %s failed: %s; it unroutes this broker when its "
+                            "lease runs out", url, exc)
+            else:
+                log.info("unregistered from name server %s", url)
 
     def _fatal(self, exc: GrayMQError, where: str) -> None:
         log.error("%s ended: %s", where, exc.message)
@@ -101,7 +122,8 @@ class NameServerRegistry:
             for c in self.broker.topics.all() if c.topic != SCHEDULE_TOPIC
         ]
         body: dict[str, object] = {"broker_name": self.broker.name, "address": self.broker.address,
-                                   "topics": topics, "deletions_applied": self.deletions_applied}
+                                   "topics": topics, "deletions_applied": self.deletions_applied,
+                                   "register_interval_s": self.interval_s}
         if self.broker.role.replicated:
             body["replica_id"] = self.broker.role.replica_id  # only the set's leader sets the route
         return body

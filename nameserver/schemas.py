@@ -145,6 +145,8 @@ class BrokerHeartbeat(BaseModel):
     deletions_applied: int = Field(
         default=0, ge=0, le=ID_MAX, description="id of the last deletion the broker applied"
     )
+    register_interval_s: float | None = Field(
+        default=None, gt=0, le=3600, description="how often the broker registers: its lease is a few such intervals")
 
     @model_validator(mode="after")
     def _topics_once(self) -> Self:
@@ -153,6 +155,19 @@ class BrokerHeartbeat(BaseModel):
         if repeated:
             raise ValueError(f"topics listed more than once: {', '.join(repeated)}")
         return self
+
+
+class BrokerUnregister(BaseModel):
+    """A broker stopping cleanly: it leaves the routes at once (a set's replica: see ``RegistryService.unregister``)."""
+
+    broker_name: BrokerName
+    address: BrokerAddress
+    replica_id: ReplicaId | None = None
+
+
+class BrokerUnregisterResponse(BaseModel):
+    unrouted: bool = Field(description="whether the broker's route was withdrawn (not when another process now "
+                           "registers under its name, nor for a set's replica with a live in-sync successor)")
 
 
 class DeletionView(BaseModel):

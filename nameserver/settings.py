@@ -92,7 +92,15 @@ class NameServerSettings(DatabaseSettings):
         default_factory=dict, description="bootstrap broker tokens, NAME=SECRET pairs: the broker right only (what "
         "a deployment gives its brokers before any principal exists)")
     dev_mode: bool = False
-    broker_lease_seconds: int = Field(default=120, ge=1)
+    broker_lease_seconds: int = Field(
+        default=120, ge=1, description="at most this long a broker stays routed after its last registration (the "
+        "lease of a broker that does not report its registration interval)")
+    broker_lease_heartbeats: int = Field(
+        default=4, ge=1, description="a broker that reports its registration interval stays routed this many "
+        "intervals after its last registration (a killed broker leaves the routes that soon)")
+    broker_lease_min_seconds: int = Field(
+        default=6, ge=1, description="but at least this long: a busy name server or a short interval does not drop "
+        "a live broker between two registrations")
     replica_lease_seconds: float = Field(
         default=4.0, gt=0, le=600,
         description="a broker set's leader lease: an in-sync follower takes over this long after the last renewal")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -39,6 +39,16 @@ class BrokerRepository:
     def set_address(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
         """Point the broker's route at ``address`` (a broker set's leader); returns the broker's row id."""
         return self.upsert(broker_name, address, now, lease_expires_at)
+
+    def expire(self, broker_name: str, address: str, now: datetime) -> bool:
+        """End the lease of ``broker_name`` if it is routed at ``address`` (a process registered since under the
+        name keeps it); whether a live lease ended."""
+        result = self.session.execute(
+            update(Broker)
+            .where(Broker.broker_name == broker_name, Broker.address == address, Broker.lease_expires_at > now)
+            .values(lease_expires_at=now)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def replace_routes(self, broker_id: int, topics: Sequence[TopicConfig]) -> None:
         """Make the broker's routes exactly ``topics`` (what its latest heartbeat reported)."""

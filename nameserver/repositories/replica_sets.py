@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -28,6 +28,15 @@ class ReplicaSetRepository:
                   for name in ("address", "log_end_offset", "last_heartbeat", "lease_expires_at")},
         )
         self.session.execute(stmt)
+
+    def expire_replica(self, broker_name: str, replica_id: int, address: str, now: datetime) -> None:
+        """End the lease of the replica if it is at ``address`` (it stopped: it is no longer live)."""
+        self.session.execute(
+            update(BrokerReplica)
+            .where(BrokerReplica.broker_name == broker_name, BrokerReplica.replica_id == replica_id,
+                   BrokerReplica.address == address, BrokerReplica.lease_expires_at > now)
+            .values(lease_expires_at=now)
+        )
 
     def set_of(self, broker_name: str, *, lock: bool = False) -> BrokerSet | None:
         """The set's row; ``lock``: FOR UPDATE, so elections and in-sync changes of one set run one at a time."""

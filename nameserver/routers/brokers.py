@@ -12,6 +12,8 @@ from graymq.nameserver.deps import Registry, ReplicaSets, SettingsDep
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
     BrokerHeartbeatResponse,
+    BrokerUnregister,
+    BrokerUnregisterResponse,
     BrokerView,
     BrokerWatch,
     BrokerWatchResponse,
@@ -33,6 +35,14 @@ def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Regi
     token gets routes for configured topics and its groups' retry and dead-letter topics."""
     check_broker(caller, body.broker_name, body.replica_id)
     return registry.heartbeat(body, may_create_topics=caller.rights.admin or settings.dev_mode)
+
+
+@router.post("/unregister")
+def broker_unregister(body: BrokerUnregister, caller: BrokerCaller, registry: Registry) -> BrokerUnregisterResponse:
+    """A broker stopping cleanly leaves the routes at once (403 for a broker name, or replica id, the caller's broker
+    right does not cover); a killed one leaves them when its lease runs out, a few registration intervals later."""
+    check_broker(caller, body.broker_name, body.replica_id)
+    return registry.unregister(body)
 
 
 @router.post("/replicas/heartbeat")

@@ -1,4 +1,8 @@
-"""Broker registration (heartbeats with leases), topic routes, and what brokers must apply."""
+"""Broker registration (heartbeats with leases), topic routes, and what brokers must apply.
+
+A registration keeps a broker routed for ``broker_lease_s``: a few of the intervals it reports registering at, so a
+killed broker leaves the routes within seconds; a broker that stops cleanly unregisters and leaves them at once.
+"""
 
 from __future__ import annotations
 
@@ -20,11 +24,14 @@ from graymq.nameserver.schemas import (
     BrokerHeartbeat,
     BrokerHeartbeatResponse,
     BrokerRoute,
+    BrokerUnregister,
+    BrokerUnregisterResponse,
     BrokerView,
     DeletionView,
     TopicConfig,
     TopicRoute,
 )
+from graymq.nameserver.services.lease import broker_lease_s
 from graymq.nameserver.services.replica_sets import ReplicaSetService
 from graymq.nameserver.services.views import topic_config
 from graymq.nameserver.settings import NameServerSettings
@@ -55,7 +62,7 @@ class RegistryService:
         brokers make for their groups are; another unconfigured topic gets no route (logged).
         """
         now = utc_now()
-        lease = self.settings.broker_lease_seconds
+        lease = broker_lease_s(self.settings, report.register_interval_s)
         broker_id = None
         if self._routes_to(report):
             # The upsert locks this broker's row first: a deletion (which locks every broker row) has then either
@@ -96,6 +103,30 @@ class RegistryService:
                      "created by admins (graymq topic create)", broker_name, len(unknown),
                      ", ".join(unknown[:LOGGED_TOPICS]))
         return kept
+
+    def unregister(self, report: BrokerUnregister) -> BrokerUnregisterResponse:
+        """A broker stopping cleanly leaves the routes at once (its topic routes are kept for its return).
+
+        Only the process at the routed address does: one registered since under the name keeps the route. A set's
+        replica stops being live; a follower leaves the route as it was, and so does a leader with a live in-sync
+        follower (elected when the leader's lease runs out, it takes the route over: until then the route keeps the
+        set's gray queues known rather than absent).
+        """
+        now = utc_now()
+        if report.replica_id is not None:
+            sets = ReplicaSetRepository(self.session)
+            sets.expire_replica(report.broker_name, report.replica_id, report.address, now)
+            row = sets.set_of(report.broker_name, lock=True)
+            if row is not None and (row.leader_replica_id != report.replica_id or any(
+                    r.replica_id in row.in_sync and r.replica_id != row.leader_replica_id and r.lease_expires_at > now
+                    for r in sets.replicas_of([report.broker_name]))):
+                self.session.commit()
+                return BrokerUnregisterResponse(unrouted=False)
+        unrouted = self.brokers.expire(report.broker_name, report.address, now)
+        if unrouted:
+            mark_changed(self.session, BROKER_REGISTERED)
+        self.session.commit()
+        return BrokerUnregisterResponse(unrouted=unrouted)
 
     def _routes_to(self, report: BrokerHeartbeat) -> bool:
         """Whether the reporting broker is where its name's route points: a broker without replicas always, a

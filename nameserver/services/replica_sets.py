@@ -32,6 +32,7 @@ from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.replica_sets import ReplicaSetRepository
 from graymq.nameserver.schemas import ReplicaHeartbeat, ReplicaSetView, ReplicaView
 from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.lease import broker_lease_s
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import BROKER_REGISTERED, mark_changed
 
@@ -110,8 +111,10 @@ class ReplicaSetService:
                     row.leader_replica_id, row.epoch, row.epoch_start_offset, why)
 
     def _route_to(self, broker_name: str, address: str, now: datetime) -> None:
-        """The set's route points at its leader, with a broker's lease (renewed by the leader's heartbeats)."""
-        self.brokers.set_address(broker_name, address, now, now + timedelta(seconds=self.settings.broker_lease_seconds))
+        """The set's route points at its leader, with a broker's lease (renewed by the leader's heartbeats, every
+        quarter replica lease)."""
+        lease = broker_lease_s(self.settings, self.settings.replica_lease_seconds / 4)
+        self.brokers.set_address(broker_name, address, now, now + timedelta(seconds=lease))
 
     def _change_in_sync(self, row: BrokerSet, in_sync: list[int]) -> None:
         if in_sync == sorted(row.in_sync):

@@ -6,15 +6,22 @@ partitioned, paused) are kept apart in ``stale``: promote and rollback do not wa
 consumers (they wait for stale gray producers, see ``cutover``); their topics still count for the
 gray backlog. The JSON shape lists every client in ``clients`` with a ``stale`` mark, and the
 stale ones again in ``stale_clients``.
+
+A broker that does not answer makes ``status`` raise ``BacklogUnavailable`` (naming it: the waits of promote,
+rollback and rollout hold on it), or, with ``partial`` (``graymq gray status``, the operator's view), marks it: the
+status shows what the others answered, lists it in ``unavailable``, and every figure that depends on it is unknown
+(``None`` in JSON: ``gray_backlog``, a side's ``lag``, the offsets of its gray queues, listed with
+``available: false``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graymq.client.backlog import QueueBacklog, gray_backlog, queue_backlogs
+from graymq.client.backlog import Backlogs, QueueBacklog, UnavailableBroker, read_backlogs
 from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
 from graymq.client.nameserver_client import NameServerClient, NotFoundError
@@ -48,11 +55,14 @@ class GroupStatus:
     gray_weight: int = 0
     gray_retired: bool = False
     weighted: list[WeightedQueue] = field(default_factory=list)
-    lag: dict[str, int] | None = None  # per side: what the queues each side holds have not consumed
+    lag: dict[str, int | None] | None = None  # per side: what the queues each side holds have not consumed
     broker_sets: list[dict[str, Any]] = field(default_factory=list)  # the replicated brokers of its topics
+    unavailable: list[UnavailableBroker] = field(default_factory=list)  # brokers that did not answer (``partial``)
+    unknown_gray: list[MessageQueue] = field(default_factory=list)  # their gray queues: backlog unknown
 
     @property
     def gray_backlog(self) -> int:
+        """The gray backlog on the brokers that answered (all of it unless ``unknown_gray``)."""
         return sum(q.backlog for q in self.queues)
 
     def gray_clients(self, roles: tuple[str, ...] = CONSUMING_ROLES) -> list[dict[str, Any]]:
@@ -71,10 +81,17 @@ class GroupStatus:
             "clients": sorted([_client_json(c, False) for c in self.clients]
                               + [_client_json(c, True) for c in self.stale],
                               key=lambda c: (c["role"], c["client_id"])),
-            "gray_backlog": self.gray_backlog,
-            "gray_queues": [{"topic": q.topic, "broker": q.broker_name, "queue_id": q.queue_id,
-                             "consumer_offset": q.consumer_offset, "max_offset": q.max_offset, "backlog": q.backlog}
-                            for q in self.queues],
+            "gray_backlog": None if self.unknown_gray else self.gray_backlog,
+            "gray_queues": sorted(
+                [{"topic": q.topic, "broker": q.broker_name, "queue_id": q.queue_id,
+                  "consumer_offset": q.consumer_offset, "max_offset": q.max_offset, "backlog": q.backlog,
+                  "available": True} for q in self.queues]
+                + [{"topic": mq.topic, "broker": mq.broker_name, "queue_id": mq.queue_id, "consumer_offset": None,
+                    "max_offset": None, "backlog": None, "available": False} for mq in self.unknown_gray],
+                key=lambda q: (q["topic"], q["broker"], q["queue_id"])),
+            "gray_backlog_known": self.gray_backlog,
+            "unavailable_brokers": [{"broker": b.broker_name, "address": b.address, "error": b.error,
+                                     "topics": sorted({mq.topic for mq in b.queues})} for b in self.unavailable],
             "stale_clients": [_client_json(c, True) for c in self.stale],
             "gray_weight": self.gray_weight,
             "weighted_queues": [{"client_id": w.client_id, "topic": w.queue.topic, "broker": w.queue.broker_name,
@@ -112,9 +129,12 @@ class GroupInspector:
             return {"group": group, "gray_switch": False, "orphan_policy": "hold", "gray_weight": 0, "clients": []}
 
     async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False,
-                     with_lag: bool = False) -> GroupStatus:
+                     with_lag: bool = False, partial: bool = False) -> GroupStatus:
         """The group's clients; ``with_backlog``: and its gray backlog; ``with_weighted``: and the normal queues
-        its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side."""
+        its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side.
+
+        A broker that does not answer raises ``BacklogUnavailable`` (naming every such broker); with ``partial``
+        it is listed in ``unavailable`` instead, and the figures that depend on it are unknown."""
         data = await self.clients(group)
         listed = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
         status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")),
@@ -123,14 +143,25 @@ class GroupInspector:
                              gray_retired=bool(data.get("gray_retired")))
         if with_backlog:
             topics = {t for c in listed if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
-            status.queues = await gray_backlog(self.brokers, self.routes, group, topics)
+            gray = await self._backlogs(group, topics, True, partial)
+            status.queues = gray.queues
+            status.unknown_gray = sorted(mq for b in gray.unavailable for mq in b.queues)
+            status.unavailable = gray.unavailable
             if with_lag:
-                status.lag = side_lag(status, await queue_backlogs(self.brokers, self.routes, group, topics))
+                every = await self._backlogs(group, topics, False, partial)
+                status.lag = side_lag(status, every.queues, [mq for b in every.unavailable for mq in b.queues])
+                status.unavailable = _merged(gray.unavailable, every.unavailable)
                 status.broker_sets = await self._broker_sets({q.broker_name for q in status.queues}
                                                              | {mq.broker_name for mq in await self._queues(topics)})
         if with_weighted and status.gray_switch:
             status.weighted = await self.weighted_queues(status.gray_clients())
         return status
+
+    async def _backlogs(self, group: str, topics: set[str], gray_only: bool, partial: bool) -> Backlogs:
+        backlogs = await read_backlogs(self.brokers, self.routes, group, topics, gray_only)
+        if not partial:
+            backlogs.complete()
+        return backlogs
 
     async def weighted_queues(self, gray_clients: list[dict[str, Any]]) -> list[WeightedQueue]:
         """The queues the clients report holding that their topic's route does not lay out as gray (a topic
@@ -174,21 +205,36 @@ class GroupInspector:
             return None
 
 
-def side_lag(status: GroupStatus, backlogs: list[QueueBacklog]) -> dict[str, int]:
+def side_lag(status: GroupStatus, backlogs: list[QueueBacklog],
+             unknown: Sequence[MessageQueue] = ()) -> dict[str, int | None]:
     """Per side, the backlog of the queues its consumers hold; an unheld queue counts for the side its layout
-    gives it (a gray queue: gray). A retired consumer holds nothing."""
-    gray_queues = {_queue_key(q) for q in status.queues}
+    gives it (a gray queue: gray). A retired consumer holds nothing. A side holding one of the ``unknown`` queues
+    (its broker did not answer) has an unknown lag (None)."""
+    gray_queues = {_queue_key(q) for q in status.queues} | {str(mq) for mq in status.unknown_gray}
     owner_gray = {queue: c["gray"] for c in status.clients if c["state"] != ClientState.RETIRED
                   for queue in c.get("queues") or []}
-    lag = dict.fromkeys(SIDES, 0)
+
+    def side(key: str) -> str:
+        return "gray" if owner_gray.get(key, key in gray_queues) else "normal"
+
+    known = dict.fromkeys(SIDES, 0)
     for q in backlogs:
-        key = _queue_key(q)
-        lag["gray" if owner_gray.get(key, key in gray_queues) else "normal"] += q.backlog
-    return lag
+        known[side(_queue_key(q))] += q.backlog
+    blind = {side(str(mq)) for mq in unknown}
+    return {name: None if name in blind else figure for name, figure in known.items()}
 
 
 def _queue_key(q: QueueBacklog) -> str:
     return f"{q.broker_name}:{q.topic}:{q.queue_id}"
+
+
+def _merged(*reads: list[UnavailableBroker]) -> list[UnavailableBroker]:
+    """One entry per broker that did not answer (the first read's), in the order met."""
+    merged: dict[str, UnavailableBroker] = {}
+    for read in reads:
+        for broker in read:
+            merged.setdefault(broker.broker_name, broker)
+    return list(merged.values())
 
 
 def _parse_queue(text: str) -> MessageQueue | None:

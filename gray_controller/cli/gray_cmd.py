@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from graymq.gray_controller.cli import rollout_cmd
@@ -107,9 +108,12 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
-        status = await inspector.status(args.group, with_weighted=True, with_lag=True)
+        status = await inspector.status(args.group, with_weighted=True, with_lag=True, partial=True)
     finally:
         await inspector.close()
+    for broker in status.unavailable:  # on stderr: the JSON on stdout stays one document
+        print(f"WARNING: broker {broker.broker_name} ({broker.address}) did not answer ({broker.error}): the "
+              "figures of its queues are unknown, the rest is shown", file=sys.stderr)
     if args.json:
         print_json(status.to_json())
         return 0
@@ -127,14 +131,19 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
         print(f"normal queues held by the gray side: {held}")
     health = status.health()
     for side in ("gray", "normal"):
-        print(f"{side} side: {format_side(health[side])}, lag {(status.lag or {}).get(side, 0)}")
+        lag = (status.lag or {}).get(side, 0)
+        print(f"{side} side: {format_side(health[side])}, lag {'unknown' if lag is None else lag}")
     for rs in status.broker_sets:
         followers = ", ".join(f"{r['replica_id']} ({'in sync' if r['in_sync'] else 'not in sync'}, "
                               f"lag {r['lag_bytes']} B{'' if r['live'] else ', silent'})"
                               for r in rs["replicas"] if not r["leader"]) or "none"
         print(f"broker set {rs['broker_name']} ({rs['replication']}): leader replica {rs['leader_replica_id']} "
               f"at epoch {rs['epoch']}, followers {followers}")
-    print(f"gray backlog: {status.gray_backlog}")
+    if status.unknown_gray:
+        print(f"gray backlog: unknown ({status.gray_backlog} on the brokers that answered; unknown on "
+              f"{', '.join(b.broker_name for b in status.unavailable)}: {format_queues(map(str, status.unknown_gray))})")
+    else:
+        print(f"gray backlog: {status.gray_backlog}")
     if status.queues:
         print(table([[q.broker_name, q.topic, q.queue_id, q.consumer_offset, q.max_offset, q.backlog]
                      for q in status.queues], ["broker", "topic", "queue", "committed", "max", "backlog"]))

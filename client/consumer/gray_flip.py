@@ -9,159 +9,107 @@
   A drain that times out leaves the client gray and says why; nothing is lost.
 - with the group's gray switch off every queue is normal, so a flip needs no drain.
 
-The transitions are ``GrayState``'s; ``GrayFlip`` does what they call for through its consumer.
+``GrayFlip`` is pure, like ``GrayState`` whose transitions it applies: each call takes what the
+consumer observed (the desired flag, the gray backlog, whether the name server heard) and returns
+the ``FlipAction`` to do next; the consumer does it (``flip_runner.FlipRunner``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from typing import Protocol
+import enum
 
 from graymq.client.gray_state import GrayState, Step
-from graymq.client.membership import Membership
-from graymq.protocol.errors import DrainTimeoutError
-from graymq.protocol.supervisor import Supervisor
-
-log = logging.getLogger(__name__)
 
 
-class FlipHost(Protocol):
-    """What a flip uses of its consumer."""
+class FlipAction(enum.Enum):
+    """What the consumer does next about its flag."""
 
-    client_id: str
-    group: str
-    gray_switch: bool
-    membership: Membership
-
-    async def gray_backlog(self) -> int | None: ...
-
-    async def _persist_offsets(self) -> None: ...
-
-    async def _release_queues(self, keep_adopted: bool) -> None:
-        """Stop pulling the queues held (those held by adoption too unless ``keep_adopted``), in-flight finished."""
-
-    async def _announce(self) -> None:
-        """Tell the name server and the brokers about the new flag; rebalance."""
+    NONE = enum.auto()  # nothing (more) to do
+    BECOME_GRAY = enum.auto()  # release every queue held, then call ``became_gray`` and announce the flag
+    START_DRAIN = enum.auto()  # start a drain (``begin_drain``) in the background
+    CANCEL_DRAIN = enum.auto()  # cancel the drain under way (the state is already GRAY again)
+    CHECK_BACKLOG = enum.auto()  # commit the offsets, read the gray backlog, pass it to ``backlog_read``
+    WAIT = enum.auto()  # wait ``drain_poll_s``, then CHECK_BACKLOG
+    REPORT_NORMAL = enum.auto()  # beat the name server, pass whether it answered to ``report_heard``
+    HAND_OVER = enum.auto()  # release the gray queues (not those held by adoption), announce the flag
+    TIMED_OUT = enum.auto()  # the drain failed: the client stays gray, ``last_drain_error`` says why
 
 
 class GrayFlip:
-    """Follows the desired flag for ``host``; ``drain_and_flip`` drains on the application's request.
+    """The flip's decisions and bookkeeping: state, drain deadline, why the latest drain timed out.
 
-    Until ``follow_changes()`` (the consumer has not consumed yet) the desired flag is taken as is.
+    >>> flip = GrayFlip(gray=True, drain_timeout_s=60, drain_poll_s=0.05)
+    >>> flip.follow_changes(); flip.follow(False, draining=False)
+    <FlipAction.START_DRAIN: 3>
+    >>> flip.begin_drain(None, now=0.0, gray_switch=True), flip.backlog_read(3, now=1.0)
+    (<FlipAction.CHECK_BACKLOG: 5>, <FlipAction.WAIT: 6>)
+    >>> flip.backlog_read(0, now=2.0), flip.report_heard(True, now=2.0), flip.gray_state.gray
+    (<FlipAction.REPORT_NORMAL: 7>, <FlipAction.HAND_OVER: 8>, False)
     """
 
-    def __init__(self, host: FlipHost, gray: bool, tasks: Supervisor, *, drain_timeout_s: float,
-                 drain_poll_s: float) -> None:
-        self.host = host
+    def __init__(self, gray: bool, *, drain_timeout_s: float, drain_poll_s: float) -> None:
         self.gray_state = GrayState(gray)
         self.drain_timeout_s = drain_timeout_s
         self.drain_poll_s = drain_poll_s
         self.last_drain_error = ""
-        self._tasks = tasks
         self._following = False
-        self._drain_task: asyncio.Task[None] | None = None
-        self._drain_lock = asyncio.Lock()
+        self._drains_queues = False  # the latest drain reads the backlog (the gray switch was on)
+        self._backlog: int | None = None  # the latest gray backlog read
 
     def follow_changes(self) -> None:
-        """From now on a change of the desired flag flips (the consumer is about to consume)."""
+        """From now on a change of the desired flag flips (until then nothing was consumed: it is taken as is)."""
         self._following = True
 
-    def cancel(self) -> None:
-        """Cancel a drain under way (the consumer stops)."""
-        if self._drain_task is not None:
-            self._drain_task.cancel()
-
-    async def follow(self, desired: bool) -> None:
-        """Act on the desired flag of a name server answer."""
-        host = self.host
+    def follow(self, desired: bool, *, draining: bool) -> FlipAction:
+        """What to do about the desired flag; ``draining``: a drain the consumer can cancel is under way."""
         if not self._following:
-            self.gray_state.adopt(desired)  # nothing consumed yet: take the desired flag as is
-            return
-        step = self.gray_state.follow(desired, draining=self._drain_task is not None)
+            self.gray_state.adopt(desired)
+            return FlipAction.NONE
+        step = self.gray_state.follow(desired, draining=draining)
         if step is Step.BECOME_GRAY:
-            await self._flip_to_gray()
-        elif step is Step.ABANDON_DRAIN and self._drain_task is not None:
-            self._drain_task.cancel()
-            self._drain_task = None
+            return FlipAction.BECOME_GRAY
+        if step is Step.ABANDON_DRAIN:
             self.gray_state.abandon_drain()
-            host.membership.changed()
-            log.info("consumer %s: desired flag back to gray, drain cancelled", host.client_id)
-        elif step is Step.DRAIN:
-            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain(), name="drain")
-            self._tasks.watch(self._drain_task)  # an unexpected error is logged; the next update starts a new one
+            return FlipAction.CANCEL_DRAIN
+        if step is Step.DRAIN:
+            return FlipAction.START_DRAIN
+        return FlipAction.NONE
 
-    async def drain_and_flip(self, timeout_s: float | None = None) -> None:
-        """Consume the gray queues dry, then become normal. Raises ``DrainTimeoutError`` (still gray).
-
-        Called by the application, it also withdraws the client's own gray declaration, so the
-        name server's desired flag follows unless an explicit flag or a rule says gray.
-        """
-        membership = self.host.membership
-        async with self._drain_lock:
-            declared = membership.declared_gray
-            membership.declared_gray = False if declared else declared
-            membership.changed()
-            try:
-                await self._drain(timeout_s)
-            except DrainTimeoutError:
-                membership.declared_gray = declared
-                membership.changed()
-                raise
-
-    async def _auto_drain(self) -> None:
-        try:
-            async with self._drain_lock:
-                await self._drain(None)
-        except DrainTimeoutError as exc:
-            log.warning("%s; will retry while the desired flag stays normal", exc.message)
-        finally:
-            self._drain_task = None
-
-    async def _drain(self, timeout_s: float | None) -> None:
-        host = self.host
-        if not self.gray_state.gray:
-            return
-        if not host.gray_switch:
-            await self._flip_to_normal()
-            return
-        self.gray_state.begin_drain(timeout_s if timeout_s is not None else self.drain_timeout_s, time.monotonic())
-        host.membership.changed()
-        log.info("consumer %s draining gray queues of %s", host.client_id, host.group)
-        while True:
-            await host._persist_offsets()
-            backlog = await host.gray_backlog()
-            if backlog == 0 and await self._flip_to_normal():
-                return
-            if self.gray_state.timed_out(time.monotonic()):
-                self.gray_state.drain_timed_out()
-                self.last_drain_error = (
-                    f"drain timed out with {backlog if backlog is not None else 'an unknown number of'} gray "
-                    "messages left (are gray producers still sending? is a broker or the name server down?)"
-                )
-                host.membership.changed()
-                raise DrainTimeoutError(f"consumer {host.client_id}: {self.last_drain_error}")
-            await asyncio.sleep(self.drain_poll_s)
-
-    async def _flip_to_gray(self) -> None:
-        host = self.host
-        log.info("consumer %s of %s: normal -> gray (no drain needed)", host.client_id, host.group)
-        await host._release_queues(keep_adopted=False)
+    def became_gray(self) -> None:
+        """Every queue is released: the client is gray."""
         self.gray_state.become_gray()
-        host.membership.changed()
-        await host._announce()
 
-    async def _flip_to_normal(self) -> bool:
-        """Report normal to the name server first, then to the brokers. False if the name server is unreachable."""
-        host = self.host
-        self.gray_state.flip_to_normal()
-        host.membership.changed()
-        if await host.membership.beat() is None:
-            self.gray_state.normal_unheard()
-            host.membership.changed()
-            return False
-        log.info("consumer %s of %s: gray queues drained, now normal", host.client_id, host.group)
-        await host._release_queues(keep_adopted=True)
-        await host._announce()
-        return True
+    def begin_drain(self, timeout_s: float | None, now: float, *, gray_switch: bool) -> FlipAction:
+        """Start a drain of ``timeout_s`` (default ``drain_timeout_s``); with the gray switch off, flip at once."""
+        if not self.gray_state.gray:
+            return FlipAction.NONE
+        self._drains_queues = gray_switch
+        if not gray_switch:
+            self.gray_state.flip_to_normal()
+            return FlipAction.REPORT_NORMAL
+        self.gray_state.begin_drain(self.drain_timeout_s if timeout_s is None else timeout_s, now)
+        return FlipAction.CHECK_BACKLOG
+
+    def backlog_read(self, backlog: int | None, now: float) -> FlipAction:
+        """The gray backlog (None: unknown, a broker unreachable): flip when it is 0, else wait or time out."""
+        self._backlog = backlog
+        if backlog == 0:
+            self.gray_state.flip_to_normal()
+            return FlipAction.REPORT_NORMAL
+        return self._wait_or_time_out(now)
+
+    def report_heard(self, heard: bool, now: float) -> FlipAction:
+        """Whether a name server heard the flip to normal; if none did, the client drains on and reports again."""
+        if heard:
+            return FlipAction.HAND_OVER
+        self.gray_state.normal_unheard()
+        return self._wait_or_time_out(now) if self._drains_queues else FlipAction.NONE
+
+    def _wait_or_time_out(self, now: float) -> FlipAction:
+        if not self.gray_state.timed_out(now):
+            return FlipAction.WAIT
+        self.gray_state.drain_timed_out()
+        left = self._backlog if self._backlog is not None else "an unknown number of"
+        self.last_drain_error = (f"drain timed out with {left} gray messages left (are gray producers still "
+                                 "sending? is a broker or the name server down?)")
+        return FlipAction.TIMED_OUT

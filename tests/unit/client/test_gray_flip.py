@@ -1,16 +1,21 @@
-"""A push consumer's flips (GrayFlip) on a fake consumer: what it releases, reports and announces, and when."""
+"""A push consumer's flips: GrayFlip's decisions (pure), and FlipRunner doing them on fake parts — what it
+releases, reports and announces, and when."""
 
 from __future__ import annotations
 
 import asyncio
+import doctest
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from graymq.client.consumer.gray_flip import GrayFlip
+from graymq.client.consumer import gray_flip as gray_flip_module
+from graymq.client.consumer.flip_runner import FlipRunner
+from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
+from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
 from graymq.protocol.errors import DrainTimeoutError, GrayMQError
 from graymq.protocol.membership import ClientState
 from graymq.protocol.supervisor import Supervisor
@@ -25,6 +30,85 @@ def run(test: Callable[[], Awaitable[None]]) -> Callable[[], None]:
     return sync
 
 
+def test_docstring_example() -> None:
+    assert doctest.testmod(gray_flip_module).failed == 0
+
+
+# -- GrayFlip alone: observations in, actions out ------------------------------------------------
+def following(gray: bool, timeout_s: float = 60.0) -> GrayFlip:
+    flip = GrayFlip(gray, drain_timeout_s=timeout_s, drain_poll_s=0.01)
+    flip.follow_changes()
+    return flip
+
+
+def test_before_following_the_desired_flag_is_adopted_and_nothing_is_done() -> None:
+    flip = GrayFlip(False, drain_timeout_s=60, drain_poll_s=0.01)
+    assert flip.follow(True, draining=False) is FlipAction.NONE
+    assert flip.gray_state.state is ClientState.GRAY
+
+
+def test_desired_gray_on_a_normal_client_becomes_gray_once_its_queues_are_released() -> None:
+    flip = following(False)
+    assert flip.follow(True, draining=False) is FlipAction.BECOME_GRAY
+    assert flip.gray_state.state is ClientState.NORMAL  # still normal while it releases its queues
+    flip.became_gray()
+    assert flip.gray_state.state is ClientState.GRAY
+
+
+def test_desired_normal_starts_a_drain_and_desired_gray_during_it_cancels_it() -> None:
+    flip = following(True)
+    assert flip.follow(False, draining=False) is FlipAction.START_DRAIN
+    assert flip.begin_drain(None, 0.0, gray_switch=True) is FlipAction.CHECK_BACKLOG
+    assert flip.gray_state.state is ClientState.DRAINING
+    assert flip.follow(False, draining=True) is FlipAction.NONE
+    assert flip.follow(True, draining=True) is FlipAction.CANCEL_DRAIN
+    assert flip.gray_state.state is ClientState.GRAY
+
+
+def test_a_drain_waits_for_a_zero_backlog_then_reports_normal_then_hands_over() -> None:
+    flip = following(True)
+    flip.begin_drain(None, 0.0, gray_switch=True)
+    assert [flip.backlog_read(b, 1.0) for b in (3, None)] == [FlipAction.WAIT, FlipAction.WAIT]
+    assert flip.backlog_read(0, 2.0) is FlipAction.REPORT_NORMAL
+    assert flip.gray_state.state is ClientState.NORMAL
+    assert flip.report_heard(True, 2.0) is FlipAction.HAND_OVER
+
+
+def test_a_flip_no_name_server_heard_drains_on_and_the_deadline_still_holds() -> None:
+    flip = following(True, timeout_s=10)
+    flip.begin_drain(None, 0.0, gray_switch=True)
+    flip.backlog_read(0, 1.0)
+    assert flip.report_heard(False, 1.0) is FlipAction.WAIT
+    assert flip.gray_state.state is ClientState.DRAINING
+    assert flip.report_heard(False, 11.0) is FlipAction.TIMED_OUT
+    assert flip.gray_state.state is ClientState.GRAY
+    assert flip.last_drain_error.startswith("drain timed out with 0 gray messages left")
+
+
+def test_a_drain_past_its_deadline_stays_gray_and_says_how_much_was_left() -> None:
+    flip = following(True)
+    flip.begin_drain(5.0, 100.0, gray_switch=True)
+    assert flip.backlog_read(4, 104.0) is FlipAction.WAIT
+    assert flip.backlog_read(4, 106.0) is FlipAction.TIMED_OUT
+    assert flip.gray_state.state is ClientState.GRAY
+    assert "4 gray messages left" in flip.last_drain_error
+    flip.begin_drain(5.0, 200.0, gray_switch=True)
+    assert flip.backlog_read(None, 206.0) is FlipAction.TIMED_OUT
+    assert "an unknown number of gray messages left" in flip.last_drain_error
+
+
+def test_with_the_gray_switch_off_a_flip_to_normal_reads_no_backlog() -> None:
+    flip = following(True)
+    assert flip.begin_drain(None, 0.0, gray_switch=False) is FlipAction.REPORT_NORMAL
+    assert flip.gray_state.state is ClientState.NORMAL
+    assert flip.report_heard(False, 0.0) is FlipAction.NONE  # reported again at the next desired normal
+
+
+def test_a_normal_client_has_nothing_to_drain() -> None:
+    assert following(False).begin_drain(None, 0.0, gray_switch=True) is FlipAction.NONE
+
+
+# -- FlipRunner on fake parts ------------------------------------------------------------------
 class FakeMembership:
     """Records the client's changes; ``beat`` answers from ``heard`` (False: no name server answered)."""
 
@@ -32,7 +116,7 @@ class FakeMembership:
         self.declared_gray = declared_gray
         self.heard = heard or []
         self.changes = 0
-        self.beats: list[Any] = []
+        self.beats: list[bool] = []
 
     def changed(self) -> None:
         self.changes += 1
@@ -46,23 +130,23 @@ class FakeMembership:
         return {} if heard else None
 
 
-class FakeConsumer:
-    """The consumer side of a flip: its queues, backlog and announcements, as a log of calls."""
+class FakeParts:
+    """The rebalancer, fetcher and broker heartbeats of a flip, as a log of calls, and the gray backlog."""
 
-    client_id, group = "c1", "G"
-
-    def __init__(self, gray: bool, backlogs: list[int | None], *, gray_switch: bool = True,
-                 heard: list[bool] | None = None, drain_timeout_s: float = 60.0) -> None:
-        self.gray_switch = gray_switch
+    def __init__(self, flip: GrayFlip, backlogs: list[int | None]) -> None:
+        self.flip = flip
         self.backlogs = backlogs
-        self.membership: Any = FakeMembership(gray, heard)
         self.calls: list[str] = []
         self.backlog_read = asyncio.Event()
-        self.flip = GrayFlip(self, gray, Supervisor("c1", self._fatal), drain_timeout_s=drain_timeout_s,
-                             drain_poll_s=0.001)
 
-    def _fatal(self, exc: GrayMQError, where: str) -> None:
-        raise AssertionError(f"{where}: {exc}")
+    async def release_queues(self, keep_adopted: bool) -> None:
+        self.calls.append("release gray queues" if keep_adopted else "release every queue")
+
+    async def persist_offsets(self) -> None:
+        self.calls.append("persist")
+
+    async def beat(self) -> None:
+        self.calls.append(f"announce {self.flip.gray_state.state}")
 
     async def gray_backlog(self) -> int | None:
         self.backlog_read.set()
@@ -71,94 +155,100 @@ class FakeConsumer:
         await asyncio.sleep(0.001)
         return self.backlogs[0]
 
-    async def _persist_offsets(self) -> None:
-        self.calls.append("persist")
 
-    async def _release_queues(self, keep_adopted: bool) -> None:
-        self.calls.append("release gray queues" if keep_adopted else "release every queue")
-
-    async def _announce(self) -> None:
-        self.calls.append(f"announce {self.flip.gray_state.state}")
+def fatal(exc: GrayMQError, where: str) -> None:
+    raise AssertionError(f"{where}: {exc}")
 
 
-async def settled(consumer: FakeConsumer, state: ClientState) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if consumer.flip.gray_state.state is state and consumer.flip._drain_task is None:
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"still {consumer.flip.gray_state.state}, expected {state}")
+class Consumer:
+    """A FlipRunner wired to fakes: nothing here opens a socket."""
 
+    def __init__(self, gray: bool, backlogs: list[int | None], *, gray_switch: bool = True,
+                 heard: list[bool] | None = None) -> None:
+        self.flip = GrayFlip(gray, drain_timeout_s=60, drain_poll_s=0.001)
+        self.flip.follow_changes()
+        self.parts = FakeParts(self.flip, backlogs)
+        self.membership = FakeMembership(gray, heard)
+        self.runtime = ConsumerRuntime("G", "c1", False, cast(Any, None), cast(Any, None), cast(Any, None),
+                                       self.flip, Supervisor("c1", fatal), fatal,
+                                       group_gray=GroupGray(switch=gray_switch))
+        parts: Any = self.parts
+        self.runner = FlipRunner(self.runtime, cast(Any, self.membership), parts, parts, parts, orphan_policy=None)
+        self.runner.gray_backlog = self.parts.gray_backlog  # type: ignore[method-assign]
 
-@run
-async def test_before_consuming_the_desired_flag_is_taken_without_a_flip() -> None:
-    consumer = FakeConsumer(gray=False, backlogs=[5])
-    await consumer.flip.follow(True)
-    assert consumer.flip.gray_state.state is ClientState.GRAY and consumer.calls == []
+    async def settled(self, state: ClientState) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.flip.gray_state.state is state and self.runner._drain_task is None:
+                return
+            await asyncio.sleep(0.001)
+        raise AssertionError(f"still {self.flip.gray_state.state}, expected {state}")
 
 
 @run
 async def test_normal_to_gray_releases_every_queue_then_announces_gray() -> None:
-    consumer = FakeConsumer(gray=False, backlogs=[5])
-    consumer.flip.follow_changes()
-    await consumer.flip.follow(True)
-    assert consumer.calls == ["release every queue", "announce GRAY"]
+    consumer = Consumer(gray=False, backlogs=[5])
+    await consumer.runner.follow(True)
+    assert consumer.parts.calls == ["release every queue", "announce GRAY"]
+    assert consumer.runtime.rebalance_now.is_set()
 
 
 @run
 async def test_gray_to_normal_drains_to_a_zero_backlog_and_reports_normal_before_the_brokers() -> None:
-    consumer = FakeConsumer(gray=True, backlogs=[3, 1, 0])
-    consumer.flip.follow_changes()
-    await consumer.flip.follow(False)
-    await settled(consumer, ClientState.NORMAL)
-    assert consumer.calls == ["persist"] * 3 + ["release gray queues", "announce NORMAL"]
+    consumer = Consumer(gray=True, backlogs=[3, 1, 0])
+    await consumer.runner.follow(False)
+    await consumer.settled(ClientState.NORMAL)
+    assert consumer.parts.calls == ["persist"] * 3 + ["release gray queues", "announce NORMAL"]
     assert consumer.membership.beats == [True]
 
 
 @run
 async def test_a_flip_no_name_server_heard_keeps_draining_and_reports_again() -> None:
-    consumer = FakeConsumer(gray=True, backlogs=[0], heard=[False, True])
-    consumer.flip.follow_changes()
-    await consumer.flip.follow(False)
-    await settled(consumer, ClientState.NORMAL)
+    consumer = Consumer(gray=True, backlogs=[0], heard=[False, True])
+    await consumer.runner.follow(False)
+    await consumer.settled(ClientState.NORMAL)
     assert consumer.membership.beats == [False, True]
-    assert consumer.calls == ["persist", "persist", "release gray queues", "announce NORMAL"]
+    assert consumer.parts.calls == ["persist", "persist", "release gray queues", "announce NORMAL"]
 
 
 @run
 async def test_desired_gray_again_cancels_the_drain_and_stays_gray() -> None:
-    consumer = FakeConsumer(gray=True, backlogs=[7])
-    consumer.flip.follow_changes()
-    await consumer.flip.follow(False)
-    await asyncio.wait_for(consumer.backlog_read.wait(), 5)
+    consumer = Consumer(gray=True, backlogs=[7])
+    await consumer.runner.follow(False)
+    await asyncio.wait_for(consumer.parts.backlog_read.wait(), 5)
     assert consumer.flip.gray_state.state is ClientState.DRAINING
-    task = consumer.flip._drain_task
-    await consumer.flip.follow(True)
-    assert consumer.flip.gray_state.state is ClientState.GRAY and consumer.flip._drain_task is None
+    task = consumer.runner._drain_task
+    await consumer.runner.follow(True)
+    assert consumer.flip.gray_state.state is ClientState.GRAY and consumer.runner._drain_task is None
     assert task is not None
     await asyncio.gather(task, return_exceptions=True)
     assert task.cancelled()
-    assert "release gray queues" not in consumer.calls
+    assert "release gray queues" not in consumer.parts.calls
 
 
 @run
 async def test_a_drain_that_times_out_stays_gray_says_why_and_restores_the_declaration() -> None:
-    consumer = FakeConsumer(gray=True, backlogs=[4])
-    consumer.flip.follow_changes()
+    consumer = Consumer(gray=True, backlogs=[4])
     with pytest.raises(DrainTimeoutError, match="4 gray messages left"):
-        await consumer.flip.drain_and_flip(timeout_s=0.01)
+        await consumer.runner.drain_and_flip(timeout_s=0.01)
     assert consumer.flip.gray_state.state is ClientState.GRAY
-    assert "drain timed out with 4 gray messages left" in consumer.flip.last_drain_error
     assert consumer.membership.declared_gray is True
-    consumer.backlogs[:] = [0]
-    await consumer.flip.drain_and_flip(timeout_s=5)
+    consumer.parts.backlogs[:] = [0]
+    await consumer.runner.drain_and_flip(timeout_s=5)
     assert consumer.flip.gray_state.state is ClientState.NORMAL and consumer.membership.declared_gray is False
 
 
 @run
 async def test_with_the_gray_switch_off_gray_to_normal_flips_without_draining() -> None:
-    consumer = FakeConsumer(gray=True, backlogs=[9], gray_switch=False)
-    consumer.flip.follow_changes()
-    await consumer.flip.follow(False)
-    await settled(consumer, ClientState.NORMAL)
-    assert consumer.calls == ["release gray queues", "announce NORMAL"]
+    consumer = Consumer(gray=True, backlogs=[9], gray_switch=False)
+    await consumer.runner.follow(False)
+    await consumer.settled(ClientState.NORMAL)
+    assert consumer.parts.calls == ["release gray queues", "announce NORMAL"]
+
+
+@run
+async def test_a_name_server_answer_changing_the_switch_heartbeats_the_brokers_and_rebalances() -> None:
+    consumer = Consumer(gray=False, backlogs=[0])
+    await consumer.runner.on_update({"desired_gray": False, "gray_switch": True, "gray_weight": 25})
+    assert consumer.runtime.group_gray == GroupGray(switch=True, weight=25)
+    assert consumer.parts.calls == ["announce NORMAL"] and consumer.runtime.rebalance_now.is_set()

@@ -1,0 +1,92 @@
+"""A push consumer's place in its group on the brokers: heartbeats carrying its flag and subscriptions to every
+broker of its topics (the brokers list the group from them), and leaving the group (retired, or stopping)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.client.route import TopicRoute
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import GrayMQError
+
+log = logging.getLogger(__name__)
+
+CONSUME_FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FIRST_OFFSET,
+                "timestamp": pb.CONSUME_FROM_TIMESTAMP}
+
+
+class BrokerHeartbeats:
+    """Heartbeats the brokers every ``heartbeat_interval_s`` (``loop``) and on demand (``beat``)."""
+
+    def __init__(self, runtime: ConsumerRuntime, consume_from: str) -> None:
+        self.runtime = runtime
+        self.consume_from = CONSUME_FROM[consume_from]
+        self._left = False  # retired: unregistered from the brokers
+
+    async def route(self, topic: str) -> TopicRoute | None:
+        """The topic's route, the cached one when the name server does not answer (None: none known yet)."""
+        routes = self.runtime.routes
+        try:
+            return await routes.get(topic)
+        except GrayMQError as exc:
+            cached = routes.cached(topic)
+            if cached is None:
+                log.debug("no route for %s yet: %s", topic, exc.message)
+            return cached
+
+    async def beat(self) -> None:
+        """Register with every broker of the subscribed topics; a retired consumer leaves them instead, once."""
+        rt = self.runtime
+        if rt.retired:
+            await self._leave()
+            return
+        self._left = False
+        for topic in rt.subscriptions:
+            await self.route(topic)
+        data = pb.ConsumerData(
+            group=rt.group, consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
+            consume_from_where=self.consume_from, gray_flag=rt.gray, gray_switch=rt.group_gray.switch,
+            gray_weight=rt.group_gray.weight,
+            subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=int(time.time() * 1000))
+                           for t, e in rt.subscriptions.items()],
+        )
+        request = pb.HeartbeatRequest(client_id=rt.client_id, consumers=[data])
+        for address in rt.broker_addresses():
+            try:
+                await rt.brokers.heartbeat(address, request)
+            except GrayMQError as exc:
+                if not rt.retry_later(exc, f"heartbeat of group {rt.group} to broker {address}",
+                                      ("heartbeat", address, exc.code, exc.message)):
+                    return
+
+    async def _leave(self) -> None:
+        """Out of the group's view on the brokers (they tell the others, who rebalance without this client)."""
+        if self._left:
+            return
+        self._left = True
+        rt = self.runtime
+        for address in rt.broker_addresses():
+            try:
+                await rt.brokers.unregister(address, rt.client_id, rt.group)
+            except GrayMQError as exc:
+                self._left = False  # tried again at the next heartbeat
+                if not rt.retry_later(exc, f"leaving group {rt.group} on broker {address}",
+                                      ("unregister", address, exc.code, exc.message)):
+                    return
+
+    async def unregister(self) -> None:
+        """Leave the group on every broker as the consumer stops (a failure is only logged)."""
+        rt = self.runtime
+        for address in rt.broker_addresses():
+            try:
+                await rt.brokers.unregister(address, rt.client_id, rt.group)
+            except GrayMQError as exc:
+                log.info("unregister from %s failed: %s", address, exc.message)
+
+    async def loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.runtime.settings.heartbeat_interval_s)
+            await self.beat()

@@ -1,0 +1,172 @@
+"""Follows the name server's answers for a push consumer: the group's gray settings (switch, weight, orphan
+policy, a rolled-back gray side) and the desired flag. For the flag it does what ``GrayFlip`` decides: releases
+queues, drains in the background, reports to the name server and the brokers; the decisions and their order are
+``GrayFlip``'s (see ``gray_flip``), this module only acts on them."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from graymq.client.backlog import BacklogUnavailable, gray_backlog
+from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
+from graymq.client.consumer.fetcher import Fetcher
+from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
+from graymq.client.consumer.rebalancer import Rebalancer
+from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
+from graymq.client.membership import Membership
+from graymq.protocol.errors import DrainTimeoutError
+from graymq.protocol.membership import OrphanPolicy
+
+log = logging.getLogger(__name__)
+
+
+class FlipRunner:
+    """Acts on each name server answer (``on_update``) and drains on request (``drain_and_flip``); an
+    ``orphan_policy`` given overrides the group's."""
+
+    def __init__(self, runtime: ConsumerRuntime, membership: Membership, rebalancer: Rebalancer, fetcher: Fetcher,
+                 heartbeats: BrokerHeartbeats, *, orphan_policy: OrphanPolicy | None) -> None:
+        self.runtime = runtime
+        self.flip: GrayFlip = runtime.flip
+        self.membership = membership
+        self.rebalancer = rebalancer
+        self.fetcher = fetcher
+        self.heartbeats = heartbeats
+        self.orphan_policy = orphan_policy
+        self._drain_task: asyncio.Task[None] | None = None
+        self._drain_lock = asyncio.Lock()
+
+    async def on_update(self, response: dict[str, Any]) -> None:
+        """A name server answer: the group's gray settings first (the brokers and the allocation follow), then the
+        desired flag, then a change of retirement."""
+        rt = self.runtime
+        gg, was_retired = rt.group_gray, rt.retired
+        rt.group_gray = update = GroupGray(
+            switch=bool(response.get("gray_switch", gg.switch)), weight=int(response.get("gray_weight") or 0),
+            orphan_policy=self.orphan_policy or response.get("orphan_policy") or "hold",
+            retired=bool(response.get("gray_retired")))
+        if (update.switch, update.orphan_policy, update.weight) != (gg.switch, gg.orphan_policy, gg.weight):
+            await self.heartbeats.beat()  # the brokers' isolation check follows the new allocation
+            rt.rebalance_now.set()
+        await self.follow(bool(response.get("desired_gray", rt.gray)))
+        if rt.retired != was_retired:
+            await self._retirement_changed()
+
+    async def _retirement_changed(self) -> None:
+        """Retired: hand back every queue, then leave the brokers' view of the group, so the normal consumers
+        see no gray consumer and adopt the gray queues. Back: rejoin the group and take queues again."""
+        rt = self.runtime
+        if rt.retired:
+            log.info("consumer %s of group %s retires: the group's gray side is rolled back", rt.client_id, rt.group)
+            await self.rebalancer.rebalance()
+            await self.heartbeats.beat()  # leaves the group on the brokers
+        else:
+            log.info("consumer %s of group %s is no longer retired", rt.client_id, rt.group)
+            await self.heartbeats.beat()
+            rt.rebalance_now.set()
+        self.membership.changed()
+
+    async def gray_backlog(self) -> int | None:
+        """Unconsumed messages in the gray queues of every subscribed topic; None when a broker is unreachable."""
+        rt = self.runtime
+        try:
+            queues = await gray_backlog(rt.brokers, rt.routes, rt.group, rt.subscriptions)
+        except BacklogUnavailable as exc:
+            log.info("consumer %s: %s", rt.client_id, exc.message)
+            return None
+        return sum(q.backlog for q in queues)
+
+    def cancel(self) -> None:
+        """Cancel a drain under way (the consumer stops)."""
+        if self._drain_task is not None:
+            self._drain_task.cancel()
+
+    async def follow(self, desired: bool) -> None:
+        """Act on the desired flag of a name server answer."""
+        rt = self.runtime
+        action = self.flip.follow(desired, draining=self._drain_task is not None)
+        if action is FlipAction.BECOME_GRAY:
+            log.info("consumer %s of %s: normal -> gray (no drain needed)", rt.client_id, rt.group)
+            await self.rebalancer.release_queues(keep_adopted=False)
+            self.flip.became_gray()
+            self.membership.changed()
+            await self._announce()
+        elif action is FlipAction.CANCEL_DRAIN and self._drain_task is not None:
+            self._drain_task.cancel()
+            self._drain_task = None
+            self.membership.changed()
+            log.info("consumer %s: desired flag back to gray, drain cancelled", rt.client_id)
+        elif action is FlipAction.START_DRAIN:
+            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain(), name="drain")
+            rt.tasks.watch(self._drain_task)  # an unexpected error is logged; the next update starts a new one
+
+    async def drain_and_flip(self, timeout_s: float | None = None) -> None:
+        """Consume the gray queues dry, then become normal. Raises ``DrainTimeoutError`` (still gray).
+
+        Called by the application, it also withdraws the client's own gray declaration, so the
+        name server's desired flag follows unless an explicit flag or a rule says gray.
+        """
+        membership = self.membership
+        async with self._drain_lock:
+            declared = membership.declared_gray
+            membership.declared_gray = False if declared else declared
+            membership.changed()
+            try:
+                await self._drain(timeout_s)
+            except DrainTimeoutError:
+                membership.declared_gray = declared
+                membership.changed()
+                raise
+
+    async def _auto_drain(self) -> None:
+        try:
+            async with self._drain_lock:
+                await self._drain(None)
+        except DrainTimeoutError as exc:
+            log.warning("%s; will retry while the desired flag stays normal", exc.message)
+        finally:
+            self._drain_task = None
+
+    async def _drain(self, timeout_s: float | None) -> None:
+        rt, flip = self.runtime, self.flip
+        action = self._changed(functools.partial(flip.begin_drain, gray_switch=rt.group_gray.switch), timeout_s)
+        if action is FlipAction.CHECK_BACKLOG:
+            log.info("consumer %s draining gray queues of %s", rt.client_id, rt.group)
+        while action is not FlipAction.NONE:
+            if action is FlipAction.CHECK_BACKLOG:
+                await self.fetcher.persist_offsets()
+                backlog = await self.gray_backlog()
+                action = self._changed(flip.backlog_read, backlog)
+            elif action is FlipAction.WAIT:
+                await asyncio.sleep(flip.drain_poll_s)
+                action = FlipAction.CHECK_BACKLOG
+            elif action is FlipAction.REPORT_NORMAL:
+                heard = await self.membership.beat() is not None
+                action = self._changed(flip.report_heard, heard)
+            elif action is FlipAction.HAND_OVER:
+                log.info("consumer %s of %s: gray queues drained, now normal", rt.client_id, rt.group)
+                await self.rebalancer.release_queues(keep_adopted=True)
+                await self._announce()
+                action = FlipAction.NONE
+            else:
+                raise DrainTimeoutError(f"consumer {rt.client_id}: {flip.last_drain_error}")
+
+    def _changed(self, decide: Callable[[Any, float], FlipAction], observed: Any) -> FlipAction:
+        """Pass what was ``observed`` (and the time) to a decision of the flip; tell the name server when it
+        changed the client's state."""
+        before = self.flip.gray_state.state
+        action = decide(observed, time.monotonic())
+        if self.flip.gray_state.state is not before:
+            self.membership.changed()
+        return action
+
+    async def _announce(self) -> None:
+        """Tell the name server and the brokers about the new flag; rebalance."""
+        self.membership.poke()
+        await self.heartbeats.beat()
+        self.runtime.rebalance_now.set()

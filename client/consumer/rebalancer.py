@@ -1,0 +1,234 @@
+"""The rebalancer of a push consumer: the group as the brokers list it, the allocation (AllocateMessageQueueGray),
+and the queues changing hands — leases taken before a queue is pulled, and each queue handed over with its
+final offset committed, so the next owner starts exactly where this one stopped.
+
+Rebalance runs on a timer and at once when ``rebalance_now`` is set ("group changed" from a broker, a flip,
+a lost queue). The name server is not asked who is in the group: N consumers rebalancing at once would cost
+it N² rows per group change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Hashable
+
+from graymq.client.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView
+from graymq.client.consumer.assignment import Assignment, Wanted
+from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
+from graymq.client.consumer.fetcher import ROUTE_SUSPECT, Fetcher
+from graymq.client.consumer.group_view import View, group_view
+from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.queue_leases import QueueLeases
+from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.client.consumer.start_offset import QueueToStart, StartOffsets
+from graymq.client.message import MessageQueue
+from graymq.client.route import TopicRoute
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import wait_event
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.retry import Backoff
+
+log = logging.getLogger(__name__)
+
+REBALANCE_BACKOFF = (0.5, 10.0)
+LEASE_RETRY = (0.2, 2.0)  # seconds: first and longest wait before asking again for queues other clients hold
+
+
+class Rebalancer:
+    """Keeps ``assignment`` to the queues this client should hold; ``on_queues_changed`` hears when they change."""
+
+    def __init__(self, runtime: ConsumerRuntime, assignment: Assignment, fetcher: Fetcher, *,
+                 leases: QueueLeases, start_offsets: StartOffsets, heartbeats: BrokerHeartbeats,
+                 base_strategy: AllocateMessageQueueStrategy, on_queues_changed: Callable[[], None]) -> None:
+        self.runtime = runtime
+        self.assignment = assignment
+        self.fetcher = fetcher
+        self.leases = leases
+        self.start_offsets = start_offsets
+        self.heartbeats = heartbeats
+        self.base_strategy = base_strategy
+        self.on_queues_changed = on_queues_changed
+        self._lock = asyncio.Lock()
+        self._lease_retry = Backoff(*LEASE_RETRY)
+        # The brokers' last listings of the group (their bytes), and the inputs of the last allocation (the
+        # routes held so their ids stay theirs) with the queues it wanted.
+        self._listings: tuple[tuple[str, bytes], ...] = ()
+        self._allocation: tuple[Hashable, list[TopicRoute], Wanted] | None = None
+
+    async def loop(self) -> None:
+        rt, backoff = self.runtime, Backoff(*REBALANCE_BACKOFF)
+        while True:
+            await wait_event(rt.rebalance_now, rt.settings.rebalance_interval_s)
+            rt.rebalance_now.clear()
+            try:
+                await self.rebalance()
+            except GrayMQError as exc:
+                if not rt.retry_later(exc, f"rebalance of group {rt.group}", ("rebalance", exc.code, exc.message)):
+                    return
+                await asyncio.sleep(backoff.next())
+                rt.rebalance_now.set()
+                continue
+            backoff.reset()
+
+    async def rebalance(self) -> None:
+        rt = self.runtime
+        async with self._lock:
+            view = await self._group_view() if not rt.broadcasting else {}
+            if rt.failure is not None:
+                return
+            routes: list[tuple[str, TopicRoute]] = []
+            for topic in rt.subscriptions if not rt.retired else ():
+                route = await self.heartbeats.route(topic)
+                if route is not None:
+                    routes.append((topic, route))
+            wanted = self._allocate(view, routes)
+            # queues change hands concurrently: each release commits the final offset, each take reads one
+            held = self.assignment.snapshot()
+            await asyncio.gather(*(self.hand_over(pq) for pq in self.assignment.stale(wanted)))
+            await self.release_unused_leases(set(wanted))
+            new = self.assignment.new(wanted)
+            if new:
+                await self._take(new)
+            if self.assignment.queues != held:  # not when a queue whose start is unknown yet stays untaken
+                log.info("consumer %s (%s) now holds %s", rt.client_id, "gray" if rt.gray else "normal",
+                         " ".join(str(mq) for mq in self.assignment.assigned()) or "nothing")
+                self.on_queues_changed()
+
+    async def _group_view(self) -> View:
+        """client id -> (effective gray flag, subscribed topics or None if unknown), from every broker's listing
+        (this client's own entry is added by ``_allocate``); shared by the consumers of the process."""
+        rt = self.runtime
+        listings: dict[str, pb.ConsumerListResponse] = {}
+
+        async def from_broker(address: str) -> None:
+            try:
+                listings[address] = await rt.brokers.consumer_list(address, rt.group)
+            except GrayMQError as exc:
+                if exc.permanent:
+                    rt.fail(exc, f"listing the consumers of group {rt.group} on broker {address}")
+                log.debug("consumer list from %s unavailable: %s", address, exc.message)
+
+        await asyncio.gather(*(from_broker(a) for a in rt.broker_addresses()))
+        self._listings, view = group_view(listings)
+        return view
+
+    def _allocate(self, view: View, routes: list[tuple[str, TopicRoute]]) -> Wanted:
+        """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer
+        again when nothing it depends on changed (the group's listings, this client's flags, the routes)."""
+        rt, gg = self.runtime, self.runtime.group_gray
+        key = (self._listings, rt.gray, gg.switch, gg.weight, gg.orphan_policy, rt.broadcasting,
+               tuple((topic, id(route)) for topic, route in routes))
+        if self._allocation is not None and self._allocation[0] == key:
+            return self._allocation[2]
+        wanted: Wanted = {}
+        view = {**view, rt.client_id: (rt.gray, None)}
+        for topic, route in routes:
+            strategy = AllocateMessageQueueGray(
+                route.is_gray, self.base_strategy, orphan_policy=gg.orphan_policy, gray_switch=gg.switch,
+                is_weighted=functools.partial(route.is_weighted, weight=gg.weight))
+            queues = route.queues(readable=True)
+            if rt.broadcasting:
+                mine = [mq for mq in queues if not gg.switch or route.is_gray(mq) == rt.gray]
+            else:
+                clients = [ConsumerView(cid, gray) for cid, (gray, topics) in view.items()
+                           if topics is None or topic in topics]
+                mine = strategy.allocate(rt.group, rt.client_id, queues, clients)
+            for mq in mine:
+                address = route.address_of(mq.broker_name)
+                if address is not None:
+                    wanted[mq] = (address, not rt.gray and strategy.adopted(mq))
+        self._allocation = (key, [route for _, route in routes], wanted)
+        return wanted
+
+    async def _take(self, new: list[tuple[MessageQueue, str, bool]]) -> None:
+        """Start pulling newly assigned queues (address, adopted) at their committed offset, else where
+        ``StartOffsets`` says; a queue whose start is unknown yet is retried at the next rebalance."""
+        rt = self.runtime
+        if not rt.broadcasting:
+            new = await self._lease(new)
+            if not new:
+                return
+        queues = [QueueToStart(mq, address, self._is_gray_queue(mq)) for mq, address, _ in new]
+        starts = await self.start_offsets.plan(queues, rt.broker_addresses())
+        for mq, address, adopted in new:
+            offset = starts[mq]
+            if isinstance(offset, GrayMQError):
+                what = f"reading where to start topic {mq.topic} queue {mq.queue_id} on broker {mq.broker_name}"
+                if not rt.retry_later(offset, what, ("start", mq, offset.code, offset.message)):
+                    return
+                continue
+            pq = ProcessQueue(mq, address, self.assignment.resume_offset(mq, offset), adopted=adopted,
+                              committed=offset)
+            self.assignment.add(pq)
+            self.fetcher.fetch(pq)
+
+    async def _lease(self, new: list[tuple[MessageQueue, str, bool]]) -> list[tuple[MessageQueue, str, bool]]:
+        """The queues of ``new`` whose lease this client took: a queue another client still holds (it is finishing
+        what it pulled) is taken once that client releases it, at the offset it committed."""
+        rt = self.runtime
+        acquired, errors = await self.leases.acquire([(mq, address) for mq, address, _ in new])
+        if any(isinstance(exc, ROUTE_SUSPECT) for exc in errors):  # a broker gone: is there a new leader?
+            for mq, _, _ in new:
+                rt.routes.invalidate(mq.topic)
+        for exc in errors:
+            if not rt.retry_later(exc, f"taking queue leases of group {rt.group}", ("lease", exc.code, exc.message)):
+                return []
+        if len(acquired) < len(new):
+            # a release normally wakes the group at once; this is the fallback, after a growing delay
+            asyncio.get_running_loop().call_later(self._lease_retry.next(), rt.rebalance_now.set)
+        else:
+            self._lease_retry.reset()
+        return [entry for entry in new if entry[0] in acquired]
+
+    async def release_unused_leases(self, wanted: set[MessageQueue]) -> None:
+        """Release leases of queues neither consumed nor wanted (taken while their start was unknown)."""
+        for mq in [mq for mq in self.leases.held if mq not in wanted and mq not in self.assignment]:
+            await self.leases.release(mq, -1)
+
+    def _is_gray_queue(self, mq: MessageQueue) -> bool:
+        route = self.runtime.routes.cached(mq.topic)
+        return route is not None and self.runtime.group_gray.switch and route.is_gray(mq)
+
+    async def release_queues(self, keep_adopted: bool) -> None:
+        """Hand back the queues held (but those held by adoption when ``keep_adopted``); in-flight ones finish."""
+        await asyncio.gather(*(self.hand_over(pq) for pq in self.assignment if not (keep_adopted and pq.adopted)))
+
+    async def hand_over(self, pq: ProcessQueue, grace_s: float | None = None) -> None:
+        """Stop pulling ``pq``, let the batches it dispatched finish (``grace_s``, by default the hand-over
+        timeout), commit exactly what was consumed and release its lease.
+
+        Messages pulled but not yet given to the listener go back with the queue (the committed offset is
+        the lowest one not consumed); a batch still running after the grace period is abandoned, and the
+        next owner consumes it again.
+        """
+        rt = self.runtime
+        self.assignment.drop(pq)
+        deadline = time.monotonic() + (rt.settings.handover_timeout_s if grace_s is None else grace_s)
+        running = {t for t in (pq.task,) if t is not None and not t.done()}
+        if running and not pq.in_listener:
+            pq.task.cancel()  # type: ignore[union-attr]
+        running |= pq.consuming
+        if running:
+            _, late = await asyncio.wait(running, timeout=max(0.0, deadline - time.monotonic()))
+            if late:
+                log.warning("consumer %s hands over %s with %d batch(es) unfinished after %.1f s: the next owner "
+                            "consumes them again", rt.client_id, pq.mq, len(late), deadline - time.monotonic())
+            if pq.task is not None and not pq.task.done():
+                pq.task.cancel()
+                await asyncio.gather(pq.task, return_exceptions=True)
+        if rt.broadcasting:
+            await self.fetcher.commit(pq)
+        elif await self.leases.release(pq.mq, pq.commit_offset()):
+            pq.committed = pq.commit_offset()
+        else:
+            self.assignment.unreleased[pq.mq] = pq.commit_offset()
+
+    def lost(self, pq: ProcessQueue, exc: GrayMQError) -> None:
+        """Another client holds ``pq`` now (this one's lease ended): stop it without committing, rebalance."""
+        log.info("consumer %s lost %s: %s", self.runtime.client_id, pq.mq, exc.message)
+        self.assignment.drop(pq)
+        self.leases.forget(pq.mq)
+        self.runtime.rebalance_now.set()

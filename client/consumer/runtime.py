@@ -1,0 +1,76 @@
+"""What the parts of a push consumer share: who it is, its tuning and connections, the group's gray settings, and
+how a failure is reported (retried with a rate-limited warning, or ending the consumer)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from graymq.client.broker_client import BrokerClient
+from graymq.client.consumer.gray_flip import GrayFlip
+from graymq.client.consumer.settings import ConsumerSettings
+from graymq.client.route_cache import SharedRouteCache
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.membership import OrphanPolicy
+from graymq.protocol.retry import ThrottledLog
+from graymq.protocol.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GroupGray:
+    """The group's gray settings, as the name server last answered."""
+
+    switch: bool = True
+    weight: int = 0  # percent of the normal queues the group's gray side consumes
+    orphan_policy: OrphanPolicy = "hold"
+    retired: bool = False  # the group's gray side is rolled back
+
+
+@dataclass
+class ConsumerRuntime:
+    """One consumer's shared context; ``fail`` ends the consumer (set by its owner), ``rebalance_now`` wakes the
+    rebalancer."""
+
+    group: str
+    client_id: str
+    broadcasting: bool
+    settings: ConsumerSettings
+    brokers: BrokerClient
+    routes: SharedRouteCache
+    flip: GrayFlip
+    tasks: Supervisor
+    fail: Callable[[GrayMQError, str], None]
+    subscriptions: dict[str, str] = field(default_factory=dict)
+    group_gray: GroupGray = field(default_factory=GroupGray)
+    failure: GrayMQError | None = None
+    rebalance_now: asyncio.Event = field(default_factory=asyncio.Event)
+    warnings: ThrottledLog = field(default_factory=lambda: ThrottledLog(log))
+
+    @property
+    def gray(self) -> bool:
+        """The effective flag (a draining consumer is still gray)."""
+        return self.flip.gray_state.gray
+
+    @property
+    def retired(self) -> bool:
+        """A gray consumer of a group whose gray side was rolled back: it holds and consumes nothing."""
+        return self.gray and self.group_gray.retired
+
+    def retry_later(self, exc: GrayMQError, what: str, key: Hashable) -> bool:
+        """After a failed broker call: fail the consumer when ``exc`` is permanent (False), else warn (True).
+
+        The warning names ``what`` failed and is rate-limited by ``key`` (the same failure repeating).
+        """
+        if exc.permanent:
+            self.fail(exc, what)
+            return False
+        self.warnings.warning(key, "%s failed: %s (%s); retrying", what, exc.message, exc.code_name)
+        return True
+
+    def broker_addresses(self) -> set[str]:
+        """The brokers of the subscribed topics, as the cached routes list them."""
+        return {b.address for topic in self.subscriptions if (r := self.routes.cached(topic)) for b in r.brokers}

@@ -1,0 +1,293 @@
+"""A push consumer's parts, each alone on fakes (no socket): the assignment table, the fetcher (pull, dispatch,
+send-back, commit) and the rebalancer (group view, allocation, leases, hand-over)."""
+
+from __future__ import annotations
+
+import asyncio
+import doctest
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import pytest
+
+from graymq.client.allocate import AllocateMessageQueueAveragely
+from graymq.client.consumer import assignment as assignment_module
+from graymq.client.consumer.assignment import Assignment
+from graymq.client.consumer.consume_service import ListenerRunner
+from graymq.client.consumer.fetcher import Fetcher
+from graymq.client.consumer.gray_flip import GrayFlip
+from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.queue_leases import QueueLeases
+from graymq.client.consumer.rebalancer import Rebalancer
+from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.client.consumer.settings import ConsumerSettings
+from graymq.client.message import ConsumeStatus, MessageExt, MessageQueue
+from graymq.client.route import BrokerData, TopicRoute
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import GrayMQError, QueueLockedError
+from graymq.protocol.record import encode_properties, encode_record, make_properties
+from graymq.protocol.supervisor import Supervisor
+
+pytestmark = pytest.mark.unit
+TOPIC, ADDRESS = "T", "127.0.0.1:1"
+ROUTE = TopicRoute(TOPIC, (BrokerData("b", ADDRESS, queue_nums=6, gray_queue_nums=2),))
+
+
+def run(test: Callable[[], Awaitable[None]]) -> Callable[[], None]:
+    @functools.wraps(test)
+    def sync() -> None:
+        asyncio.run(asyncio.wait_for(test(), 30))
+    return sync
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
+def record(offset: int) -> bytes:
+    properties = encode_properties(make_properties(tags="A", msg_id=f"M{offset}"))
+    return encode_record(topic=TOPIC.encode(), body=f"body-{offset}".encode(), properties=properties, queue_id=1,
+                         queue_offset=offset, physical_offset=offset * 500)
+
+
+class FakeRoutes:
+    def __init__(self) -> None:
+        self.invalidated: list[str] = []
+
+    def cached(self, topic: str) -> TopicRoute | None:
+        return ROUTE
+
+    def invalidate(self, topic: str) -> None:
+        self.invalidated.append(topic)
+
+    async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        return ROUTE
+
+
+class FakeBrokers:
+    """One queue's records (offsets 0..n-1) served once, then nothing new; the group's listing; queue leases
+    granted unless ``held_by`` names another client; every call recorded."""
+
+    def __init__(self, records: int = 0, clients: tuple[tuple[str, bool], ...] = (),
+                 held_by: dict[int, str] | None = None, pull_error: GrayMQError | None = None) -> None:
+        self.records, self.clients, self.held_by, self.pull_error = records, clients, held_by or {}, pull_error
+        self.sent_back: list[int] = []
+        self.unlocked: list[tuple[str, int, int]] = []
+
+    async def pull(self, address: str, request: pb.PullRequest) -> pb.PullResponse:
+        if self.pull_error is not None:
+            raise self.pull_error
+        if request.queue_offset < self.records:
+            return pb.PullResponse(status=pb.FOUND, next_begin_offset=self.records,
+                                   records=b"".join(record(o) for o in range(request.queue_offset, self.records)))
+        await asyncio.sleep(0.01)  # a long poll that finds nothing
+        return pb.PullResponse(status=pb.NO_NEW_MSG, next_begin_offset=request.queue_offset)
+
+    async def send_back(self, address: str, request: pb.SendBackRequest) -> None:
+        self.sent_back.append(request.commit_log_offset)
+
+    async def consumer_list(self, address: str, group: str) -> pb.ConsumerListResponse:
+        return pb.ConsumerListResponse(clients=[pb.ClientInfo(client_id=c, gray_flag=g, last_heartbeat_ms=1,
+                                                              topics=[TOPIC]) for c, g in self.clients])
+
+    async def lock_queues(self, address: str, group: str, client_id: str,
+                          queues: list[tuple[str, int]]) -> pb.LockQueuesResponse:
+        return pb.LockQueuesResponse(
+            locked=[pb.QueueRef(topic=t, queue_id=q) for t, q in queues if q not in self.held_by],
+            held=[pb.QueueOwner(topic=t, queue_id=q, client_id=self.held_by[q]) for t, q in queues
+                  if q in self.held_by])
+
+    async def unlock_queues(self, address: str, group: str, client_id: str,
+                            queues: list[tuple[str, int, int]]) -> None:
+        self.unlocked.extend(queues)
+
+
+class FakeOffsetStore:
+    def __init__(self, error: GrayMQError | None = None) -> None:
+        self.written: dict[MessageQueue, int] = {}
+        self.error = error
+
+    async def write(self, mq: MessageQueue, address: str, offset: int) -> None:
+        if self.error is not None:
+            raise self.error
+        self.written[mq] = offset
+
+    async def flush(self) -> None:
+        pass
+
+
+def runtime(brokers: FakeBrokers, gray: bool = False, **settings: Any) -> ConsumerRuntime:
+    failures: list[GrayMQError] = []
+
+    def fail(exc: GrayMQError, where: str) -> None:
+        failures.append(exc)
+
+    flip = GrayFlip(gray, drain_timeout_s=60, drain_poll_s=0.01)
+    rt = ConsumerRuntime("G", "c1", False, ConsumerSettings(**settings), cast(Any, brokers), cast(Any, FakeRoutes()),
+                         flip, Supervisor("c1", fail), fail, subscriptions={TOPIC: "*"})
+    return rt
+
+
+# -- the assignment table ----------------------------------------------------------------------
+def test_assignment_docstring_example() -> None:
+    assert doctest.testmod(assignment_module).failed == 0
+
+
+def test_the_table_says_which_queues_are_stale_which_are_new_and_where_a_queue_resumes() -> None:
+    table = Assignment()
+    q0, q1, q2 = (MessageQueue(TOPIC, "b", i) for i in range(3))
+    held = ProcessQueue(q0, ADDRESS, 10)
+    adopted = ProcessQueue(q1, ADDRESS, 0, adopted=True)
+    table.add(held)
+    table.add(adopted)
+    wanted = {q0: (ADDRESS, False), q1: (ADDRESS, False), q2: (ADDRESS, False)}
+    assert table.stale(wanted) == [adopted]  # wanted now as its own, not by adoption: handed over and taken again
+    assert table.new(wanted) == [(q2, ADDRESS, False)]
+    table.unreleased[q2] = 7
+    assert (table.resume_offset(q2, 5), table.resume_offset(q2, 5)) == (7, 5)  # once, and never behind the broker
+    table.drop(held)
+    assert held.dropped and table.assigned() == [q1]
+
+
+# -- the fetcher ---------------------------------------------------------------------------------
+def fetcher(rt: ConsumerRuntime, store: FakeOffsetStore, status: ConsumeStatus,
+            lost: list[ProcessQueue] | None = None) -> tuple[Fetcher, list[int]]:
+    seen: list[int] = []
+
+    async def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        seen.extend(m.queue_offset for m in messages)
+        return status
+
+    async def rejoin() -> None:
+        pass
+
+    part = Fetcher(rt, Assignment(), cast(Any, store), ListenerRunner(listener, 2), orderly=False,
+                   on_lost=lambda pq, exc: (lost if lost is not None else []).append(pq), rejoin=rejoin)
+    return part, seen
+
+
+@run
+async def test_the_fetcher_pulls_hands_the_listener_every_message_and_commits_past_them() -> None:
+    rt, store = runtime(FakeBrokers(records=5)), FakeOffsetStore()
+    part, seen = fetcher(rt, store, ConsumeStatus.CONSUME_SUCCESS)
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 0)
+    part.assignment.add(pq)
+    part.fetch(pq)
+    await until(lambda: part.consumed == 5, "5 messages consumed")
+    await part.persist_offsets()
+    assert sorted(seen) == [0, 1, 2, 3, 4] and store.written == {pq.mq: 5} and pq.committed == 5
+    await rt.tasks.cancel([pq.task] if pq.task else [])
+
+
+@run
+async def test_the_fetcher_sends_failed_messages_back_and_then_counts_them_consumed() -> None:
+    brokers = FakeBrokers(records=2)
+    rt, store = runtime(brokers), FakeOffsetStore()
+    part, _ = fetcher(rt, store, ConsumeStatus.RECONSUME_LATER)
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 0)
+    part.assignment.add(pq)
+    part.fetch(pq)
+    await until(lambda: part.consumed == 2, "2 messages sent back")
+    assert sorted(brokers.sent_back) == [0, 500] and pq.commit_offset() == 2
+    await rt.tasks.cancel([pq.task] if pq.task else [])
+
+
+@run
+async def test_a_commit_refused_because_another_client_holds_the_queue_reports_it_lost() -> None:
+    rt, lost = runtime(FakeBrokers()), []
+    part, _ = fetcher(rt, FakeOffsetStore(error=QueueLockedError("held by c2")), ConsumeStatus.CONSUME_SUCCESS, lost)
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 3)
+    await part.commit(pq)
+    assert lost == [pq] and pq.committed == -1
+
+
+@run
+async def test_a_pull_refused_by_the_queue_lease_ends_that_queue_loop_and_reports_it_lost() -> None:
+    rt, lost = runtime(FakeBrokers(pull_error=QueueLockedError("held by c2"))), []
+    part, _ = fetcher(rt, FakeOffsetStore(), ConsumeStatus.CONSUME_SUCCESS, lost)
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 0)
+    part.fetch(pq)
+    await until(lambda: lost == [pq], "the queue reported lost")
+    assert pq.task is not None
+    await asyncio.wait_for(pq.task, 5)
+
+
+# -- the rebalancer ------------------------------------------------------------------------------
+class FakeFetcher:
+    def __init__(self) -> None:
+        self.fetched: list[MessageQueue] = []
+
+    def fetch(self, pq: ProcessQueue) -> None:
+        self.fetched.append(pq.mq)
+
+    async def commit(self, pq: ProcessQueue) -> None:
+        pass
+
+
+class FakeStartOffsets:
+    async def plan(self, queues: list[Any], addresses: Any) -> dict[MessageQueue, int]:
+        return {q.mq: 0 for q in queues}
+
+
+class FakeHeartbeats:
+    async def route(self, topic: str) -> TopicRoute:
+        return ROUTE
+
+
+def rebalancer(brokers: FakeBrokers, gray: bool = False) -> tuple[Rebalancer, FakeFetcher, list[int]]:
+    rt, part, changes = runtime(brokers, gray=gray), FakeFetcher(), []
+    leases = QueueLeases(cast(Any, brokers), "G", "c1")
+    return Rebalancer(rt, Assignment(), cast(Any, part), leases=leases, start_offsets=cast(Any, FakeStartOffsets()),
+                      heartbeats=cast(Any, FakeHeartbeats()), base_strategy=AllocateMessageQueueAveragely(),
+                      on_queues_changed=lambda: changes.append(1)), part, changes
+
+
+def queue_ids(queues: list[MessageQueue]) -> list[int]:
+    return sorted(mq.queue_id for mq in queues)
+
+
+@run
+async def test_normal_consumers_split_the_normal_queues_and_leave_the_gray_ones() -> None:
+    brokers = FakeBrokers(clients=(("c0", False), ("c1", False)))
+    part, fetch, changes = rebalancer(brokers)
+    await part.rebalance()
+    mine = part.assignment.assigned()
+    assert len(mine) == 2 and not {0, 5} & set(queue_ids(mine))  # 6 queues, gray 0 and 5, two normal clients
+    assert queue_ids(fetch.fetched) == queue_ids(mine) and changes == [1]
+    assert set(part.leases.held) == set(mine)
+
+
+@run
+async def test_a_gray_consumer_takes_the_gray_queues() -> None:
+    part, _, _ = rebalancer(FakeBrokers(clients=(("c0", False),)), gray=True)
+    await part.rebalance()
+    assert queue_ids(part.assignment.assigned()) == [0, 5]
+
+
+@run
+async def test_a_queue_another_client_still_holds_is_not_taken_and_is_asked_for_again() -> None:
+    part, _, _ = rebalancer(FakeBrokers(clients=(("c1", False),), held_by={2: "c9"}))
+    await part.rebalance()
+    assert queue_ids(part.assignment.assigned()) == [1, 3, 4]
+    assert part.leases.waiting == {MessageQueue(TOPIC, "b", 2): "c9"}
+    await until(part.runtime.rebalance_now.is_set, "a rebalance asked for again")
+
+
+@run
+async def test_a_queue_no_longer_wanted_is_handed_over_with_its_final_offset() -> None:
+    brokers = FakeBrokers(clients=(("c1", False),))
+    part, _, _ = rebalancer(brokers)
+    await part.rebalance()
+    pq = part.assignment.queues[MessageQueue(TOPIC, "b", 1)]
+    pq.add([0, 1, 2], 3, 100)
+    pq.done([0, 1], 100)
+    brokers.clients = (("c0", False), ("c1", False))
+    await part.rebalance()
+    assert pq.dropped and (TOPIC, 1, 2) in brokers.unlocked and pq.committed == 2
+    assert len(part.assignment.assigned()) == 2

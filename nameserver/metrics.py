@@ -1,5 +1,5 @@
 """The name server's Prometheus metrics (``prometheus_client``): request counters, database errors,
-open watches, and live-object gauges.
+open watches, live-object gauges, and each group's release (gray switch, weight, cutover operations).
 
 Counters are per process (as Prometheus expects, one series set per replica); the gauges are read from the
 database at scrape time so every replica reports the same cluster state. Each app owns its registry, so
@@ -9,6 +9,7 @@ several apps in one process (tests) never share or collide on a series.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import (
     CollectorRegistry,
@@ -23,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from graymq.nameserver.models import CUTOVER_KINDS, CUTOVER_STATES, RUNNING
 from graymq.protocol.health import COUNTERS, SIDES
 
 PREFIX = "graymq_nameserver"
@@ -34,6 +36,17 @@ disable_created_metrics()
 ConsumerHealth = Mapping[str, Mapping[str, Mapping[str, float]]]  # group -> side -> figure -> value
 
 
+@dataclass(frozen=True)
+class GroupRelease:
+    """A group's release as stored: its gray switch, its weight (percent) and its cutover operations (promote,
+    rollback, rollout) counted by ``(kind, state)``."""
+
+    group: str
+    gray_switch: bool
+    weight: int
+    operations: Mapping[tuple[str, str], int]
+
+
 class _ClusterGauges(Collector):
     """Live brokers and clients, and the consumers' health, as read for one scrape; a ``None`` reading is left out.
 
@@ -42,10 +55,11 @@ class _ClusterGauges(Collector):
     """
 
     def __init__(self, live_brokers: int | None, live_clients: Iterable[tuple[str, str, bool, int]] | None,
-                 consumer_health: ConsumerHealth | None) -> None:
+                 consumer_health: ConsumerHealth | None, group_releases: Iterable[GroupRelease] | None) -> None:
         self._live_brokers = live_brokers
         self._live_clients = live_clients
         self._consumer_health = consumer_health
+        self._group_releases = group_releases
 
     def collect(self) -> Iterator[Metric]:
         if self._live_brokers is not None:
@@ -60,6 +74,8 @@ class _ClusterGauges(Collector):
             yield clients
         if self._consumer_health is not None:
             yield from _health_families(self._consumer_health)
+        if self._group_releases is not None:
+            yield from _release_families(self._group_releases)
 
 
 def _health_families(health: ConsumerHealth) -> Iterator[Metric]:
@@ -78,6 +94,28 @@ def _health_families(health: ConsumerHealth) -> Iterator[Metric]:
                 latency.add_metric([group, side, quantile], figures[name])
     yield messages
     yield latency
+
+
+def _release_families(releases: Iterable[GroupRelease]) -> Iterator[Metric]:
+    """Every group's switch and weight, and its operations: running ones by kind, finished ones by kind and
+    outcome (every kind and state exposed, 0 included, so ``increase()`` sees the first one)."""
+    switch = GaugeMetricFamily("graymq_group_gray_switch", "1 while the group's gray switch is on.", labels=["group"])
+    weight = GaugeMetricFamily("graymq_group_gray_weight_percent", "Percent of each topic's normal queues the "
+                               "group's gray consumers take (weighted canary).", labels=["group"])
+    running = GaugeMetricFamily("graymq_group_operations_running", "The group's cutover operations running, by "
+                                "kind (promote, rollback, rollout).", labels=["group", "kind"])
+    finished = CounterMetricFamily("graymq_group_operations_finished", "The group's cutover operations recorded "
+                                   "as finished, by kind and state (SUCCEEDED, FAILED, ABORTED).",
+                                   labels=["group", "kind", "state"])
+    for release in sorted(releases, key=lambda r: r.group):
+        switch.add_metric([release.group], 1 if release.gray_switch else 0)
+        weight.add_metric([release.group], release.weight)
+        for kind in CUTOVER_KINDS:
+            running.add_metric([release.group, kind], release.operations.get((kind, RUNNING), 0))
+            for state in CUTOVER_STATES:
+                if state != RUNNING:
+                    finished.add_metric([release.group, kind, state], release.operations.get((kind, state), 0))
+    yield from (switch, weight, running, finished)
 
 
 class Metrics:
@@ -110,8 +148,9 @@ class Metrics:
         live_brokers: int | None,
         live_clients: Iterable[tuple[str, str, bool, int]] | None,
         consumer_health: ConsumerHealth | None = None,
+        group_releases: Iterable[GroupRelease] | None = None,
     ) -> str:
         """The exposition text (``generate_latest``, text format 0.0.4) of the registry and the cluster gauges;
         a gauge is left out when the database could not be read (``None``)."""
-        cluster = _ClusterGauges(live_brokers, live_clients, consumer_health)
+        cluster = _ClusterGauges(live_brokers, live_clients, consumer_health, group_releases)
         return (generate_latest(self.registry) + generate_latest(cluster)).decode()

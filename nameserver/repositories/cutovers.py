@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
-from graymq.nameserver.models import RUNNING, CutoverOperation
+from graymq.nameserver.models import RUNNING, CutoverOperation, Group
 
 
 class CutoverRepository:
@@ -39,6 +39,15 @@ class CutoverRepository:
         if state is not None:
             stmt = stmt.where(CutoverOperation.state == state)
         return self.session.scalars(stmt.order_by(CutoverOperation.id.desc())).all()
+
+    def counts(self) -> Sequence[tuple[str, str, str, int]]:
+        """``(group name, kind, state, operations)`` for every group that has recorded one."""
+        stmt = (
+            select(Group.name, CutoverOperation.kind, CutoverOperation.state, func.count())
+            .join(Group, Group.id == CutoverOperation.group_id)
+            .group_by(Group.name, CutoverOperation.kind, CutoverOperation.state)
+        )
+        return [(name, kind, state, count) for name, kind, state, count in self.session.execute(stmt)]
 
     def add(self, operation: CutoverOperation) -> CutoverOperation:
         self.session.add(operation)

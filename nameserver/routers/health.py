@@ -33,11 +33,12 @@ def metrics(request: Request, health: Health) -> PlainTextResponse:
     counters: Metrics = request.app.state.metrics
     try:
         live_brokers, live_clients = health.live_brokers(), health.live_clients()
-        consumer_health = health.consumer_health()
+        consumer_health, group_releases = health.consumer_health(), health.group_releases()
     except DB_UNAVAILABLE_ERRORS as exc:
         counters.db_error()
         log.warning("metrics without cluster gauges, database unavailable: %s", describe_db_error(exc))
-        live_brokers, live_clients, consumer_health = None, None, None
+        live_brokers, live_clients, consumer_health, group_releases = None, None, None, None
     return PlainTextResponse(
-        counters.render(live_brokers, live_clients, consumer_health), media_type="text/plain; version=0.0.4"
+        counters.render(live_brokers, live_clients, consumer_health, group_releases),
+        media_type="text/plain; version=0.0.4",
     )

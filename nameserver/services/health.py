@@ -9,8 +9,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
+from graymq.nameserver.metrics import GroupRelease
 from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.clients import ClientRepository
+from graymq.nameserver.repositories.cutovers import CutoverRepository
+from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.settings import NameServerSettings
 from graymq.protocol.health import add_up
 
@@ -38,3 +41,11 @@ class HealthService:
     def live_clients(self) -> list[tuple[str, str, bool, int]]:
         seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
         return ClientRepository(self.session).live_counts(seen_after)
+
+    def group_releases(self) -> list[GroupRelease]:
+        """Every group's gray switch, weight and cutover operations counted by kind and state."""
+        operations: dict[str, dict[tuple[str, str], int]] = {}
+        for group, kind, state, count in CutoverRepository(self.session).counts():
+            operations.setdefault(group, {})[(kind, state)] = count
+        return [GroupRelease(g.name, g.gray_switch, g.gray_weight, operations.get(g.name, {}))
+                for g in GroupRepository(self.session).all()]

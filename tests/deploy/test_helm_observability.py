@@ -334,3 +334,98 @@ def test_every_metric_the_dashboard_and_rules_name_is_exposed(observed: Release,
     for family in ("graymq_consumer_messages_total", "graymq_broker_consumer_backlog",
                    "graymq_broker_replica_out_of_sync", "graymq_store_damaged_records_total"):
         assert family in named, family  # the check above saw the families that matter
+
+
+NS_POD = f'namespace="{NAMESPACE}", pod="mq-graymq-nameserver-5d9c-x1"'
+BROKER_POD = f'namespace="{NAMESPACE}", pod="mq-graymq-broker-0-1"'
+
+
+def consumer_series(group: str, side: str, failed_per_min: int, consumed_per_min: int) -> list[dict[str, str]]:
+    """A name server's counters of one group's side, as both name server replicas report them."""
+    return [
+        {"series": f'graymq_consumer_messages_total{{namespace="{NAMESPACE}", pod="mq-graymq-nameserver-5d9c-{pod}",'
+                   f' instance="{pod}", group="{group}", side="{side}", outcome="{outcome}"}}',
+         "values": f"0+{per_min}x30"}
+        for pod in ("x1", "x2") for outcome, per_min in (("failed", failed_per_min), ("consumed", consumed_per_min))
+    ]
+
+
+# 30 minutes of one cluster: group GR's gray backlog stuck at 40, GD's draining to 0; GR's gray side failing
+# 10 % of deliveries, its normal side 1 %; one replica out of sync from minute 5; damage found at minute 10;
+# a name server down from minute 5 while the other still reports.
+ALERT_SERIES = [
+    {"series": f'graymq_broker_consumer_backlog{{{BROKER_POD}, group="GR", topic="T", queue="0", gray="true", '
+               f'side="gray"}}', "values": "40x30"},
+    {"series": f'graymq_broker_consumer_backlog{{{BROKER_POD}, group="GD", topic="T", queue="0", gray="true", '
+               f'side="gray"}}', "values": "100-5x20 0x10"},
+    *consumer_series("GR", "gray", 10, 90),
+    *consumer_series("GR", "normal", 1, 99),
+    {"series": f"graymq_broker_replica_out_of_sync{{{BROKER_POD}}}", "values": "0x5 1x25"},
+    {"series": f"graymq_store_damaged_records_total{{{BROKER_POD}}}", "values": "0x10 2x20"},
+    {"series": f"graymq_store_bad_units_total{{{BROKER_POD}}}", "values": "0x30"},
+    {"series": f"up{{{NS_POD}}}", "values": "1x5 0x25"},
+    {"series": f'graymq_nameserver_live_brokers{{namespace="{NAMESPACE}", pod="mq-graymq-nameserver-5d9c-x2"}}',
+     "values": "2x30"},
+]
+
+
+def expand(template: str, labels: dict[str, str], value: float) -> str:
+    """An annotation as Prometheus expands it, for the few template forms the rules use."""
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], template)
+    text = text.replace('{{ $value | printf "%.1f" }}', f"{value:.1f}")
+    return text.replace("{{ $value }}", f"{value:g}")
+
+
+@pytest.mark.unit
+@needs_promtool
+def test_alerts_fire_on_the_failures_they_name_and_only_on_them(observed: Release, tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule_groups(observed)}))
+    descriptions = {rule["alert"]: rule["annotations"]["description"] for rule in rules_of(observed)}
+
+    def firing(alert: str, at: str, labels: dict[str, str] | None = None, value: float = 0,
+               summary: str = "") -> dict[str, Any]:
+        """``alert`` fires at ``at`` once, with ``labels`` and ``summary``; none fires without labels."""
+        expected = [] if labels is None else [{"exp_labels": labels, "exp_annotations": {
+            "summary": summary, "description": expand(descriptions[alert], labels, value)}}]
+        return {"eval_time": at, "alertname": alert, "exp_alerts": expected}
+
+    broker = {"namespace": NAMESPACE, "pod": "mq-graymq-broker-0-1"}
+    nameserver = {"namespace": NAMESPACE, "pod": "mq-graymq-nameserver-5d9c-x1", "severity": "critical"}
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": ALERT_SERIES,
+            "alert_rule_test": [
+                firing("GraymqGrayBacklogNotDraining", "10m"),  # not yet for 15m; GD drains, never
+                firing("GraymqGrayBacklogNotDraining", "25m",
+                       {"namespace": NAMESPACE, "group": "GR", "severity": "warning"}, 40,
+                       "Gray backlog of group GR is not draining"),
+                firing("GraymqSideFailureRate", "15m",  # the normal side's 1 % does not fire
+                       {"namespace": NAMESPACE, "group": "GR", "side": "gray", "severity": "warning"}, 10,
+                       "The gray side of group GR fails 10.0% of deliveries"),
+                firing("GraymqReplicaOutOfSync", "4m"),
+                firing("GraymqReplicaOutOfSync", "15m", {**broker, "severity": "warning"}, 1,
+                       "1 replica(s) of the broker set of mq-graymq-broker-0-1 out of sync"),
+                firing("GraymqStoreDamage", "5m"),
+                firing("GraymqStoreDamage", "15m", {**broker, "severity": "critical"}, 2,
+                       "Broker mq-graymq-broker-0-1 found damaged records in its store"),
+                firing("GraymqNameServerUnreachable", "4m"),
+                firing("GraymqNameServerUnreachable", "15m", nameserver, 0,
+                       "A graymq name server cannot be scraped, or none reads its database"),
+            ],
+        }, {  # the name servers answer scrapes but none reports the cluster (its database unreachable)
+            "interval": "1m",
+            "input_series": [{"series": f"up{{{NS_POD}}}", "values": "1x10"}],
+            "alert_rule_test": [
+                firing("GraymqNameServerUnreachable", "1m"),
+                firing("GraymqNameServerUnreachable", "5m", {"namespace": NAMESPACE, "severity": "critical"}, 1,
+                       "A graymq name server cannot be scraped, or none reads its database"),
+            ],
+        }],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    tested = subprocess.run([str(PROMTOOL), "test", "rules", "tests.yaml"], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -87,6 +87,11 @@ class BrokerCollector(Collector):
             gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
             clients.add_metric([group, "true"], gray_count)
             clients.add_metric([group, "false"], len(info.clients) - gray_count)
+        unauthenticated = CounterMetricFamily(
+            "graymq_broker_unauthenticated_closed_total", "Connections closed before they authenticated: refused "
+            "over the unauthenticated budget, or past the authentication deadline.", labels=["reason"])
+        unauthenticated.add_metric(["over_budget"], stats.unauthenticated_refused)
+        unauthenticated.add_metric(["auth_timeout"], stats.unauthenticated_timed_out)
         return [
             put_msgs, put_bytes, put_rate, get_msgs, get_rate, backlog,
             CounterMetricFamily("graymq_broker_flush_total", "Commit log flushes (fsync).", store.flush_count),
@@ -103,6 +108,7 @@ class BrokerCollector(Collector):
             CounterMetricFamily("graymq_broker_tls_handshake_failures_total",
                                 "TLS handshakes on the broker port that failed or that the client left.",
                                 stats.tls_handshake_failures),
+            unauthenticated,
             CounterMetricFamily("graymq_broker_refused_requests_total",
                                 "Requests answered UNAUTHORIZED or FORBIDDEN.", broker.access.refused),
             CounterMetricFamily("graymq_store_damaged_records_total",

@@ -1,7 +1,10 @@
 """The broker's TCP server: accepts connections, checks who asks what, routes each request to its processor.
 
-Limits on what a peer can hold: at most ``max_connections`` connections (more are closed at once); a
-connection that has not authenticated within ``auth_timeout_s`` (outside dev mode), or that stays silent
+Limits on what a peer can hold: at most ``max_connections`` connections (more are closed at once), of them at
+most ``max_unauthenticated_connections`` not authenticated yet, ``max_unauthenticated_per_address`` from one
+address (``UnauthenticatedBudget``: a flood of strangers' sockets leaves room for the rightful clients); a
+connection that has not authenticated within ``auth_timeout_s`` (outside dev mode; a TLS handshake must end
+as soon, dev mode too), or that stays silent
 for ``idle_timeout_s`` with nothing in flight, is closed; frames are limited to
 ``unauthenticated_frame_size`` until the connection authenticates, and partial frames buffered over all
 connections to ``max_buffered_bytes``. A failed TLS handshake is logged at WARNING (once a reason every 30
@@ -18,6 +21,7 @@ from contextlib import suppress
 from typing import Any
 
 from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.connection_budget import UnauthenticatedBudget
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult, listen
 from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
@@ -39,6 +43,11 @@ _HANDSHAKE_HINTS = {  # what an operator reads in the commonest reasons
     LEFT_DURING_HANDSHAKE: "the client hung up or stalled before the handshake ended; one that does not trust this "
                            "broker's certificate does so: its GRAYMQ_TLS_CA",
 }
+_OVER_BUDGET = {  # UnauthenticatedBudget.refusal -> the log's reason
+    "per_address": "too many connections from its address not authenticated yet "
+                   "(GRAYMQ_BROKER_MAX_UNAUTHENTICATED_PER_ADDRESS)",
+    "limit": "too many connections not authenticated yet (GRAYMQ_BROKER_MAX_UNAUTHENTICATED_CONNECTIONS)",
+}
 
 
 class RemotingServer:
@@ -51,6 +60,8 @@ class RemotingServer:
         self._stopping = False
         self._sweeper: asyncio.Task[None] | None = None
         self.budget = BufferBudget(broker.settings.max_buffered_bytes)
+        self.unauthenticated = UnauthenticatedBudget(broker.settings.max_unauthenticated_connections,
+                                                     broker.settings.max_unauthenticated_per_address)
         self._log = ThrottledLog(log, 30.0)
         b = broker
         # method -> handler(connection, typed request)
@@ -81,7 +92,8 @@ class RemotingServer:
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> str:
         if tls is not None:
             report_handshake_failures(tls, self._handshake_failed)
-        self._server = await listen(host, port, self._accept, tls=tls)
+        self._server = await listen(host, port, self._accept, tls=tls,
+                                    tls_handshake_timeout=self.broker.settings.auth_timeout_s)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="broker-connection-sweeper")
         bound = self._server.sockets[0].getsockname()
         return f"{bound[0]}:{bound[1]}"
@@ -112,10 +124,21 @@ class RemotingServer:
                           len(self.connections))
             transport.close()
             return
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0] if isinstance(peer, tuple) else peer)
+        over = None if self.broker.access.dev_mode else self.unauthenticated.refusal(address)
+        if over is not None:
+            self.broker.stats.connections_rejected += 1
+            self.broker.stats.unauthenticated_refused += 1
+            self._log.log(logging.WARNING, ("unauthenticated", over), "refusing a connection from %s: %s",
+                          address, _OVER_BUDGET[over])
+            transport.close()
+            return
         conn = Connection(transport, protocol, self._handle, max_frame_size=settings.max_frame_size,
                           on_close=self._closed, budget=self.budget)
         if not self.broker.access.is_authenticated(conn):
             conn.limit_frames(settings.unauthenticated_frame_size)
+            self.unauthenticated.add(conn, address)
         self.connections.add(conn)
 
     def _handshake_failed(self, reason: str) -> None:
@@ -132,6 +155,7 @@ class RemotingServer:
             now = loop.time()
             for conn in list(self.connections):
                 if not access.is_authenticated(conn) and now - conn.opened_at > settings.auth_timeout_s:
+                    self.broker.stats.unauthenticated_timed_out += 1
                     self._drop(conn, f"not authenticated within {settings.auth_timeout_s:g} s")
                 elif now - conn.last_read > settings.idle_timeout_s and not conn.busy:
                     self._drop(conn, f"idle for {settings.idle_timeout_s:g} s")
@@ -143,6 +167,7 @@ class RemotingServer:
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        self.unauthenticated.release(conn)
         self.broker.consumers.connection_closed(conn)
         for group in self.broker.locks.connection_closed(conn):
             self.broker.consumers.notify_group(group, f"queue leases released: connection {conn.peer} closed")
@@ -152,6 +177,7 @@ class RemotingServer:
     async def _authenticate(self, conn: Connection, request: pb.AuthenticateRequest) -> bytes:
         answer = await self.broker.access.authenticate(conn, request)
         conn.limit_frames(self.broker.settings.max_frame_size)
+        self.unauthenticated.release(conn)
         return answer
 
     def _handle(self, conn: Connection, envelope: pb.Envelope) -> HandlerResult:

@@ -43,6 +43,9 @@ class BrokerStats:
     get_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
     connections_rejected: int = 0
     tls_handshake_failures: int = 0
+    # unauthenticated connections closed: over their budget (refused at once), past the authentication deadline
+    unauthenticated_refused: int = 0
+    unauthenticated_timed_out: int = 0
 
     def on_put(self, topic: str, gray: bool, count: int, size: int) -> None:
         key = (topic, gray)

@@ -329,6 +329,7 @@ class Connection:
         if self._budget is not None:
             self._budget.move(self._counted, 0)
             self._counted = 0
+        self._decoder.release()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionClosedError(f"connection to {self.peer} closed: {reason}"))
@@ -360,10 +361,15 @@ class _Expired(Exception):
 
 
 async def listen(host: str, port: int, accept: Callable[[asyncio.Transport, FrameProtocol], object], *,
-                 tls: ssl.SSLContext | None = None) -> asyncio.Server:
-    """Serve ``host:port`` (port 0 picks a free one; over TLS with ``tls``): ``accept(transport, protocol)`` runs
-    for every new connection before any of its bytes is read, and makes its ``Connection`` or closes it."""
-    return await asyncio.get_running_loop().create_server(lambda: FrameProtocol(accept), host, port, ssl=tls)
+                 tls: ssl.SSLContext | None = None, tls_handshake_timeout: float | None = None) -> asyncio.Server:
+    """Serve ``host:port`` (port 0 picks a free one; over TLS with ``tls``, a handshake not done within
+    ``tls_handshake_timeout`` seconds aborted): ``accept(transport, protocol)`` runs for every new connection
+    before any of its bytes is read, and makes its ``Connection`` or closes it."""
+    loop = asyncio.get_running_loop()
+    if tls is None:
+        return await loop.create_server(lambda: FrameProtocol(accept), host, port)
+    return await loop.create_server(lambda: FrameProtocol(accept), host, port, ssl=tls,
+                                    ssl_handshake_timeout=tls_handshake_timeout)
 
 
 class FrameProtocol(asyncio.Protocol):

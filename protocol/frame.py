@@ -102,6 +102,11 @@ class FrameDecoder:
             self._failed = ProtocolError(f"truncated frame: stream ended with {len(self._buf)} bytes pending")
             raise self._failed
 
+    def release(self) -> None:
+        """Drop the bytes of a partial frame once the stream is closed. Their memory goes back at once: left to
+        the decoder, it would wait for the garbage collector to break its connection's reference cycles."""
+        self._buf = bytearray()
+
     @property
     def pending(self) -> int:
         """Bytes received that do not form a whole frame yet."""

@@ -36,6 +36,7 @@ BROKER_FAMILIES = {
     "graymq_broker_rejected_connections": "counter",
     "graymq_broker_tls_handshake_failures": "counter",
     "graymq_broker_refused_requests": "counter",
+    "graymq_broker_unauthenticated_closed": "counter",
 }
 STORE_FAMILIES = {
     "graymq_store_damaged_records": "counter",

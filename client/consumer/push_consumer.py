@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,8 @@ from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStor
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.rebalancer import Rebalancer
 from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
-from graymq.client.consumer.settings import ConsumerSettings
-from graymq.client.consumer.start_offset import ConsumeFrom, StartOffsets
+from graymq.client.consumer.settings import ConsumeOptions, ConsumerSettings, apply_keywords
+from graymq.client.consumer.start_offset import StartOffsets
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue
 from graymq.client.nameserver_client import NameServerClient
@@ -57,9 +56,9 @@ class PushConsumer:
     once. ``stop()`` is still safe to call (it waits for that stop to end). ``skipped_records``
     counts the damaged records skipped, ``consumed`` the messages consumed.
 
-    Tuning (batch sizes, threads, intervals, the drain timeout) comes from ``settings``, with
-    any ``ConsumerSettings`` field given as a keyword argument taking precedence (an unknown one
-    raises ``TypeError``).
+    How it consumes (broadcasting, consume_from, consume_timestamp_ms, orderly, offset_dir) comes from
+    ``options`` and its tuning (batch sizes, threads, intervals, the drain timeout) from ``settings``; a
+    field of either given as a keyword argument takes precedence (an unknown one raises ``TypeError``).
     """
 
     def __init__(
@@ -71,34 +70,30 @@ class PushConsumer:
         client_id: str | None = None,
         labels: dict[str, str] | None = None,
         gray: bool | None = None,
-        broadcasting: bool = False,
-        consume_from: ConsumeFrom = "last",
-        consume_timestamp_ms: int = 0,
-        orderly: bool = False,
         allocate_strategy: AllocateMessageQueueStrategy | None = None,
         orphan_policy: OrphanPolicy | None = None,
-        offset_dir: Path | None = None,
         token: str | None = None,
+        options: ConsumeOptions | None = None,
         settings: ConsumerSettings | None = None,
-        **tuning: Any,
+        **keywords: Any,
     ) -> None:
-        if consume_from not in CONSUME_FROM:
-            raise BadRequestError(f"consume_from must be one of {sorted(CONSUME_FROM)}, got {consume_from!r}")
-        self.settings = s = replace(settings or ConsumerSettings(), **tuning)
+        self.options, self.settings = o, s = apply_keywords(options, settings, keywords)
+        if o.consume_from not in CONSUME_FROM:
+            raise BadRequestError(f"consume_from must be one of {sorted(CONSUME_FROM)}, got {o.consume_from!r}")
         self.group, self.client_id = group, client_id or new_client_id("consumer")
-        self.broadcasting, self.orderly = broadcasting, orderly
-        self.consume_from, self.consume_timestamp_ms = consume_from, consume_timestamp_ms
+        self.broadcasting, self.orderly = o.broadcasting, o.orderly
+        self.consume_from, self.consume_timestamp_ms = o.consume_from, o.consume_timestamp_ms
         self.base_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.orphan_policy_override = orphan_policy
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = SharedRouteCache(self.nameserver)
         self.brokers = BrokerClient(on_group_changed=self._on_group_changed, token=token)
-        store_dir = offset_dir or Path("./graymq-data/offsets")
-        self.offset_store: OffsetStore = (LocalFileOffsetStore(store_dir, group, self.client_id) if broadcasting
+        store_dir = o.offset_dir or Path("./graymq-data/offsets")
+        self.offset_store: OffsetStore = (LocalFileOffsetStore(store_dir, group, self.client_id) if o.broadcasting
                                           else RemoteOffsetStore(self.brokers, group, self.client_id))
         self.flip = GrayFlip(bool(gray), drain_timeout_s=s.drain_timeout_s, drain_poll_s=s.drain_poll_s)
         self._tasks = Supervisor(f"consumer {self.client_id}", self._fail)
-        self.runtime = rt = ConsumerRuntime(group, self.client_id, broadcasting, s, self.brokers, self.routes,
+        self.runtime = rt = ConsumerRuntime(group, self.client_id, o.broadcasting, s, self.brokers, self.routes,
                                             self.flip, self._tasks, self._fail,
                                             group_gray=GroupGray(orphan_policy=orphan_policy or "hold"))
         self.subscriptions = rt.subscriptions

@@ -46,9 +46,9 @@ class ConsumerRuntime:
     fail: Callable[[GrayMQError, str], None]
     subscriptions: dict[str, str] = field(default_factory=dict)
     group_gray: GroupGray = field(default_factory=GroupGray)
-    failure: GrayMQError | None = None
-    rebalance_now: asyncio.Event = field(default_factory=asyncio.Event)
-    warnings: ThrottledLog = field(default_factory=lambda: ThrottledLog(log))
+    failure: GrayMQError | None = field(default=None, init=False)
+    rebalance_now: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    warnings: ThrottledLog = field(default_factory=lambda: ThrottledLog(log), init=False)
 
     @property
     def gray(self) -> bool:

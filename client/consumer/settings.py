@@ -1,8 +1,13 @@
-"""A push consumer's tuning in one frozen value: batch sizes, concurrency, intervals, the drain timeout."""
+"""A push consumer's settings in two frozen values: how it consumes (``ConsumeOptions``) and its tuning
+(``ConsumerSettings``: batch sizes, concurrency, intervals, the drain timeout)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from graymq.client.consumer.start_offset import ConsumeFrom
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,3 +31,28 @@ class ConsumerSettings:
     drain_poll_s: float = 0.05  # between the gray backlog checks of a drain
     persist_interval_s: float = 1.0  # between offset commits
     max_reconsume_times: int = 16  # deliveries of a failing message before it goes to the dead-letter queue
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeOptions:
+    """How a ``PushConsumer`` consumes; each field is also accepted as a keyword argument of the consumer."""
+
+    broadcasting: bool = False  # every client of its side consumes every queue; offsets kept in ``offset_dir``
+    consume_from: ConsumeFrom = "last"  # where a queue the group never committed starts
+    consume_timestamp_ms: int = 0  # with consume_from="timestamp"
+    orderly: bool = False  # one message at a time per queue, retried in place instead of sent back
+    offset_dir: Path | None = None  # broadcasting: where offsets are kept (default ./graymq-data/offsets)
+
+
+def apply_keywords(options: ConsumeOptions | None, settings: ConsumerSettings | None,
+                   keywords: dict[str, Any]) -> tuple[ConsumeOptions, ConsumerSettings]:
+    """``options`` and ``settings`` (defaults when None) with the fields named in ``keywords`` replaced; a name
+    neither has raises ``TypeError`` naming it.
+
+    >>> apply_keywords(None, None, {"orderly": True, "long_poll_s": 1.0})[0].orderly
+    True
+    """
+    names = {f.name for f in fields(ConsumeOptions)}
+    ours = {name: value for name, value in keywords.items() if name in names}
+    tuning = {name: value for name, value in keywords.items() if name not in names}
+    return replace(options or ConsumeOptions(), **ours), replace(settings or ConsumerSettings(), **tuning)

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from graymq.nameserver.console.drain import DrainWatch
 from graymq.nameserver.console.operations import ConsoleOperations
 from graymq.nameserver.console.routes import data, pages
 
@@ -24,6 +25,7 @@ def mount_console(app: FastAPI) -> None:
     """Add the console's routes and assets to ``app``; the cutovers it runs stop with the app."""
     operations = ConsoleOperations()
     app.state.console_operations = operations
+    app.state.console_drains = DrainWatch()
     app.include_router(pages)
     app.include_router(data)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

@@ -78,6 +78,11 @@ class QueueMap:
         return sum(cell.offsets.lag for cell in gray if cell.offsets is not None)
 
 
+    def unanswered(self) -> list[str]:
+        """The brokers that did not answer for some topic (their cells have no offsets), by name."""
+        return sorted({row.broker for t in self.topics for row in t.rows if row.error})
+
+
 def owners_by_queue(clients: Iterable[ClientView]) -> dict[str, tuple[str, ...]]:
     """``BROKER:TOPIC:QUEUE_ID`` → the ids of the clients reporting it, sorted."""
     owners: dict[str, list[str]] = {}

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from graymq.client.broker_client import BrokerClient
+from graymq.nameserver.console.drain import DrainProgress, DrainWatch
 from graymq.nameserver.console.queue_map import QueueMap, QueueOffsets, build_queue_map, owners_by_queue
 from graymq.nameserver.errors import NotFound
 from graymq.nameserver.schemas import AuditView, ClientView, CutoverView, GroupClients, GroupDetail, TopicRoute
@@ -41,6 +42,7 @@ class GroupPage:
     queue_map: QueueMap
     audit: list[AuditView]
     operations: list[CutoverView]
+    drain: DrainProgress | None = None  # of the running operation, if there is one
 
 
 @dataclass
@@ -65,10 +67,12 @@ class _Stored:
 class ConsoleReader:
     """Reads for one request: ``token`` is the caller's bearer token (empty: none), forwarded to the brokers."""
 
-    def __init__(self, sessions: sessionmaker[Session], settings: NameServerSettings, token: str) -> None:
+    def __init__(self, sessions: sessionmaker[Session], settings: NameServerSettings, token: str,
+                 drains: DrainWatch | None = None) -> None:
         self.sessions = sessions
         self.settings = settings
         self.token = token
+        self.drains = drains or DrainWatch()
 
     # -- pages -------------------------------------------------------------------------------
     async def group_page(self, group: str) -> GroupPage:
@@ -84,7 +88,12 @@ class ConsoleReader:
 
         stored, audit, operations = await run_in_threadpool(read)
         qmap = await self._queue_map(group, stored)
-        return GroupPage(stored.detail, stored.clients.clients, qmap, audit, operations)
+        page = GroupPage(stored.detail, stored.clients.clients, qmap, audit, operations)
+        running = stored.detail.running_cutover
+        if running is not None:
+            gray_consumers = sum(c.gray for c in page.clients if c.role in CONSUMING_ROLES)
+            page.drain = self.drains.progress(running.id, qmap.gray_backlog, gray_consumers)
+        return page
 
     async def group_state(self, group: str) -> tuple[GroupDetail, list[ClientView], QueueMap]:
         """A group's settings, clients and queue map (what an action's preview needs)."""

@@ -72,7 +72,7 @@ def bearer_token(request: Request) -> str:
 
 def _reader(request: Request) -> ConsoleReader:
     state = request.app.state
-    return ConsoleReader(state.read_sessions, state.settings, bearer_token(request))
+    return ConsoleReader(state.read_sessions, state.settings, bearer_token(request), state.console_drains)
 
 
 Reader = Annotated[ConsoleReader, Depends(_reader)]
@@ -84,6 +84,7 @@ SECURITY_HEADERS = {"Content-Security-Policy": "default-src 'self'; frame-ancest
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
+    context.setdefault("dev_mode", request.app.state.settings.dev_mode)
     return templates.TemplateResponse(request, name, context, headers=SECURITY_HEADERS)
 
 

@@ -27,6 +27,9 @@ def test_an_action_without_a_token_or_the_admin_right_is_refused_and_one_with_th
     viewer = add_principal(ns, "viewer", "--consume", GROUP)
     page = open_console(new_page(), f"{ns}/console/groups/{GROUP}")
     expect(page.locator("#needs-token")).to_contain_text("UNAUTHORIZED")
+    expect(page.locator("#token-state")).to_have_text("no token")  # not dev mode: no badge says it is
+    expect(page.locator("#dev-mode")).to_have_count(0)
+    expect(page.locator("#promote")).to_be_hidden()  # nothing shown yet: no promote or rollback offered
     off = {"action": {"action": "switch", "enabled": False}, "reason": "no token"}
     answer = page.request.post(f"{ns}/console/api/groups/{GROUP}/actions", data=off)
     assert answer.status == 401, answer.text()

@@ -9,6 +9,13 @@ let lastHtml = "";
 let timer = null;
 let loading = false;  // one fetch at a time: a refresh asked for meanwhile runs when it ends
 let again = false;
+let known = false;  // the group page's fragment loaded: the group exists (an unknown one gets a 404)
+
+// Promote and rollback act on a group's release: offered only once the page showed the group exists.
+function showCutoverControls() {
+  const controls = document.getElementById("cutover-controls");
+  if (controls) controls.hidden = !known;
+}
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 
@@ -20,7 +27,8 @@ function headers(json) {
 }
 
 function showToken() {
-  document.getElementById("token-state").textContent = token() ? "token set" : "no token";
+  const dev = document.querySelector(".token[data-dev-mode]") !== null;
+  document.getElementById("token-state").textContent = token() ? "token set" : dev ? "no token needed" : "no token";
   document.getElementById("token-forget").hidden = !token();
 }
 
@@ -71,15 +79,18 @@ async function refresh() {
       p.textContent = "This name server needs a token: use Enter token (" + (await errorText(response)) + ")";
       content.appendChild(p);
       lastHtml = "";
+      known = false;
     } else if (!response.ok) {
       content.textContent = await errorText(response);
       lastHtml = "";
+      known = false;
     } else {
       const html = await response.text();
       if (html !== lastHtml) {
         content.innerHTML = html;
         lastHtml = html;
       }
+      known = content.querySelector("[data-group-known]") !== null;
       content.dataset.refreshed = String(Number(content.dataset.refreshed || 0) + 1);
     }
   } catch (e) {
@@ -87,6 +98,7 @@ async function refresh() {
   } finally {
     loading = false;
   }
+  showCutoverControls();
   const every = Number(content.dataset.refreshMs || 0);
   if (again) {
     again = false;

@@ -15,13 +15,14 @@ import pytest
 from graymq.client.allocate import AllocateMessageQueueAveragely
 from graymq.client.consumer import assignment as assignment_module
 from graymq.client.consumer.assignment import Assignment
+from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.consume_service import ListenerRunner
 from graymq.client.consumer.fetcher import Fetcher
 from graymq.client.consumer.gray_flip import GrayFlip
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.rebalancer import Rebalancer
-from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
 from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.message import ConsumeStatus, MessageExt, MessageQueue
 from graymq.client.route import BrokerData, TopicRoute
@@ -79,6 +80,7 @@ class FakeBrokers:
         self.records, self.clients, self.held_by, self.pull_error = records, clients, held_by or {}, pull_error
         self.sent_back: list[int] = []
         self.unlocked: list[tuple[str, int, int]] = []
+        self.calls: list[str] = []
 
     async def pull(self, address: str, request: pb.PullRequest) -> pb.PullResponse:
         if self.pull_error is not None:
@@ -106,6 +108,12 @@ class FakeBrokers:
     async def unlock_queues(self, address: str, group: str, client_id: str,
                             queues: list[tuple[str, int, int]]) -> None:
         self.unlocked.extend(queues)
+
+    async def heartbeat(self, address: str, request: pb.HeartbeatRequest) -> None:
+        self.calls.append(f"heartbeat gray={request.consumers[0].gray_flag}")
+
+    async def unregister(self, address: str, client_id: str, group: str) -> None:
+        self.calls.append("unregister")
 
 
 class FakeOffsetStore:
@@ -291,3 +299,18 @@ async def test_a_queue_no_longer_wanted_is_handed_over_with_its_final_offset() -
     await part.rebalance()
     assert pq.dropped and (TOPIC, 1, 2) in brokers.unlocked and pq.committed == 2
     assert len(part.assignment.assigned()) == 2
+
+
+# -- the broker heartbeats -----------------------------------------------------------------------
+@run
+async def test_heartbeats_carry_the_flag_and_a_retired_consumer_leaves_the_brokers_once() -> None:
+    brokers = FakeBrokers()
+    rt = runtime(brokers, gray=True)
+    beats = BrokerHeartbeats(rt, "last")
+    await beats.beat()
+    rt.group_gray = GroupGray(retired=True)
+    await beats.beat()
+    await beats.beat()
+    rt.group_gray = GroupGray()
+    await beats.beat()
+    assert brokers.calls == ["heartbeat gray=True", "unregister", "heartbeat gray=True"]

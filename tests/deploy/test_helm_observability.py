@@ -350,17 +350,26 @@ def consumer_series(group: str, side: str, failed_per_min: int, consumed_per_min
     ]
 
 
-# 30 minutes of one cluster: group GR's gray backlog stuck at 40, GD's draining to 0; GR's gray side failing
-# 10 % of deliveries, its normal side 1 %; one replica out of sync from minute 5; damage found at minute 10;
-# a name server down from minute 5 while the other still reports.
+# 30 minutes of one cluster: a broker set of two replicas, where group GR's gray backlog is stuck at 40 and
+# GD's drains to 0, and a replica is out of sync from minute 5; GR's gray side failing 10 % of deliveries, its
+# normal side 1 %; damage found at minute 10; a name server down from minute 5 while the other still reports.
+def replica_series(pod: str, leader: int) -> list[dict[str, str]]:
+    """One replica of a broker set: followers copy the leader's offsets and know its in-sync set."""
+    where = f'namespace="{NAMESPACE}", pod="{pod}"'
+    queue = 'topic="T", queue="0", gray="true", side="gray"'
+    return [
+        {"series": f"graymq_broker_replica_leader{{{where}}}", "values": f"{leader}x30"},
+        {"series": f'graymq_broker_consumer_backlog{{{where}, group="GR", {queue}}}', "values": "40x30"},
+        {"series": f'graymq_broker_consumer_backlog{{{where}, group="GD", {queue}}}', "values": "100-5x20 0x10"},
+        {"series": f"graymq_broker_replica_out_of_sync{{{where}}}", "values": "0x5 1x25"},
+    ]
+
+
 ALERT_SERIES = [
-    {"series": f'graymq_broker_consumer_backlog{{{BROKER_POD}, group="GR", topic="T", queue="0", gray="true", '
-               f'side="gray"}}', "values": "40x30"},
-    {"series": f'graymq_broker_consumer_backlog{{{BROKER_POD}, group="GD", topic="T", queue="0", gray="true", '
-               f'side="gray"}}', "values": "100-5x20 0x10"},
+    *replica_series("mq-graymq-broker-0-1", leader=1),
+    *replica_series("mq-graymq-broker-0-0", leader=0),
     *consumer_series("GR", "gray", 10, 90),
     *consumer_series("GR", "normal", 1, 99),
-    {"series": f"graymq_broker_replica_out_of_sync{{{BROKER_POD}}}", "values": "0x5 1x25"},
     {"series": f"graymq_store_damaged_records_total{{{BROKER_POD}}}", "values": "0x10 2x20"},
     {"series": f"graymq_store_bad_units_total{{{BROKER_POD}}}", "values": "0x30"},
     {"series": f"up{{{NS_POD}}}", "values": "1x5 0x25"},
@@ -407,7 +416,7 @@ def test_alerts_fire_on_the_failures_they_name_and_only_on_them(observed: Releas
                        "The gray side of group GR fails 10.0% of deliveries"),
                 firing("GraymqReplicaOutOfSync", "4m"),
                 firing("GraymqReplicaOutOfSync", "15m", {**broker, "severity": "warning"}, 1,
-                       "1 replica(s) of the broker set of mq-graymq-broker-0-1 out of sync"),
+                       "1 replica(s) of the broker set led by mq-graymq-broker-0-1 out of sync"),
                 firing("GraymqStoreDamage", "5m"),
                 firing("GraymqStoreDamage", "15m", {**broker, "severity": "critical"}, 2,
                        "Broker mq-graymq-broker-0-1 found damaged records in its store"),

@@ -33,7 +33,7 @@ class BrokerSettings(BaseSettings):
     auth_timeout_s: float = Field(5.0, gt=0)  # a connection must authenticate this soon (outside dev mode)
     # connections not authenticated yet: a budget of their own, within max_connections, and per peer address
     max_unauthenticated_connections: int = Field(512, ge=1)
-    max_unauthenticated_per_address: int = Field(32, ge=1)
+    max_unauthenticated_per_address: int = Field(64, ge=1)
     idle_timeout_s: float = Field(180.0, gt=0)  # a connection silent this long (nothing in flight) is closed
     max_connections: int = Field(4096, ge=1)  # connections beyond it are closed at once
     # frames an unauthenticated connection may send (AUTHENTICATE is small): what a stranger can make us buffer

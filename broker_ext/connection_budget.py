@@ -1,9 +1,9 @@
 """Connections that have not authenticated yet, held under a budget of their own.
 
 A stranger's sockets cost nothing to open: left to the broker's overall connection limit, a burst of them from
-one host fills it and every rightful client is refused. They get their own, smaller budget instead, over every
-address and per address, so a flood from one host leaves room for strangers elsewhere, and a budget that does not
-touch the authenticated ones at all.
+one host fills it and every rightful client is refused. They get their own, smaller budget within that limit,
+over every address and per address: a flood from one host leaves room for clients connecting from elsewhere,
+and no flood of strangers can take the slots of authenticated connections.
 """
 
 from __future__ import annotations

@@ -98,10 +98,11 @@ def _send_once(address: str, token: str) -> pb.SendResponse:
 def test_strangers_from_one_address_leave_room_for_a_client_and_are_closed_at_the_deadline(
     graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path
 ) -> None:
-    """150 sockets from one address that never authenticate, against a broker taking 100 connections: the
-    rightful client still connects and sends; 32 strangers are held until the deadline, the rest closed at once."""
+    """150 sockets from one address that never authenticate, against a broker taking 100 connections, 32 of them
+    unauthenticated per address: the rightful client still connects and sends; 32 strangers are held until the
+    deadline, the rest closed at once."""
     broker, orders = _secure_broker(graymq_process, fresh_pg_url, tmp_path / "b", max_connections="100",
-                                    auth_timeout_s="3", metrics_port="0")
+                                    max_unauthenticated_per_address="32", auth_timeout_s="3", metrics_port="0")
     strangers = [_connect(broker.address, STRANGER_HOST) for _ in range(150)]
     assert _send_once(broker.address, orders).status == pb.SEND_OK
     url = f"http://{broker.ready_info['metrics']}/metrics"  # type: ignore[index]
@@ -133,7 +134,8 @@ def test_partial_frames_of_closed_connections_give_their_memory_back_round_after
 ) -> None:
     """Rounds of 20 authenticated connections each parking most of an 8 MiB frame (the broker holds at most the
     64 MiB budget of them), then closed: the RSS goes back near where it started each round, and never climbs
-    much above the budget (before, every round's buffers stayed: +~150 MiB a round)."""
+    much above the budget (before, the buffers stayed until the garbage collector happened to break their
+    connections' reference cycles: RSS grew round after round)."""
     budget = 64
     broker, orders = _secure_broker(graymq_process, fresh_pg_url, tmp_path / "b",
                                     max_buffered_bytes=str(budget * MiB))

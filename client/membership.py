@@ -85,6 +85,7 @@ class Membership:
             response = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
             if exc.permanent:
+                self.registered = self.last is not None  # refused from the first beat: nothing to unregister
                 raise
             if self.reachable or self.last is None:
                 log.warning("%s %s: name server heartbeat failed: %s", self.role, self.client_id, exc.message)

@@ -15,14 +15,17 @@ from typing import Any
 from graymq.gray_controller.cli.common import add_nameserver_arg, check_name_args, parse_labels, setup_logging
 from graymq.protocol.errors import ConfigError, GrayMQError
 
+TOPIC_POLL_S = 1.0  # --wait-for-topic: how often the route is asked for
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "consume", help="consume topics as a member of a consumer group",
         description="Consume TOPIC[,TOPIC...] as a member of GROUP and print every message (one line each, or one "
                     "JSON object with --json). SIGINT/SIGTERM, --max or --idle-exit stop it after committing offsets. "
-                    "A permanent error (no permission, topic deleted) stops it with exit code 1 after one ERROR line "
-                    "naming the cause.",
+                    "Before it prints 'consuming' it checks that the name server answers and every topic exists; "
+                    "that failing, or a permanent error (no permission, topic deleted), stops it with exit code 1 "
+                    "after one ERROR line naming the cause.",
     )
     p.add_argument("topics", help="TOPIC[,TOPIC...]")
     p.add_argument("--group", required=True, help="consumer group")
@@ -43,6 +46,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fail-rate", type=float, default=0.0, metavar="F",
                    help="drills: the listener fails (reconsume later) a fraction F of the messages it gets; only "
                         "accepted messages are printed (default 0)")
+    p.add_argument("--wait-for-topic", action="store_true",
+                   help="wait for a topic that does not exist yet to be created (default: exit 1 saying so)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     add_nameserver_arg(p)
     p.set_defaults(handler=run)
@@ -73,6 +78,44 @@ def run(args: argparse.Namespace) -> int:
     consume_from, timestamp = parse_from(args.from_)
     setup_logging(default="WARNING")
     return asyncio.run(_run(args, topics, consume_from, timestamp))
+
+
+def _error(message: str) -> int:
+    print(f"graymq consume: ERROR {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: asyncio.Future[Any]) -> str | None:
+    """Why consuming cannot start (None: it can): a name server that does not answer, a missing topic (waited for
+    with ``--wait-for-topic``, until ``stopping``), a token that may not read the topic."""
+    from graymq.client.nameserver_client import NameServerClient
+    from graymq.protocol.errors import NameServerError, TopicNotExistError
+
+    nameserver = NameServerClient(args.nameserver)
+    waiting: set[str] = set()
+    try:
+        for topic in topics:
+            while not stopping.done():
+                try:
+                    await nameserver.get_route(topic)
+                    break
+                except TopicNotExistError:
+                    if not args.wait_for_topic:
+                        return (f"topic {topic} does not exist: create it (graymq topic create) or pass "
+                                "--wait-for-topic")
+                    if topic not in waiting:
+                        waiting.add(topic)
+                        print(f"waiting for topic {topic} to be created", file=sys.stderr, flush=True)
+                    await asyncio.wait({stopping}, timeout=TOPIC_POLL_S)
+    except NameServerError as exc:
+        return f"cannot reach the name server: {exc.message}"
+    except ConfigError:
+        raise
+    except GrayMQError as exc:
+        return exc.message
+    finally:
+        await nameserver.close()
+    return None
 
 
 async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, timestamp: int) -> int:
@@ -108,6 +151,11 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
     stopping = asyncio.ensure_future(done.wait())
+    if (problem := await _routes_ready(args, topics, stopping)) is not None:
+        stopping.cancel()
+        return _error(problem)
+    if stopping.done():
+        return 0
     starting = asyncio.ensure_future(consumer.start())
     try:
         await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -118,10 +166,10 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
             return 0
         try:
             starting.result()
-        except GrayMQError:
+        except GrayMQError as exc:
             if consumer.failure is None:
                 raise
-            return 1  # the consumer logged the cause
+            return _error(exc.message)
         print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
               file=sys.stderr, flush=True)
         failed = asyncio.ensure_future(consumer.wait_failed())

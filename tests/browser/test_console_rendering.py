@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graymq.nameserver.console import queue_map
+from graymq.nameserver.console import drain, queue_map
 from graymq.nameserver.console.actions import FlagAction, PromoteAction, RollbackAction, SwitchAction, WeightAction
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.queue_map import QueueOffsets, build_queue_map, owners_by_queue
@@ -38,8 +38,9 @@ def state(lags: dict[int, int]) -> tuple[GroupDetail, list[ClientView], queue_ma
     return detail, clients, build_queue_map({"T": route}, owners_by_queue(clients), {("b", "T"): offsets})
 
 
-def test_the_queue_map_examples_hold() -> None:
+def test_the_queue_map_and_drain_progress_examples_hold() -> None:
     assert doctest.testmod(queue_map).failed == 0
+    assert doctest.testmod(drain).failed == 0
 
 
 def test_each_confirmation_says_what_will_happen_in_numbers() -> None:

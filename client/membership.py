@@ -28,7 +28,8 @@ from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
 
-WATCHED = ("desired_gray", "gray_switch", "orphan_policy", "gray_weight", "gray_retired")  # what a watch compares
+# what a watch compares
+WATCHED = ("desired_gray", "gray_switch", "orphan_policy", "gray_weight", "gray_retired", "gray_marks")
 WATCH_S = 20.0  # one watch's timeout on the name server
 WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 

@@ -4,6 +4,13 @@ The producer's gray flag comes from the name server (explicit per-client value, 
 the group's switch) and changes live; the producer reports the flag it applies in its next
 heartbeat, which is how the controller knows no new gray message will be sent.
 
+A message's gray mark (``Message(gray=True)``, or that of the message being handled) is a request the
+release decides, not an override: the name server's ``gray_marks`` says whether this producer may honour
+marks (switch on, no promote/rollback of its producer group running, no explicit normal flag, a right naming
+the producer group). Once a promote or rollback has told a producer to be normal, nothing it sends lands in
+the gray queues. The rule per source and group state is the table in ``client/gray_side.py`` and the README's
+cutover runbook; a ``SendResult``'s ``gray`` is the side the message really took.
+
 Auto batching (RocketMQ 5's autoBatch, without its linger; on by default, ``auto_batch=False`` turns it
 off): ``send()`` calls made during one turn of the event loop for the same topic, gray side and sharding
 key leave as one SEND_BATCH at the end of that turn — a message is never held back waiting for others,
@@ -32,6 +39,7 @@ from typing import Any, TypeAlias
 
 from graymq.client.broker_client import BrokerClient
 from graymq.client.context import current_message
+from graymq.client.gray_side import send_side
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from graymq.client.nameserver_client import NameServerClient
@@ -173,6 +181,7 @@ class Producer:
         self.send_timeout_s = send_timeout_s
         self.gray = bool(gray)
         self.gray_switch = True
+        self.gray_marks = False  # honour messages' gray marks: only once the name server says so
         self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
         self.routes = SharedRouteCache(self.nameserver, route_ttl_s)
         self.brokers = BrokerClient(token=token)
@@ -193,15 +202,18 @@ class Producer:
 
     def _report(self) -> dict[str, Any]:
         gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
-        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": []}
+        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
+                "gray_marks": self.gray_marks}
 
     async def _on_update(self, response: dict[str, Any]) -> None:
         desired = bool(response.get("desired_gray", self.gray))
+        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
         self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
-        if desired != self.gray:
-            log.info("producer %s of %s: gray flag %s -> %s", self.client_id, self.group, self.gray, desired)
-            self.gray = desired
-            self.membership.poke()  # report the applied flag at once
+        if desired != self.gray or marks != self.gray_marks:
+            log.info("producer %s of %s: gray flag %s -> %s, gray marks honoured %s -> %s", self.client_id,
+                     self.group, self.gray, desired, self.gray_marks, marks)
+            self.gray, self.gray_marks = desired, marks
+            self.membership.poke()  # report the applied values at once
 
     async def start(self) -> None:
         await self.membership.beat()
@@ -223,13 +235,11 @@ class Producer:
 
     # -- sending ---------------------------------------------------------------------------
     def _side(self, message: Message, handling: MessageExt | None) -> bool:
-        """Gray or not: the message's explicit mark, else that of the message being handled (``handling``,
-        from ``current_message()``), else the producer's flag."""
-        if message.gray is not None:
-            return message.gray
-        if handling is not None:
-            return handling.gray
-        return self.gray
+        """Gray or not (``gray_side.send_side``): while the name server lets this producer honour marks, the
+        message's explicit mark, else that of the message being handled (``handling``, from ``current_message()``),
+        else the producer's flag; otherwise the producer's flag alone."""
+        return send_side(self.gray, message.gray, None if handling is None else handling.gray,
+                         marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
 
     def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None) -> dict[str, Any]:
         """The ``pb.Message`` of ``message`` as constructor fields (a request built from dicts costs a third of

@@ -4,8 +4,13 @@ Every step is idempotent and its progress lives in the name server, so a control
 midway is simply run again: it finds the RUNNING operation of the group and continues.
 
 promote (gray → normal, lossless):
-  1. producers: every gray producer of the release's producer groups gets an explicit normal
-     flag; wait until each reports it — no new gray message after this.
+  1. producers: every producer of the release's producer groups gets an explicit normal flag (normal
+     for every message: its own flag, ``Message(gray=True)`` and the mark of a message being handled);
+     wait until each that is gray or honours gray marks reports gray=false and marks not honoured — no
+     new gray message after this. While the operation is RUNNING the name server tells every producer
+     of those groups (one started meanwhile too) not to honour marks, so a normal producer may already
+     have stopped honouring them when it is listed: it is flipped all the same, or it would honour them
+     again once the operation ends. Progress names each producer waited for and its principal.
   2. consumers: the gray rules of the release go (new pods start normal; producers are checked
      again), then every gray consumer (Spark jobs included) gets an explicit normal flag; each
      drains the gray queues and then reports normal. Progress shows the gray backlog and the
@@ -143,7 +148,8 @@ class CutoverRunner:
 
     # -- steps -------------------------------------------------------------------------------
     async def _stop_gray_producers(self, report: CutoverReport, recheck: bool = False) -> None:
-        """Give every gray producer an explicit normal flag and wait until each reports it.
+        """Give every producer an explicit normal flag and wait until each reports gray=false with marks not
+        honoured.
 
         Rules are left alone here: a rule shared with the consumer group would flip the gray
         consumers too early. They go in the next step, after which producers are checked again
@@ -154,8 +160,8 @@ class CutoverRunner:
         found = False
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
-            gray = [c["client_id"] for c in data["clients"] if c["gray"] or c["desired_gray"]]
-            found = found or bool(gray)
+            gray = [c["client_id"] for c in data["clients"] if c["explicit_gray"] is not False or _may_send_gray(c)]
+            found = found or any(_may_send_gray(c) or c["desired_gray"] for c in data["clients"])
             await asyncio.gather(*(self._set_normal(report, producer_group, client_id) for client_id in gray))
             for client_id in gray:
                 name = f"{producer_group}/{client_id}"
@@ -163,15 +169,16 @@ class CutoverRunner:
                     report.producers_flipped.append(name)
 
         async def producers_gray() -> tuple[list[str], list[str]]:
-            """The gray producers, and which of them are stale (waited for until they report or expire)."""
+            """The producers that may still send gray (named with their principal, when there is one), and which
+            of them are stale (waited for until they report or expire)."""
             left, stale = [], []
             for producer_group in self.producer_groups:
                 data = await self.inspector.clients(producer_group, role="producer")
                 for c in data["clients"]:
                     if c.get("stale"):
                         _add(report.stale_clients, f"{producer_group}/{c['client_id']}")
-                    if c["gray"]:
-                        left.append(c["client_id"])
+                    if _may_send_gray(c):
+                        left.append(c["client_id"] + (f" (principal {c['principal']})" if c.get("principal") else ""))
                         if c.get("stale"):
                             stale.append(c["client_id"])
             return left, stale
@@ -184,7 +191,7 @@ class CutoverRunner:
             self._check_deadline(report, f"producers still gray: {', '.join(left)}"
                                  + (f" (stale, waited for until they report or expire: {', '.join(stale)})"
                                     if stale else ""))
-            self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal"
+            self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal: {', '.join(left)}"
                                  + (f", {len(stale)} of them stale" if stale else ""))
             await asyncio.sleep(POLL_S)
         if found or not recheck:
@@ -316,6 +323,11 @@ class CutoverRunner:
     def _check_deadline(self, report: CutoverReport, what: str) -> None:
         if time.monotonic() > self._deadline:
             raise CutoverFailed(f"timed out after {self.timeout_s:g}s — {what}", report.to_json())
+
+
+def _may_send_gray(client: dict[str, Any]) -> bool:
+    """A producer that is gray, or honours messages' gray marks, as it last reported."""
+    return bool(client["gray"] or client.get("gray_marks"))
 
 
 def _add(names: list[str], name: str) -> None:

@@ -14,6 +14,7 @@ import hmac
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -138,6 +139,27 @@ def check_client(caller: Caller, group: str, role: str | None, topics: list[str]
         caller.require(rights.may_consume(group), f"consume group {group}")
         for topic in topics:
             caller.require(rights.may_consume_topic(group, topic), f"consume topic {topic} in group {group}")
+
+
+def names_producer_group(rights: Rights, group: str) -> bool:
+    """Whether ``rights`` name producer group ``group``: admin, a consume right on it, or a produce pattern matching
+    it. Only such a producer takes part in the group's release (is gray, honours gray marks): one that does not
+    cannot hold up a promote or rollback of it.
+
+    >>> orders = Rights(produce=("ORDER_*",))
+    >>> names_producer_group(orders, "ORDER_APP"), names_producer_group(orders, "GID_A")
+    (True, False)
+    """
+    return rights.admin or rights.may_consume(group) or any(fnmatchcase(group, p) for p in rights.produce)
+
+
+def check_gray_producer(caller: Caller, group: str, reported_gray: bool, declared_gray: bool | None,
+                        gray_marks: bool | None) -> None:
+    """403 for a producer heartbeat that reports or declares gray, or honours gray marks, in a producer group no right
+    of the caller names (``names_producer_group``)."""
+    if reported_gray or declared_gray or gray_marks:
+        caller.require(names_producer_group(caller.rights, group),
+                       f"send gray as producer group {group} (no produce or consume right names it)")
 
 
 def check_broker(caller: Caller, broker_name: str, replica_id: int | None) -> None:

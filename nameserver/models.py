@@ -188,6 +188,7 @@ class Client(Base):
     last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
     principal: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
     health: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)  # the latest reported, per side
+    gray_marks: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # producers: honours messages' marks
 
 
 class GrayRule(Base):

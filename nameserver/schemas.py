@@ -302,6 +302,10 @@ class ClientHeartbeat(BaseModel):
         default_factory=list, max_length=MAX_QUEUES
     )
     health: ConsumeHealth | None = Field(default=None, description="consumers: how their listener does, per side")
+    gray_marks: bool | None = Field(
+        default=None, description="producers: whether they honour messages' gray marks (as last applied); None: "
+        "not reported"
+    )
 
 
 class QueueCounts(BaseModel):
@@ -322,6 +326,10 @@ class ClientHeartbeatResponse(BaseModel):
     gray_weight: int = Field(description="percent of each topic's normal queues the group's gray consumers take")
     gray_retired: bool = Field(default=False, description="the group's gray side is rolled back: gray consumers "
                                "hold nothing (RETIRED), normal consumers adopt the gray queues")
+    gray_marks: bool = Field(default=True, description="producers: honour messages' gray marks (explicit or "
+                             "propagated); false while the switch is off, a promote/rollback covering the producer "
+                             "group runs, the client has an explicit normal flag, or its principal has no right "
+                             "naming the group")
     topics: dict[str, QueueCounts]
 
 
@@ -335,6 +343,7 @@ class WatchedState(BaseModel):
         default=None, description="the group's weight as the client knows it; None: not compared"
     )
     gray_retired: bool | None = Field(default=None, description="as the client knows it; None: not compared")
+    gray_marks: bool | None = Field(default=None, description="as the client knows it; None: not compared")
 
 
 class ClientWatch(BaseModel):
@@ -358,6 +367,8 @@ class ClientView(BaseModel):
     topics: list[str]
     last_seen: datetime
     health: ConsumeHealth | None = None
+    gray_marks: bool | None = Field(default=None, description="producers: honour messages' gray marks, as reported")
+    principal: str | None = Field(default=None, description="who registered the client (None: dev mode)")
     stale: bool = Field(
         default=False,
         description="no heartbeat for GRAYMQ_CLIENT_STALE_SECONDS: presumed gone (killed, partitioned) until it "

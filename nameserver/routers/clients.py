@@ -128,4 +128,5 @@ def _watched(view: ClientHeartbeatResponse, known: WatchedState) -> WatchedState
     return WatchedState(desired_gray=view.desired_gray, gray_switch=view.gray_switch,
                         orphan_policy=view.orphan_policy,
                         gray_weight=None if known.gray_weight is None else view.gray_weight,
-                        gray_retired=None if known.gray_retired is None else view.gray_retired)
+                        gray_retired=None if known.gray_retired is None else view.gray_retired,
+                        gray_marks=None if known.gray_marks is None else view.gray_marks)

@@ -7,12 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from graymq.nameserver.auth import Caller
+from graymq.nameserver.auth import Caller, check_gray_producer, names_producer_group
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.errors import Conflict, Forbidden, NotFound
-from graymq.nameserver.models import Client, GrayRule, Group, Topic
+from graymq.nameserver.models import RUNNING, Client, CutoverOperation, GrayRule, Group, Topic
 from graymq.nameserver.repositories.clients import ClientBinding, ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
 from graymq.nameserver.repositories.groups import GroupRepository
@@ -51,7 +52,15 @@ class GroupViews:
         client, answer = entry
         if not self.binding(caller).allows(client):
             raise ClientService._taken(caller, self.group, client)
+        return for_caller(answer, caller)
+
+
+def for_caller(answer: ClientHeartbeatResponse, caller: Caller) -> ClientHeartbeatResponse:
+    """A producer whose principal has no right naming its producer group stays out of the group's release: normal,
+    marks not honoured (``names_producer_group``), so it can neither send gray nor hold up a promote."""
+    if answer.role != "producer" or names_producer_group(caller.rights, answer.group):
         return answer
+    return answer.model_copy(update={"desired_gray": False, "gray_marks": False})
 
 
 class ClientService:
@@ -89,6 +98,8 @@ class ClientService:
         registered (``ClientBinding``), in any role: a client id live as another principal's consumer is not
         this caller's to use as a producer or spark job either.
         """
+        if report.role == "producer":
+            check_gray_producer(caller, report.group, report.gray, report.declared_gray, report.gray_marks)
         group = self.groups.ensure(report.group, self.settings.default_gray_switch)
         binding = self._binding(caller)
         if binding.enforce:
@@ -99,7 +110,7 @@ class ClientService:
         if client is None:
             [taken] = [c for c in self.clients.of_client(group.id, report.client_id) if c.role == report.role]
             raise self._taken(caller, group.name, taken)
-        response = self._answer(group, client)
+        response = for_caller(self._answer(group, client), caller)
         self.session.commit()
         return response
 
@@ -111,7 +122,7 @@ class ClientService:
             raise NotFound(f"{watch.role} {watch.client_id} is unknown in group {group.name}: heartbeat first")
         if not self._binding(caller).allows(client):
             raise self._taken(caller, group.name, client)
-        return self._answer(group, client)
+        return for_caller(self._answer(group, client), caller)
 
     def group_views(self, group_name: str) -> GroupViews:
         """What a heartbeat of each live client of the group would answer, in four statements whatever the group's
@@ -121,12 +132,23 @@ class ClientService:
         clients = self.clients.live(group.id, self._seen_after())
         names = {name for client in clients for name in client.topics or ()}
         topics = self.topics.by_names(names) if names else []
+        frozen = self._frozen_producer_groups()
         return GroupViews(group.name, self._binding,
-                          {(c.client_id, c.role): (c, self._answer(group, c, rules, topics)) for c in clients})
+                          {(c.client_id, c.role): (c, self._answer(group, c, rules, topics, frozen)) for c in clients})
+
+    def _frozen_producer_groups(self) -> set[str]:
+        """The producer groups a RUNNING promote or rollback covers: their producers honour no gray mark."""
+        running = self.session.scalars(select(CutoverOperation).where(
+            CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback")))).all()
+        return {name for operation in running for name in operation.producer_groups or ()}
 
     def _answer(self, group: Group, client: Client, rules: Sequence[GrayRule] | None = None,
-                topics: Sequence[Topic] | None = None) -> ClientHeartbeatResponse:
-        """``rules`` and ``topics`` (a superset of the client's) are read when not given."""
+                topics: Sequence[Topic] | None = None, frozen: set[str] | None = None) -> ClientHeartbeatResponse:
+        """``rules``, ``topics`` (a superset of the client's) and ``frozen`` (``_frozen_producer_groups``) are read
+        when not given. Marks are honoured only while the switch is on, no RUNNING promote or rollback covers the
+        producer group and the client has no explicit normal flag (set by an operation or an operator)."""
+        if frozen is None:
+            frozen = self._frozen_producer_groups() if client.role == "producer" else set()
         if rules is None:
             rules = self.rules.of_group(group.id)
         if topics is None:
@@ -145,6 +167,7 @@ class ClientService:
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
             gray_weight=group.gray_weight,
             gray_retired=group.gray_retired,
+            gray_marks=group.gray_switch and client.explicit_gray is not False and group.name not in frozen,
             topics={
                 t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)
                 for t in topics

@@ -51,6 +51,8 @@ def client_view(client: Client, group: Group, rules: Sequence[GrayRule]) -> Clie
         topics=client.topics,
         last_seen=client.last_seen,
         health=client.health,
+        gray_marks=client.gray_marks,
+        principal=client.principal,
     )
 
 

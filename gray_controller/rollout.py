@@ -29,6 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from graymq.client.backlog import BacklogUnavailable
 from graymq.client.nameserver_client import NameServerClient
 from graymq.gray_controller.cutover import CutoverFailed, CutoverReport, CutoverRunner
 from graymq.gray_controller.group_state import GroupStatus
@@ -92,9 +93,11 @@ class RolloutRunner(CutoverRunner):
 
     def __init__(self, nameserver: NameServerClient, group: str, policy: RolloutPolicy,
                  producer_groups: list[str] | None = None, timeout_s: float = 300.0,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, wait_for_gray_s: float = 0.0) -> None:
         super().__init__(nameserver, group, producer_groups, timeout_s, progress)
         self.policy = policy
+        self.wait_for_gray_s = wait_for_gray_s  # how long a start waits for a live gray consumer to register
+        self._holding: str | None = None  # the last "holding weight" line printed
 
     async def rollout(self) -> RolloutReport:
         report: RolloutReport = await self._begin("rollout", self.policy.then)
@@ -118,8 +121,9 @@ class RolloutRunner(CutoverRunner):
             await self._promote_steps(report)
 
     async def _preflight(self, report: RolloutReport) -> None:
-        """A rollout needs the gray switch on and a live gray push consumer; a retired gray side comes back."""
-        status = await self.inspector.status(self.group, with_backlog=False)
+        """A rollout needs the gray switch on and a live gray push consumer (waited for ``wait_for_gray_s``: one
+        started just before the rollout may not have registered yet); a retired gray side comes back."""
+        status = await self._gray_consumer_registered()
         if not status.gray_switch:
             raise CutoverFailed(f"the gray switch of {self.group} is off: a weight has no effect",
                                 report.to_json())
@@ -132,6 +136,17 @@ class RolloutRunner(CutoverRunner):
         if status.gray_retired:
             await self.nameserver.set_retired(self.group, False, f"rollout #{report.operation_id} starts")
             self.progress.note("the gray side was retired: it consumes again")
+
+    async def _gray_consumer_registered(self) -> GroupStatus:
+        """The group's status once a live gray consumer (or a retired one) is in it, or when the wait is over."""
+        deadline = time.monotonic() + self.wait_for_gray_s
+        status = await self.inspector.status(self.group, with_backlog=False)
+        if not status.gray_clients(("consumer",)) and self.wait_for_gray_s > 0:
+            self.progress.note(f"waiting up to {self.wait_for_gray_s:g} s for a gray consumer of {self.group}")
+        while not status.gray_clients(("consumer",)) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_S)
+            status = await self.inspector.status(self.group, with_backlog=False)
+        return status
 
     async def _weighted_steps(self, report: RolloutReport) -> bool:
         """Check each step's weight in turn; False once ``failed_checks`` checks in a row failed."""
@@ -163,7 +178,14 @@ class RolloutRunner(CutoverRunner):
             await asyncio.sleep(min(POLL_S, left))
         self._restart_clock()
         while True:
-            status = await self.inspector.status(self.group, with_lag=self.policy.max_lag is not None)
+            try:
+                status = await self.inspector.status(self.group, with_lag=self.policy.max_lag is not None)
+            except BacklogUnavailable as exc:
+                await self._hold(report, weight, exc)
+                continue
+            if self._holding:
+                self.progress.note(f"the brokers answer again: checking weight {weight}%")
+                self._holding = None
             figures = since(before, _health_by_client(status))
             gray, normal = figures["gray"], figures["normal"]
             deliveries = int(gray["consumed"] + gray["failed"])
@@ -176,6 +198,15 @@ class RolloutRunner(CutoverRunner):
         reasons = judge(self.policy, gray, normal, status.lag)
         return {"weight": weight, "seconds": round(time.monotonic() - started, 3), "gray": gray, "normal": normal,
                 "lag": status.lag, "verdict": "fail" if reasons else "pass", "reasons": reasons}
+
+    async def _hold(self, report: RolloutReport, weight: int, why: BacklogUnavailable) -> None:
+        """A broker that does not answer: keep the weight, neither judge nor fail, say why (once per cause)."""
+        self._check_deadline(report, f"weight {weight}% held: {why.message}")
+        line = f"holding weight {weight}% (no check while {why.message})"
+        if line != self._holding:
+            self.progress.note(line)
+            self._holding = line
+        await asyncio.sleep(POLL_S)
 
     async def _rollback(self, report: RolloutReport) -> None:
         """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""

@@ -22,7 +22,9 @@ def register(sub: Any) -> None:
         "than --min-messages gray deliveries waits (up to --timeout). --failed-checks failed checks in a row roll "
         "back: weight 0, the gray consumers retire (hand back every queue, consume nothing; safe to stop) and the "
         "normal consumers adopt the gray queues and what v2 failed — nothing lost. Exit 0 promoted or held, 1 "
-        "rolled back or failed. Interrupted, it stays RUNNING in the name server: the same command resumes it.")
+        "rolled back or failed. While a broker does not answer, the current weight is held (no check, no "
+        "failure; --timeout still bounds it). Interrupted, it stays RUNNING in the name server: the same command "
+        "resumes it.")
     rollout.add_argument("group")
     rollout.add_argument("--steps", required=True, type=_weights, help="weights in percent, e.g. 5,25,50")
     rollout.add_argument("--step-seconds", required=True, type=float, metavar="S", help="time at each weight")
@@ -42,6 +44,8 @@ def register(sub: Any) -> None:
                          help="producer group of the release (repeatable; default: the group itself)")
     rollout.add_argument("--timeout", type=float, default=300.0,
                          help="longest wait for a check's messages, and for the promote or rollback (default: 300)")
+    rollout.add_argument("--wait-for-gray", type=float, default=30.0, metavar="S",
+                         help="at start, how long to wait for a gray consumer to register (default: 30)")
     rollout.add_argument("--json", action="store_true", help="print the report as JSON")
 
     retire = sub.add_parser(
@@ -88,9 +92,12 @@ async def _rollout(ns: Any, args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise ConfigError("--timeout must be > 0")
+    if args.wait_for_gray < 0:
+        raise ConfigError("--wait-for-gray must be >= 0")
     policy = RolloutPolicy(args.steps, args.step_seconds, args.max_failure_rate, args.failure_margin,
                            args.max_p99_ms, args.max_lag, args.min_messages, args.failed_checks, args.then)
-    runner = RolloutRunner(ns, args.group, policy, args.producer_group, args.timeout)
+    runner = RolloutRunner(ns, args.group, policy, args.producer_group, args.timeout,
+                           wait_for_gray_s=args.wait_for_gray)
     try:
         report = (await until_interrupted(runner.rollout())).to_json()
     except Interrupted as exc:

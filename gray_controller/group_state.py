@@ -105,7 +105,7 @@ class GroupStatus:
 
 def _client_json(client: dict[str, Any], stale: bool) -> dict[str, Any]:
     fields = ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues", "topics",
-              "last_seen", "health")
+              "last_seen", "health", "gray_marks", "principal")
     return {**{k: client.get(k) for k in fields}, "stale": stale}
 
 

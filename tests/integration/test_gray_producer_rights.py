@@ -50,6 +50,10 @@ def test_a_principal_without_a_right_naming_the_producer_group_cannot_send_gray_
                   http.get(f"/v1/groups/{GROUP}/clients", headers=bearer(ADMIN)).json()["clients"]}
         assert (listed["pa"]["principal"], listed["pa"]["gray_marks"]) == ("team-a", True)
 
+    status = json.loads(cli(ns_url, "gray", "status", GROUP, "--json").stdout)
+    shown = {c["client_id"]: (c["gray_marks"], c["principal"]) for c in status["clients"]}
+    assert shown == {"pa": (True, "team-a"), "evil": (None, "intruder")}
+
     # pa never reports normal: the promote times out naming it and its principal, not the intruder's producer
     promote = cli(ns_url, "gray", "promote", GROUP, "--timeout", "3", "--json")
     assert promote.returncode != 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from graymq.gray_controller.cli import moved_aside_cmd, verify_cmd
 from graymq.gray_controller.cli.common import SERVER_LOG_HELP, HelpFormatter, parse_size, print_ready, setup_logging
+from graymq.gray_controller.cli.port_holder import BIND_ERRORS, bind_failure, bound_address
 from graymq.protocol import loop
 from graymq.protocol.errors import ConfigError
 
@@ -99,5 +101,12 @@ def run(args: argparse.Namespace) -> int:
             (f"{_source(str(e['loc'][0]), overrides)}: " if e["loc"] else "") + str(e["msg"]).removeprefix(
                 "Value error, ") for e in exc.errors())) from exc
     setup_logging()
-    loop.run(serve(settings, print_ready))  # uvloop when installed (the fast extra), else asyncio's loop
+    try:
+        loop.run(serve(settings, print_ready))  # uvloop when installed (the fast extra), else asyncio's loop
+    except OSError as exc:
+        if exc.errno not in BIND_ERRORS:
+            raise
+        print(f"graymq broker: {bind_failure(*bound_address(exc, settings.host, settings.port), exc)}",
+              file=sys.stderr)
+        return 1
     return 0

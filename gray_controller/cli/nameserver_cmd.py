@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from graymq.gray_controller.cli.common import READY_PREFIX, SERVER_LOG_HELP, HelpFormatter, setup_logging
+from graymq.gray_controller.cli.port_holder import BIND_ERRORS, bind_failure
 
 EXIT_UNAVAILABLE = 1
 EXIT_CONFIG = 2
@@ -115,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
     except StartupRefused as exc:
         return _fail(str(exc), EXIT_CONFIG)
     except StartupFailed as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno in BIND_ERRORS:  # the listening address
+            return _fail(bind_failure(settings.host, settings.port, cause), EXIT_UNAVAILABLE)
         return _fail(str(exc), EXIT_UNAVAILABLE)
     return 0
 

@@ -38,7 +38,7 @@ def format_queues(queues: Iterable[str], width: int = QUEUES_WIDTH) -> str:
     characters with the number of queues left out.
 
     >>> format_queues(["b:T:0", "b:T:5", "b:T:1", "b:%RETRY%G:0"])
-    'b:%RETRY%G:0 b:T:0,1,5'
+    'b:T:0,1,5 b:%RETRY%G:0'
     >>> format_queues([f"broker-a:TOPIC_{t}:{q}" for t in range(5) for q in range(8)])
     'broker-a:TOPIC_0:0-7 broker-a:TOPIC_1:0-7 … +24 queues'
     """
@@ -50,7 +50,9 @@ def format_queues(queues: Iterable[str], width: int = QUEUES_WIDTH) -> str:
             by_topic.setdefault(broker_topic, []).append(int(queue_id))
         else:
             unparsed.append(queue)
-    parts = [(f"{broker_topic}:", _runs(ids)) for broker_topic, ids in sorted(by_topic.items())]
+    # a topic's own queues first, its group's retry and dead-letter queues (``%RETRY%G``, ``%DLQ%G``) after them
+    ordered = sorted(by_topic.items(), key=lambda item: (item[0].partition(":")[2].startswith("%"), item[0]))
+    parts = [(f"{broker_topic}:", _runs(ids)) for broker_topic, ids in ordered]
     parts += [("", [(queue, 1)]) for queue in sorted(unparsed)]
     left = sum(count for _, items in parts for _, count in items)
     text = ""

@@ -74,5 +74,5 @@ def test_status_with_a_killed_broker_shows_the_other_brokers_figures_and_marks_t
     text = graymq(ns, "gray", "status", "G_DEAD")
     assert "WARNING: broker broker-b" in text.stderr
     assert f"gray backlog: unknown ({on['broker-a']} on the brokers that answered; unknown on broker-b: " \
-           f"broker-b:%RETRY%G_DEAD:0,3 broker-b:{TOPIC}:0,3)" in text.stdout, text.stdout
+           f"broker-b:{TOPIC}:0,3 broker-b:%RETRY%G_DEAD:0,3)" in text.stdout, text.stdout
     assert "gray side: " in text.stdout and "lag unknown" in text.stdout

@@ -23,7 +23,13 @@ def test_queue_ids_collapse_into_ranges(ids, text):
 
 def test_queues_of_a_client_read_per_broker_and_topic():
     queues = [f"broker-a:T1:{q}" for q in (0, 1, 2, 3, 5)] + ["broker-b:T1:0", "broker-a:%RETRY%G:1"]
-    assert format_queues(queues) == "broker-a:%RETRY%G:1 broker-a:T1:0-3,5 broker-b:T1:0"
+    assert format_queues(queues) == "broker-a:T1:0-3,5 broker-b:T1:0 broker-a:%RETRY%G:1"
+
+
+def test_a_topics_own_queues_come_before_its_retry_queues_so_a_cut_hides_the_retry_ones():
+    gray = ["broker-a:%RETRY%GID_ORDER:0", "broker-a:%RETRY%GID_ORDER:5", "broker-a:TOPIC_V_ORDER:0",
+            "broker-a:TOPIC_V_ORDER:5"]
+    assert format_queues(gray, width=40) == "broker-a:TOPIC_V_ORDER:0,5 … +2 queues"
 
 
 def test_many_queues_are_cut_to_a_width_with_the_count_left_out():

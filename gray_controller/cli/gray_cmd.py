@@ -189,12 +189,16 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
         return 1
     finally:
         await runner.close()
+    idle = args.gray_command == "promote" and not (report.producers_flipped or report.consumers_flipped
+                                                   or report.rules_removed)
     if args.json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), **({"nothing_to_promote": idle} if args.gray_command == "promote" else {})})
     else:
         steps = format_timings(report.timings_s)
         print(f"{report.kind} #{report.operation_id} of {report.group} {report.state} in "
               f"{sum(report.timings_s.values()):.2f} s" + (f" ({steps})" if steps else ""))
+        if idle:
+            print(f"nothing to promote: {report.group} has no gray client and no gray rule")
         if report.message:
             print(report.message)
     return 0

@@ -19,14 +19,26 @@ README_PORTS = (9876, 10911)  # what `graymq up` listens on, as the READMEs say
 pytestmark = pytest.mark.e2e
 
 
-def bash_block(readme: Path, heading: str) -> list[str]:
-    """The commands of the first ```bash block under ``heading`` (continued lines joined)."""
+def code_block(readme: Path, heading: str, after: str = "", language: str = "bash") -> str:
+    """The first ```language block under ``heading`` (after the text ``after``, when given)."""
     text = readme.read_text()
     section = text[text.index(heading):]
-    match = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert match, f"no bash block under {heading!r}"
-    joined = match.group(1).replace("\\\n", " ")
+    section = section[section.index(after):] if after else section
+    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert match, f"no {language} block under {heading!r}"
+    return match.group(1)
+
+
+def bash_block(readme: Path, heading: str, after: str = "") -> list[str]:
+    """The commands of the first ```bash block under ``heading`` (continued lines joined)."""
+    joined = code_block(readme, heading, after).replace("\\\n", " ")
     return [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def pasted_whole(lines: list[str]) -> str:
+    """``lines`` as one paste into a terminal: no pause between them, a failing line does not stop the next; the
+    paste exits as its last line did."""
+    return "\n".join(["set +e", *lines, "pasted=$?", "set -e", "test $pasted -eq 0"])
 
 
 def as_a_person_types(lines: list[str]) -> str:
@@ -62,13 +74,17 @@ def require_readme_ports_free(ports: tuple[int, ...] = README_PORTS) -> None:
 
 
 def run_block(tmp_path: Path, lines: list[str], timeout: float = 240) -> str:
+    return run_script(tmp_path, as_a_person_types(lines), timeout)
+
+
+def run_script(tmp_path: Path, script: str, timeout: float = 240) -> str:
     require_readme_ports_free()
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     (tmp_path / "jobs").symlink_to(ROOT / "jobs")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAYMQ_", "VIRTUAL_ENV"))}
     env["PYTHONPATH"] = str(ROOT)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # no venv on PATH: the README activates it
-    proc = subprocess.Popen(["bash", "-c", as_a_person_types(lines)], cwd=tmp_path, env=env, text=True,
+    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
@@ -80,12 +96,28 @@ def run_block(tmp_path: Path, lines: list[str], timeout: float = 240) -> str:
     return output
 
 
-def test_try_it_by_hand_runs_as_written(tmp_path):
-    output = run_block(tmp_path, bash_block(ROOT / "README.md", "## Try it by hand"))
-    assert "SUCCEEDED" in output
-    gray_deliveries = [line for line in output.splitlines() if line.startswith("{") and '"gray": true' in line
+def test_try_it_by_hand_then_the_rollout_rehearsal_and_the_python_example_run_as_written(tmp_path):
+    """In README order on one fresh cluster: *Try it by hand* (waiting where it says to), the rollout rehearsal
+    pasted whole (it must wait for its own gray consumer), then the Python example saved and run."""
+    readme = ROOT / "README.md"
+    (tmp_path / "example.py").write_text(code_block(readme, "## Python API", language="python"))
+    rehearsal = bash_block(readme, "## Cutover runbook", after="Rehearse it on the cluster of *Try it by hand*")
+    script = as_a_person_types(bash_block(readme, "## Try it by hand")) + "\n".join([
+        "echo '--- rollout rehearsal'", pasted_whole(rehearsal),
+        "echo '--- python example'", "python example.py"]) + "\n"
+    output = run_script(tmp_path, script, timeout=420)
+    try_it, rest = output.split("--- rollout rehearsal\n")
+    rehearsal_output, example = rest.split("--- python example\n")
+    assert "SUCCEEDED" in try_it
+    gray_deliveries = [line for line in try_it.splitlines() if line.startswith("{") and '"gray": true' in line
                        and '"client_id"' in line]
-    assert len(gray_deliveries) == 10, output[-6000:]
+    assert len(gray_deliveries) == 10, try_it[-6000:]
+    assert "ROLLED_BACK after 1 check(s)" in rehearsal_output and "rolled back at weight 10%" in rehearsal_output, \
+        rehearsal_output[-6000:]
+    assert "RETIRED" in rehearsal_output and "FAILED" not in rehearsal_output, rehearsal_output[-6000:]
+    assert not list(ROOT.glob("v[12].jsonl")) and (Path("/tmp") / "v2.jsonl").exists()  # scratch files outside
+    assert re.search(r"^sent \S+ SEND_OK$", example, re.M), example[-3000:]
+    assert re.search(r"^consumed \S+ queue \d+ normal b'order-1'$", example, re.M), example[-3000:]
 
 
 @pytest.mark.spark

@@ -109,6 +109,8 @@ def run_operation(cluster, graymq_process, consumers: dict[str, GraymqProcess], 
         status = json.loads((await asyncio.to_thread(graymq, ns, "gray", "status", GROUP, "--json")).stdout)
         assert status["gray_backlog"] == 0, status
         check_gray_queues_went_to_v2(sent, consumers, status, operation[0])
+        print(f"{operation[0]} with every gray source: sent {len(sent)} ({sum(s['gray'] for s in sent.values())} "
+              f"gray), relayed {len(relayed)}, timings {report['timings_s']}")
 
     run_scenario(scenario, timeout=280)
     stop_all(consumers)  # rollback: the gray consumers hold only empty gray queues and can go

@@ -52,6 +52,13 @@ def parse_urls(urls: str | list[str] | None) -> list[str]:
     return result
 
 
+def _https_hint(url: str, exc: httpx.HTTPError) -> str:
+    """A plain-HTTP request a TLS server hangs up on reads as "Server disconnected": say what it likely is."""
+    if url.startswith("http://") and isinstance(exc, httpx.RemoteProtocolError):
+        return f" (a name server speaking TLS? use https://{url.removeprefix('http://')})"
+    return ""
+
+
 class NameServerClient:
     """``token`` (default ``GRAYMQ_TOKEN``) authenticates client calls; ``admin_token`` (default
     ``GRAYMQ_ADMIN_TOKEN``) only the admin calls. Unset tokens send nothing (enough in dev mode)."""
@@ -104,7 +111,7 @@ class NameServerClient:
             except httpx.InvalidURL as exc:
                 raise ConfigError(f"name server URL {url!r} is not a valid URL: {exc}") from exc
             except httpx.HTTPError as exc:
-                errors.append(f"{url}: {type(exc).__name__} {exc}")
+                errors.append(f"{url}: {type(exc).__name__} {exc}{_https_hint(url, exc)}")
                 self._demoted[url] = time.monotonic() + self._demote_s
                 untrusted += untrusted_certificate(exc)
                 continue

@@ -63,7 +63,11 @@ class Child:
     def wait_ready(self, timeout: float) -> dict[str, Any]:
         self._event.wait(timeout)
         if self.ready is None:
-            raise GrayMQError(f"{self.name} did not start (exit code {self.proc.poll()}); see its log above")
+            try:
+                code: int | None = self.proc.wait(5)  # its output ended: it is exiting
+            except subprocess.TimeoutExpired:
+                code = None
+            raise GrayMQError(f"{self.name} did not start (exit code {code}); see its log above")
         return self.ready
 
     def stop(self) -> None:
@@ -73,6 +77,11 @@ class Child:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def _says_info() -> bool:
+    """Whether ``GRAYMQ_LOG_LEVEL`` (default INFO) lets informational lines through."""
+    return os.environ.get("GRAYMQ_LOG_LEVEL", "INFO").upper() in ("DEBUG", "INFO")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,9 +105,10 @@ def run(args: argparse.Namespace) -> int:
         broker_info = broker.wait_ready(60)
         print_ready({"kind": "cluster", "address": ns_url.removeprefix("http://"), "url": ns_url,
                      "nameserver": ns_url, "broker": broker_info["address"], "data": str(data)})
-        print(f"graymq local cluster up: name server {ns_url}, broker {args.broker_name} at {broker_info['address']}"
-              f"\n  export GRAYMQ_NAMESERVER={ns_url}   (dev mode: authentication is off)", file=sys.stderr,
-              flush=True)
+        if _says_info():  # a script that owns the cluster (make demo) sets GRAYMQ_LOG_LEVEL=WARNING
+            print(f"graymq local cluster up: name server {ns_url}, broker {args.broker_name} at "
+                  f"{broker_info['address']}\n  export GRAYMQ_NAMESERVER={ns_url}   (dev mode: authentication is off)",
+                  file=sys.stderr, flush=True)
         while not stop.is_set():
             if any(c.proc.poll() is not None for c in children):
                 raise GrayMQError("a cluster process exited; stopping the rest")

@@ -68,11 +68,11 @@ class ConsoleReader:
     """Reads for one request: ``token`` is the caller's bearer token (empty: none), forwarded to the brokers."""
 
     def __init__(self, sessions: sessionmaker[Session], settings: NameServerSettings, token: str,
-                 drains: DrainWatch | None = None) -> None:
+                 drains: DrainWatch) -> None:
         self.sessions = sessions
         self.settings = settings
         self.token = token
-        self.drains = drains or DrainWatch()
+        self.drains = drains  # the app's: what each running operation's drain started from
 
     # -- pages -------------------------------------------------------------------------------
     async def group_page(self, group: str) -> GroupPage:

@@ -151,11 +151,15 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
     stopping = asyncio.ensure_future(done.wait())
-    if (problem := await _routes_ready(args, topics, stopping)) is not None:
+    checking = asyncio.ensure_future(_routes_ready(args, topics, stopping))
+    await asyncio.wait({checking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if stopping.done():  # a signal before consuming began (e.g. the name server does not answer)
+        checking.cancel()
+        await asyncio.gather(checking, return_exceptions=True)
+        return 0
+    if (problem := checking.result()) is not None:
         stopping.cancel()
         return _error(problem)
-    if stopping.done():
-        return 0
     starting = asyncio.ensure_future(consumer.start())
     try:
         await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)

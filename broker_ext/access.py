@@ -58,11 +58,11 @@ class AccessControl:
             pb.SEND_MESSAGE: lambda p, r: self._produce(p, r.message.topic),
             # the batch's messages may only name its own topic (SendProcessor refuses any other before storing)
             pb.SEND_BATCH: lambda p, r: self._produce(p, r.topic),
-            pb.PULL_MESSAGE: lambda p, r: self._consume(p, r.consumer_group, r.topic),
+            pb.PULL_MESSAGE: self._consume_as_client,
             pb.UNREGISTER_CLIENT: self._unregister,
             pb.GET_CONSUMER_LIST: lambda p, r: self._consume(p, r.consumer_group),
             pb.QUERY_CONSUMER_OFFSET: lambda p, r: self._consume(p, r.consumer_group, r.topic),
-            pb.UPDATE_CONSUMER_OFFSET: lambda p, r: self._consume(p, r.consumer_group, r.topic),
+            pb.UPDATE_CONSUMER_OFFSET: self._consume_as_client,
             pb.GET_MIN_OFFSET: lambda p, r: self._use_topic(p, r.topic),
             pb.GET_MAX_OFFSET: lambda p, r: self._use_topic(p, r.topic),
             pb.SEARCH_OFFSET_BY_TIME: lambda p, r: self._use_topic(p, r.topic),
@@ -203,6 +203,12 @@ class AccessControl:
         for topic in {q.topic for q in req.queues}:
             self._consume(p, req.consumer_group, topic)
         self._own_client(p, req.consumer_group, req.client_id, conn)
+
+    def _consume_as_client(self, p: Principal, req: pb.PullRequest | pb.UpdateConsumerOffsetRequest) -> None:
+        """A pull or a commit names its client: one registered by another principal is not the caller's to use
+        (its queue lease would let the caller read or move that client's queues)."""
+        self._consume(p, req.consumer_group, req.topic)
+        self._own_client(p, req.consumer_group, req.client_id, None)
 
     def _unregister(self, p: Principal, req: pb.UnregisterRequest) -> None:
         if req.consumer_group:

@@ -27,6 +27,7 @@ from tests.support.trust import (
     StartProcess,
     add_principal,
     cli,
+    closed_by_broker,
     start_secure_broker,
     start_secure_nameserver,
 )
@@ -308,18 +309,6 @@ def _connect(address: str) -> socket.socket:
     return sock
 
 
-def _closed_by_broker(sock: socket.socket, timeout: float = 15.0) -> bool:
-    """Whether the broker closes ``sock`` within ``timeout`` (reads until EOF or a reset)."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except ConnectionError:
-        pass
-    return True
-
 
 def _partial_frame(size: int, sent: int) -> bytes:
     """The first ``sent`` bytes of a SEND_MESSAGE frame whose payload is ``size`` bytes long."""
@@ -349,16 +338,16 @@ def test_idle_and_unauthenticated_connections_are_closed(graymq_process: StartPr
     broker = start_secure_broker(graymq_process, ns_url, "broker-a", add_principal(ns_url, "broker-a", "--broker"),
                                  tmp_path / "secure", GRAYMQ_BROKER_AUTH_TIMEOUT_S="1")
     silent = _connect(broker.address)
-    assert _closed_by_broker(silent), "a connection that never authenticates is closed"
+    assert closed_by_broker(silent), "a connection that never authenticates is closed"
     # a stranger cannot make the broker buffer a large frame: before authentication frames are small
     stranger = _connect(broker.address)
     stranger.sendall(_partial_frame(15 << 20, 1 << 20))
-    assert _closed_by_broker(stranger)
+    assert closed_by_broker(stranger)
     broker.wait_for_line("exceeds the limit of 65536", timeout=10)
 
     idle_broker = _broker(graymq_process, tmp_path, idle_timeout_s="1")
     idle = _connect(idle_broker.address)
-    assert _closed_by_broker(idle), "an idle connection is closed"
+    assert closed_by_broker(idle), "an idle connection is closed"
     idle_broker.wait_for_line("idle for 1 s", timeout=10)
 
 
@@ -368,7 +357,7 @@ def test_connections_beyond_the_maximum_are_closed_and_the_broker_serves_again_o
     broker = _broker(graymq_process, tmp_path, max_connections="20")
     held = [_connect(broker.address) for _ in range(20)]
     extra = [_connect(broker.address) for _ in range(5)]
-    assert all(_closed_by_broker(s, 10) for s in extra)
+    assert all(closed_by_broker(s, 10) for s in extra)
     broker.wait_for_line("GRAYMQ_BROKER_MAX_CONNECTIONS", timeout=10)
     for sock in held:
         sock.close()
@@ -384,7 +373,7 @@ def test_partial_frames_over_all_connections_are_capped(graymq_process: StartPro
             sock.sendall(_partial_frame(15 << 20, 1 << 20))
         except ConnectionError:
             pass  # the broker already closed it
-    closed = sum(_closed_by_broker(s, 3) for s in socks)
+    closed = sum(closed_by_broker(s, 3) for s in socks)
     assert closed >= 16, f"only {closed} of 20 connections were closed"
     broker.wait_for_line("partial frames over every connection exceed", timeout=10)
     for sock in socks:

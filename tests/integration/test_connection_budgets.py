@@ -19,7 +19,14 @@ from graymq.protocol.frame import FrameDecoder, encode_frame
 from graymq.protocol.remoting import parse_body, parse_envelope, request_envelope
 from tests.support.cli import wait_for
 from tests.support.metrics import scrape
-from tests.support.trust import StartProcess, add_principal, cli, start_secure_broker, start_secure_nameserver
+from tests.support.trust import (
+    StartProcess,
+    add_principal,
+    cli,
+    closed_by_broker,
+    start_secure_broker,
+    start_secure_nameserver,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -43,18 +50,6 @@ def _connect(address: str, source: str | None = None) -> socket.socket:
     host, port = split_address(address)
     return socket.create_connection((host, port), timeout=10, source_address=(source, 0) if source else None)
 
-
-def _closed_by_broker(sock: socket.socket, timeout: float) -> bool:
-    """Whether the broker closes ``sock`` within ``timeout`` (reads until EOF or a reset)."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except ConnectionError:
-        pass
-    return True
 
 
 def _authenticated(address: str, token: str) -> socket.socket:
@@ -110,7 +105,7 @@ def test_strangers_from_one_address_leave_room_for_a_client_and_are_closed_at_th
     wait_for(lambda: scrape(url).value(closed, reason="over_budget") == 150 - 32, 10,
              "the strangers over the per-address budget refused")
     broker.wait_for_line("GRAYMQ_BROKER_MAX_UNAUTHENTICATED_PER_ADDRESS", timeout=10)
-    assert all(_closed_by_broker(s, 15) for s in strangers), "a stranger outlived the authentication deadline"
+    assert all(closed_by_broker(s, 15) for s in strangers), "a stranger outlived the authentication deadline"
     assert scrape(url).value(closed, reason="auth_timeout") == 32
     for sock in strangers:
         sock.close()
@@ -126,7 +121,7 @@ def test_a_silent_tls_handshake_is_closed_at_the_authentication_deadline(
                             "--tls-cert", str(files.cert), "--tls-key", str(files.key),
                             env={"GRAYMQ_BROKER_AUTH_TIMEOUT_S": "1"})
     silent = _connect(broker.address)
-    assert _closed_by_broker(silent, 20), "a silent TLS peer held its socket past the deadline"
+    assert closed_by_broker(silent, 20), "a silent TLS peer held its socket past the deadline"
 
 
 def test_partial_frames_of_closed_connections_give_their_memory_back_round_after_round(

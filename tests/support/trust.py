@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,6 +18,19 @@ ADMIN = "admin-secret-0123456789"
 StartProcess = Callable[..., GraymqProcess]
 SECURE_ENV = {"GRAYMQ_DEV_MODE": "false", "GRAYMQ_ADMIN_TOKENS": f"ops={ADMIN}", "GRAYMQ_ADMIN_TOKEN": "",
               "GRAYMQ_TOKEN": "", "GRAYMQ_BROKER_TOKEN": "", "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5"}
+
+
+def closed_by_broker(sock: socket.socket, timeout: float = 15.0) -> bool:
+    """Whether the broker closes ``sock`` within ``timeout`` (reads until EOF or a reset)."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        pass
+    return True
 
 
 def bearer(token: str) -> dict[str, str]:

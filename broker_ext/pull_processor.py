@@ -80,6 +80,7 @@ class PullProcessor:
             raise QueueLockedError(f"{req.topic}#{req.queue_id} of group {req.consumer_group} is held by client "
                                    f"{owner}")
         if req.commit_offset >= 0:  # a commit riding on the pull, kept within the queue's [min, max]
+            broker.role.fence()  # a commit changes state: the leader's alone, inside its lease
             offset = within_queue(broker.store, req.topic, req.queue_id, req.commit_offset)
             broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, offset)
         max_nums = max(1, min(req.max_msg_nums or 32, MAX_PULL_NUMS))

@@ -10,8 +10,9 @@ it does with the answer: lead, follow, or step down.
   kept for re-publishing), then copy from the leader.
 - Leading on: propose the in-sync set (``ReplicaFeed.proposal``) and act on the one the name server confirms.
 
-Unreachable name servers change nothing: a leader keeps serving (sync sends still wait for every confirmed
-follower), a follower keeps copying.
+Unreachable name servers: a leader keeps serving until its lease ends (``ReplicaRole.fence``: then it
+acknowledges nothing until a renewal reaches the name server; sync sends still wait for every confirmed follower),
+a follower keeps copying.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FIRST_INTERVAL_S = 0.25  # until the name server says how long the lease is
+# The part of a lease a leader gives up (ends early): the name server's lease starts when it receives the renewal
+# (after this replica sent it) on its wall clock, which NTP may slew or step; a tenth covers that with room while
+# renewals every quarter lease leave a healthy leader far from the end.
+LEASE_MARGIN = 0.1
 
 
 class ReplicaLease:
@@ -60,9 +65,10 @@ class ReplicaLease:
 
     async def _run(self) -> None:
         while True:
+            sent_at = time.monotonic()
             answer = await self._beat()
             if answer is not None:
-                await self.apply(answer)
+                await self.apply(answer, sent_at)
             await asyncio.sleep(self.interval_s)
 
     def _body(self) -> dict[str, Any]:
@@ -91,12 +97,15 @@ class ReplicaLease:
         self._failing = True
         return None
 
-    async def apply(self, answer: dict[str, Any]) -> None:
+    async def apply(self, answer: dict[str, Any], sent_at: float) -> None:
+        """Act on the name server's answer to the heartbeat sent at ``sent_at`` (monotonic): a leader's lease ends
+        ``lease_seconds`` (less ``LEASE_MARGIN``) after it asked, before the name server could elect another."""
         broker, role = self.broker, self.broker.role
         epoch, leader = int(answer["epoch"]), int(answer["leader_replica_id"])
         if epoch < role.epoch:
             return  # an answer older than what this replica knows
-        self.interval_s = max(0.05, float(answer.get("lease_seconds", 4.0)) / 4)
+        lease_s = float(answer.get("lease_seconds", 4.0))
+        self.interval_s = max(0.05, lease_s / 4)
         new_epoch = epoch != role.epoch
         was_leading = role.leads and role.leader_id is not None
         role.leader_address = str(answer.get("leader_address", ""))
@@ -105,6 +114,7 @@ class ReplicaLease:
             role.know_epoch(epoch)
             role.leader_id = leader
             role.in_sync = frozenset(int(r) for r in answer.get("in_sync", ()))
+            role.lease_ends_at = sent_at + lease_s * (1 - LEASE_MARGIN)
             if new_epoch or not was_leading:
                 await self._lead()
             broker.feed.in_sync_confirmed()

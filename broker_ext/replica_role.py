@@ -34,6 +34,7 @@ class ReplicaRole:
     epoch_start_offset: int = 0
     leading_since: float = field(default_factory=time.monotonic)
     moved_aside_bytes: int = 0  # what this replica held past new leaders' logs, moved aside
+    lease_ends_at: float = 0.0  # monotonic: a replicated leader acknowledges nothing from then on (``fence``)
     path: Path | None = None  # where the epoch is kept
 
     def __post_init__(self) -> None:
@@ -53,8 +54,18 @@ class ReplicaRole:
         return self.replication == "sync"
 
     def check_writable(self, method: int) -> None:
-        if method in WRITES and not self.leads:
+        if method in WRITES:
+            self.fence()
+
+    def fence(self) -> None:
+        """Refuse (``NOT_LEADER``) unless this replica leads inside its lease, read on its own monotonic clock now:
+        a leader paused past its lease learns it on waking, before it acknowledges anything."""
+        if not self.leads:
             raise NotLeaderError(self.not_leader_text())
+        if self.replicated and time.monotonic() >= self.lease_ends_at:
+            raise NotLeaderError(
+                f"broker {self.name} replica {self.replica_id}: its leader lease at epoch {self.epoch} ran out "
+                "before the name server renewed it (another replica may lead): read the route again")
 
     def not_leader_text(self) -> str:
         if self.leader_id is None:

@@ -28,7 +28,7 @@ from graymq.protocol.constants import (
     PROPERTY_TAGS,
     PROPERTY_TRACE_ID,
 )
-from graymq.protocol.errors import BadRequestError
+from graymq.protocol.errors import BadRequestError, NotLeaderError
 from graymq.protocol.record import SYS_FLAG_GRAY
 from graymq.protocol.remoting import response_envelope
 
@@ -178,15 +178,16 @@ class SendProcessor:
         if not waits:
             return response_envelope(method, response)
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        done = functools.partial(_answer_after, answer, method, response, waits)
+        done = functools.partial(_answer_after, answer, method, response, waits, broker.role)
         for future in waits:
             future.add_done_callback(done)
         return answer
 
 
 def _answer_after(answer: asyncio.Future[bytes], method: int, response: pb.SendResponse | pb.SendBatchResponse,
-                  waits: list[asyncio.Future[None]], finished: asyncio.Future[None]) -> None:
-    """Answer once every wait (the sync flush, the sync replication) is over: the first failure fails it."""
+                  waits: list[asyncio.Future[None]], role: ReplicaRole, finished: asyncio.Future[None]) -> None:
+    """Answer once every wait (the sync flush, the sync replication) is over: the first failure fails it, and so
+    does a leader lease that ran out meanwhile (``ReplicaRole.fence``)."""
     if answer.done():  # the connection closed and cancelled it, or an earlier wait failed
         return
     if finished.cancelled():
@@ -194,4 +195,9 @@ def _answer_after(answer: asyncio.Future[bytes], method: int, response: pb.SendR
     elif (exc := finished.exception()) is not None:
         answer.set_exception(exc)
     elif all(f.done() for f in waits):
+        try:
+            role.fence()
+        except NotLeaderError as exc:
+            answer.set_exception(exc)
+            return
         answer.set_result(response_envelope(method, response))

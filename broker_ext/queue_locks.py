@@ -44,6 +44,23 @@ class QueueLocks:
         predecessor granted, so their owners get one lease period to finish or renew here first."""
         self._granted_from = when
 
+    def snapshot(self) -> list[tuple[str, str, int, str, float]]:
+        """Every live lease as (group, topic, queue id, client id, seconds left): what a broker set's leader gives
+        its followers, so a new leader knows who held what and until when."""
+        now = self._clock()
+        return [(*key, lease.client_id, lease.expires_at - now) for key, lease in self._leases.items()
+                if lease.expires_at >= now]
+
+    def replace(self, items: Iterable[tuple[str, str, int, str, float]]) -> None:
+        """Take every (group, topic, queue id, client id, seconds left) as the whole table (a follower, from its
+        leader): held through no connection here, they end when they would have on the leader unless renewed."""
+        now = self._clock()
+        self._leases = {}
+        self._by_client = {}
+        for group, topic, queue_id, client_id, left_s in items:
+            self._leases[(group, topic, queue_id)] = Lease(client_id, None, now + left_s)
+            self._by_client.setdefault((group, client_id), set()).add((group, topic, queue_id))
+
     def owner(self, group: str, topic: str, queue_id: int) -> str | None:
         """The client holding the queue's live lease, or ``None``."""
         lease = self._leases.get((group, topic, queue_id))

@@ -122,7 +122,9 @@ class ReplicaFeed:
     def _state(self) -> bytes:
         broker = self.broker
         return json.dumps({"offsets": [list(item) for item in broker.offsets.items()],
-                           "delay": broker.schedule.snapshot()}, separators=(",", ":")).encode()
+                           "delay": broker.schedule.snapshot(),
+                           "leases": [list(item) for item in broker.locks.snapshot()]},
+                          separators=(",", ":")).encode()
 
     def proposal(self) -> list[int]:
         """Who should be in sync now: this leader, and each follower that fetched within ``replica_lag_s`` and is

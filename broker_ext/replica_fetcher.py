@@ -1,5 +1,5 @@
 """The follower's side of replication: copy the leader's log from this replica's own log end, chunk after chunk
-(long polls when nothing is new), and take the leader's consumer and delay offsets as they come.
+(long polls when nothing is new), and take the leader's consumer and delay offsets and queue leases as they come.
 
 Each fetch names the follower's epoch; a leader of another epoch refuses it, and the follower waits for its lease
 loop to learn the new leader. A chunk that does not fit (a gap, a damaged record, another segment size) is not
@@ -40,6 +40,7 @@ class ReplicaFetcher:
         self._state_version = 0
         self._log = ThrottledLog(log, 10.0)
         self.leader_end = 0  # the leader's log end, as last heard
+        self.leases_copied = False  # the leader's queue leases arrived since this replica last changed leader
 
     def follow(self, address: str, epoch: int) -> None:
         """Copy from the leader at ``address`` under ``epoch`` (restarts the loop when either changed)."""
@@ -47,6 +48,8 @@ class ReplicaFetcher:
             return
         if self._task is not None:
             self._task.cancel()
+        if self._target is not None and self._target[0] != address:
+            self.leases_copied = False
         self._target = (address, epoch)
         self._task = asyncio.get_running_loop().create_task(self._run(address, epoch), name="replica-fetch")
 
@@ -91,3 +94,7 @@ class ReplicaFetcher:
         state = json.loads(raw)
         self.broker.offsets.replace((str(g), str(t), int(q), int(o)) for g, t, q, o in state["offsets"])
         self.broker.schedule.replace_offsets({int(k): int(v) for k, v in state["delay"].items()})
+        if "leases" in state:  # a leader of an older version sends none
+            self.broker.locks.replace((str(g), str(t), int(q), str(c), float(left))
+                                      for g, t, q, c, left in state["leases"])
+            self.leases_copied = True

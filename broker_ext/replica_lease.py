@@ -3,8 +3,9 @@ it does with the answer: lead, follow, or step down.
 
 - Elected (the answer names this replica at a new epoch): stop copying, take writes; the delay schedule is
   recounted and resumed, the producer table rebuilt from the log (so a retry of a send the old leader stored is
-  recognized), the followers' progress starts over, and — after a predecessor (epoch > 1) — queue leases are
-  granted only after one lease period (owners the old leader knew may still be finishing their batches).
+  recognized), the followers' progress starts over. Queue leases copied from the predecessor hold on (their owners
+  re-lock at once, others wait until they would have ended); a replica that copied none (it never followed this
+  epoch's predecessor) grants leases only after one lease period.
 - Following (another replica leads): refuse writes, stop the delay schedule, and — when the epoch is new — move
   aside whatever this log holds past the new leader's start offset (``replica_log.move_aside``: counted, logged,
   kept for re-publishing), then copy from the leader.
@@ -133,7 +134,7 @@ class ReplicaLease:
         broker.feed.reset()
         broker.producers.rebuild(broker.store)
         broker.schedule.resume()
-        if role.epoch > 1:  # a predecessor may have granted leases this replica does not know
+        if role.epoch > 1 and not broker.fetcher.leases_copied:  # its predecessor's leases are unknown here
             broker.locks.grant_after(time.monotonic() + broker.settings.queue_lease_s)
         role.leading_since = time.monotonic()
         log.warning("broker %s replica %d leads at epoch %d (its log ends at %d)", broker.name, role.replica_id,

@@ -80,3 +80,20 @@ def test_a_new_leader_grants_no_lease_until_its_predecessors_ran_out() -> None:
     assert locks.lock("g", "old-owner", conn(), [("T", 1)])[0] == [("T", 1)]  # its own lease renews as before
     clock.now += 31.0
     assert locks.lock("g", "c1", conn(), [("T", 0)])[0] == [("T", 0)]
+
+
+def test_leases_copied_from_a_leader_let_their_holder_relock_at_once_and_others_when_they_would_have_ended() -> None:
+    leader_clock, follower_clock = Clock(), Clock()
+    follower_clock.now = 7.0  # another process: another monotonic origin
+    leader, follower = QueueLocks(30.0, leader_clock), QueueLocks(30.0, follower_clock)
+    leader.lock("g", "A", conn(), [("T", 0)])
+    leader_clock.now += 10.0
+    leader.lock("g", "B", conn(), [("T", 1)])
+    follower.replace(leader.snapshot())  # A has 20 s left, B 30 s
+    assert follower.lock("g", "A", conn(), [("T", 0)])[0] == [("T", 0)]  # its holder: at once (renewed to 30 s)
+    assert [(t, q, o) for t, q, o in follower.lock("g", "C", conn(), [("T", 1)])[1]] == [("T", 1, "B")]
+    follower_clock.now += 30.5  # B's lease would have ended on the leader by now
+    assert follower.lock("g", "C", conn(), [("T", 1)])[0] == [("T", 1)]
+    assert follower.owner("g", "T", 0) is None  # A's renewal ran out too
+    follower.replace([])
+    assert follower.snapshot() == []

@@ -34,6 +34,7 @@ from graymq.protocol.remoting import response_envelope
 
 if TYPE_CHECKING:
     from graymq.broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.replica_role import ReplicaRole
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def _answer_after(answer: asyncio.Future[bytes], method: int, response: pb.SendR
     elif all(f.done() for f in waits):
         try:
             role.fence()
-        except NotLeaderError as exc:
-            answer.set_exception(exc)
+        except NotLeaderError as fenced:
+            answer.set_exception(fenced)
             return
         answer.set_result(response_envelope(method, response))

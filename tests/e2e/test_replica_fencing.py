@@ -22,7 +22,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
-def test_a_leader_paused_past_its_lease_acknowledges_nothing_on_waking(rs_cluster, graymq_process, mode) -> None:
+def test_a_leader_paused_past_its_lease_acknowledges_nothing_on_waking(
+    rs_cluster, graymq_process, mode  # noqa: F811
+) -> None:
     cluster = rs_cluster
     ns = cluster.ns_url
     r0, _ = start_set(cluster, mode, lag_s="30")

@@ -5,6 +5,8 @@ process leaves its page cache to the kernel); a flipped byte loses exactly the r
 a cut segment exactly the records from the cut on; no reordering within a queue, no gray message to a v1
 consumer; no message stored twice (producers' retries are recognised). A crash may deliver again what the
 consumers had in flight, at most a pull batch per queue; recovery time is reported in the table, not asserted.
+A broker set's leader paused past its lease acknowledges nothing on waking: nothing acked is lost under sync
+replication, and under async only what the leader acknowledged before the pause and had not copied yet.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ CASES = [
     Case("stop_ns", "sync"), Case("stop_ns", "async"),
     Case("flip", "sync"), Case("flip", "async"),
     Case("truncate", "sync"), Case("truncate", "async"),
+    Case("pause_leader", "async", replication="sync"), Case("pause_leader", "async", replication="async"),
 ]
 
 

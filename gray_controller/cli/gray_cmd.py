@@ -140,8 +140,9 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
         print(f"broker set {rs['broker_name']} ({rs['replication']}): leader replica {rs['leader_replica_id']} "
               f"at epoch {rs['epoch']}, followers {followers}")
     if status.unknown_gray:
+        silent = ", ".join(b.broker_name for b in status.unavailable)
         print(f"gray backlog: unknown ({status.gray_backlog} on the brokers that answered; unknown on "
-              f"{', '.join(b.broker_name for b in status.unavailable)}: {format_queues(map(str, status.unknown_gray))})")
+              f"{silent}: {format_queues(map(str, status.unknown_gray))})")
     else:
         print(f"gray backlog: {status.gray_backlog}")
     if status.queues:

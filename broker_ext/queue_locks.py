@@ -26,6 +26,7 @@ class Lease:
     client_id: str
     connection: Connection | None
     expires_at: float
+    copied: bool = False  # taken over from a predecessor's table: heartbeats do not extend it, a re-lock does
 
 
 NEW_LEADER = "(a new leader: its predecessor's leases run out first)"  # the owner named while ``grant_after``
@@ -58,7 +59,7 @@ class QueueLocks:
         self._leases = {}
         self._by_client = {}
         for group, topic, queue_id, client_id, left_s in items:
-            self._leases[(group, topic, queue_id)] = Lease(client_id, None, now + left_s)
+            self._leases[(group, topic, queue_id)] = Lease(client_id, None, now + left_s, copied=True)
             self._by_client.setdefault((group, client_id), set()).add((group, topic, queue_id))
 
     def owner(self, group: str, topic: str, queue_id: int) -> str | None:
@@ -105,7 +106,7 @@ class QueueLocks:
                 self._leases[key] = Lease(client_id, connection, expires_at)
                 self._by_client.setdefault((group, client_id), set()).add(key)
             else:
-                lease.connection = connection
+                lease.connection, lease.copied = connection, False
             if connection is not None:
                 pairs = connection.attributes.setdefault(_LEASES, set())
                 assert isinstance(pairs, set)
@@ -125,10 +126,14 @@ class QueueLocks:
         return True
 
     def renew(self, group: str, client_id: str) -> None:
-        """Extend every lease ``client_id`` holds in ``group`` (its heartbeat)."""
+        """Extend every lease ``client_id`` holds in ``group`` (its heartbeat). A lease copied from a predecessor
+        is left to run out unless its holder locks it again: the holder may have released it to the dead leader
+        (its heartbeats would otherwise keep a queue it no longer pulls from the consumer it now belongs to)."""
         expires_at = self._clock() + self.ttl_s
         for key in self._by_client.get((group, client_id), ()):
-            self._leases[key].expires_at = expires_at
+            lease = self._leases[key]
+            if not lease.copied:
+                lease.expires_at = expires_at
 
     def release_client(self, group: str, client_id: str) -> int:
         """Drop every lease of a client that left the group; how many."""

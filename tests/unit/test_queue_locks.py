@@ -97,3 +97,17 @@ def test_leases_copied_from_a_leader_let_their_holder_relock_at_once_and_others_
     assert follower.owner("g", "T", 0) is None  # A's renewal ran out too
     follower.replace([])
     assert follower.snapshot() == []
+
+
+def test_a_copied_lease_is_not_kept_alive_by_its_holders_heartbeats_unless_it_locks_it_again() -> None:
+    """A holder that released a queue to the dead leader must not keep it from its new owner by heartbeating."""
+    clock = Clock()
+    leader, follower = QueueLocks(30.0, clock), QueueLocks(30.0, clock)
+    leader.lock("g", "A", conn(), [("T", 0), ("T", 1)])
+    follower.replace(leader.snapshot())
+    follower.lock("g", "A", conn(), [("T", 0)])  # A still wants queue 0; queue 1 it released to the old leader
+    for _ in range(4):
+        clock.now += 10.0
+        follower.renew("g", "A")
+    assert follower.owner("g", "T", 0) == "A"
+    assert follower.lock("g", "B", conn(), [("T", 1)])[0] == [("T", 1)]

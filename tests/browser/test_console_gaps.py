@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from graymq.devkit.processes import GraymqProcess
 from tests.browser.console_page import beside_the_browser, open_console
 from tests.support.cli import graymq, produce, start_consumer
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, module_processes
 
 pytestmark = pytest.mark.e2e
 TOPIC = "TOPIC_GAPS"
@@ -34,26 +34,13 @@ class Gaps(NamedTuple):
 @pytest.fixture(scope="module")
 def gaps(tmp_path_factory) -> Iterator[Gaps]:  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("gaps")
-    started: list[GraymqProcess] = []
-
-    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 30.0
-              ) -> GraymqProcess:
-        proc = GraymqProcess(args, env=env, cwd=root)
-        started.append(proc)
-        if wait:
-            proc.wait_ready(timeout)
-        return proc
-
-    cluster = Cluster(start, f"sqlite:///{root / 'ns.db'}", root)
-    try:
+    with module_processes(root) as start:
+        cluster = Cluster(start, f"sqlite:///{root / 'ns.db'}", root)
         cluster.start_nameserver(GRAYMQ_BROKER_LEASE_MIN_SECONDS="60")
         cluster.add_broker("broker-a")
         cluster.add_broker("broker-b")
         beside_the_browser(cluster.create_topic, TOPIC, 4, 2)
         yield Gaps(cluster, start)
-    finally:
-        for proc in reversed(started):
-            proc.terminate()
 
 
 def record(cluster: Cluster, group: str, kind: str, mode: str, **patch: Any) -> int:

@@ -21,9 +21,8 @@ import pytest
 import yaml
 
 from graymq.client.nameserver_client import NameServerClient
-from graymq.devkit.processes import GraymqProcess
 from tests.deploy.test_helm_chart import CHART, KUBERNETES_VERSION, NAMESPACE, Release, kn, render, render_strict
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, module_processes
 from tests.support.metrics import Scrape, scrape
 
 ON = {"grafana": {"dashboards": {"enabled": True}}, "prometheus": {"rules": {"enabled": True}}}
@@ -266,25 +265,14 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Scrape, 
     """One scrape of a real name server and of a real replicated broker (so the replica families exist),
     after a group's release state was set: ``(name server, broker)``."""
     root = tmp_path_factory.mktemp("observed")
-    started: list[GraymqProcess] = []
-
-    def start(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> GraymqProcess:
-        proc = GraymqProcess(args, env=env, cwd=root)
-        started.append(proc)
-        proc.wait_ready(timeout)
-        return proc
-
-    cluster = Cluster(start, f"sqlite:///{root}/ns.db", root)
-    try:
+    with module_processes(root) as start:
+        cluster = Cluster(start, f"sqlite:///{root}/ns.db", root)
         cluster.start_nameserver()
         broker = cluster.add_broker("broker-r", "--replica-id", "0", "--replication", "sync",
                                     GRAYMQ_BROKER_METRICS_PORT="0")
         cluster.ns_call(release_state)
         assert broker.ready_info is not None
         yield scrape(f"{cluster.ns_url}/metrics"), scrape(f"http://{broker.ready_info['metrics']}/metrics")
-    finally:
-        for proc in reversed(started):
-            proc.terminate()
 
 
 async def release_state(ns: NameServerClient) -> None:

@@ -88,22 +88,32 @@ class Cluster:
 
 
 @contextmanager
-def one_broker_cluster(db_url: str, root: Path, topic: str, queues: int, gray: int) -> Iterator[Cluster]:
-    """A name server, broker ``broker-a`` and ``topic``, shared by a module's tests; every process stops at exit."""
+def module_processes(root: Path) -> Iterator[Callable[..., GraymqProcess]]:
+    """``start(*args, env=None, wait=True, timeout=30)``: a ``graymq`` process in ``root`` (ready unless ``wait`` is
+    false); every process it started stops, last first, at exit."""
     started: list[GraymqProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> GraymqProcess:
+    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 30.0
+              ) -> GraymqProcess:
         proc = GraymqProcess(args, env=env, cwd=root)
         started.append(proc)
-        proc.wait_ready(timeout)
+        if wait:
+            proc.wait_ready(timeout)
         return proc
 
-    cluster = Cluster(start, db_url, root)
     try:
+        yield start
+    finally:
+        for proc in reversed(started):
+            proc.terminate()
+
+
+@contextmanager
+def one_broker_cluster(db_url: str, root: Path, topic: str, queues: int, gray: int) -> Iterator[Cluster]:
+    """A name server, broker ``broker-a`` and ``topic``, shared by a module's tests; every process stops at exit."""
+    with module_processes(root) as start:
+        cluster = Cluster(start, db_url, root)
         cluster.start_nameserver()
         cluster.add_broker("broker-a")
         cluster.create_topic(topic, queues, gray)
         yield cluster
-    finally:
-        for proc in reversed(started):
-            proc.terminate()

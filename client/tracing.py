@@ -1,0 +1,144 @@
+"""OpenTelemetry spans for sends and deliveries, after OpenTelemetry's messaging semantic conventions.
+
+A producer span per send (``send TOPIC``, kind PRODUCER) and a consumer span per delivered message (``process
+TOPIC``, kind CONSUMER, the child of the span that sent it), each with the gray side as ``graymq.gray``. The
+context travels in the message's properties as W3C ``traceparent`` (and ``tracestate``), through the broker, retries
+and dead letters alike, so one trace runs from the request that sent a message to the listener that handled it.
+
+graymq uses only the OpenTelemetry API, and only when it is installed and an application configured a tracer
+provider (the SDK and its exporter are the application's choice): otherwise every hook is one check of a module
+global and a ``yield``, and no property is added (``bench/tracing_cost.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from graymq.protocol.record import MessageExt
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+try:
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import ProxyTracerProvider, SpanKind, Status, StatusCode
+except ImportError:  # tracing is off: the API is not installed
+    trace = None  # type: ignore[assignment]
+
+SYSTEM = "graymq"
+GRAY = "graymq.gray"  # graymq's own attributes: the side, the producer group, how often a message came again
+PRODUCER_GROUP = "graymq.producer_group"
+RECONSUME_TIMES = "graymq.reconsume_times"
+_UNCONFIGURED = () if trace is None else (ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+def tracer() -> Tracer | None:
+    """graymq's tracer, or None while no tracer provider is configured (or the API is not installed)."""
+    if trace is None:
+        return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, _UNCONFIGURED):
+        return None
+    return provider.get_tracer("graymq.client", _version())
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("graymq")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+class SendSpan:
+    """What a send learns about its span: the properties to send (``traceparent`` added) and, once stored, the
+    message id and queue."""
+
+    __slots__ = ("properties", "span")
+
+    def __init__(self, span: Span | None, properties: dict[str, str]) -> None:
+        self.span = span
+        self.properties = properties
+
+    def stored(self, msg_id: str, broker_name: str, queue_id: int) -> None:
+        if self.span is not None:
+            self.span.set_attributes({"messaging.message.id": msg_id, "messaging.destination.partition.id":
+                                      f"{broker_name}:{queue_id}"})
+
+
+@contextmanager
+def send_span(topic: str, producer_group: str, client_id: str, gray: bool, properties: dict[str, str], *,
+              tags: str = "", batch_size: int = 1) -> Iterator[SendSpan]:
+    """A producer span around one send (its retries included) when tracing is on; the ``SendSpan``'s properties
+    are ``properties`` with the span's context added, to send in their place. Off, ``properties`` unchanged."""
+    graymq_tracer = tracer()
+    if graymq_tracer is None:
+        yield SendSpan(None, properties)
+        return
+    attributes: dict[str, Any] = {
+        "messaging.system": SYSTEM, "messaging.operation.type": "send", "messaging.operation.name": "send",
+        "messaging.destination.name": topic, "messaging.client.id": client_id, PRODUCER_GROUP: producer_group,
+        GRAY: gray,
+    }
+    if tags:
+        attributes["rocketmq.message.tag"] = tags
+    if batch_size != 1:
+        attributes["messaging.batch.message_count"] = batch_size
+    with graymq_tracer.start_as_current_span(f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes) as span:
+        carrier = dict(properties)
+        propagate.inject(carrier)
+        yield SendSpan(span, carrier)
+
+
+class Processing:
+    """The consumer spans of one listener call; ``finished`` records its outcome on each."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.spans = spans
+
+    def finished(self, ok: bool, error: BaseException | None = None) -> None:
+        for span in self.spans:
+            if error is not None:
+                span.record_exception(error)
+            if not ok:
+                span.set_status(Status(StatusCode.ERROR, "listener failed" if error else "reconsume later"))
+
+
+_OFF = Processing([])
+
+
+@contextmanager
+def process_spans(group: str, messages: Sequence[MessageExt]) -> Iterator[Processing]:
+    """A consumer span per message of one listener call when tracing is on, each the child of the context its
+    message carries; the first is the current span while the listener runs (a send from the listener is its
+    child)."""
+    graymq_tracer = tracer()
+    if graymq_tracer is None:
+        yield _OFF
+        return
+    spans = [_process_span(graymq_tracer, group, message, len(messages)) for message in messages]
+    try:
+        with trace.use_span(spans[0], end_on_exit=False):
+            yield Processing(spans)
+    finally:
+        for span in spans:
+            span.end()
+
+
+def _process_span(graymq_tracer: Tracer, group: str, message: MessageExt, batch_size: int) -> Span:
+    attributes: dict[str, Any] = {
+        "messaging.system": SYSTEM, "messaging.operation.type": "process", "messaging.operation.name": "process",
+        "messaging.destination.name": message.topic, "messaging.consumer.group.name": group,
+        "messaging.message.id": message.msg_id, "messaging.destination.partition.id":
+        f"{message.broker_name}:{message.queue_id}", RECONSUME_TIMES: message.reconsume_times, GRAY: message.gray,
+    }
+    if message.tags:
+        attributes["rocketmq.message.tag"] = message.tags
+    if batch_size != 1:
+        attributes["messaging.batch.message_count"] = batch_size
+    return graymq_tracer.start_span(f"process {message.topic}", context=propagate.extract(message.properties),
+                                    kind=SpanKind.CONSUMER, attributes=attributes)

@@ -1,7 +1,8 @@
 """Runs the listener on pulled messages: concurrently (batches in parallel) or orderly (one at a time per queue).
 
 Sync listeners run in a thread pool, async ones on the loop; either way the message being
-handled is visible to producers through ``graymq.client.context`` (gray and trace id propagate).
+handled is visible to producers through ``graymq.client.context`` (gray and trace id propagate), and each message
+is a consumer span while it is handled when tracing is on (``graymq.client.tracing``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from graymq.client.context import handling
 from graymq.client.message import ConsumeStatus, MessageExt
+from graymq.client.tracing import process_spans
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +26,9 @@ Listener = Callable[[list[MessageExt]], ConsumeStatus | None | Awaitable[Consume
 class ListenerRunner:
     """Calls the user's listener; an exception or ``RECONSUME_LATER`` counts as a failure."""
 
-    def __init__(self, listener: Listener, max_threads: int) -> None:
+    def __init__(self, listener: Listener, max_threads: int, group: str) -> None:
         self.listener = listener
+        self.group = group
         self._is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
             type(listener).__call__
         )
@@ -33,18 +36,23 @@ class ListenerRunner:
 
     async def run(self, messages: Sequence[MessageExt]) -> bool:
         batch = list(messages)
-        try:
-            if self._is_async:
-                with handling(batch[0]):
-                    status = await self.listener(batch)  # type: ignore[misc]
-            else:
-                assert self._pool is not None
-                ctx = contextvars.copy_context()
-                status = await asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, self._call_sync, batch)
-        except Exception:
-            log.exception("listener failed on %d message(s) of %s", len(batch), batch[0].topic)
-            return False
-        return status is None or status == ConsumeStatus.CONSUME_SUCCESS
+        with process_spans(self.group, batch) as processing:
+            try:
+                if self._is_async:
+                    with handling(batch[0]):
+                        status = await self.listener(batch)  # type: ignore[misc]
+                else:
+                    assert self._pool is not None
+                    ctx = contextvars.copy_context()  # the span and the message, seen from the pool's thread
+                    status = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, ctx.run, self._call_sync, batch)
+            except Exception as exc:
+                log.exception("listener failed on %d message(s) of %s", len(batch), batch[0].topic)
+                processing.finished(False, exc)
+                return False
+            ok = status is None or status == ConsumeStatus.CONSUME_SUCCESS
+            processing.finished(ok)
+            return ok
 
     def _call_sync(self, batch: list[MessageExt]) -> ConsumeStatus | None:
         with handling(batch[0]):

@@ -119,7 +119,7 @@ class PushConsumer:
                                           self.consume_timestamp_ms)
         self.assignment = Assignment()
         self.heartbeats = BrokerHeartbeats(rt, self.consume_from)
-        self._runner = ListenerRunner(listener, s.max_threads)
+        self._runner = ListenerRunner(listener, s.max_threads, group)
         self.fetcher = Fetcher(rt, self.assignment, self.offset_store, self._runner, orderly=self.orderly,
                                on_lost=lambda pq, exc: self.rebalancer.lost(pq, exc), rejoin=self.heartbeats.beat)
         self.rebalancer = Rebalancer(rt, self.assignment, self.fetcher, leases=self.leases,

@@ -175,7 +175,7 @@ def fetcher(rt: ConsumerRuntime, store: FakeOffsetStore, status: ConsumeStatus,
     async def rejoin() -> None:
         pass
 
-    part = Fetcher(rt, Assignment(), cast(Any, store), ListenerRunner(listener, 2), orderly=False,
+    part = Fetcher(rt, Assignment(), cast(Any, store), ListenerRunner(listener, 2, "GID"), orderly=False,
                    on_lost=lambda pq, exc: (lost if lost is not None else []).append(pq), rejoin=rejoin)
     return part, seen
 

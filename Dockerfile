@@ -18,6 +18,7 @@ COPY broker_ext ./broker_ext
 COPY nameserver ./nameserver
 COPY client ./client
 COPY gray_controller ./gray_controller
+COPY runbooks ./runbooks
 COPY migrations ./migrations
 COPY bench ./bench
 RUN pip wheel --no-deps --wheel-dir /wheels . \

@@ -70,7 +70,7 @@ system-deps:
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy protocol broker_ext client nameserver gray_controller
+	$(BIN)/mypy protocol broker_ext client nameserver gray_controller runbooks
 
 proto: $(TEST_STAMP)
 	$(BIN)/python -m graymq.protocol.codegen

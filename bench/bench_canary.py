@@ -26,8 +26,8 @@ from graymq.bench.bench_gray import Received, _setup
 from graymq.bench.common import Figures, paced, payload, wait_until
 from graymq.bench.graymq_servers import NameServer
 from graymq.client import ConsumeStatus, Message, Producer, PushConsumer
-from graymq.gray_controller.progress import Progress
-from graymq.gray_controller.rollout import RolloutPolicy, RolloutRunner
+from graymq.runbooks.progress import Progress
+from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
 

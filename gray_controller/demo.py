@@ -23,8 +23,8 @@ from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushCons
 from graymq.client.nameserver_client import NameServerClient
 from graymq.gray_controller.cli.common import READY_PREFIX, table
 from graymq.gray_controller.cli.text import format_timings
-from graymq.gray_controller.cutover import CutoverRunner
-from graymq.gray_controller.group_state import GroupInspector
+from graymq.runbooks.cutover import CutoverRunner
+from graymq.runbooks.group_state import GroupInspector
 
 GROUP = "ORDER_GROUP"
 TOPIC = "TOPIC_V_ORDER"

@@ -103,7 +103,7 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _status(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.gray_controller.group_state import GroupInspector
+    from graymq.runbooks.group_state import GroupInspector
 
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
@@ -171,7 +171,7 @@ async def _rule(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _cutover(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.gray_controller.cutover import CutoverFailed, CutoverRunner
+    from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
 
     if args.timeout <= 0:
         raise ConfigError("--timeout must be > 0")

@@ -87,8 +87,8 @@ async def run(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _rollout(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.gray_controller.cutover import CutoverFailed
-    from graymq.gray_controller.rollout import RolloutPolicy, RolloutRunner
+    from graymq.runbooks.cutover import CutoverFailed
+    from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
 
     if args.timeout <= 0:
         raise ConfigError("--timeout must be > 0")

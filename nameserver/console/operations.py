@@ -14,8 +14,8 @@ import io
 import logging
 
 from graymq.client.nameserver_client import NameServerClient
-from graymq.gray_controller.cutover import CutoverFailed, CutoverRunner
-from graymq.gray_controller.progress import Progress
+from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
+from graymq.runbooks.progress import Progress
 from graymq.nameserver.console.actions import Cutover, PromoteAction
 from graymq.protocol.errors import GrayMQError
 

@@ -10,7 +10,7 @@ import pytest
 from graymq.client.spark import StreamingJob
 from graymq.client.spark.options import GRAY_FLAG_CONF
 from graymq.client.sync import SyncProducer
-from graymq.gray_controller.group_state import GroupInspector
+from graymq.runbooks.group_state import GroupInspector
 from tests.spark.helpers import BatchLog, poll_until, send
 
 pytestmark = pytest.mark.spark

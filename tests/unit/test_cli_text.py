@@ -9,7 +9,7 @@ import pytest
 
 from graymq.gray_controller.cli.common import parse_size
 from graymq.gray_controller.cli.text import QUEUES_WIDTH, format_queues, format_timings, id_ranges
-from graymq.gray_controller.progress import Progress
+from graymq.runbooks.progress import Progress
 
 pytestmark = pytest.mark.unit
 

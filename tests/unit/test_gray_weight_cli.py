@@ -13,7 +13,7 @@ from graymq.client.message import MessageQueue
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import BrokerData, TopicRoute
 from graymq.gray_controller.cli import gray_cmd, main
-from graymq.gray_controller.group_state import GroupInspector, GroupStatus, WeightedQueue
+from graymq.runbooks.group_state import GroupInspector, GroupStatus, WeightedQueue
 from graymq.protocol.errors import TopicNotExistError
 
 pytestmark = pytest.mark.unit

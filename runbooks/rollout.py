@@ -31,9 +31,9 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.client.nameserver_client import NameServerClient
-from graymq.gray_controller.cutover import CutoverFailed, CutoverReport, CutoverRunner
-from graymq.gray_controller.group_state import GroupStatus
-from graymq.gray_controller.progress import Progress
+from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
+from graymq.runbooks.group_state import GroupStatus
+from graymq.runbooks.progress import Progress
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.health import failure_rate, since
 from graymq.protocol.membership import ClientState

@@ -46,8 +46,8 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.client.nameserver_client import ConflictError, NameServerClient, NotFoundError
-from graymq.gray_controller.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
-from graymq.gray_controller.progress import Progress
+from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
+from graymq.runbooks.progress import Progress
 from graymq.protocol.errors import GrayMQError
 
 POLL_S = 0.05

@@ -16,6 +16,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.stats import BrokerStats
+from graymq.broker_ext.store.stats import StoreStats
 
 SCRAPE_TIMEOUT_S = 10.0
 
@@ -45,87 +47,120 @@ class BrokerCollector(Collector):
 
     def families(self) -> list[Metric]:
         """Every family with its current samples (call on the broker's loop)."""
-        broker, stats, store = self._broker, self._broker.stats, self._broker.store.stats
-        side = ["topic", "gray"]
-        put_msgs = CounterMetricFamily("graymq_broker_put_messages_total", "Messages stored, by topic and side.",
-                                       labels=side)
-        put_bytes = CounterMetricFamily("graymq_broker_put_bytes_total", "Bytes stored, by topic and side.",
-                                        labels=side)
-        put_rate = GaugeMetricFamily("graymq_broker_put_rate", "Messages stored per second over the last 10 s.",
-                                     labels=side)
-        get_msgs = CounterMetricFamily("graymq_broker_get_messages_total", "Messages pulled, by topic and side.",
-                                       labels=side)
-        get_rate = GaugeMetricFamily("graymq_broker_get_rate", "Messages pulled per second over the last 10 s.",
-                                     labels=side)
-        for (topic, gray), n in stats.put_msgs.items():
-            put_msgs.add_metric([topic, _flag(gray)], n)
-        for (topic, gray), n in stats.put_bytes.items():
-            put_bytes.add_metric([topic, _flag(gray)], n)
-        for (topic, gray), meter in stats.put_rate.items():
-            put_rate.add_metric([topic, _flag(gray)], meter.rate())
-        for (topic, gray), n in stats.get_msgs.items():
-            get_msgs.add_metric([topic, _flag(gray)], n)
-        for (topic, gray), meter in stats.get_rate.items():
-            get_rate.add_metric([topic, _flag(gray)], meter.rate())
-        backlog = GaugeMetricFamily("graymq_broker_consumer_backlog",
-                                    "max offset - committed offset per group and queue; gray: a gray queue, side: "
-                                    "the side consuming it (gray also for a queue the group's weight gives it).",
-                                    labels=["group", "topic", "queue", "gray", "side"])
-        for group, topic, queue_id, offset in broker.offsets.items():
-            config = broker.topics.get(topic)
-            if config is None or queue_id >= config.queue_nums:
-                continue
-            behind = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
-            info = broker.consumers.groups.get(group)
-            gray = queue_id in config.gray_queues
-            weighted = info is not None and queue_id in info.weighted_queues(config)
-            backlog.add_metric([group, topic, str(queue_id), _flag(gray), "gray" if gray or weighted else "normal"],
-                               behind)
-        clients = GaugeMetricFamily("graymq_broker_clients", "Consumer clients online, by group and flag.",
-                                    labels=["group", "gray"])
-        for group, info in broker.consumers.groups.items():
-            gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
-            clients.add_metric([group, "true"], gray_count)
-            clients.add_metric([group, "false"], len(info.clients) - gray_count)
-        unauthenticated = CounterMetricFamily(
-            "graymq_broker_unauthenticated_closed_total", "Connections closed before they authenticated: refused "
-            "over the unauthenticated budget, or past the authentication deadline.", labels=["reason"])
-        unauthenticated.add_metric(["over_budget"], stats.unauthenticated_refused)
-        unauthenticated.add_metric(["auth_timeout"], stats.unauthenticated_timed_out)
+        broker = self._broker
         return [
-            put_msgs, put_bytes, put_rate, get_msgs, get_rate, backlog,
-            CounterMetricFamily("graymq_broker_flush_total", "Commit log flushes (fsync).", store.flush_count),
-            CounterMetricFamily("graymq_broker_flush_seconds_total", "Time spent flushing the commit log.",
-                                store.flush_seconds_total),
-            GaugeMetricFamily("graymq_broker_last_flush_ms", "Latency of the last flush.", store.last_flush_ms),
+            *_traffic_families(broker.stats),
+            _backlog_family(broker),
+            *_flush_families(broker.store.stats),
             GaugeMetricFamily("graymq_broker_commitlog_max_offset", "End of the commit log.",
                               broker.store.max_physical_offset),
-            clients,
+            _clients_family(broker),
             GaugeMetricFamily("graymq_broker_long_polls", "Pull requests waiting for messages.", broker.holds.waiting),
-            CounterMetricFamily("graymq_broker_rejected_connections_total",
-                                "Connections closed for protocol errors or over the connection limit.",
-                                stats.connections_rejected),
-            CounterMetricFamily("graymq_broker_tls_handshake_failures_total",
-                                "TLS handshakes on the broker port that failed or that the client left.",
-                                stats.tls_handshake_failures),
-            unauthenticated,
+            *_connection_families(broker.stats),
             CounterMetricFamily("graymq_broker_refused_requests_total",
                                 "Requests answered UNAUTHORIZED or FORBIDDEN.", broker.access.refused),
-            CounterMetricFamily("graymq_store_damaged_records_total",
-                                "Damaged records found by recovery or reads (each lost, counted once).",
-                                store.damaged_records),
-            CounterMetricFamily("graymq_store_damaged_bytes_total", "Bytes of those damaged records.",
-                                store.damaged_bytes),
-            CounterMetricFamily("graymq_store_bad_units_total",
-                                "Consume-queue units pointing at no record of theirs (made holes).",
-                                store.bad_units),
-            GaugeMetricFamily("graymq_store_unflushed_bytes",
-                              "Acked bytes not yet fsynced (lost if the OS crashes or power fails).",
-                              store.unflushed_bytes),
-            GaugeMetricFamily("graymq_store_unflushed_age_seconds", "Age of the oldest unflushed write.",
-                              store.unflushed_age_s()),
+            *_damage_families(broker.store.stats),
             *_replication_families(broker),
         ]
+
+
+def _traffic_families(stats: BrokerStats) -> list[Metric]:
+    """Messages and bytes stored and pulled, by topic and side, with their recent rates."""
+    side = ["topic", "gray"]
+    put_msgs = CounterMetricFamily("graymq_broker_put_messages_total", "Messages stored, by topic and side.",
+                                   labels=side)
+    put_bytes = CounterMetricFamily("graymq_broker_put_bytes_total", "Bytes stored, by topic and side.",
+                                    labels=side)
+    put_rate = GaugeMetricFamily("graymq_broker_put_rate", "Messages stored per second over the last 10 s.",
+                                 labels=side)
+    get_msgs = CounterMetricFamily("graymq_broker_get_messages_total", "Messages pulled, by topic and side.",
+                                   labels=side)
+    get_rate = GaugeMetricFamily("graymq_broker_get_rate", "Messages pulled per second over the last 10 s.",
+                                 labels=side)
+    for (topic, gray), n in stats.put_msgs.items():
+        put_msgs.add_metric([topic, _flag(gray)], n)
+    for (topic, gray), n in stats.put_bytes.items():
+        put_bytes.add_metric([topic, _flag(gray)], n)
+    for (topic, gray), meter in stats.put_rate.items():
+        put_rate.add_metric([topic, _flag(gray)], meter.rate())
+    for (topic, gray), n in stats.get_msgs.items():
+        get_msgs.add_metric([topic, _flag(gray)], n)
+    for (topic, gray), meter in stats.get_rate.items():
+        get_rate.add_metric([topic, _flag(gray)], meter.rate())
+    return [put_msgs, put_bytes, put_rate, get_msgs, get_rate]
+
+
+def _backlog_family(broker: BrokerController) -> Metric:
+    backlog = GaugeMetricFamily("graymq_broker_consumer_backlog",
+                                "max offset - committed offset per group and queue; gray: a gray queue, side: "
+                                "the side consuming it (gray also for a queue the group's weight gives it).",
+                                labels=["group", "topic", "queue", "gray", "side"])
+    for group, topic, queue_id, offset in broker.offsets.items():
+        config = broker.topics.get(topic)
+        if config is None or queue_id >= config.queue_nums:
+            continue
+        behind = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
+        info = broker.consumers.groups.get(group)
+        gray = queue_id in config.gray_queues
+        weighted = info is not None and queue_id in info.weighted_queues(config)
+        backlog.add_metric([group, topic, str(queue_id), _flag(gray), "gray" if gray or weighted else "normal"],
+                           behind)
+    return backlog
+
+
+def _clients_family(broker: BrokerController) -> Metric:
+    clients = GaugeMetricFamily("graymq_broker_clients", "Consumer clients online, by group and flag.",
+                                labels=["group", "gray"])
+    for group, info in broker.consumers.groups.items():
+        gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
+        clients.add_metric([group, "true"], gray_count)
+        clients.add_metric([group, "false"], len(info.clients) - gray_count)
+    return clients
+
+
+def _flush_families(store: StoreStats) -> list[Metric]:
+    return [
+        CounterMetricFamily("graymq_broker_flush_total", "Commit log flushes (fsync).", store.flush_count),
+        CounterMetricFamily("graymq_broker_flush_seconds_total", "Time spent flushing the commit log.",
+                            store.flush_seconds_total),
+        GaugeMetricFamily("graymq_broker_last_flush_ms", "Latency of the last flush.", store.last_flush_ms),
+    ]
+
+
+def _connection_families(stats: BrokerStats) -> list[Metric]:
+    unauthenticated = CounterMetricFamily(
+        "graymq_broker_unauthenticated_closed_total", "Connections closed before they authenticated: refused "
+        "over the unauthenticated budget, or past the authentication deadline.", labels=["reason"])
+    unauthenticated.add_metric(["over_budget"], stats.unauthenticated_refused)
+    unauthenticated.add_metric(["auth_timeout"], stats.unauthenticated_timed_out)
+    return [
+        CounterMetricFamily("graymq_broker_rejected_connections_total",
+                            "Connections closed for protocol errors or over the connection limit.",
+                            stats.connections_rejected),
+        CounterMetricFamily("graymq_broker_tls_handshake_failures_total",
+                            "TLS handshakes on the broker port that failed or that the client left.",
+                            stats.tls_handshake_failures),
+        unauthenticated,
+    ]
+
+
+def _damage_families(store: StoreStats) -> list[Metric]:
+    """What recovery and reads found damaged, and what is acked but not yet fsynced."""
+    return [
+        CounterMetricFamily("graymq_store_damaged_records_total",
+                            "Damaged records found by recovery or reads (each lost, counted once).",
+                            store.damaged_records),
+        CounterMetricFamily("graymq_store_damaged_bytes_total", "Bytes of those damaged records.",
+                            store.damaged_bytes),
+        CounterMetricFamily("graymq_store_bad_units_total",
+                            "Consume-queue units pointing at no record of theirs (made holes).",
+                            store.bad_units),
+        GaugeMetricFamily("graymq_store_unflushed_bytes",
+                          "Acked bytes not yet fsynced (lost if the OS crashes or power fails).",
+                          store.unflushed_bytes),
+        GaugeMetricFamily("graymq_store_unflushed_age_seconds", "Age of the oldest unflushed write.",
+                          store.unflushed_age_s()),
+    ]
 
 
 def _replication_families(broker: BrokerController) -> list[Metric]:

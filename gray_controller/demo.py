@@ -77,10 +77,8 @@ async def status_table(inspector: GroupInspector) -> None:
     print(f"gray backlog: {status.gray_backlog}")
 
 
-async def release(ns_url: str) -> int:
-    ns = NameServerClient(ns_url, admin_token="dev-token")
-    inspector = GroupInspector(ns)
-    ledger = Ledger()
+async def create_topic(ns: NameServerClient) -> None:
+    """The demo topic and its gray rule, usable once a broker serves its route."""
     say(f"topic {TOPIC}: 6 queues, 2 gray (0 and 5); rule: clients labelled version=v2 are gray")
     await ns.put_topic(TOPIC, 6, 2)
     await ns.add_rule(GROUP, {"version": "v2"}, True)
@@ -93,6 +91,9 @@ async def release(ns_url: str) -> int:
             await asyncio.sleep(0.2)
     await asyncio.sleep(0.8)
 
+
+async def start_clients(ns_url: str, ledger: Ledger) -> tuple[list[PushConsumer], dict[str, Producer]]:
+    """Two v1 and two v2 consumers in one group, a v1 and a v2 producer; returns once the queues are shared out."""
     consumers = []
     for client_id, version in (("v1-a", "v1"), ("v1-b", "v1"), ("v2-a", "v2"), ("v2-b", "v2")):
         c = PushConsumer(GROUP, ns_url, listener=ledger.listener(client_id), client_id=client_id,
@@ -107,49 +108,33 @@ async def release(ns_url: str) -> int:
     deadline = time.monotonic() + 20
     while sorted(len(c.assigned()) for c in consumers) != [1, 1, 2, 2] and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    say("v1 (normal) and v2 (gray) consumers in one group")
-    await status_table(inspector)
+    return consumers, producers
 
-    sent: dict[str, tuple[str, int, bool]] = {}  # msg_id -> (producer, queue id, gray)
-    stop_sending = asyncio.Event()
 
-    async def send_orders(version: str) -> None:
+class Orders:
+    """Orders sent continuously by each producer until ``stop``; ``sent``: msg_id -> (producer, queue id, gray)."""
+
+    def __init__(self, producers: dict[str, Producer]) -> None:
+        self.sent: dict[str, tuple[str, int, bool]] = {}
+        self._stopping = asyncio.Event()
+        self._senders = [asyncio.create_task(self._send(p, v)) for v, p in producers.items()]
+
+    async def _send(self, producer: Producer, version: str) -> None:
         n = 0
-        while not stop_sending.is_set():
+        while not self._stopping.is_set():
             n += 1
-            result = await producers[version].send(Message(TOPIC, f"order-{version}-{n}".encode(), tags=version))
-            sent[result.msg_id] = (version, result.queue.queue_id, result.gray)
+            result = await producer.send(Message(TOPIC, f"order-{version}-{n}".encode(), tags=version))
+            self.sent[result.msg_id] = (version, result.queue.queue_id, result.gray)
             await asyncio.sleep(0.02)
 
-    say("both producers send orders continuously")
-    senders = [asyncio.create_task(send_orders(v)) for v in producers]
-    await asyncio.sleep(2.0)
-    print(f"sent so far: {sum(1 for s in sent.values() if s[2])} gray, {sum(1 for s in sent.values() if not s[2])} "
-          "normal")
-    await status_table(inspector)
+    async def stop(self) -> None:
+        self._stopping.set()
+        await asyncio.gather(*self._senders)
 
-    say("promote: flip producers, drain the gray queues, flip v2 consumers, verify")
-    runner = CutoverRunner(ns, GROUP, [GROUP], timeout_s=60)
-    report = await runner.promote()
-    await runner.close()
-    print(f"promote #{report.operation_id} {report.state}: {format_timings(report.timings_s)}")
-    await asyncio.sleep(2.0)
-    stop_sending.set()
-    await asyncio.gather(*senders)
-    deadline = time.monotonic() + 20
-    while set(sent) - {m.msg_id for _, m in ledger.consumed} and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    say("after promote: every client normal, gray queues empty and unassigned")
-    await status_table(inspector)
 
-    for c in consumers:
-        await c.stop()
-    for p in producers.values():
-        await p.stop()
-    await inspector.close()
-    await ns.close()
-
-    say("who consumed what from which queue")
+def summary(ledger: Ledger, sent: dict[str, tuple[str, int, bool]]) -> bool:
+    """Print who consumed what from which queue, and the counts; whether nothing was lost or consumed by v1
+    from the gray side."""
     per_client: dict[str, Counter[str]] = defaultdict(Counter)
     queues: dict[str, set[int]] = defaultdict(set)
     for client_id, m in ledger.consumed:
@@ -164,7 +149,49 @@ async def release(ns_url: str) -> int:
     wrong = sum(1 for cid, m in ledger.consumed if m.gray and cid.startswith("v1"))
     print(f"\nsent {len(sent)}, consumed {len(consumed_ids)} distinct, lost {len(lost)}, duplicates {duplicates}, "
           f"gray messages consumed by v1: {wrong}")
-    return 0 if not lost and not wrong and report.state == "SUCCEEDED" else 1
+    return not lost and not wrong
+
+
+async def release(ns_url: str) -> int:
+    ns = NameServerClient(ns_url, admin_token="dev-token")
+    inspector = GroupInspector(ns)
+    ledger = Ledger()
+    await create_topic(ns)
+    consumers, producers = await start_clients(ns_url, ledger)
+    say("v1 (normal) and v2 (gray) consumers in one group")
+    await status_table(inspector)
+
+    say("both producers send orders continuously")
+    orders = Orders(producers)
+    sent = orders.sent
+    await asyncio.sleep(2.0)
+    print(f"sent so far: {sum(1 for s in sent.values() if s[2])} gray, {sum(1 for s in sent.values() if not s[2])} "
+          "normal")
+    await status_table(inspector)
+
+    say("promote: flip producers, drain the gray queues, flip v2 consumers, verify")
+    runner = CutoverRunner(ns, GROUP, [GROUP], timeout_s=60)
+    report = await runner.promote()
+    await runner.close()
+    print(f"promote #{report.operation_id} {report.state}: {format_timings(report.timings_s)}")
+    await asyncio.sleep(2.0)
+    await orders.stop()
+    deadline = time.monotonic() + 20
+    while set(sent) - {m.msg_id for _, m in ledger.consumed} and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    say("after promote: every client normal, gray queues empty and unassigned")
+    await status_table(inspector)
+
+    for c in consumers:
+        await c.stop()
+    for p in producers.values():
+        await p.stop()
+    await inspector.close()
+    await ns.close()
+
+    say("who consumed what from which queue")
+    clean = summary(ledger, sent)
+    return 0 if clean and report.state == "SUCCEEDED" else 1
 
 
 def main() -> int:

@@ -118,30 +118,41 @@ async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: a
     return None
 
 
-async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, timestamp: int) -> int:
-    from graymq.client import ConsumeStatus, MessageExt, PushConsumer
+class _Printer:
+    """The listener: prints each message, counts them for ``--max``, fails a fraction for ``--fail-rate`` drills,
+    and sets ``done`` once ``--max`` messages were printed."""
 
-    done = asyncio.Event()
-    seen = 0
-    last_message = time.monotonic()
-    consumer: PushConsumer
+    def __init__(self, args: argparse.Namespace, done: asyncio.Event) -> None:
+        self.args = args
+        self.done = done
+        self.seen = 0
+        self.last_message = time.monotonic()
+        self.consumer: Any = None  # set once built (the listener prints its client id)
 
-    async def listener(messages: list[MessageExt]) -> ConsumeStatus:
-        nonlocal seen, last_message
+    async def __call__(self, messages: list[Any]) -> Any:
+        from graymq.client import ConsumeStatus
+
+        args = self.args
         if args.fail_rate and random.random() < args.fail_rate:
             return ConsumeStatus.RECONSUME_LATER  # a drill: this batch fails, it comes again later
         for message in messages:
-            if args.max is not None and seen >= args.max:
+            if args.max is not None and self.seen >= args.max:
                 await asyncio.Event().wait()  # beyond --max: left uncommitted, cancelled at stop
-            seen += 1
-            last_message = time.monotonic()
-            _print(message, consumer, args.json)
-            if args.max is not None and seen >= args.max:
-                done.set()
+            self.seen += 1
+            self.last_message = time.monotonic()
+            _print(message, self.consumer, args.json)
+            if args.max is not None and self.seen >= args.max:
+                self.done.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(
-        args.group, args.nameserver, listener=listener, client_id=args.client_id, labels=parse_labels(args.label),
+
+async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, timestamp: int) -> int:
+    from graymq.client import PushConsumer
+
+    done = asyncio.Event()
+    printer = _Printer(args, done)
+    consumer = printer.consumer = PushConsumer(
+        args.group, args.nameserver, listener=printer, client_id=args.client_id, labels=parse_labels(args.label),
         gray=True if args.gray else None, consume_from=consume_from, consume_timestamp_ms=timestamp,  # type: ignore[arg-type]
         orphan_policy=args.orphan_policy, broadcasting=args.broadcast, orderly=args.orderly,
     )
@@ -160,33 +171,40 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
     if (problem := checking.result()) is not None:
         stopping.cancel()
         return _error(problem)
-    starting = asyncio.ensure_future(consumer.start())
     try:
-        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not starting.done():  # a signal while starting (e.g. the name server does not answer)
-            starting.cancel()
-            await asyncio.gather(starting, return_exceptions=True)
-            await consumer.stop(grace_s=0.0)
-            return 0
-        try:
-            starting.result()
-        except GrayMQError as exc:
-            if consumer.failure is None:
-                raise
-            return _error(exc.message)
-        print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
-              file=sys.stderr, flush=True)
-        failed = asyncio.ensure_future(consumer.wait_failed())
-        try:
-            while not (stopping.done() or failed.done()):
-                idle_s = None if args.idle_exit is None else last_message + args.idle_exit - time.monotonic()
-                if idle_s is not None and idle_s <= 0:
-                    break
-                await asyncio.wait({stopping, failed}, timeout=idle_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            failed.cancel()
+        return await _consume(args, topics, consumer, printer, stopping)
     finally:
         stopping.cancel()
+
+
+async def _consume(args: argparse.Namespace, topics: list[str], consumer: Any, printer: _Printer,
+                   stopping: asyncio.Future[Any]) -> int:
+    """Start the consumer, consume until a signal, ``--max``, ``--idle-exit`` or a failure, stop it (offsets
+    committed); the exit code."""
+    starting = asyncio.ensure_future(consumer.start())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():  # a signal while starting (e.g. the name server does not answer)
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await consumer.stop(grace_s=0.0)
+        return 0
+    try:
+        starting.result()
+    except GrayMQError as exc:
+        if consumer.failure is None:
+            raise
+        return _error(exc.message)
+    print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
+          file=sys.stderr, flush=True)
+    failed = asyncio.ensure_future(consumer.wait_failed())
+    try:
+        while not (stopping.done() or failed.done()):
+            idle_s = None if args.idle_exit is None else printer.last_message + args.idle_exit - time.monotonic()
+            if idle_s is not None and idle_s <= 0:
+                break
+            await asyncio.wait({stopping, failed}, timeout=idle_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        failed.cancel()
     await consumer.stop(grace_s=5.0)
     return 0 if consumer.failure is None else 1
 

@@ -18,7 +18,8 @@ Parts (default: all, in this order):
                  change reaching every consumer, a failed rollout check to the rollback complete;
 - ``nameserver`` flag flip and group lookup latency on PostgreSQL;
 - ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU);
-- ``replication`` produce on one broker vs a broker set of two replicas, sync and async: batched, awaited p50/p99.
+- ``replication`` produce on one broker vs a broker set of two replicas, sync and async: batched, awaited p50/p99;
+- ``tracing``    the client's span hooks per message and awaited sends, with OpenTelemetry off and on.
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -48,7 +49,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication")
+         "replication", "tracing")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -302,6 +303,15 @@ def part_replication(results: Results, args: argparse.Namespace, root: Path) -> 
     for label, samples in bench_replication.run(root / "replication", 30_000, 3_000, args.repeat).items():
         for figures in samples:
             results.add("replication", label, figures)
+
+
+def part_tracing(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_tracing
+
+    for round_no in range(args.repeat):
+        progress(f"tracing (run {round_no + 1}/{args.repeat})")
+        for label, figures in bench_tracing.run(3_000).items():
+            results.add("tracing", label, figures)
 
 
 # ---------------------------------------------------------------- rendering
@@ -572,6 +582,9 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
     body += render_figures(results, "replication", "Replication: one broker against a broker set of two replicas", {
         "batched_msgs_s": "batched produce (msg/s)", "awaited_msgs_s": "awaited single sends (msg/s)",
         "awaited_p50_ms": "awaited send p50 (ms)", "awaited_p99_ms": "awaited send p99 (ms)"})
+    body += render_figures(results, "tracing", "Tracing: OpenTelemetry off (API installed, no provider) and on", {
+        "hooks_us_per_msg": "span hooks, one send and one delivery (µs/msg, no network)",
+        "awaited_sends_per_s": "awaited single sends (msg/s)", "send_us": "awaited send (µs)"})
     body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
     body += render_trust(results)
     if results.parts.get("store"):

@@ -12,15 +12,16 @@ global and a ``yield``, and no property is added (``bench/tracing_cost.py`` meas
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from graymq.protocol.record import MessageExt
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span, Tracer, TracerProvider
 
 try:
     from opentelemetry import propagate, trace
@@ -42,19 +43,21 @@ def tracer() -> Tracer | None:
     provider = trace.get_tracer_provider()
     if isinstance(provider, _UNCONFIGURED):
         return None
-    return provider.get_tracer("graymq.client", _version())
+    return _tracer_of(provider)
 
 
-def _version() -> str:
+@functools.lru_cache(maxsize=4)
+def _tracer_of(provider: TracerProvider) -> Tracer:
     try:
-        return importlib.metadata.version("graymq")
+        version = importlib.metadata.version("graymq")
     except importlib.metadata.PackageNotFoundError:
-        return ""
+        version = ""
+    return provider.get_tracer("graymq.client", version)
 
 
 class SendSpan:
     """What a send learns about its span: the properties to send (``traceparent`` added) and, once stored, the
-    message id and queue."""
+    message id and queue. Untraced (no span) it is its own, empty, context manager."""
 
     __slots__ = ("properties", "span")
 
@@ -62,21 +65,25 @@ class SendSpan:
         self.span = span
         self.properties = properties
 
+    def __enter__(self) -> SendSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
     def stored(self, msg_id: str, broker_name: str, queue_id: int) -> None:
         if self.span is not None:
             self.span.set_attributes({"messaging.message.id": msg_id, "messaging.destination.partition.id":
                                       f"{broker_name}:{queue_id}"})
 
 
-@contextmanager
 def send_span(topic: str, producer_group: str, client_id: str, gray: bool, properties: dict[str, str], *,
-              tags: str = "", batch_size: int = 1) -> Iterator[SendSpan]:
+              tags: str = "", batch_size: int = 1) -> AbstractContextManager[SendSpan]:
     """A producer span around one send (its retries included) when tracing is on; the ``SendSpan``'s properties
     are ``properties`` with the span's context added, to send in their place. Off, ``properties`` unchanged."""
     graymq_tracer = tracer()
     if graymq_tracer is None:
-        yield SendSpan(None, properties)
-        return
+        return SendSpan(None, properties)
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM, "messaging.operation.type": "send", "messaging.operation.name": "send",
         "messaging.destination.name": topic, "messaging.client.id": client_id, PRODUCER_GROUP: producer_group,
@@ -86,6 +93,12 @@ def send_span(topic: str, producer_group: str, client_id: str, gray: bool, prope
         attributes["rocketmq.message.tag"] = tags
     if batch_size != 1:
         attributes["messaging.batch.message_count"] = batch_size
+    return _traced_send(graymq_tracer, topic, attributes, properties)
+
+
+@contextmanager
+def _traced_send(graymq_tracer: Tracer, topic: str, attributes: dict[str, Any],
+                 properties: dict[str, str]) -> Iterator[SendSpan]:
     with graymq_tracer.start_as_current_span(f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes) as span:
         carrier = dict(properties)
         propagate.inject(carrier)
@@ -93,12 +106,19 @@ def send_span(topic: str, producer_group: str, client_id: str, gray: bool, prope
 
 
 class Processing:
-    """The consumer spans of one listener call; ``finished`` records its outcome on each."""
+    """The consumer spans of one listener call; ``finished`` records its outcome on each. Untraced (no spans) it
+    is its own, empty, context manager."""
 
     __slots__ = ("spans",)
 
     def __init__(self, spans: list[Span]) -> None:
         self.spans = spans
+
+    def __enter__(self) -> Processing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
     def finished(self, ok: bool, error: BaseException | None = None) -> None:
         for span in self.spans:
@@ -108,19 +128,21 @@ class Processing:
                 span.set_status(Status(StatusCode.ERROR, "listener failed" if error else "reconsume later"))
 
 
-_OFF = Processing([])
+_UNTRACED = Processing([])
 
 
-@contextmanager
-def process_spans(group: str, messages: Sequence[MessageExt]) -> Iterator[Processing]:
+def process_spans(group: str, messages: Sequence[MessageExt]) -> AbstractContextManager[Processing]:
     """A consumer span per message of one listener call when tracing is on, each the child of the context its
     message carries; the first is the current span while the listener runs (a send from the listener is its
     child)."""
     graymq_tracer = tracer()
     if graymq_tracer is None:
-        yield _OFF
-        return
-    spans = [_process_span(graymq_tracer, group, message, len(messages)) for message in messages]
+        return _UNTRACED
+    return _traced_processing([_process_span(graymq_tracer, group, m, len(messages)) for m in messages])
+
+
+@contextmanager
+def _traced_processing(spans: list[Span]) -> Iterator[Processing]:
     try:
         with trace.use_span(spans[0], end_on_exit=False):
             yield Processing(spans)

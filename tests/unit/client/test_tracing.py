@@ -37,7 +37,7 @@ def test_without_a_configured_provider_nothing_is_traced_and_no_property_added()
         sending.stored("ID", "broker-a", 0)
     with tracing.process_spans("GID", [delivered({})]) as processing:
         processing.finished(False)
-    assert processing.spans == []
+    assert processing.spans == []  # nothing started
 
 
 def test_a_send_is_a_producer_span_whose_context_rides_in_the_properties(spans: InMemorySpanExporter) -> None:

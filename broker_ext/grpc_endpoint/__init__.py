@@ -1,0 +1,9 @@
+"""RocketMQ 5's gRPC protocol (``apache.rocketmq.v2.MessagingService``) on the broker, for the stock RocketMQ 5 SDKs.
+
+``graymq broker --grpc-port PORT`` serves it next to the broker port, on the broker's event loop. One module per
+concern: ``server`` (the grpc.aio server and the table of RPCs), ``credentials`` (RocketMQ's signature, mapped to
+graymq principals), ``route`` (QueryRoute), ``clients`` and ``settings`` (Heartbeat, Telemetry,
+NotifyClientTermination), ``send`` (SendMessage through the broker's put-message path), ``producer_sides`` (the
+gray split of a stock producer's sends, decided here from the name server's flag for its client id) and
+``status`` (RocketMQ's status codes). Every RPC not served yet answers ``NOT_IMPLEMENTED`` at once.
+"""

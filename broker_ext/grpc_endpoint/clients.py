@@ -1,0 +1,72 @@
+"""Stock clients' lifecycle RPCs: Telemetry (their settings, both ways), Heartbeat and NotifyClientTermination.
+
+A client opens one telemetry stream per broker it talks to and keeps it for its life. Each ``settings`` command
+is stored (``ClientTable``: what the client said it is — type, topics, consumer group) and answered with the
+merged settings (``settings.merged_settings``); a producer is registered at once in the producer group of each of
+its topics (``producer_sides``), so the name server lists it and a flip reaches it before its first send. Other
+client commands (a thread stack trace, a verify result) are answered by the broker only once it asks for them,
+which it does not yet: they are logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
+from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, merged_settings
+from graymq.broker_ext.grpc_endpoint.status import OK, status
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class StockClient:
+    client_id: str
+    settings: v2.Settings
+
+
+class ClientTable:
+    """The stock clients' last settings, by client id, while a stream of theirs is open."""
+
+    def __init__(self, limits: EndpointLimits, sides: ProducerSides) -> None:
+        self.limits = limits
+        self.sides = sides
+        self.clients: dict[str, StockClient] = {}
+
+    async def telemetry(self, commands: AsyncIterator[v2s.TelemetryCommand], caller: Caller
+                        ) -> AsyncIterator[v2s.TelemetryCommand]:
+        if not caller.client_id:
+            yield v2s.TelemetryCommand(status=status(v2.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required"))
+            return
+        self.sides.stream_opened(caller.client_id)
+        try:
+            async for command in commands:
+                if not command.HasField("settings"):
+                    log.debug("stock client %s: telemetry %s dropped", caller.client_id, command.WhichOneof("command"))
+                    continue
+                settings = command.settings
+                self.clients[caller.client_id] = StockClient(caller.client_id, settings)
+                yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits))
+                if settings.client_type == v2.PRODUCER and self.sides.enabled:
+                    for topic in settings.publishing.topics:
+                        await self.sides.register(caller, topic.name)
+        finally:
+            self.clients.pop(caller.client_id, None)
+            await self.sides.stream_closed(caller.client_id)
+
+    async def heartbeat(self, request: v2s.HeartbeatRequest, caller: Caller) -> v2s.HeartbeatResponse:
+        """A sign of life; consumer groups' membership (and so queue assignment) will hang on it."""
+        return v2s.HeartbeatResponse(status=OK)
+
+    async def terminate(self, request: v2s.NotifyClientTerminationRequest, caller: Caller
+                        ) -> v2s.NotifyClientTerminationResponse:
+        """The client shuts down: it leaves its producer groups in the name server at once."""
+        self.clients.pop(caller.client_id, None)
+        if caller.client_id:
+            await self.sides.forget(caller.client_id)
+        return v2s.NotifyClientTerminationResponse(status=OK)

@@ -1,0 +1,156 @@
+"""Which side (gray or normal) a stock producer's sends take: decided on the broker, from the name server.
+
+A stock RocketMQ 5 producer cannot say that it is gray, and has no producer group. As the RocketMQ proxy does, the
+broker registers it as a producer of the **producer group named after each topic it publishes to** (its
+``publishing.topics``, and each topic it sends to), with the client id the SDK sends (``x-mq-client-id``) and
+its labels (``credentials.client_labels``: ``host``, ``language``, ``namespace``, ``principal``), using the
+client's own token. The name server's answer — explicit flag, gray rules, switch — gives the side through
+``gray_side.send_side``, exactly as for graymq's producer; a watch applies a flip at once, and the applied flag is
+reported back so a promote sees it. Without a name server every send is normal.
+
+Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or
+when it has neither stream nor send for ``expiry_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.client.gray_side import send_side
+from graymq.client.membership import Membership
+from graymq.client.nameserver_client import NameServerClient
+from graymq.protocol.aio import cancel_and_wait
+from graymq.protocol.errors import GrayMQError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """Where a send goes: the gray queues or the normal ones; with the switch off every queue is normal."""
+
+    gray: bool
+    gray_switch: bool
+
+
+NORMAL = Side(gray=False, gray_switch=True)
+
+
+@dataclass(slots=True)
+class _Registration:
+    """One stock producer in one producer group (a topic): the name server's last answer, applied."""
+
+    nameserver: NameServerClient
+    membership: Membership | None = None
+    gray: bool = False
+    gray_switch: bool = True  # as graymq's producer: until the name server answers, the normal queues
+    gray_marks: bool = False
+    used_at: float = field(default_factory=time.monotonic)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def report(self) -> dict[str, Any]:
+        return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [], "queues": [],
+                "gray_marks": self.gray_marks}
+
+    async def apply(self, answer: dict[str, Any]) -> None:
+        gray, marks = bool(answer.get("desired_gray", False)), bool(answer.get("gray_marks", True))
+        self.gray_switch = bool(answer.get("gray_switch", self.gray_switch))
+        if (gray, marks) != (self.gray, self.gray_marks):
+            self.gray, self.gray_marks = gray, marks
+            if self.membership is not None:
+                self.membership.poke()  # report the applied flag at once: a promote waits for it
+
+
+class ProducerSides:
+    """``await side(caller, topic)``: where this send of ``caller`` to ``topic`` goes."""
+
+    def __init__(self, nameserver_urls: list[str], *, interval_s: float, expiry_s: float) -> None:
+        self.nameserver_urls = nameserver_urls
+        self.interval_s = interval_s
+        self.expiry_s = expiry_s
+        self._registrations: dict[tuple[str, str], _Registration] = {}  # (client id, topic) ->
+        self._streams: dict[str, int] = {}  # client id -> telemetry streams open
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.nameserver_urls)
+
+    def start(self) -> None:
+        if self.enabled:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="grpc producer sides")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            await cancel_and_wait(self._sweeper)
+        for client_id in {client_id for client_id, _ in self._registrations}:
+            await self.forget(client_id)
+
+    async def side(self, caller: Caller, topic: str) -> Side:
+        if not self.enabled or not caller.client_id:
+            return NORMAL
+        registration = await self.register(caller, topic)
+        registration.used_at = time.monotonic()
+        gray = send_side(registration.gray, None, None, marks_honoured=registration.gray_marks,
+                         gray_switch=registration.gray_switch)
+        return Side(gray, registration.gray_switch)
+
+    async def register(self, caller: Caller, topic: str) -> _Registration:
+        """The registration of ``caller`` in producer group ``topic``, made (one heartbeat) on first use."""
+        key = (caller.client_id, topic)
+        registration = self._registrations.get(key)
+        if registration is None:
+            registration = self._registrations[key] = _Registration(
+                NameServerClient(self.nameserver_urls, token=caller.token))
+            registration.membership = Membership(
+                registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
+                labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,
+                on_update=registration.apply)
+            try:
+                await registration.membership.beat()  # no answer: normal until one comes
+            except GrayMQError as exc:  # refused for good (rights): its sends stay normal
+                log.warning("stock producer %s cannot register in producer group %s: %s", caller.client_id, topic,
+                            exc.message)
+            else:
+                registration.membership.start()
+            finally:
+                registration.ready.set()
+        await registration.ready.wait()
+        return registration
+
+    def stream_opened(self, client_id: str) -> None:
+        self._streams[client_id] = self._streams.get(client_id, 0) + 1
+
+    async def stream_closed(self, client_id: str) -> None:
+        left = self._streams.get(client_id, 0) - 1
+        if left > 0:
+            self._streams[client_id] = left
+            return
+        self._streams.pop(client_id, None)
+        await self.forget(client_id)
+
+    async def forget(self, client_id: str) -> None:
+        """Stop and unregister every registration of ``client_id`` (it terminated or went away)."""
+        for key in [k for k in self._registrations if k[0] == client_id]:
+            registration = self._registrations.pop(key)
+            await registration.ready.wait()
+            if registration.membership is not None:
+                await registration.membership.stop()
+                await registration.membership.unregister()
+            await registration.nameserver.close()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.expiry_s / 2)
+            idle_since = time.monotonic() - self.expiry_s
+            idle = {client_id for (client_id, _), r in self._registrations.items()
+                    if r.used_at < idle_since and client_id not in self._streams}
+            for client_id in idle:
+                log.info("stock producer %s: no stream and no send for %.0f s: unregistered", client_id,
+                         self.expiry_s)
+                await self.forget(client_id)

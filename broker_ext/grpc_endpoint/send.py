@@ -1,0 +1,115 @@
+"""SendMessage: a stock producer's messages stored through the broker's put-message path.
+
+The broker picks each message's queue and ignores the client's: the gray or normal set as ``producer_sides`` says
+for this client, then round robin, or the hash of ``message_group`` for FIFO messages so a group's messages share
+one queue, in order (graymq's ``GrayQueueSelector`` on this broker's layout of the topic). Each message becomes a
+graymq send request handed to the broker's ``send`` (validation, append, sync flush and replication waits, all as
+for graymq's own producers); tags, keys and user properties are kept as graymq properties, the message group as
+RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
+
+Refused: an empty or too large body, a topic this principal may not produce to, and message types not served
+yet — delayed (``delivery_timestamp``), transactional, lite and priority messages answer ``UNSUPPORTED``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
+from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, status
+from graymq.broker_ext.topic_config import TopicConfig
+from graymq.client.route import BrokerData, TopicRoute
+from graymq.client.selector import GrayQueueSelector
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.remoting import parse_body, parse_envelope
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+
+PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"  # RocketMQ's name for an ordered message's sharding key
+
+SendFn = Callable[[pb.SendRequest], "bytes | asyncio.Future[bytes]"]
+
+
+class SendService:
+    """``send_message``: each message of the request stored, one result entry per message."""
+
+    def __init__(self, broker_name: str, send: SendFn, topic_of: Callable[[str], TopicConfig | None],
+                 sides: ProducerSides, max_body_size: int) -> None:
+        self.broker_name = broker_name
+        self._send = send
+        self._topic_of = topic_of
+        self.sides = sides
+        self.max_body_size = max_body_size
+        self.selector = GrayQueueSelector()
+
+    async def send_message(self, request: v2s.SendMessageRequest, caller: Caller) -> v2s.SendMessageResponse:
+        if not request.messages:
+            raise RocketMQStatusError(v2.BAD_REQUEST, "no message to send")
+        entries = [await self._entry(message, caller) for message in request.messages]
+        codes = {entry.status.code for entry in entries}
+        overall = entries[0].status if len(codes) == 1 else status(v2.MULTIPLE_RESULTS, "results differ by message")
+        return v2s.SendMessageResponse(status=overall, entries=entries)
+
+    async def _entry(self, message: v2.Message, caller: Caller) -> v2s.SendResultEntry:
+        message_id = message.system_properties.message_id
+        try:
+            response = await self._store(message, caller)
+        except RocketMQStatusError as refused:
+            return v2s.SendResultEntry(status=refused.to_status(), message_id=message_id)
+        except GrayMQError as error:
+            return v2s.SendResultEntry(status=RocketMQStatusError.from_graymq(error).to_status(),
+                                       message_id=message_id)
+        return v2s.SendResultEntry(status=OK, message_id=response.msg_id, offset=response.queue_offset)
+
+    async def _store(self, message: v2.Message, caller: Caller) -> pb.SendResponse:
+        topic = message.topic.name
+        config = self._check(message, caller)
+        route = TopicRoute(topic, (BrokerData(self.broker_name, "", config.queue_nums, config.gray_queue_nums,
+                                              config.perm),))
+        side = await self.sides.side(caller, topic)
+        props = message.system_properties
+        group = props.message_group if props.HasField("message_group") else None
+        queue = self.selector.select(route, side.gray, gray_switch=side.gray_switch, sharding_key=group)
+        request = pb.SendRequest(producer_group=topic, queue_id=queue.queue_id,
+                                 message=to_graymq_message(message, side.gray))
+        answer = self._send(request)
+        payload = answer if isinstance(answer, bytes) else await answer
+        return parse_body(parse_envelope(payload), response=True)  # type: ignore[return-value]
+
+    def _check(self, message: v2.Message, caller: Caller) -> TopicConfig:
+        topic = message.topic.name
+        props = message.system_properties
+        if props.message_type not in (v2.MESSAGE_TYPE_UNSPECIFIED, v2.NORMAL, v2.FIFO) or props.HasField(
+                "delivery_timestamp"):
+            kind = v2.MessageType.Name(props.message_type)
+            raise RocketMQStatusError(v2.UNSUPPORTED, f"{kind} messages are not supported by graymq's gRPC endpoint "
+                                      "yet (normal and FIFO are)")
+        if not message.body:
+            raise RocketMQStatusError(v2.MESSAGE_BODY_EMPTY, "the message body is empty")
+        if len(message.body) > self.max_body_size:
+            raise RocketMQStatusError(v2.MESSAGE_BODY_TOO_LARGE, f"the message body has {len(message.body)} bytes, "
+                                      f"more than the {self.max_body_size} allowed")
+        if not caller.principal.rights.may_produce(topic):
+            raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not produce to topic "
+                                      f"{topic}")
+        config = self._topic_of(topic)
+        if config is None:
+            raise RocketMQStatusError(v2.TOPIC_NOT_FOUND, f"topic {topic} does not exist on broker "
+                                      f"{self.broker_name}")
+        return config
+
+
+def to_graymq_message(message: v2.Message, gray: bool) -> pb.Message:
+    """A RocketMQ 5 message as graymq stores it (born time in ms, the message group as a property)."""
+    props = message.system_properties
+    properties = dict(message.user_properties)
+    if props.HasField("message_group"):
+        properties[PROPERTY_MESSAGE_GROUP] = props.message_group
+    born = props.born_timestamp
+    return pb.Message(topic=message.topic.name, body=message.body, tags=props.tag if props.HasField("tag") else "",
+                      keys=list(props.keys), properties=properties, msg_id=props.message_id,
+                      born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000, born_host=props.born_host,
+                      gray=gray)

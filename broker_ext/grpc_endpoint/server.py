@@ -1,0 +1,113 @@
+"""The gRPC server: ``apache.rocketmq.v2.MessagingService`` on grpc.aio, on the broker's event loop.
+
+The table of RPCs is built from the service's descriptor, so every RPC of the vendored protocol answers: the
+served ones authenticate the call (``credentials``) and run their concern's handler; every other one answers
+``NOT_IMPLEMENTED`` in its response's status at once (a streaming one in its single response). A handler's
+refusal (``RocketMQStatusError``) is answered the same way, with its code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.message import Message
+
+from graymq.broker_ext.grpc_endpoint.clients import ClientTable
+from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
+from graymq.broker_ext.grpc_endpoint.route import RouteService
+from graymq.broker_ext.grpc_endpoint.send import SendService
+from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError, status
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+
+log = logging.getLogger(__name__)
+
+SERVICE = v2s.DESCRIPTOR.services_by_name["MessagingService"]
+Unary = Callable[[Any, Caller], Awaitable[Message]]
+
+
+def _message_class(descriptor: Any) -> type[Message]:
+    return getattr(v2s, descriptor.name)  # type: ignore[no-any-return]
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {key: value for key, value in context.invocation_metadata() or () if isinstance(value, str)}
+
+
+class GrpcEndpoint:
+    """``await start(host, port)`` → the bound port; ``await stop()``."""
+
+    def __init__(self, credentials: Credentials, routes: RouteService, clients: ClientTable,
+                 sends: SendService) -> None:
+        self.credentials = credentials
+        self.clients = clients
+        self._unary: dict[str, Unary] = {
+            "QueryRoute": routes.query_route,
+            "Heartbeat": clients.heartbeat,
+            "SendMessage": sends.send_message,
+            "NotifyClientTermination": clients.terminate,
+        }
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            SERVICE.full_name, {method.name: self._handler(method) for method in SERVICE.methods}),))
+        bound = server.add_insecure_port(f"{host}:{port}")
+        await server.start()
+        self._server = server
+        self.clients.sides.start()
+        return bound
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+        await self.clients.sides.stop()
+
+    def _handler(self, method: MethodDescriptor) -> grpc.RpcMethodHandler:
+        request_type, response_type = _message_class(method.input_type), _message_class(method.output_type)
+        codec = {"request_deserializer": request_type.FromString,
+                 "response_serializer": response_type.SerializeToString}
+        if method.name == "Telemetry":
+            return grpc.stream_stream_rpc_method_handler(self._telemetry, **codec)
+        serve = self._unary.get(method.name)
+        if serve is not None:
+            return grpc.unary_unary_rpc_method_handler(self._unary_call(serve, response_type), **codec)
+        answer = response_type(status=status(v2.NOT_IMPLEMENTED, f"{method.name} is not implemented by graymq's "
+                                                                   "gRPC endpoint yet"))
+        if method.server_streaming:
+            async def not_implemented_stream(request: Message, context: grpc.aio.ServicerContext
+                                             ) -> AsyncIterator[Message]:
+                yield answer
+            return grpc.unary_stream_rpc_method_handler(not_implemented_stream, **codec)
+
+        async def not_implemented(request: Message, context: grpc.aio.ServicerContext) -> Message:
+            return answer
+        return grpc.unary_unary_rpc_method_handler(not_implemented, **codec)
+
+    def _unary_call(self, serve: Unary, response_type: type[Message]
+                    ) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]:
+        async def call(request: Message, context: grpc.aio.ServicerContext) -> Message:
+            try:
+                return await serve(request, self.credentials.authenticate(_metadata(context)))
+            except RocketMQStatusError as refused:
+                if refused.code == v2.UNAUTHORIZED:
+                    log.warning("refused a gRPC call from %s: %s", context.peer(), refused.message)
+                return response_type(status=refused.to_status())
+        return call
+
+    async def _telemetry(self, commands: AsyncIterator[v2s.TelemetryCommand], context: grpc.aio.ServicerContext
+                         ) -> AsyncIterator[v2s.TelemetryCommand]:
+        try:
+            caller = self.credentials.authenticate(_metadata(context))
+        except RocketMQStatusError as refused:
+            log.warning("refused a telemetry stream from %s: %s", context.peer(), refused.message)
+            yield v2s.TelemetryCommand(status=refused.to_status())
+            return
+        async for command in self.clients.telemetry(commands, caller):
+            yield command

@@ -1,0 +1,41 @@
+"""The endpoint built from a running broker: each part gets only the broker collaborators it uses."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from graymq.broker_ext.grpc_endpoint.clients import ClientTable
+from graymq.broker_ext.grpc_endpoint.credentials import Credentials
+from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
+from graymq.broker_ext.grpc_endpoint.route import RouteService
+from graymq.broker_ext.grpc_endpoint.send import SendService
+from graymq.broker_ext.grpc_endpoint.server import GrpcEndpoint
+from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
+
+if TYPE_CHECKING:
+    from graymq.broker_ext.broker_controller import BrokerController
+    from graymq.broker_ext.config import BrokerSettings
+
+MAX_BODY_SIZE = 4 << 20  # RocketMQ's default
+FRAME_HEADROOM = 64 << 10  # a stored message must fit a graymq pull frame with its properties
+
+
+async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings, port: int
+                              ) -> tuple[GrpcEndpoint, str]:
+    """Serve MessagingService on ``port`` of the broker's host; the endpoint and its ``host:port`` for clients
+    (the broker address's host)."""
+    limits = EndpointLimits(max_body_size=min(MAX_BODY_SIZE, settings.max_frame_size - FRAME_HEADROOM),
+                            long_polling_timeout_s=min(20.0, settings.max_long_poll_ms / 1000),
+                            delay_levels_s=settings.delay_levels_s)
+    sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
+                          expiry_s=settings.client_expiry_s)
+    address = ""  # the route's endpoint: known once bound, read at each QueryRoute
+    endpoint = GrpcEndpoint(
+        Credentials(broker.principals.get, dev_mode=settings.dev_mode),
+        RouteService(broker.name, lambda: address, broker.topics.get),
+        ClientTable(limits, sides),
+        SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
+    )
+    bound = await endpoint.start(settings.host, port)
+    address = f"{broker.address.rpartition(':')[0]}:{bound}"
+    return endpoint, address

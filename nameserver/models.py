@@ -23,6 +23,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.sqltypes import JsonType, UtcDateTime
 from graymq.protocol.membership import CLIENT_STATES, ORPHAN_POLICIES, ROLES
+from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 
 # Stable constraint names so Alembic migrations can refer to them on every backend.
 NAMING_CONVENTION = {
@@ -35,10 +36,10 @@ NAMING_CONVENTION = {
 
 NAME_LENGTH = 255
 REPLICATION_MODES = ("sync", "async")
-CUTOVER_KINDS = ("promote", "rollback", "rollout")
-CUTOVER_MODES = ("drain", "adopt", "promote", "hold")  # a rollout's mode: what follows its last step
-CUTOVER_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")
-RUNNING = "RUNNING"
+CUTOVER_KINDS = tuple(kind.value for kind in CutoverKind)
+CUTOVER_MODES = tuple(mode.value for mode in CutoverMode)  # a rollout's mode: what follows its last step
+CUTOVER_STATES = tuple(state.value for state in CutoverState)
+RUNNING = CutoverState.RUNNING
 DELETION_KINDS = ("topic", "group")
 
 
@@ -206,7 +207,8 @@ class GrayRule(Base):
 
 
 class CutoverOperation(Base):
-    """A promote or rollback of a group, recorded by the gray controller step by step.
+    """A promote, rollback or rollout of a group, recorded by its runbook step by step (kind, mode and state hold the
+    values of ``protocol.operations``' enums; the name server checks each state change against its transitions).
 
     At most one operation per group is ``RUNNING`` (a partial unique index enforces it).
     """

@@ -26,6 +26,7 @@ from graymq.protocol.names import (
     check_principal_name,
     check_topic_name,
 )
+from graymq.protocol.operations import MODES_OF_KIND, CutoverKind, CutoverMode, CutoverState
 
 ID_MAX = 2**31 - 1  # ids are INTEGER columns (32-bit on PostgreSQL)
 
@@ -85,9 +86,6 @@ IdPath = Annotated[int, Path(ge=1, le=ID_MAX)]
 # Free text stored as is (PostgreSQL cannot store NUL).
 Text = Annotated[str, AfterValidator(_no_nul)]
 Reason = Annotated[Text | None, Field(default=None, max_length=2000)]
-CutoverKind = Literal["promote", "rollback", "rollout"]
-CutoverMode = Literal["drain", "adopt", "promote", "hold"]  # rollout: promote or hold after the last step
-CutoverState = Literal["RUNNING", "SUCCEEDED", "FAILED", "ABORTED"]
 Labels = dict[LabelKey, LabelValue]
 GrayWeight = Annotated[int, Field(strict=True, ge=0, le=100)]  # percent of a topic's normal queues
 
@@ -447,19 +445,16 @@ class GroupSummary(GroupView):
     live_clients: int = Field(description="clients (every role) whose registration has not expired")
 
 
-ROLLOUT_MODES = ("promote", "hold")
-
-
 class CutoverCreate(BaseModel):
     kind: CutoverKind
-    mode: CutoverMode = Field(default="drain", description="promote/rollback: drain or adopt; rollout: promote or "
-                              "hold (what follows the last step)")
+    mode: CutoverMode = Field(default=CutoverMode.DRAIN, description="promote/rollback: drain or adopt; rollout: "
+                              "promote or hold (what follows the last step)")
     producer_groups: list[GroupName] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="after")
     def _mode_of_kind(self) -> CutoverCreate:
-        if (self.kind == "rollout") != (self.mode in ROLLOUT_MODES):
-            allowed = ROLLOUT_MODES if self.kind == "rollout" else ("drain", "adopt")
+        allowed = MODES_OF_KIND[self.kind]
+        if self.mode not in allowed:
             raise ValueError(f"a {self.kind} takes mode {' or '.join(allowed)}, not {self.mode}")
         return self
 

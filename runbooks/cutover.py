@@ -46,9 +46,10 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.client.nameserver_client import ConflictError, NameServerClient, NotFoundError
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
 from graymq.runbooks.progress import Progress
-from graymq.protocol.errors import GrayMQError
 
 POLL_S = 0.05
 
@@ -64,10 +65,10 @@ class CutoverFailed(GrayMQError):
 @dataclass
 class CutoverReport:
     operation_id: int
-    kind: str
-    mode: str
+    kind: CutoverKind
+    mode: CutoverMode
     group: str
-    state: str = "RUNNING"
+    state: CutoverState = CutoverState.RUNNING
     timings_s: dict[str, float] = field(default_factory=dict)
     producers_flipped: list[str] = field(default_factory=list)
     consumers_flipped: list[str] = field(default_factory=list)
@@ -104,17 +105,17 @@ class CutoverRunner:
 
     # -- runbooks ----------------------------------------------------------------------------
     async def promote(self) -> CutoverReport:
-        report = await self._begin("promote", "drain")
+        report = await self._begin(CutoverKind.PROMOTE, CutoverMode.DRAIN)
         return await self._run(report, self._promote_steps)
 
     async def rollback(self, mode: str) -> CutoverReport:
-        report = await self._begin("rollback", mode)
+        report = await self._begin(CutoverKind.ROLLBACK, CutoverMode(mode))
         return await self._run(report, self._rollback_steps)
 
     async def _promote_steps(self, report: CutoverReport) -> None:
-        await self._timed(report, "producers", self._stop_gray_producers(report))
-        await self._timed(report, "drain", self._flip_consumers(report))
-        await self._step(report, "verify")
+        await self._timed(report, CutoverStep.PRODUCERS, self._stop_gray_producers(report))
+        await self._timed(report, CutoverStep.DRAIN, self._flip_consumers(report))
+        await self._step(report, CutoverStep.VERIFY)
         status = await self.inspector.status(self.group)
         self._note_stale(report, status)
         report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
@@ -125,18 +126,18 @@ class CutoverRunner:
 
     async def _rollback_steps(self, report: CutoverReport) -> None:
         await self.nameserver.set_weight(self.group, 0, "rollback: no more normal traffic to the gray side")
-        await self._timed(report, "producers", self._stop_gray_producers(report))
+        await self._timed(report, CutoverStep.PRODUCERS, self._stop_gray_producers(report))
         for producer_group in self.producer_groups:
             if producer_group != self.group:  # the group's own rules keep its gray consumers gray
                 report.rules_removed += await self._remove_gray_rules(producer_group)
-        if report.mode == "adopt":
+        if report.mode == CutoverMode.ADOPT:
             await self.nameserver.set_orphan_policy(self.group, "adopt")
-            await self._timed(report, "adopt", self._wait(
+            await self._timed(report, CutoverStep.ADOPT, self._wait(
                 report, "waiting for gray consumers to stop; normal consumers adopt the gray queues",
                 lambda s: not s.gray_clients() and s.gray_backlog == 0))
             await self.nameserver.set_orphan_policy(self.group, "hold")
         else:
-            await self._timed(report, "drain", self._wait(
+            await self._timed(report, CutoverStep.DRAIN, self._wait(
                 report, "gray consumers draining the gray backlog", lambda s: s.gray_backlog == 0))
         status = await self.inspector.status(self.group)
         self._note_stale(report, status)
@@ -156,7 +157,7 @@ class CutoverRunner:
         (``recheck``: a producer pod started meanwhile may have come up gray by rule); the
         recheck reports progress only when it found such a producer.
         """
-        await self._step(report, "producers")
+        await self._step(report, CutoverStep.PRODUCERS)
         found = False
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
@@ -208,7 +209,7 @@ class CutoverRunner:
         # draining at once and may already be normal when it is looked at again.
         before = await self.inspector.status(self.group, with_backlog=False)
         await self._remove_rules(report)
-        await self._step(report, "drain")
+        await self._step(report, CutoverStep.DRAIN)
         after = await self.inspector.status(self.group, with_backlog=False)
         gray = [c["client_id"] for c in before.clients + before.stale + after.clients + after.stale
                 if c["role"] != "producer" and (c["gray"] or c["desired_gray"])]
@@ -269,8 +270,8 @@ class CutoverRunner:
             pass  # the client expired meanwhile: nothing to flip
 
     # -- bookkeeping -------------------------------------------------------------------------
-    async def _begin(self, kind: str, mode: str) -> CutoverReport:
-        running = await self.nameserver.list_cutovers(self.group, state="RUNNING")
+    async def _begin(self, kind: CutoverKind, mode: CutoverMode) -> CutoverReport:
+        running = await self.nameserver.list_cutovers(self.group, state=CutoverState.RUNNING)
         if running:
             op = running[0]
             if op["kind"] != kind or op["mode"] != mode:
@@ -295,12 +296,12 @@ class CutoverRunner:
         try:
             await steps(report)
         except CutoverFailed as exc:
-            report.state, report.message = "FAILED", exc.message
-            await self.nameserver.update_cutover(report.operation_id, state="FAILED", result=report.to_json())
+            report.state, report.message = CutoverState.FAILED, exc.message
+            await self.nameserver.update_cutover(report.operation_id, state=report.state, result=report.to_json())
             raise CutoverFailed(exc.message, report.to_json()) from None
-        if report.state == "RUNNING":
-            report.state = "SUCCEEDED"
-        await self.nameserver.update_cutover(report.operation_id, state=report.state, step="done",
+        if report.state == CutoverState.RUNNING:
+            report.state = CutoverState.SUCCEEDED
+        await self.nameserver.update_cutover(report.operation_id, state=report.state, step=CutoverStep.DONE,
                                              result=report.to_json())
         return report
 
@@ -308,17 +309,17 @@ class CutoverRunner:
         """Give what follows ``timeout_s`` from now."""
         self._deadline = time.monotonic() + self.timeout_s
 
-    async def _step(self, report: CutoverReport, step: str) -> None:
+    async def _step(self, report: CutoverReport, step: CutoverStep | str) -> None:
         """Record the step and the report so far (skipped when both are what was recorded last)."""
         recorded = (step, copy.deepcopy(report.to_json()))
         if recorded != self._recorded:
             await self.nameserver.update_cutover(report.operation_id, step=step, result=recorded[1])
             self._recorded = recorded
 
-    async def _timed(self, report: CutoverReport, name: str, work: Awaitable[None]) -> None:
+    async def _timed(self, report: CutoverReport, step: CutoverStep, work: Awaitable[None]) -> None:
         start = time.monotonic()
         await work
-        report.timings_s[name] = round(time.monotonic() - start, 3)
+        report.timings_s[step.value] = round(time.monotonic() - start, 3)
 
     def _check_deadline(self, report: CutoverReport, what: str) -> None:
         if time.monotonic() > self._deadline:

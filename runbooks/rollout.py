@@ -31,15 +31,25 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.client.nameserver_client import NameServerClient
-from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
-from graymq.runbooks.group_state import GroupStatus
-from graymq.runbooks.progress import Progress
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.health import failure_rate, since
 from graymq.protocol.membership import ClientState
+from graymq.protocol.operations import (
+    CutoverKind,
+    CutoverMode,
+    CutoverState,
+    CutoverStep,
+    RolloutOutcome,
+    RolloutPhase,
+    weight_step,
+)
+from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
+from graymq.runbooks.group_state import GroupStatus
+from graymq.runbooks.progress import Progress
 
 POLL_S = 0.25
-OUTCOMES = {"ABORTED": "ROLLED_BACK", "FAILED": "FAILED", "RUNNING": "RUNNING"}
+OUTCOMES = {CutoverState.ABORTED: RolloutOutcome.ROLLED_BACK, CutoverState.FAILED: RolloutOutcome.FAILED,
+            CutoverState.RUNNING: RolloutOutcome.RUNNING}
 
 
 @dataclass
@@ -73,16 +83,16 @@ class RolloutReport(CutoverReport):
     checks: list[dict[str, Any]] = field(default_factory=list)  # one per check, in order
     step_index: int = 0  # the step being checked (len(steps): all passed)
     failed_in_a_row: int = 0
-    phase: str = "steps"  # then "promote", "hold" or "rollback"
+    phase: RolloutPhase = RolloutPhase.STEPS
     safe_to_stop: list[str] = field(default_factory=list)  # retired gray consumers after a rollback
 
     RESUMED_FIELDS = (*CutoverReport.RESUMED_FIELDS, "policy", "checks", "step_index", "failed_in_a_row", "phase")
 
     @property
-    def outcome(self) -> str:
-        if self.state == "SUCCEEDED":
-            return "PROMOTED" if self.phase == "promote" else "HELD"
-        return OUTCOMES.get(self.state) or self.state
+    def outcome(self) -> RolloutOutcome:
+        if self.state == CutoverState.SUCCEEDED:
+            return RolloutOutcome.PROMOTED if self.phase == RolloutPhase.PROMOTE else RolloutOutcome.HELD
+        return OUTCOMES[self.state]
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "outcome": self.outcome}
@@ -100,7 +110,7 @@ class RolloutRunner(CutoverRunner):
         self._holding: str | None = None  # the last "holding weight" line printed
 
     async def rollout(self) -> RolloutReport:
-        report: RolloutReport = await self._begin("rollout", self.policy.then)
+        report: RolloutReport = await self._begin(CutoverKind.ROLLOUT, CutoverMode(self.policy.then))
         if report.resumed and report.policy:
             self.policy = RolloutPolicy(**report.policy)  # a resumed rollout goes on as it started
             self.progress.note(f"resuming with the recorded steps {self.policy.steps} and thresholds")
@@ -108,16 +118,16 @@ class RolloutRunner(CutoverRunner):
         return await self._run(report, self._rollout_steps)  # type: ignore[no-any-return]
 
     async def _rollout_steps(self, report: RolloutReport) -> None:
-        if report.phase == "steps":
+        if report.phase == RolloutPhase.STEPS:
             await self._preflight(report)
             passed = await self._weighted_steps(report)
-            report.phase = self.policy.then if passed else "rollback"
+            report.phase = RolloutPhase(self.policy.then) if passed else RolloutPhase.ROLLBACK
         self._restart_clock()
-        if report.phase == "rollback":
+        if report.phase == RolloutPhase.ROLLBACK:
             await self._rollback(report)
-            report.state = "ABORTED"
-        elif report.phase == "promote":
-            await self._step(report, "promote")
+            report.state = CutoverState.ABORTED
+        elif report.phase == RolloutPhase.PROMOTE:
+            await self._step(report, CutoverStep.PROMOTE)
             await self._promote_steps(report)
 
     async def _preflight(self, report: RolloutReport) -> None:
@@ -155,7 +165,7 @@ class RolloutRunner(CutoverRunner):
             weight = steps[report.step_index]
             await self.nameserver.set_weight(self.group, weight, f"rollout #{report.operation_id} step "
                                              f"{report.step_index + 1}/{len(steps)}")
-            await self._step(report, f"step {report.step_index + 1}/{len(steps)}: weight {weight}%")
+            await self._step(report, weight_step(report.step_index, len(steps), weight))
             check = await self._check(report, weight)
             report.checks.append(check)
             self.progress.note(_check_line(report.step_index, len(steps), check))
@@ -210,17 +220,17 @@ class RolloutRunner(CutoverRunner):
 
     async def _rollback(self, report: RolloutReport) -> None:
         """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""
-        await self._step(report, "rollback")
+        await self._step(report, CutoverStep.ROLLBACK)
         why = f"rollout #{report.operation_id} rolled back"
         await self.nameserver.set_weight(self.group, 0, why)
         await self.nameserver.set_orphan_policy(self.group, "adopt", why)
         await self.nameserver.set_retired(self.group, True, f"{why}: {report.message}")
         self.progress.note(f"rolling back: weight 0, gray side retired — {report.message}")
-        await self._timed(report, "producers", self._stop_gray_producers(report))
+        await self._timed(report, CutoverStep.PRODUCERS, self._stop_gray_producers(report))
         for producer_group in self.producer_groups:
             if producer_group != self.group:  # new producer pods start normal
                 report.rules_removed += await self._remove_gray_rules(producer_group)
-        await self._timed(report, "rollback", self._wait(
+        await self._timed(report, CutoverStep.ROLLBACK, self._wait(
             report, "gray consumers retiring, normal consumers adopting the gray queues", _rolled_back))
         status = await self.inspector.status(self.group, with_backlog=False)
         report.safe_to_stop = [c["client_id"] for c in status.retired_clients()]

@@ -14,10 +14,10 @@ import io
 import logging
 
 from graymq.client.nameserver_client import NameServerClient
-from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
-from graymq.runbooks.progress import Progress
 from graymq.nameserver.console.actions import Cutover, PromoteAction
 from graymq.protocol.errors import GrayMQError
+from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
+from graymq.runbooks.progress import Progress
 
 log = logging.getLogger(__name__)
 

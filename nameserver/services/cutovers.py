@@ -39,10 +39,10 @@ class CutoverService:
         operation = self.cutovers.add(
             CutoverOperation(
                 group=group,
-                kind=body.kind,
-                mode=body.mode,
+                kind=body.kind.value,
+                mode=body.mode.value,
                 producer_groups=body.producer_groups,
-                state=RUNNING,
+                state=RUNNING.value,
                 started_by=actor,
                 started_at=now,
                 updated_at=now,
@@ -71,23 +71,26 @@ class CutoverService:
         return cutover_view(operation)
 
     def update(self, operation_id: int, patch: CutoverPatch, actor: str) -> CutoverView:
-        """Record progress or the outcome; a finished operation (any state but RUNNING) is immutable."""
+        """Record progress or the outcome; 409 for a transition ``CutoverState.is_transition_valid`` refuses (a
+        finished operation is immutable; only a rollout ends ABORTED)."""
         operation = self.cutovers.get(operation_id, lock=True)
         if operation is None:
             raise NotFound(f"cutover {operation_id} is unknown")
-        if operation.state != RUNNING:
-            raise Conflict(
-                f"cutover {operation_id} already finished ({operation.state})", cutover_view(operation)
-            )
         before = cutover_view(operation)
-        changes = patch.model_dump(exclude_unset=True)
+        if before.state.finished:
+            raise Conflict(f"cutover {operation_id} already finished ({before.state})", before)
+        target = patch.state or before.state
+        if not before.state.is_transition_valid(target, before.kind):
+            raise Conflict(f"cutover {operation_id} is a {before.kind}: it cannot go from {before.state} to {target}",
+                           before)
+        changes = patch.model_dump(mode="json", exclude_unset=True)  # the state stored as its value
         if changes.get("state", RUNNING) is None:
             del changes["state"]
         for field, value in changes.items():
             setattr(operation, field, value)
         now = utc_now()
         operation.updated_at = now
-        if operation.state != RUNNING:
+        if target.finished:
             operation.finished_at = now
         self.session.flush()
         after = cutover_view(operation)

@@ -13,8 +13,8 @@ from graymq.client.message import MessageQueue
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import BrokerData, TopicRoute
 from graymq.gray_controller.cli import gray_cmd, main
-from graymq.runbooks.group_state import GroupInspector, GroupStatus, WeightedQueue
 from graymq.protocol.errors import TopicNotExistError
+from graymq.runbooks.group_state import GroupInspector, GroupStatus, WeightedQueue
 
 pytestmark = pytest.mark.unit
 UNREACHABLE = "http://127.0.0.1:9"  # a request would fail with exit 1, not 2

@@ -110,6 +110,11 @@ class NameServerSettings(DatabaseSettings):
         description="a client silent this long is stale: marked so; promote and rollback stop waiting for a stale "
         "consumer (not for a stale gray producer, which may still send) (3 heartbeats of a push consumer)",
     )
+    health_sample_seconds: float = Field(
+        default=5.0, ge=0.2, le=60,
+        description="how often the console's health charts read the consumers' reports (a point each time, 15 min "
+        "kept)",
+    )
     auto_migrate: bool = False
     default_gray_switch: bool = Field(
         default=True, description="gray switch of a group created by a client's first heartbeat"

@@ -17,15 +17,25 @@ from fastapi.staticfiles import StaticFiles
 from graymq.nameserver.console.drain import DrainWatch
 from graymq.nameserver.console.operations import ConsoleOperations
 from graymq.nameserver.console.routes import data, pages
+from graymq.nameserver.services.health_history import HealthHistory, HealthSampler, live_reports
 
 STATIC = Path(__file__).parent / "static"
 
 
 def mount_console(app: FastAPI) -> None:
-    """Add the console's routes and assets to ``app``; the cutovers it runs stop with the app."""
+    """Add the console's routes and assets to ``app``; the cutovers it runs and its health sampler stop with the
+    app."""
     operations = ConsoleOperations()
     app.state.console_operations = operations
     app.state.console_drains = DrainWatch()
+    settings = app.state.settings
+    app.state.health_history = HealthHistory(settings.health_sample_seconds)
+
+    def read_reports() -> dict[str, dict[str, Any]]:
+        with app.state.read_sessions() as session:
+            return live_reports(session, settings.client_expiry_seconds)
+
+    sampler = HealthSampler(app.state.health_history, read_reports)
     app.include_router(pages)
     app.include_router(data)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
@@ -34,9 +44,11 @@ def mount_console(app: FastAPI) -> None:
     @asynccontextmanager
     async def lifespan(running: FastAPI) -> AsyncIterator[Any]:
         async with inner(running) as state:
+            sampler.start()
             try:
                 yield state
             finally:
+                await sampler.stop()
                 await operations.stop()
 
     app.router.lifespan_context = lifespan

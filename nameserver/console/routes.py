@@ -30,6 +30,7 @@ from graymq.nameserver.console.actions import (
     RollbackAction,
     perform,
 )
+from graymq.nameserver.console.audit_changes import field_changes
 from graymq.nameserver.console.operations import ConsoleOperations
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.reads import ConsoleReader
@@ -37,6 +38,7 @@ from graymq.nameserver.errors import Conflict
 from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, Text
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
+from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
 
 START_WAIT_S = 10.0  # for a started cutover's record to appear
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -61,6 +63,7 @@ def _duration(op: CutoverView) -> str:
 templates.env.filters["ago"] = _ago
 templates.env.filters["duration"] = _duration
 templates.env.filters["num"] = lambda n: "?" if n is None else f"{n:,}"
+templates.env.globals["field_changes"] = field_changes
 templates.env.filters["labels"] = lambda labels: ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
@@ -144,6 +147,14 @@ async def audit_fragment(
 ) -> HTMLResponse:
     entries = await run_in_threadpool(reader.audit, group or None, object_type or None, object_id or None, limit)
     return _page(request, "audit.html", entries=entries)
+
+
+@data.get("/api/groups/{group}/health")
+def group_health(request: Request, group: GroupPath) -> dict[str, Any]:
+    """The group's consume health per side over the last minutes, oldest point first (``health_history``): kept by
+    this name server process only, so it starts empty after a restart."""
+    history: HealthHistory = request.app.state.health_history
+    return {"group": group, "sample_s": history.sample_s, "window_s": WINDOW_S, "sides": history.series(group)}
 
 
 # -- actions ---------------------------------------------------------------------------------

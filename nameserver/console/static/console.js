@@ -192,3 +192,75 @@ document.getElementById("token-forget").addEventListener("click", () => {
 
 showToken();
 refresh();
+
+// -- health charts: per side, the last minutes the name server kept (GET .../health), drawn as inline SVG --------
+const SVG = "http://www.w3.org/2000/svg";
+const CHART = { width: 360, height: 120, left: 44, bottom: 18, top: 6 };
+const health = document.getElementById("health");
+
+function svgElement(name, attributes, text) {
+  const node = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function shortNumber(value) {
+  return value >= 1000 ? (value / 1000).toFixed(1) + "k" : value >= 10 ? value.toFixed(0) : value.toFixed(1);
+}
+
+// One metric's chart: both sides' lines over a shared time axis (the last point at the right edge).
+function drawChart(figure, sides, metric, span) {
+  const { width, height, left, bottom, top } = CHART;
+  const all = [...sides.gray, ...sides.normal];
+  const end = all.reduce((m, p) => Math.max(m, p.at), 0);
+  const peak = Math.max(metric === "failure_rate" ? 5 : 1, ...all.map((p) => p[metric])) * 1.1;
+  const x = (at) => left + (width - left) * (1 - (end - at) / span);
+  const y = (v) => top + (height - bottom - top) * (1 - v / peak);
+  const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}`, role: "img" });
+  svg.append(svgElement("line", { x1: left, y1: y(0), x2: width, y2: y(0), class: "axis" }));
+  svg.append(svgElement("text", { x: left - 4, y: y(peak) + 10, class: "tick", "text-anchor": "end" },
+                        shortNumber(peak)));
+  svg.append(svgElement("text", { x: left - 4, y: y(0), class: "tick", "text-anchor": "end" }, "0"));
+  svg.append(svgElement("text", { x: left, y: height - 2, class: "tick" }, `-${Math.round(span / 6) / 10} min`));
+  svg.append(svgElement("text", { x: width, y: height - 2, class: "tick", "text-anchor": "end" }, "now"));
+  for (const side of ["normal", "gray"]) {
+    const points = sides[side].filter((p) => p.at > end - span);
+    if (points.length) {
+      const path = points.map((p) => `${x(p.at).toFixed(1)},${y(p[metric]).toFixed(1)}`).join(" ");
+      svg.append(svgElement("polyline", { points: path, class: `series ${side}` }));
+    }
+    const last = sides[side].length ? sides[side][sides[side].length - 1][metric] : null;
+    figure.dataset[side] = last === null ? "" : String(last);
+  }
+  figure.dataset.points = String(sides.gray.length);
+  figure.querySelector("svg")?.remove();
+  figure.append(svg);
+}
+
+async function refreshHealth() {
+  let every = 5000;
+  try {
+    const response = await fetch(health.dataset.health, { headers: headers(false) });
+    if (response.ok) {
+      const body = await response.json();
+      every = Math.max(1000, body.sample_s * 1000);
+      const times = [...body.sides.gray, ...body.sides.normal].map((p) => p.at);
+      const span = Math.min(900, Math.max(60, Math.max(...times) - Math.min(...times)));  // at least a minute
+      for (const figure of health.querySelectorAll("figure.chart")) {
+        drawChart(figure, body.sides, figure.dataset.metric, span);
+      }
+      const count = body.sides.gray.length;
+      document.getElementById("health-note").textContent = count
+        ? `a point every ${body.sample_s} s over the last ${body.window_s} s, kept by this name server since it started`
+        : "no consumer has reported yet (kept by this name server since it started)";
+      health.hidden = false;
+      health.dataset.refreshed = String(Number(health.dataset.refreshed || 0) + 1);
+    }
+  } catch (e) {
+    health.dataset.error = String(e);
+  }
+  setTimeout(refreshHealth, every);
+}
+
+if (health) refreshHealth();

@@ -1,0 +1,141 @@
+"""The last minutes of each group's consume health, per side (gray / normal), for the console's charts.
+
+A sampler reads the live consumers' reports (``protocol.health``: counters since each client started, p99 of its
+recent window) every ``health_sample_seconds`` and turns them into points: deliveries per second, failure rate and
+p99 over a trailing window of ``WINDOW_S`` (clients report every 5 s by default: a shorter window would show their
+reports' rhythm, not the traffic). ``protocol.health.since`` takes each client's difference, so a restarted or a
+departed client does not make the figures jump.
+
+The history is kept in memory, per name server process, bounded to ``KEPT_S`` per group and side, and lost on a
+restart: it is a view of the recent minutes, not a record (Prometheus keeps the long series from ``/metrics``), and
+storing a point per group every few seconds in the database would be write load for nothing a restart needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from graymq.nameserver.clock import utc_now
+from graymq.nameserver.repositories.clients import ClientRepository
+from graymq.protocol.health import SIDES, failure_rate, since
+
+log = logging.getLogger(__name__)
+
+KEPT_S = 900.0  # 15 minutes of points per group and side
+WINDOW_S = 10.0  # each point covers what the clients did in the last WINDOW_S
+
+Reports = dict[str, dict[str, Any] | None]  # client id -> its latest health report
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPoint:
+    """One side of one group at ``at`` (epoch seconds), over the trailing window."""
+
+    at: float
+    per_second: float  # deliveries (accepted + failed) per second
+    failure_rate: float  # percent of deliveries
+    p99_ms: float
+    deliveries: int
+
+
+class HealthHistory:
+    """Per group and side, a bounded ring of points (thread-safe: read by request threads, fed by the sampler).
+
+    >>> h = HealthHistory(sample_s=5.0)
+    >>> h.add({"G": {"c1": {"gray": {"consumed": 0}}}}, at=100.0)
+    >>> h.add({"G": {"c1": {"gray": {"consumed": 45, "failed": 5, "p99_ms": 7.5}}}}, at=105.0)
+    >>> h.series("G")["gray"][-1]
+    {'at': 105.0, 'per_second': 10.0, 'failure_rate': 10.0, 'p99_ms': 7.5, 'deliveries': 50}
+    >>> h.series("G")["normal"][-1]["deliveries"], h.series("unknown")
+    (0, {'gray': [], 'normal': []})
+    """
+
+    def __init__(self, sample_s: float) -> None:
+        self.sample_s = sample_s
+        kept = int(KEPT_S / sample_s) + 1
+        self._points: dict[str, dict[str, deque[HealthPoint]]] = {}
+        self._samples: dict[str, deque[tuple[float, Reports]]] = {}  # the raw reports of the last window
+        self._reported: dict[str, float] = {}  # when each group last had a live client's report
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def add(self, reports: Mapping[str, Reports], at: float) -> None:
+        """A sample: every group's live clients' reports at ``at``; a known group with none left gets zero points,
+        one without a report for ``KEPT_S`` is forgotten."""
+        with self._lock:
+            self._reported.update((group, at) for group in reports)
+            for group in [g for g, seen in self._reported.items() if seen <= at - KEPT_S]:
+                del self._reported[group], self._samples[group], self._points[group]
+            for group in self._reported:
+                samples = self._samples.setdefault(group, deque())
+                samples.append((at, dict(reports.get(group) or {})))
+                while len(samples) > 2 and samples[1][0] <= at - WINDOW_S:
+                    samples.popleft()
+                points = self._points.setdefault(group, {side: deque(maxlen=self._kept) for side in SIDES})
+                if len(samples) > 1:
+                    (then, before), (_, after) = samples[0], samples[-1]
+                    figures = since(before, after)
+                    for side in SIDES:
+                        points[side].append(_point(figures[side], at, at - then))
+
+    def series(self, group: str) -> dict[str, list[dict[str, float]]]:
+        """``{"gray": [point, ...], "normal": [...]}``, oldest first (empty lists for a group never seen)."""
+        with self._lock:
+            points = self._points.get(group) or {}
+            return {side: [asdict(p) for p in points.get(side, ())] for side in SIDES}
+
+
+def _point(figures: dict[str, float], at: float, seconds: float) -> HealthPoint:
+    deliveries = int(figures["consumed"] + figures["failed"])
+    return HealthPoint(at, round(deliveries / seconds, 3) if seconds > 0 else 0.0, round(failure_rate(figures), 3),
+                       float(figures["p99_ms"]), deliveries)
+
+
+def live_reports(session: Session, expiry_s: float) -> dict[str, Reports]:
+    """group -> client id -> latest health report, of every live client that reports one."""
+    seen_after = utc_now() - timedelta(seconds=expiry_s)
+    out: dict[str, Reports] = {}
+    for group, client_id, health in ClientRepository(session).live_health_by_client(seen_after):
+        out.setdefault(group, {})[client_id] = health
+    return out
+
+
+class HealthSampler:
+    """Feeds ``history`` every ``history.sample_s`` from the database; ``start()`` / ``async stop()``."""
+
+    def __init__(self, history: HealthHistory, read: Callable[[], dict[str, Reports]]) -> None:
+        self.history = history
+        self._read = read
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="console health sampler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _loop(self) -> None:
+        next_at = time.monotonic()
+        while True:
+            try:
+                reports = await asyncio.to_thread(self._read)
+            except SQLAlchemyError as exc:  # the database is down: a gap in the charts, the sampler goes on
+                log.warning("health sample skipped: %s", exc)
+            else:
+                self.history.add(reports, time.time())
+            next_at += self.history.sample_s
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import uvicorn
 from alembic.util import CommandError
+from fastapi import FastAPI
 
 from graymq.nameserver.app import create_app
 from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
@@ -66,6 +67,17 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _prepared_app(settings: NameServerSettings) -> FastAPI:
+    try:
+        app = create_app(settings)
+    except InsecureConfigError as exc:
+        raise StartupRefused(str(exc)) from exc
+    except OSError as exc:
+        raise StartupFailed(f"cannot prepare the database file: {exc}") from exc
+    prepare_database(settings)
+    return app
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, calling ``on_ready`` once it accepts connections and ``on_stopping`` before it waits
     for open requests to finish."""
@@ -103,19 +115,17 @@ def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) ->
             server_context(cert, key)
         except ConfigError as exc:
             raise StartupRefused(exc.message) from exc
-    try:
-        app = create_app(settings)
-    except InsecureConfigError as exc:
-        raise StartupRefused(str(exc)) from exc
-    except OSError as exc:
-        raise StartupFailed(f"cannot prepare the database file: {exc}") from exc
-    prepare_database(settings)
-    try:
+    try:  # first, so a port in use is the only line printed (not the app's start-up warnings before it)
         sock = bind_socket(settings.host, settings.port)
     except OSError as exc:
         raise StartupFailed(
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
         ) from exc
+    try:
+        app = _prepared_app(settings)
+    except BaseException:
+        sock.close()
+        raise
     host, port = sock.getsockname()[:2]
     debug = settings.log_level == "DEBUG"
     config = uvicorn.Config(  # uvicorn logs through ours: its loggers stay at WARNING unless DEBUG

@@ -54,8 +54,8 @@ def test_a_name_server_on_a_taken_port_names_it_and_its_holder(held_port, tmp_pa
     result = graymq(tmp_path, "nameserver", "--dev", "--port", str(port), "--db", f"sqlite:///{tmp_path}/ns.db",
                     "--migrate")
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
-    [line] = [line for line in result.stderr.splitlines() if "graymq nameserver:" in line]
-    assert _expected(port, pid) in line, result.stderr
+    [line] = result.stderr.strip().splitlines()  # the one line: no start-up warning (dev mode) before it
+    assert line.startswith("graymq nameserver: ") and _expected(port, pid) in line, result.stderr
 
 
 def test_up_on_a_taken_broker_port_says_which_port_and_who_holds_it(held_port, tmp_path) -> None:

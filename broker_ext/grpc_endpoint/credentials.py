@@ -30,7 +30,7 @@ SCHEME = "MQv2-HMAC-SHA1"
 DATE_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 MAX_SKEW_S = 15 * 60  # RocketMQ's tolerance for a request's x-mq-date-time
 _AUTHORIZATION = re.compile(
-    rf"^{re.escape(SCHEME)} Credential=(?P<ak>[^,\s]+), *SignedHeaders=(?P<headers>[^,\s]+), "
+    rf"^{re.escape(SCHEME)} Credential=(?P<ak>[^,\s]*), *SignedHeaders=(?P<headers>[^,\s]+), "
     r"*Signature=(?P<sig>[0-9a-fA-F]+)$"
 )
 
@@ -93,11 +93,10 @@ class Credentials:
         return Caller(principal, token, client_id, {**labels, "principal": principal.name})
 
     def _verify(self, metadata: Mapping[str, str]) -> tuple[Principal, str]:
-        header = metadata.get("authorization", "")
-        if not header:
-            raise _refused("no authorization metadata: set the SDK's credentials (access key and secret key: a "
-                           "graymq principal's token for both)")
-        match = _AUTHORIZATION.match(header)
+        match = _AUTHORIZATION.match(metadata.get("authorization", ""))
+        if match is not None and not match["ak"] or "authorization" not in metadata:
+            raise _refused("no credentials: set the SDK's access key and secret key (a graymq principal's token for "
+                           "both)")
         if match is None or match["headers"].lower() != "x-mq-date-time":
             raise _refused(f"authorization is not '{SCHEME} Credential=..., SignedHeaders=x-mq-date-time, "
                            "Signature=...'")

@@ -45,6 +45,7 @@ class BrokerSettings(BaseSettings):
     cq_units_per_file: int = Field(300_000, ge=1)  # consume-queue units (20 bytes) per preallocated file
     retention_hours: float = Field(72.0, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
+    grpc_port: int | None = Field(None, ge=0, le=65535)  # RocketMQ 5 gRPC for stock SDKs (broker_ext/grpc_endpoint)
     max_frame_size: int = Field(DEFAULT_MAX_FRAME_SIZE, ge=1024)
     auto_create_topic: bool = False
     default_queue_nums: int = Field(8, ge=1)
@@ -82,6 +83,8 @@ class BrokerSettings(BaseSettings):
     def _check_tls_pair(self) -> BrokerSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
+        if self.grpc_port is not None and self.tls_cert is not None:
+            raise ValueError("--grpc-port does not serve TLS yet: run it without --tls-cert/--tls-key")
         if self.replication is not None and not self.nameserver:
             raise ValueError("--replication needs a name server: it elects the set's leader")
         return self

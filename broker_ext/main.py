@@ -54,6 +54,11 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     if settings.metrics_port is not None:
         metrics = MetricsServer(broker)
         info["metrics"] = await metrics.start(settings.host, settings.metrics_port)
+    grpc_endpoint = None
+    if settings.grpc_port is not None:
+        from graymq.broker_ext.grpc_endpoint.wiring import start_grpc_endpoint  # grpcio: only when asked for
+
+        grpc_endpoint, info["grpc"] = await start_grpc_endpoint(broker, settings, settings.grpc_port)
     registry: NameServerRegistry | None = None
     lease: ReplicaLease | None = None
     if settings.nameserver_urls:
@@ -90,6 +95,8 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         if registry is not None:
             await broker.access.stop()
             await registry.stop()
+        if grpc_endpoint is not None:
+            await grpc_endpoint.stop()
         await server.stop()
         if metrics is not None:
             await metrics.stop()

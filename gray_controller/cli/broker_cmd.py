@@ -41,6 +41,9 @@ def register(subparsers: Any) -> None:
                         "none: standalone)")
     p.add_argument("--flush", choices=["async", "sync"], help="flush mode (GRAYMQ_BROKER_FLUSH, default async)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 = free port)")
+    p.add_argument("--grpc-port", type=int, metavar="P",
+                   help="serve RocketMQ 5 gRPC (MessagingService) for the stock RocketMQ SDKs on this port (0 = free "
+                   "port; GRAYMQ_BROKER_GRPC_PORT, default off)")
     p.add_argument("--advertised-address", help="host:port clients should dial, when not the bound address")
     p.add_argument("--segment-size", type=parse_size, metavar="SIZE",
                    help="commit log segment size for a new store: bytes or 64M, 1G... (GRAYMQ_BROKER_SEGMENT_SIZE "
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         "name": args.name, "host": args.host, "port": args.port, "store_dir": args.store,
         "nameserver": args.nameserver or _nameserver_from_env(), "flush": args.flush,
-        "metrics_port": args.metrics_port, "advertised_address": args.advertised_address,
+        "metrics_port": args.metrics_port, "grpc_port": args.grpc_port, "advertised_address": args.advertised_address,
         "segment_size": args.segment_size, "auto_create_topic": args.auto_create_topic, "dev_mode": args.dev,
         "tls_cert": args.tls_cert, "tls_key": args.tls_key, "replica_id": args.replica_id,
         "replication": args.replication,

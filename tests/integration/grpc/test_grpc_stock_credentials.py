@@ -1,0 +1,85 @@
+"""Credentials on a broker's gRPC endpoint outside dev mode: the stock SDK signs with a principal's token as access
+key and secret and sends within its rights; a wrong secret, no credentials, a stale signed date-time or a topic
+beyond the principal's rights are refused with RocketMQ's status for it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+
+from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, signature
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+from graymq.protocol.rocketmq_v2 import service_pb2_grpc
+from tests.support.cli import wait_for
+from tests.support.stock_sdk import sdk_log, sdk_send
+from tests.support.trust import (
+    ADMIN,
+    StartProcess,
+    add_principal,
+    bearer,
+    cli,
+    start_secure_broker,
+    start_secure_nameserver,
+)
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "ORDER_PAID"
+
+
+def query_route(address: str, metadata: list[tuple[str, str]]) -> v2s.QueryRouteResponse:
+    async def call() -> v2s.QueryRouteResponse:
+        async with grpc.aio.insecure_channel(address) as channel:
+            return await service_pb2_grpc.MessagingServiceStub(channel).QueryRoute(
+                v2s.QueryRouteRequest(topic=v2.Resource(name=TOPIC)), metadata=metadata, timeout=10)
+
+    return asyncio.run(call())
+
+
+def signed(token: str, at: datetime) -> list[tuple[str, str]]:
+    date_time = at.strftime(DATE_TIME_FORMAT)
+    return [("x-mq-client-id", "test@1@0@x"), ("x-mq-date-time", date_time),
+            ("authorization", f"MQv2-HMAC-SHA1 Credential={token}, SignedHeaders=x-mq-date-time, "
+                              f"Signature={signature(token, date_time)}")]
+
+
+def test_a_principals_token_signs_stock_sends_and_bad_credentials_are_refused_as_unauthorized(
+        graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path) -> None:
+    ns_url = start_secure_nameserver(graymq_process, fresh_pg_url)
+    broker_token = add_principal(ns_url, "broker-a", "--broker")
+    orders = add_principal(ns_url, "orders", "--produce", "ORDER_*")
+    other = add_principal(ns_url, "other", "--produce", "OTHER_*")
+    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a",
+                                 GRAYMQ_BROKER_GRPC_PORT="0")
+    assert broker.ready_info is not None
+    endpoint = str(broker.ready_info["grpc"])
+    created = cli(ns_url, "topic", "create", TOPIC, "--queues", "4", "--gray-queues", "2")
+    assert created.returncode == 0, created.stderr
+    wait_for(lambda: any(TOPIC in b["topics"] for b in httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN),
+                                                                 timeout=5).json()), 20, f"{TOPIC} on broker-a")
+
+    sent = sdk_send(endpoint, TOPIC, [{"body": "paid-1"}, {"body": "paid-2"}], tmp_path, ak=orders, sk=orders)
+    assert all("message_id" in r for r in sent), sent
+
+    refusals = {"wrong-secret": (orders, "not-the-secret", "40100, invalid credentials"),
+                "no-credentials": ("", "", "40100, no credentials"),
+                "beyond-rights": (other, other, "40300, principal other may not produce to or consume topic")}
+    for name, (ak, sk, reason) in refusals.items():
+        home = tmp_path / name
+        (refused,) = sdk_send(endpoint, TOPIC, [{"body": "x"}], home, ak=ak, sk=sk)
+        assert "message_id" not in refused, (name, refused)
+        assert reason in sdk_log(home), (name, sdk_log(home)[-2000:])
+
+    now = datetime.now(UTC)
+    assert query_route(endpoint, signed(orders, now)).status.code == v2.OK
+    stale = query_route(endpoint, signed(orders, now - timedelta(hours=1))).status
+    assert stale.code == v2.UNAUTHORIZED and "clock" in stale.message
+    forged = query_route(endpoint, signed(orders, now)[:2] + [("authorization", signed(other, now)[2][1].replace(
+        f"Credential={other}", f"Credential={orders}"))]).status
+    assert forged.code == v2.UNAUTHORIZED and "invalid credentials" in forged.message

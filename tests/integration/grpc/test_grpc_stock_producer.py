@@ -1,0 +1,157 @@
+"""The stock RocketMQ 5 Python SDK's Producer against a broker's gRPC endpoint (``graymq broker --grpc-port``):
+its messages are stored as graymq's own and read back by graymq's PullConsumer intact, the broker picks the
+queue (a message group's messages share one, in order; a producer the name server makes gray sends to the gray
+queues), and every RPC not served yet answers NOT_IMPLEMENTED at once."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from graymq.client import MessageExt, PullConsumer
+from graymq.client.message import MessageQueue
+from graymq.protocol.gray import gray_queue_ids
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+from graymq.protocol.rocketmq_v2 import service_pb2_grpc
+from tests.support.cluster import Cluster, module_processes
+from tests.support.stock_sdk import sdk_send
+
+pytestmark = pytest.mark.integration
+
+QUEUES, GRAY = 6, 2
+GRAY_QUEUES = set(gray_queue_ids(QUEUES, GRAY))
+
+
+@pytest.fixture(scope="module")
+def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with module_processes(tmp_path_factory.mktemp("grpc_stock")) as start:
+        cluster = Cluster(start, pg_url, tmp_path_factory.mktemp("grpc_stock_stores"))
+        cluster.start_nameserver()
+        cluster.add_broker("broker-a", "--grpc-port", "0")
+        yield cluster
+
+
+def grpc_address(cluster: Cluster) -> str:
+    info = cluster.brokers["broker-a"].ready_info
+    assert info is not None
+    return str(info["grpc"])
+
+
+def read_all(ns_url: str, topic: str, expected: int, timeout: float = 20.0) -> list[MessageExt]:
+    """Every message of ``topic``, pulled queue by queue from offset 0 until ``expected`` are there."""
+
+    async def pull() -> list[MessageExt]:
+        readers = {gray: PullConsumer("GID_GRPC_READER", ns_url, gray=gray, register=False) for gray in (False, True)}
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                messages: list[MessageExt] = []
+                for queue_id in range(QUEUES):
+                    pulled = await readers[queue_id in GRAY_QUEUES].pull(
+                        MessageQueue(topic, "broker-a", queue_id), 0, max_nums=64)
+                    messages.extend(pulled.messages)
+                if len(messages) >= expected or time.monotonic() > deadline:
+                    return messages
+                await asyncio.sleep(0.2)
+        finally:
+            for reader in readers.values():
+                await reader.stop()
+
+    return asyncio.run(pull())
+
+
+def test_stock_producer_messages_are_read_by_graymq_with_body_tag_keys_and_properties(
+        shared: Cluster, tmp_path: Path) -> None:
+    topic = "GRPC_PLAIN"
+    shared.create_topic(topic, QUEUES, GRAY)
+    sent = [{"body": "plain"},
+            {"body": "tagged", "tag": "TagA"},
+            {"body": "keyed", "tag": "TagB", "keys": ["order-17", "user-3"], "properties": {"region": "eu", "n": "1"}}]
+    results = sdk_send(grpc_address(shared), topic, sent, tmp_path)
+    assert all("message_id" in r for r in results), results
+
+    stored = {m.body.decode(): m for m in read_all(shared.ns_url, topic, len(sent))}
+    assert set(stored) == {"plain", "tagged", "keyed"}
+    assert [stored[s["body"]].msg_id for s in sent] == [r["message_id"] for r in results]
+    assert stored["tagged"].tags == "TagA"
+    assert stored["keyed"].tags == "TagB"
+    assert sorted(stored["keyed"].keys) == ["order-17", "user-3"]  # the SDK keeps its keys in a set
+    assert {k: stored["keyed"].properties[k] for k in ("region", "n")} == {"region": "eu", "n": "1"}
+    # no gray rule names this producer: normal queues, no gray mark
+    assert all(m.queue_id not in GRAY_QUEUES and not m.gray for m in stored.values())
+
+
+def test_a_message_groups_messages_share_one_queue_in_send_order(shared: Cluster, tmp_path: Path) -> None:
+    topic = "GRPC_FIFO"
+    shared.create_topic(topic, QUEUES, GRAY)
+    sent = [{"body": f"{group}-{i}", "group": group} for i in range(5) for group in ("order-1", "order-2", "order-3")]
+    results = sdk_send(grpc_address(shared), topic, sent, tmp_path)
+    assert all("message_id" in r for r in results), results
+
+    stored = read_all(shared.ns_url, topic, len(sent))
+    for group in ("order-1", "order-2", "order-3"):
+        mine = [m for m in stored if m.properties.get("__SHARDINGKEY") == group]
+        assert len({m.queue_id for m in mine}) == 1, f"{group} spread over queues {[m.queue_id for m in mine]}"
+        assert mine[0].queue_id not in GRAY_QUEUES
+        assert [m.body.decode() for m in sorted(mine, key=lambda m: m.queue_offset)] == [
+            f"{group}-{i}" for i in range(5)]
+
+
+def test_a_stock_producer_a_gray_rule_matches_by_host_sends_to_the_gray_queues(
+        shared: Cluster, tmp_path: Path) -> None:
+    topic = "GRPC_GRAY"  # a stock producer's producer group is named after the topic, as in RocketMQ's proxy
+    shared.create_topic(topic, QUEUES, GRAY)
+    shared.ns_call(lambda ns: ns.set_switch(topic, True))
+    shared.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
+    results = sdk_send(grpc_address(shared), topic, [{"body": f"v2-{i}"} for i in range(6)], tmp_path)
+    assert all("message_id" in r for r in results), results
+
+    stored = read_all(shared.ns_url, topic, 6)
+    assert sorted(m.body.decode() for m in stored) == [f"v2-{i}" for i in range(6)]
+    assert all(m.queue_id in GRAY_QUEUES and m.gray for m in stored), [(m.queue_id, m.gray) for m in stored]
+
+
+def test_rpcs_not_served_yet_answer_not_implemented_at_once(shared: Cluster) -> None:
+    async def call() -> None:
+        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            ack = await stub.AckMessage(v2s.AckMessageRequest(), timeout=10)
+            assert ack.status.code == v2.NOT_IMPLEMENTED and "AckMessage" in ack.status.message
+            received = [r async for r in stub.ReceiveMessage(v2s.ReceiveMessageRequest(), timeout=10)]
+            assert [r.status.code for r in received] == [v2.NOT_IMPLEMENTED]
+
+    asyncio.run(call())
+
+
+def test_a_delayed_message_is_refused_as_unsupported(shared: Cluster) -> None:
+    async def call() -> v2s.SendMessageResponse:
+        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+            properties = v2.SystemProperties(message_id="01DELAYED", message_type=v2.DELAY, body_encoding=v2.IDENTITY)
+            message = v2.Message(topic=v2.Resource(name="GRPC_PLAIN"), body=b"later", system_properties=properties)
+            message.system_properties.delivery_timestamp.GetCurrentTime()
+            return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
+                v2s.SendMessageRequest(messages=[message]), timeout=10)
+
+    shared.create_topic("GRPC_PLAIN", QUEUES, GRAY)
+    response = asyncio.run(call())
+    assert response.status.code == v2.UNSUPPORTED and "DELAY" in response.status.message
+
+
+def test_grpc_port_with_tls_is_refused_in_one_line_until_the_endpoint_serves_tls(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", "broker", "--dev", "--grpc-port", "0",
+                           "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"),
+                           "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "graymq broker: invalid broker settings: --grpc-port does not serve TLS yet: run it without "
+        "--tls-cert/--tls-key"]
+    assert not (tmp_path / "store").exists()

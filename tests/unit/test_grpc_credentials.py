@@ -1,0 +1,64 @@
+"""The gRPC endpoint's credentials, without a network: RocketMQ's signature checked against a principal's token."""
+
+from __future__ import annotations
+
+import doctest
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from graymq.broker_ext.grpc_endpoint import credentials, route, settings
+from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, MAX_SKEW_S, Credentials, signature
+from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
+from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, token_digest
+from graymq.protocol.acl import Rights
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+
+pytestmark = pytest.mark.unit
+
+TOKEN = "gmq_orders-token"
+ORDERS = Principal("orders", Rights.of(["ORDER_*"], [], False, False))
+NOW = datetime(2026, 11, 27, 1, 30, tzinfo=UTC)
+
+
+def metadata(token: str, at: datetime = NOW, secret: str | None = None, client_id: str = "orders-v2-x@7@0@k") -> dict:
+    date_time = at.strftime(DATE_TIME_FORMAT)
+    return {"x-mq-client-id": client_id, "x-mq-date-time": date_time, "x-mq-language": "PYTHON",
+            "authorization": f"MQv2-HMAC-SHA1 Credential={token}, SignedHeaders=x-mq-date-time, "
+                             f"Signature={signature(secret or token, date_time)}"}
+
+
+def check(dev_mode: bool = False) -> Credentials:
+    return Credentials({token_digest(TOKEN): ORDERS}.get, dev_mode=dev_mode, now=lambda: NOW)
+
+
+def test_doctests() -> None:
+    for module in (credentials, route, settings):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_a_token_signed_call_is_its_principal_with_labels_for_gray_rules() -> None:
+    caller = check().authenticate(metadata(TOKEN))
+    assert caller.principal == ORDERS and caller.token == TOKEN
+    assert caller.labels == {"host": "orders-v2-x", "language": "python", "principal": "orders"}
+
+
+@pytest.mark.parametrize(("meta", "reason"), [
+    (metadata(TOKEN, secret="another"), "invalid credentials"),
+    (metadata("gmq_unknown"), "invalid credentials"),
+    (metadata(TOKEN, at=NOW - timedelta(seconds=MAX_SKEW_S + 1)), "from the broker's clock"),
+    (metadata(TOKEN, at=NOW + timedelta(seconds=MAX_SKEW_S + 1)), "from the broker's clock"),
+    ({**metadata(TOKEN), "x-mq-date-time": "yesterday"}, "is not %Y%m%dT%H%M%SZ"),
+    ({**metadata(TOKEN), "authorization": "Bearer x"}, "authorization is not"),
+    ({"x-mq-client-id": "a@1@0@x"}, "no credentials"),
+    (metadata(""), "no credentials"),
+])
+def test_a_bad_credential_is_unauthorized_with_its_reason(meta: dict, reason: str) -> None:
+    with pytest.raises(RocketMQStatusError) as refused:
+        check().authenticate(meta)
+    assert refused.value.code == v2.UNAUTHORIZED and reason in refused.value.message
+
+
+def test_dev_mode_takes_a_call_without_a_valid_credential_as_dev() -> None:
+    caller = check(dev_mode=True).authenticate({"x-mq-client-id": "pod-1@1@0@x"})
+    assert caller.principal == DEV_PRINCIPAL and caller.token is None and caller.labels == {"host": "pod-1"}

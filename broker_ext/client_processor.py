@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from graymq.broker_ext.consumer_manager import ConsumerManager
+from graymq.broker_ext.queue_locks import QueueLocks
+from graymq.broker_ext.topic_config import TopicConfigManager
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.constants import retry_topic
@@ -12,13 +14,12 @@ from graymq.protocol.errors import BadRequestError, ConsumerNotOnlineError
 from graymq.protocol.names import check_group_name
 from graymq.protocol.remoting import response_envelope
 
-if TYPE_CHECKING:
-    from graymq.broker_ext.broker_controller import BrokerController
-
 
 class ClientProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, topics: TopicConfigManager, consumers: ConsumerManager, locks: QueueLocks) -> None:
+        self.topics = topics
+        self.consumers = consumers
+        self.locks = locks
 
     def heartbeat(self, conn: Connection, req: pb.HeartbeatRequest) -> bytes:
         if not req.client_id:
@@ -28,19 +29,19 @@ class ClientProcessor:
             if problem:
                 raise BadRequestError(problem)
             if data.consume_model == pb.CLUSTERING:
-                self.broker.topics.ensure_retry_topic(retry_topic(data.group))
-            self.broker.consumers.register(req.client_id, conn, data)
-            self.broker.locks.renew(data.group, req.client_id)
+                self.topics.ensure_retry_topic(retry_topic(data.group))
+            self.consumers.register(req.client_id, conn, data)
+            self.locks.renew(data.group, req.client_id)
         return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
 
     def unregister(self, req: pb.UnregisterRequest) -> bytes:
         if req.consumer_group:
-            self.broker.consumers.unregister(req.consumer_group, req.client_id, "unregistered")
+            self.consumers.unregister(req.consumer_group, req.client_id, "unregistered")
         return response_envelope(pb.UNREGISTER_CLIENT)
 
     def consumer_list(self, req: pb.ConsumerListRequest) -> bytes:
         """The group's members and subscription tables, encoded once per change of the group (``listing``)."""
-        info = self.broker.consumers.get(req.consumer_group)
+        info = self.consumers.get(req.consumer_group)
         if info is None:
             raise ConsumerNotOnlineError(f"no consumer of group {req.consumer_group} is online on this broker")
         if info.listing is None:

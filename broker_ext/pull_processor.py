@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
+from graymq.broker_ext.consumer_manager import ConsumerManager
 from graymq.broker_ext.group_info import ConsumerGroupInfo
 from graymq.broker_ext.lock_processor import within_queue
-from graymq.broker_ext.store import GetResult, GetStatus
-from graymq.broker_ext.topic_config import TopicConfig
+from graymq.broker_ext.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.queue_locks import QueueLocks
+from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.stats import BrokerStats
+from graymq.broker_ext.store import GetResult, GetStatus, MessageStore
+from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.errors import (
@@ -18,9 +23,6 @@ from graymq.protocol.errors import (
     SubscriptionNotExistError,
 )
 from graymq.protocol.remoting import response_envelope
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.broker_controller import BrokerController
 
 _STATUS = {
     GetStatus.FOUND: pb.FOUND,
@@ -62,30 +64,41 @@ def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, r
 
 
 class PullProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """A pull waits at most ``max_long_poll_ms`` for new messages, whatever it asked for."""
+
+    def __init__(self, topics: TopicConfigManager, consumers: ConsumerManager, locks: QueueLocks,
+                 offsets: ConsumerOffsetManager, store: MessageStore, holds: PullRequestHoldService,
+                 stats: BrokerStats, role: ReplicaRole, *, max_long_poll_ms: int) -> None:
+        self.topics = topics
+        self.consumers = consumers
+        self.locks = locks
+        self.offsets = offsets
+        self.store = store
+        self.holds = holds
+        self.stats = stats
+        self.role = role
+        self.max_long_poll_ms = max_long_poll_ms
 
     def pull(self, req: pb.PullRequest) -> bytes | asyncio.Future[bytes]:
         """The response, or when the pull is held (long polling) a future of it: no task per pull."""
-        broker = self.broker
-        config = broker.topics.require(req.topic)
+        config = self.topics.require(req.topic)
         if not config.readable:
             raise NoPermissionError(f"topic {req.topic} is not readable")
         config.check_queue(req.queue_id)
-        group = broker.consumers.get(req.consumer_group)
+        group = self.consumers.get(req.consumer_group)
         check_gray_isolation(config, group, req)
         tags = self._tags(group, req)
-        owner = broker.locks.check(req.consumer_group, req.topic, req.queue_id, req.client_id)
+        owner = self.locks.check(req.consumer_group, req.topic, req.queue_id, req.client_id)
         if owner is not None:
             raise QueueLockedError(f"{req.topic}#{req.queue_id} of group {req.consumer_group} is held by client "
                                    f"{owner}")
         if req.commit_offset >= 0:  # a commit riding on the pull, kept within the queue's [min, max]
-            broker.role.fence()  # a commit changes state: the leader's alone, inside its lease
-            offset = within_queue(broker.store, req.topic, req.queue_id, req.commit_offset)
-            broker.offsets.commit(req.consumer_group, req.topic, req.queue_id, offset)
+            self.role.fence()  # a commit changes state: the leader's alone, inside its lease
+            offset = within_queue(self.store, req.topic, req.queue_id, req.commit_offset)
+            self.offsets.commit(req.consumer_group, req.topic, req.queue_id, offset)
         max_nums = max(1, min(req.max_msg_nums or 32, MAX_PULL_NUMS))
-        result = broker.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
-        timeout_s = min(req.suspend_timeout_ms, broker.settings.max_long_poll_ms) / 1000
+        result = self.store.get_messages(req.topic, req.queue_id, req.queue_offset, max_nums, tags)
+        timeout_s = min(req.suspend_timeout_ms, self.max_long_poll_ms) / 1000
         if result.status is GetStatus.NO_NEW_MSG and timeout_s > 0:
             return self._hold(config, req, result, max_nums, tags, timeout_s)
         return self._respond(config, req, result)
@@ -98,13 +111,13 @@ class PullProcessor:
             if response.done():  # cancelled: the connection closed while the pull was held
                 return
             try:
-                found = self.broker.store.get_messages(
+                found = self.store.get_messages(
                     req.topic, req.queue_id, req.queue_offset, max_nums, tags) if woken else result
                 response.set_result(self._respond(config, req, found))
             except Exception as exc:  # runs inside an append (notify): the connection answers and logs it
                 response.set_exception(exc)
 
-        self.broker.holds.hold(req.topic, req.queue_id, timeout_s, answer)
+        self.holds.hold(req.topic, req.queue_id, timeout_s, answer)
         return response
 
     def _tags(self, group: ConsumerGroupInfo | None, req: pb.PullRequest) -> frozenset[str] | None:
@@ -121,7 +134,7 @@ class PullProcessor:
     def _respond(self, config: TopicConfig, req: pb.PullRequest, result: GetResult) -> bytes:
         count = len(result.records)
         if count:
-            self.broker.stats.on_get(req.topic, req.queue_id in config.gray_queues, count)
+            self.stats.on_get(req.topic, req.queue_id in config.gray_queues, count)
         response = pb.PullResponse(
             status=_STATUS[result.status], next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset, max_offset=result.max_offset,

@@ -15,18 +15,17 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from graymq.broker_ext.config import BrokerSettings
+from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.replica_state import ReplicaState
+from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.replica_log import read_chunk
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import NotLeaderError, ReplicationTimeoutError
 from graymq.protocol.remoting import response_envelope
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.broker_controller import BrokerController
 
 MAX_CHUNK = 4 << 20
 STATE_EVERY_S = 0.5  # the leader's consumer and delay offsets go to followers at most this often
@@ -39,9 +38,14 @@ class Follower:
 
 
 class ReplicaFeed:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.role = broker.role
+    """``settings``: its name, ``replication_timeout_s`` and the in-sync limits (``replica_lag_s``,
+    ``replica_lag_bytes``); ``state``: what a fetch carries besides the log."""
+
+    def __init__(self, settings: BrokerSettings, role: ReplicaRole, store: MessageStore, state: ReplicaState) -> None:
+        self.settings = settings
+        self.role = role
+        self.store = store
+        self.state = state
         self.followers: dict[int, Follower] = {}
         # (end offset, tiebreak, future, its timeout's timer): a heap; an answered send's timer is cancelled, so
         # neither it nor what waits on the future (the response) outlives the answer
@@ -61,7 +65,7 @@ class ReplicaFeed:
             return None
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        timeout = self.broker.settings.replication_timeout_s
+        timeout = self.settings.replication_timeout_s
         timer = loop.call_later(timeout, _expire, future, end_offset, timeout)
         heapq.heappush(self._waiters, (end_offset, next(self._order), future, timer))
         return future
@@ -97,13 +101,13 @@ class ReplicaFeed:
         role = self.role
         if not role.leads or not role.replicated:
             raise NotLeaderError(role.not_leader_text())
-        if req.epoch != role.epoch or req.broker_name != self.broker.name:
-            raise NotLeaderError(f"broker {self.broker.name} replica {role.replica_id} leads epoch {role.epoch}; "
+        if req.epoch != role.epoch or req.broker_name != self.settings.name:
+            raise NotLeaderError(f"broker {self.settings.name} replica {role.replica_id} leads epoch {role.epoch}; "
                                  f"replica {req.replica_id} of {req.broker_name} asked under epoch {req.epoch}")
         follower = self.followers.setdefault(req.replica_id, Follower())
         follower.offset, follower.fetched_at = req.offset, time.monotonic()
         self._release()
-        store = self.broker.store
+        store = self.store
         max_bytes = max(1, min(req.max_bytes or MAX_CHUNK, MAX_CHUNK))
         chunk = read_chunk(store, req.offset, max_bytes)
         if not chunk.data and chunk.next_offset == req.offset and req.wait_ms > 0:
@@ -114,30 +118,23 @@ class ReplicaFeed:
                 pass
             chunk = read_chunk(store, req.offset, max_bytes)
         version = int(time.monotonic() / STATE_EVERY_S)
-        state = self._state() if version != req.state_version else b""
+        state = self.state.encode() if version != req.state_version else b""
         return response_envelope(pb.REPLICA_FETCH, pb.ReplicaFetchResponse(
             epoch=role.epoch, data=chunk.data, next_offset=chunk.next_offset, leader_end=store.max_physical_offset,
             segment_size=store.commitlog.segment_size, state_version=version, state=state))
 
-    def _state(self) -> bytes:
-        broker = self.broker
-        return json.dumps({"offsets": [list(item) for item in broker.offsets.items()],
-                           "delay": broker.schedule.snapshot(),
-                           "leases": [list(item) for item in broker.locks.snapshot()]},
-                          separators=(",", ":")).encode()
-
     def proposal(self) -> list[int]:
         """Who should be in sync now: this leader, and each follower that fetched within ``replica_lag_s`` and is
         within ``replica_lag_bytes`` of the log end."""
-        settings, now = self.broker.settings, time.monotonic()
-        end = self.broker.store.max_physical_offset
+        settings, now = self.settings, time.monotonic()
+        end = self.store.max_physical_offset
         fresh = [r for r, f in self.followers.items()
                  if now - f.fetched_at <= settings.replica_lag_s and end - f.offset <= settings.replica_lag_bytes]
         return sorted({self.role.replica_id, *fresh})
 
     def lag(self) -> dict[int, int]:
         """Bytes each follower is behind the log end."""
-        end = self.broker.store.max_physical_offset
+        end = self.store.max_physical_offset
         return {r: max(0, end - f.offset) for r, f in self.followers.items()}
 
 

@@ -9,10 +9,11 @@ written; the error is logged and the fetch repeated.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from typing import TYPE_CHECKING
 
+from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.replica_state import ReplicaState
+from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.replica_log import Chunk, ReplicationError, apply_chunk
 from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
@@ -20,9 +21,6 @@ from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.tls import broker_tls
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +30,15 @@ MAX_BYTES = 4 << 20
 
 
 class ReplicaFetcher:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self._client = BrokerClient(token=broker.settings.token, tls=broker_tls())
+    """Fetches as broker ``broker_name`` with ``token`` (a principal with the broker right)."""
+
+    def __init__(self, broker_name: str, token: str, role: ReplicaRole, store: MessageStore,
+                 state: ReplicaState) -> None:
+        self.broker_name = broker_name
+        self.role = role
+        self.store = store
+        self.state = state
+        self._client = BrokerClient(token=token, tls=broker_tls())
         self._task: asyncio.Task[None] | None = None
         self._target: tuple[str, int] | None = None  # (leader address, epoch)
         self._state_version = 0
@@ -62,13 +66,12 @@ class ReplicaFetcher:
         await self._client.close()
 
     async def _run(self, address: str, epoch: int) -> None:
-        broker, role = self.broker, self.broker.role
-        store = broker.store
-        log.info("broker %s replica %d copies the log of %s (epoch %d) from offset %d", broker.name,
+        name, role, store = self.broker_name, self.role, self.store
+        log.info("broker %s replica %d copies the log of %s (epoch %d) from offset %d", name,
                  role.replica_id, address, epoch, store.max_physical_offset)
         while True:
             offset = store.max_physical_offset
-            req = pb.ReplicaFetchRequest(broker_name=broker.name, replica_id=role.replica_id, epoch=epoch,
+            req = pb.ReplicaFetchRequest(broker_name=name, replica_id=role.replica_id, epoch=epoch,
                                          offset=offset, max_bytes=MAX_BYTES, wait_ms=WAIT_MS,
                                          state_version=self._state_version)
             try:
@@ -77,24 +80,15 @@ class ReplicaFetcher:
                 apply_chunk(store, offset, Chunk(resp.data, resp.next_offset), resp.segment_size)
             except (GrayMQError, ReplicationError) as exc:
                 self._log.warning((address, exc.code), "replica %d of %s: fetching from %s failed: %s; retrying",
-                                  role.replica_id, broker.name, address, exc.message)
+                                  role.replica_id, name, address, exc.message)
                 await asyncio.sleep(RETRY_S)
                 continue
             except OSError as exc:
                 self._log.warning((address, "os"), "replica %d of %s: writing what %s sent failed: %s; retrying",
-                                  role.replica_id, broker.name, address, exc)
+                                  role.replica_id, name, address, exc)
                 await asyncio.sleep(RETRY_S)
                 continue
             self.leader_end = resp.leader_end
             if resp.state:
-                self._apply_state(resp.state)
+                self.leases_copied = self.state.apply(resp.state) or self.leases_copied
                 self._state_version = resp.state_version
-
-    def _apply_state(self, raw: bytes) -> None:
-        state = json.loads(raw)
-        self.broker.offsets.replace((str(g), str(t), int(q), int(o)) for g, t, q, o in state["offsets"])
-        self.broker.schedule.replace_offsets({int(k): int(v) for k, v in state["delay"].items()})
-        if "leases" in state:  # a leader of an older version sends none
-            self.broker.locks.replace((str(g), str(t), int(q), str(c), float(left))
-                                      for g, t, q, c, left in state["leases"])
-            self.leases_copied = True

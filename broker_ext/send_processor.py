@@ -14,10 +14,12 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from graymq.broker_ext.producer_table import FORGOTTEN, ProducerTable, Stored, sequence_property
-from graymq.broker_ext.store import AppendResult, PutMessage
+from graymq.broker_ext.put_message_service import PutMessageService
+from graymq.broker_ext.replica_feed import ReplicaFeed
+from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import (
     KEY_SEPARATOR,
@@ -31,10 +33,6 @@ from graymq.protocol.constants import (
 from graymq.protocol.errors import BadRequestError, NotLeaderError
 from graymq.protocol.record import SYS_FLAG_GRAY
 from graymq.protocol.remoting import response_envelope
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.broker_controller import BrokerController
-    from graymq.broker_ext.replica_role import ReplicaRole
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +69,29 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
 
 
 class SendProcessor:
-    def __init__(self, broker: BrokerController, producers: ProducerTable) -> None:
-        self.broker = broker
+    """``sync_flush``: a send is answered once flushed; on a sync-replicated leader (``role``), once the in-sync
+    followers stored it too (``feed``)."""
+
+    def __init__(self, broker_name: str, put_service: PutMessageService, producers: ProducerTable,
+                 store: MessageStore, role: ReplicaRole, feed: ReplicaFeed, *, sync_flush: bool) -> None:
+        self.broker_name = broker_name
+        self.put_service = put_service
         self.producers = producers
+        self.store = store
+        self.role = role
+        self.feed = feed
+        self.sync_flush = sync_flush
 
     def send(self, req: pb.SendRequest) -> bytes | asyncio.Future[bytes]:
         msg = req.message
-        config = self.broker.topic_for_write(msg.topic)
+        config = self.put_service.topic_for_write(msg.topic)
         config.check_queue(req.queue_id)
         producer_id = req.producer_id
         if producer_id:
             known = self._known(producer_id, msg.topic, req.queue_id, req.sequence, [msg])
             if known is not None:
                 response = pb.SendResponse(
-                    status=pb.SEND_OK, msg_id=known.msg_id or msg.msg_id, broker_name=self.broker.name,
+                    status=pb.SEND_OK, msg_id=known.msg_id or msg.msg_id, broker_name=self.broker_name,
                     queue_id=req.queue_id, queue_offset=known.queue_offset,
                     commit_log_offset=known.commit_log_offset, duplicate=True,
                 )
@@ -97,7 +104,7 @@ class SendProcessor:
             self.producers.record(producer_id, msg.topic, req.queue_id, Stored(
                 req.sequence, result.queue_offset, result.physical_offset, result.end_offset, 1, msg.msg_id))
         response = pb.SendResponse(
-            status=pb.SEND_OK, msg_id=msg.msg_id, broker_name=self.broker.name, queue_id=req.queue_id,
+            status=pb.SEND_OK, msg_id=msg.msg_id, broker_name=self.broker_name, queue_id=req.queue_id,
             queue_offset=result.queue_offset, commit_log_offset=result.physical_offset,
         )
         return self._ack(pb.SEND_MESSAGE, response, result.end_offset)
@@ -105,7 +112,7 @@ class SendProcessor:
     def send_batch(self, req: pb.SendBatchRequest) -> bytes | asyncio.Future[bytes]:
         if not req.messages:
             raise BadRequestError("empty batch")
-        config = self.broker.topic_for_write(req.topic)
+        config = self.put_service.topic_for_write(req.topic)
         config.check_queue(req.queue_id)
         topic, queue_id, group = req.topic, req.queue_id, req.producer_group
         producer_id = req.producer_id
@@ -113,7 +120,7 @@ class SendProcessor:
             known = self._known(producer_id, topic, queue_id, req.sequence, req.messages)
             if known is not None:
                 response = pb.SendBatchResponse(
-                    status=pb.SEND_OK, msg_ids=[m.msg_id for m in req.messages], broker_name=self.broker.name,
+                    status=pb.SEND_OK, msg_ids=[m.msg_id for m in req.messages], broker_name=self.broker_name,
                     queue_id=queue_id, first_queue_offset=known.queue_offset, duplicate=True,
                 )
                 return self._ack(pb.SEND_BATCH, response, self._end_of(known))
@@ -131,7 +138,7 @@ class SendProcessor:
                 req.sequence, first.queue_offset, first.physical_offset, results[-1].end_offset, len(puts),
                 puts[0].properties[PROPERTY_MSG_ID]))
         response = pb.SendBatchResponse(
-            status=pb.SEND_OK, msg_ids=[p.properties[PROPERTY_MSG_ID] for p in puts], broker_name=self.broker.name,
+            status=pb.SEND_OK, msg_ids=[p.properties[PROPERTY_MSG_ID] for p in puts], broker_name=self.broker_name,
             queue_id=queue_id, first_queue_offset=first.queue_offset,
         )
         return self._ack(pb.SEND_BATCH, response, results[-1].end_offset)
@@ -160,11 +167,11 @@ class SendProcessor:
 
     def _end_of(self, known: Stored) -> int:
         """What the answer to a duplicate waits to be flushed: its request's end, or the log's when forgotten."""
-        return self.broker.store.max_physical_offset if known is FORGOTTEN else known.end_offset
+        return self.store.max_physical_offset if known is FORGOTTEN else known.end_offset
 
     def _append(self, puts: list[PutMessage]) -> list[AppendResult]:
         try:
-            return self.broker.append(puts)
+            return self.put_service.append(puts)
         except ValueError as exc:  # the store refuses a field (a separator in a property, a value out of range)
             raise BadRequestError(str(exc)) from exc
 
@@ -172,14 +179,13 @@ class SendProcessor:
              end_offset: int) -> bytes | asyncio.Future[bytes]:
         """The response now (async flush, or already durable to ``end_offset``), else a future answered after
         the flush."""
-        broker = self.broker
-        flushed = broker.store.flushed_future(end_offset) if broker.settings.flush == "sync" else None
-        replicated = broker.feed.acked(end_offset) if broker.role.sync else None
+        flushed = self.store.flushed_future(end_offset) if self.sync_flush else None
+        replicated = self.feed.acked(end_offset) if self.role.sync else None
         waits = [f for f in (flushed, replicated) if f is not None]
         if not waits:
             return response_envelope(method, response)
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        done = functools.partial(_answer_after, answer, method, response, waits, broker.role)
+        done = functools.partial(_answer_after, answer, method, response, waits, self.role)
         for future in waits:
             future.add_done_callback(done)
         return answer

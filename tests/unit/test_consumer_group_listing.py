@@ -4,7 +4,6 @@ releases of queue leases reach the members once per window, not once each."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -47,7 +46,7 @@ def listing(processor: ClientProcessor, group: str) -> tuple[bytes, pb.ConsumerL
 
 def test_consumer_list_is_encoded_once_per_change_of_the_group() -> None:
     manager = ConsumerManager(expiry_s=60)
-    processor = ClientProcessor(SimpleNamespace(consumers=manager))  # type: ignore[arg-type]
+    processor = ClientProcessor(topics=None, consumers=manager, locks=None)  # type: ignore[arg-type]
     manager.register("a", None, consumer_data("G"))
     first, response = listing(processor, "G")
     assert [c.client_id for c in response.clients] == ["a"]

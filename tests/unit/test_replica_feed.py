@@ -20,10 +20,10 @@ pytestmark = pytest.mark.unit
 
 def feed(timeout_s: float = 5.0, end: int = 1000) -> ReplicaFeed:
     role = ReplicaRole("b", 0, "sync", epoch=3, leader_id=0, in_sync=frozenset({0, 1}))
-    broker: Any = SimpleNamespace(role=role, name="b", store=SimpleNamespace(max_physical_offset=end),
-                                  settings=SimpleNamespace(replication_timeout_s=timeout_s, replica_lag_s=3.0,
-                                                           replica_lag_bytes=100))
-    return ReplicaFeed(broker)
+    settings: Any = SimpleNamespace(name="b", replication_timeout_s=timeout_s, replica_lag_s=3.0,
+                                    replica_lag_bytes=100)
+    store: Any = SimpleNamespace(max_physical_offset=end)
+    return ReplicaFeed(settings, role, store, state=None)  # type: ignore[arg-type]
 
 
 def test_a_sync_send_waits_for_every_in_sync_follower_and_only_them() -> None:

@@ -1,0 +1,80 @@
+"""The write path every producer of messages shares (sends, send-backs, delayed deliveries): the topic a write may
+go to, the append to the store, and what an append wakes (long polls, followers) and counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.stats import BrokerStats
+from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
+from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
+from graymq.protocol.errors import TopicNotExistError
+
+
+class PutMessageService:
+    """Appends to the store; ``on_appended`` (a replicated broker's feed, set by the controller) hears of every
+    append.
+
+    ``auto_create`` (dev mode): a write to an unknown topic creates it with ``default_layout`` (queues, gray queues).
+    """
+
+    def __init__(self, broker_name: str, store: MessageStore, topics: TopicConfigManager, stats: BrokerStats,
+                 holds: PullRequestHoldService, *, auto_create: bool = False,
+                 default_layout: tuple[int, int] = (8, 2)) -> None:
+        self._broker_name = broker_name
+        self._store = store
+        self._topics = topics
+        self._stats = stats
+        self._holds = holds
+        self.on_appended: Callable[[], None] | None = None
+        self._auto_create = auto_create
+        self._default_layout = default_layout
+        self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its gray ids)
+
+    def topic_for_write(self, topic: str) -> TopicConfig:
+        """The topic's config if it takes writes (``TopicNotExistError``, ``NoPermissionError`` otherwise)."""
+        config = self._topics.get(topic)
+        if config is None and self._auto_create:
+            config = self._topics.ensure(topic, *self._default_layout)
+        if config is None:
+            raise TopicNotExistError(f"topic {topic} does not exist on broker {self._broker_name} "
+                                     "(unknown to the name server, or not picked up by this broker yet)")
+        return self._topics.require_writable(topic)
+
+    def append(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
+        """Append to the store, count, and wake the long polls of every queue written.
+
+        Counted per queue written, not per message: a batch costs one stats update and one wake-up.
+        """
+        results = self._store.put_messages(messages)
+        if self.on_appended is not None:
+            self.on_appended()
+        if len(messages) == 1:  # a plain send
+            put = messages[0]
+            self._stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), 1, results[0].size)
+            self._holds.notify(put.topic, put.queue_id)
+            return results
+        written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes]
+        for put, result in zip(messages, results, strict=True):
+            key = (put.topic, put.queue_id)
+            counts = written.get(key)
+            if counts is None:
+                written[key] = [1, result.size]
+            else:
+                counts[0] += 1
+                counts[1] += result.size
+        for (topic, queue_id), (count, size) in written.items():
+            self._stats.on_put(topic, self._is_gray_queue(topic, queue_id), count, size)
+            self._holds.notify(topic, queue_id)
+        return results
+
+    def _is_gray_queue(self, topic: str, queue_id: int) -> bool:
+        """From the topic's current config; its gray ids are computed once per config, not per put."""
+        config = self._topics.get(topic)
+        if config is None:
+            return False
+        known = self._gray_queues.get(topic)
+        if known is None or known[0] is not config:
+            known = self._gray_queues[topic] = (config, frozenset(config.gray_queues))
+        return queue_id in known[1]

@@ -45,6 +45,7 @@ NORMAL = Side(gray=False, gray_switch=True)
 class _Registration:
     """One stock producer in one producer group (a topic): the name server's last answer, applied."""
 
+    topic: str
     nameserver: NameServerClient
     membership: Membership | None = None
     gray: bool = False
@@ -54,7 +55,7 @@ class _Registration:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     def report(self) -> dict[str, Any]:
-        return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [], "queues": [],
+        return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [self.topic], "queues": [],
                 "gray_marks": self.gray_marks}
 
     async def apply(self, answer: dict[str, Any]) -> None:
@@ -106,7 +107,7 @@ class ProducerSides:
         registration = self._registrations.get(key)
         if registration is None:
             registration = self._registrations[key] = _Registration(
-                NameServerClient(self.nameserver_urls, token=caller.token))
+                topic, NameServerClient(self.nameserver_urls, token=caller.token))
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
                 labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,

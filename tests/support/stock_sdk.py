@@ -3,24 +3,68 @@
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 DRIVER = Path(__file__).with_name("stock_sdk_driver.py")
 
 
+def _command(endpoint: str, topic: str, messages: list[dict[str, Any]], ak: str, sk: str) -> list[str]:
+    spec = {"endpoint": endpoint, "topic": topic, "messages": messages, "ak": ak, "sk": sk}
+    return [sys.executable, str(DRIVER), json.dumps(spec)]
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {"HOME": str(home), "PATH": "/usr/bin:/bin"}  # HOME: where the SDK writes its logs
+
+
 def sdk_send(endpoint: str, topic: str, messages: list[dict[str, Any]], home: Path, *, ak: str = "",
              sk: str = "", timeout: float = 60.0) -> list[dict[str, Any]]:
     """Send ``messages`` with the SDK's Producer; one result per message (``message_id``/``offset`` or ``error``),
     or a single ``startup_error``. ``home`` takes the SDK's log files."""
-    spec = {"endpoint": endpoint, "topic": topic, "messages": messages, "ak": ak, "sk": sk}
-    done = subprocess.run([sys.executable, str(DRIVER), json.dumps(spec)], capture_output=True, text=True,
-                          timeout=timeout, env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(_command(endpoint, topic, messages, ak, sk), capture_output=True, text=True,
+                          timeout=timeout, env=_env(home))
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert results, f"the SDK driver printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
-    return results
+    return [r for r in results if "client_id" not in r]
+
+
+class StockProducer:
+    """The SDK driver as a running process: its lines as they come (``next``), ``resume`` after a pause."""
+
+    def __init__(self, endpoint: str, topic: str, messages: list[dict[str, Any]], home: Path) -> None:
+        self.proc = subprocess.Popen(_command(endpoint, topic, messages, "", ""), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(home))
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put("")
+
+    def next(self, timeout: float = 30.0) -> dict[str, Any]:
+        line = self._lines.get(timeout=timeout)
+        assert line, f"the SDK driver exited ({self.proc.poll()}) before printing what was expected"
+        return dict(json.loads(line))
+
+    def resume(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def sdk_log(home: Path) -> str:

@@ -2,8 +2,9 @@
 
 The SDK's generated modules and graymq's register the same ``apache/rocketmq/v2`` protos, so they cannot share a
 process: the tests run this script. Argument: a JSON spec ``{"endpoint", "ak", "sk", "topic", "messages": [{"body",
-"tag", "keys", "properties", "group"}]}``. Prints one JSON line per message, ``{"message_id", "offset"}`` or
-``{"error"}``, then exits 0 (1 when the producer cannot start: the reason on the last line).
+"tag", "keys", "properties", "group"} or {"pause": true}]}``. Prints ``{"client_id"}`` once started, then one JSON
+line per message, ``{"message_id", "offset"}`` or ``{"error"}``, and ``{"paused": true}`` at a pause (it goes on
+after a line on stdin); exits 0 (1 when the producer cannot start: the reason on the last line).
 """
 
 from __future__ import annotations
@@ -26,8 +27,13 @@ def main(spec: dict) -> int:
     except Exception as exc:  # the reason is the test's to check
         print(json.dumps({"startup_error": str(exc)}), flush=True)
         return 1
+    print(json.dumps({"client_id": producer.client_id}), flush=True)
     try:
         for item in spec["messages"]:
+            if item.get("pause"):
+                print(json.dumps({"paused": True}), flush=True)
+                sys.stdin.readline()
+                continue
             message = Message()
             message.topic = spec["topic"]
             message.body = item["body"].encode()

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -22,8 +23,9 @@ from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
+from tests.support.cli import wait_for
 from tests.support.cluster import Cluster, module_processes
-from tests.support.stock_sdk import sdk_send
+from tests.support.stock_sdk import StockProducer, sdk_send
 
 pytestmark = pytest.mark.integration
 
@@ -155,3 +157,40 @@ def test_grpc_port_with_tls_is_refused_in_one_line_until_the_endpoint_serves_tls
         "graymq broker: invalid broker settings: --grpc-port does not serve TLS yet: run it without "
         "--tls-cert/--tls-key"]
     assert not (tmp_path / "store").exists()
+
+
+def producer_view(cluster: Cluster, group: str, client_id: str) -> dict[str, Any] | None:
+    answer = cluster.ns_call(lambda ns: ns.group_clients(group, "producer"))
+    return next((c for c in answer["clients"] if c["client_id"] == client_id), None)
+
+
+def test_a_running_stock_producer_is_a_client_of_its_topics_producer_group_and_a_flip_moves_its_sends(
+        shared: Cluster, tmp_path: Path) -> None:
+    topic = "GRPC_FLIP"
+    shared.create_topic(topic, QUEUES, GRAY)
+    shared.ns_call(lambda ns: ns.set_switch(topic, True))
+    shared.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
+    steps = [*({"body": f"before-{i}"} for i in range(3)), {"pause": True}, *({"body": f"after-{i}"} for i in range(3))]
+    producer = StockProducer(grpc_address(shared), topic, steps, tmp_path)
+    try:
+        client_id = producer.next()["client_id"]
+        assert all("message_id" in producer.next() for _ in range(3))
+        assert producer.next() == {"paused": True}
+        view = producer_view(shared, topic, client_id)
+        assert view is not None and view["gray"] and view["desired_gray"]
+        assert view["labels"] == {"host": socket.gethostname(), "language": "python"}
+
+        shared.ns_call(lambda ns: ns.set_flag(topic, client_id, False, reason="v2 is normal now"))
+        wait_for(lambda: not (producer_view(shared, topic, client_id) or {"gray": True})["gray"], 20,
+                 "the broker to apply and report the stock producer's normal flag")
+        producer.resume()
+        assert all("message_id" in producer.next() for _ in range(3))
+        assert producer.wait() == 0
+    finally:
+        producer.kill()
+    wait_for(lambda: producer_view(shared, topic, client_id) is None, 20,
+             "the stock producer to leave its group at shutdown")
+
+    stored = {m.body.decode(): m for m in read_all(shared.ns_url, topic, 6)}
+    assert all(stored[f"before-{i}"].queue_id in GRAY_QUEUES and stored[f"before-{i}"].gray for i in range(3))
+    assert all(stored[f"after-{i}"].queue_id not in GRAY_QUEUES and not stored[f"after-{i}"].gray for i in range(3))

@@ -78,7 +78,6 @@ class Credentials:
         self._principal_of = principal_of  # token digest -> principal (the broker's principal table)
         self.dev_mode = dev_mode
         self._now = now
-        self.refused = 0
 
     def authenticate(self, metadata: Mapping[str, str]) -> Caller:
         client_id = metadata.get("x-mq-client-id", "")
@@ -87,7 +86,6 @@ class Credentials:
             principal, token = self._verify(metadata)
         except RocketMQStatusError:
             if not self.dev_mode:
-                self.refused += 1
                 raise
             return Caller(DEV_PRINCIPAL, None, client_id, labels)
         return Caller(principal, token, client_id, {**labels, "principal": principal.name})

@@ -21,6 +21,7 @@ from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
 from graymq.broker_ext.grpc_endpoint.route import RouteService
 from graymq.broker_ext.grpc_endpoint.send import SendService
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError, status
+from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
@@ -45,6 +46,7 @@ class GrpcEndpoint:
                  sends: SendService) -> None:
         self.credentials = credentials
         self.clients = clients
+        self._refusals = ThrottledLog(log, 10.0)  # a misconfigured client retrying logs once per peer and window
         self._unary: dict[str, Unary] = {
             "QueryRoute": routes.query_route,
             "Heartbeat": clients.heartbeat,
@@ -97,16 +99,20 @@ class GrpcEndpoint:
                 return await serve(request, self.credentials.authenticate(_metadata(context)))
             except RocketMQStatusError as refused:
                 if refused.code == v2.UNAUTHORIZED:
-                    log.warning("refused a gRPC call from %s: %s", context.peer(), refused.message)
+                    self._log_refusal(context.peer(), refused)
                 return response_type(status=refused.to_status())
         return call
+
+    def _log_refusal(self, peer: str, refused: RocketMQStatusError) -> None:
+        self._refusals.log(logging.WARNING, ("refused", peer.rpartition(":")[0]), "refused a gRPC call from %s: %s",
+                           peer, refused.message)
 
     async def _telemetry(self, commands: AsyncIterator[v2s.TelemetryCommand], context: grpc.aio.ServicerContext
                          ) -> AsyncIterator[v2s.TelemetryCommand]:
         try:
             caller = self.credentials.authenticate(_metadata(context))
         except RocketMQStatusError as refused:
-            log.warning("refused a telemetry stream from %s: %s", context.peer(), refused.message)
+            self._log_refusal(context.peer(), refused)
             yield v2s.TelemetryCommand(status=refused.to_status())
             return
         async for command in self.clients.telemetry(commands, caller):

@@ -29,7 +29,7 @@ from graymq.broker_ext.replica_state import ReplicaState
 from graymq.broker_ext.retry import ScheduleMessageService, SendBackProcessor
 from graymq.broker_ext.send_processor import SendProcessor
 from graymq.broker_ext.stats import BrokerStats
-from graymq.broker_ext.store import MessageStore, StoreConfig
+from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.background import BlockingWork
 from graymq.broker_ext.topic_config import TopicConfigManager
 from graymq.protocol.errors import GrayMQError
@@ -47,11 +47,7 @@ class BrokerController:
         self.address = ""  # set by the server once bound
         config_dir = settings.store_dir / "config"
         config_dir.mkdir(parents=True, exist_ok=True)
-        self.store = MessageStore(StoreConfig(
-            store_dir=settings.store_dir, segment_size=settings.segment_size,
-            cq_units_per_file=settings.cq_units_per_file, flush=settings.flush,
-            flush_interval_ms=settings.flush_interval_ms, retention_hours=settings.retention_hours,
-        ))
+        self.store = MessageStore(settings)  # validated once, as BrokerSettings
         self.topics = TopicConfigManager(config_dir, retry_queue_nums=settings.retry_queue_nums,
                                          retry_gray_queue_nums=settings.retry_gray_queue_nums)
         self.offsets = ConsumerOffsetManager(config_dir)

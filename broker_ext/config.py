@@ -12,6 +12,7 @@ from graymq.protocol.constants import DELAY_LEVELS_S
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from graymq.protocol.names import check_broker_name
+from graymq.protocol.record import MAX_RECORD_SIZE
 
 
 class BrokerSettings(BaseSettings):
@@ -44,6 +45,14 @@ class BrokerSettings(BaseSettings):
     segment_size: int = Field(1 << 30, ge=4096)  # commit log segment bytes (an existing store keeps its own)
     cq_units_per_file: int = Field(300_000, ge=1)  # consume-queue units (20 bytes) per preallocated file
     retention_hours: float = Field(72.0, gt=0)
+    # the store's own settings, handed to it as they are (broker_ext/store/message_store.py StoreSettings)
+    sync_flush_timeout_ms: int = Field(5_000, ge=1)  # sync flush: a send whose flush takes longer fails
+    disk_warn_ratio: float = Field(0.75, gt=0, le=1)  # above: retention deletes the oldest segments even if young
+    disk_critical_ratio: float = Field(0.90, gt=0, le=1)  # above: writes are refused (DISK_FULL)
+    max_message_size: int = Field(4 << 20, ge=1, le=MAX_RECORD_SIZE // 2)  # body bytes
+    store_host: str = ""  # "host:port" stamped into every record
+    checkpoint_interval_ms: int = Field(1_000, ge=1)
+    retention_interval_ms: int = Field(10_000, ge=1)
     metrics_port: int | None = Field(None, ge=0, le=65535)
     grpc_port: int | None = Field(None, ge=0, le=65535)  # RocketMQ 5 gRPC for stock SDKs (broker_ext/grpc_endpoint)
     max_frame_size: int = Field(DEFAULT_MAX_FRAME_SIZE, ge=1024)
@@ -83,6 +92,9 @@ class BrokerSettings(BaseSettings):
     def _check_tls_pair(self) -> BrokerSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together")
+        if self.disk_warn_ratio > self.disk_critical_ratio:
+            raise ValueError(f"disk_warn_ratio {self.disk_warn_ratio} is above disk_critical_ratio "
+                             f"{self.disk_critical_ratio}: retention must start before writes are refused")
         if self.grpc_port is not None and self.tls_cert is not None:
             raise ValueError("--grpc-port does not serve TLS yet: run it without --tls-cert/--tls-key")
         if self.replication is not None and not self.nameserver:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 from graymq.broker_ext.store.atomic_file import fsync_dir, write_atomic
 from graymq.broker_ext.store.background import BlockingWork, cancel_and_wait
@@ -57,6 +57,38 @@ log = logging.getLogger(__name__)
 MAX_QUEUE_ID = 65535
 MAX_SCAN_UNITS = 2000  # consume-queue units one get_messages call may scan past the filter
 NO_TIMESTAMP = 1 << 63
+
+
+class StoreSettings(Protocol):
+    """What the store reads of its settings, validated by their owner: ``StoreConfig`` for a store on its own
+    (``graymq broker verify``, tests), the broker's ``BrokerSettings`` as is."""
+
+    @property
+    def store_dir(self) -> Path: ...
+    @property
+    def segment_size(self) -> int: ...
+    @property
+    def cq_units_per_file(self) -> int: ...
+    @property
+    def flush(self) -> Literal["async", "sync"]: ...
+    @property
+    def flush_interval_ms(self) -> int: ...
+    @property
+    def sync_flush_timeout_ms(self) -> int: ...
+    @property
+    def retention_hours(self) -> float: ...
+    @property
+    def disk_warn_ratio(self) -> float: ...
+    @property
+    def disk_critical_ratio(self) -> float: ...
+    @property
+    def max_message_size(self) -> int: ...
+    @property
+    def store_host(self) -> str: ...
+    @property
+    def checkpoint_interval_ms(self) -> int: ...
+    @property
+    def retention_interval_ms(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -146,7 +178,7 @@ class MessageStore:
     """
 
     def __init__(
-        self, config: StoreConfig, *, disk_usage: Callable[[Path], float] = disk_usage,
+        self, config: StoreSettings, *, disk_usage: Callable[[Path], float] = disk_usage,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self.config = config

@@ -59,26 +59,12 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         from graymq.broker_ext.grpc_endpoint.wiring import start_grpc_endpoint  # grpcio: only when asked for
 
         grpc_endpoint, info["grpc"] = await start_grpc_endpoint(broker, settings, settings.grpc_port)
-    registry: NameServerRegistry | None = None
-    lease: ReplicaLease | None = None
-    if settings.nameserver_urls:
-        registry = NameServerRegistry(broker, settings.nameserver_urls, settings.register_interval_s)
-        await registry.register_once()
-        registry.start()
-        broker.access.refresh = PrincipalRefresh(registry.read_principals)
-    if settings.replication is not None:
-        lease = ReplicaLease(broker, settings.nameserver_urls)
-        lease.start()
+    registry, lease = await _start_nameserver_links(settings, broker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if settings.dev_mode:
-        log.warning("broker %s runs in dev mode: authentication is off, every connection has every right",
-                    broker.name)
-    log.info("broker %s serving on %s%s (store %s, flush %s, segments of %d bytes%s)", broker.name, broker.address,
-             " over TLS" if tls else "", settings.store_dir, settings.flush, settings.segment_size,
-             f", replica {settings.replica_id}, {settings.replication} replication" if settings.replication else "")
+    _log_serving(settings, broker, tls is not None)
     # What start-up built (modules, protobuf descriptors, recovered tables) lives until exit: out of the
     # collector's sight, a full collection scans only what serving creates (a 10-25 ms pause otherwise).
     gc.collect()
@@ -105,6 +91,32 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     if fatal is not None:
         raise fatal
     log.info("broker %s stopped cleanly", broker.name)
+
+
+async def _start_nameserver_links(settings: BrokerSettings, broker: BrokerController
+                                  ) -> tuple[NameServerRegistry | None, ReplicaLease | None]:
+    """Register with the name servers (principals refreshed from them) and, in a broker set, take part in its
+    leader lease; neither without a name server."""
+    registry: NameServerRegistry | None = None
+    lease: ReplicaLease | None = None
+    if settings.nameserver_urls:
+        registry = NameServerRegistry(broker, settings.nameserver_urls, settings.register_interval_s)
+        await registry.register_once()
+        registry.start()
+        broker.access.refresh = PrincipalRefresh(registry.read_principals)
+    if settings.replication is not None:
+        lease = ReplicaLease(broker, settings.nameserver_urls)
+        lease.start()
+    return registry, lease
+
+
+def _log_serving(settings: BrokerSettings, broker: BrokerController, over_tls: bool) -> None:
+    if settings.dev_mode:
+        log.warning("broker %s runs in dev mode: authentication is off, every connection has every right",
+                    broker.name)
+    log.info("broker %s serving on %s%s (store %s, flush %s, segments of %d bytes%s)", broker.name, broker.address,
+             " over TLS" if over_tls else "", settings.store_dir, settings.flush, settings.segment_size,
+             f", replica {settings.replica_id}, {settings.replication} replication" if settings.replication else "")
 
 
 async def _wait_stop_or_fatal(stop: asyncio.Event, broker: BrokerController) -> StoreFatalError | None:

@@ -42,10 +42,11 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 class GrpcEndpoint:
     """``await start(host, port)`` → the bound port; ``await stop()``."""
 
-    def __init__(self, credentials: Credentials, routes: RouteService, clients: ClientTable,
-                 sends: SendService) -> None:
+    def __init__(self, credentials: Credentials, routes: RouteService, clients: ClientTable, sends: SendService,
+                 *, tls: tuple[bytes, bytes] | None = None) -> None:
         self.credentials = credentials
         self.clients = clients
+        self._tls = tls  # (private key, certificate chain), PEM: the port speaks TLS only
         self._refusals = ThrottledLog(log, 10.0)  # a misconfigured client retrying logs once per peer and window
         self._unary: dict[str, Unary] = {
             "QueryRoute": routes.query_route,
@@ -59,7 +60,11 @@ class GrpcEndpoint:
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             SERVICE.full_name, {method.name: self._handler(method) for method in SERVICE.methods}),))
-        bound = server.add_insecure_port(f"{host}:{port}")
+        address = f"{host}:{port}"
+        if self._tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, grpc.ssl_server_credentials([self._tls]))
         await server.start()
         self._server = server
         self.clients.sides.start()

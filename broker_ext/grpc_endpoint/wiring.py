@@ -22,19 +22,23 @@ FRAME_HEADROOM = 64 << 10  # a stored message must fit a graymq pull frame with 
 
 async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings, port: int
                               ) -> tuple[GrpcEndpoint, str]:
-    """Serve MessagingService on ``port`` of the broker's host; the endpoint and its ``host:port`` for clients
-    (the broker address's host)."""
+    """Serve MessagingService on ``port`` of the broker's host (over TLS with the broker's certificate when it has
+    one); the endpoint and its ``host:port`` for clients (the broker address's host)."""
     limits = EndpointLimits(max_body_size=min(MAX_BODY_SIZE, settings.max_frame_size - FRAME_HEADROOM),
                             long_polling_timeout_s=min(20.0, settings.max_long_poll_ms / 1000),
                             delay_levels_s=settings.delay_levels_s)
     sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
                           expiry_s=settings.client_expiry_s)
+    tls = None
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        tls = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
     address = ""  # the route's endpoint: known once bound, read at each QueryRoute
     endpoint = GrpcEndpoint(
         Credentials(broker.principals.get, dev_mode=settings.dev_mode),
         RouteService(broker.name, lambda: address, broker.topics.get),
         ClientTable(limits, sides),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
+        tls=tls,
     )
     bound = await endpoint.start(settings.host, port)
     address = f"{broker.address.rpartition(':')[0]}:{bound}"

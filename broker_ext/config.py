@@ -54,7 +54,7 @@ class BrokerSettings(BaseSettings):
     checkpoint_interval_ms: int = Field(1_000, ge=1)
     retention_interval_ms: int = Field(10_000, ge=1)
     metrics_port: int | None = Field(None, ge=0, le=65535)
-    grpc_port: int | None = Field(None, ge=0, le=65535)  # RocketMQ 5 gRPC for stock SDKs (broker_ext/grpc_endpoint)
+    grpc_port: int | None = Field(None, ge=0, le=65535)  # RocketMQ 5 gRPC for stock SDKs; TLS with tls_cert/key too
     max_frame_size: int = Field(DEFAULT_MAX_FRAME_SIZE, ge=1024)
     auto_create_topic: bool = False
     default_queue_nums: int = Field(8, ge=1)
@@ -95,8 +95,6 @@ class BrokerSettings(BaseSettings):
         if self.disk_warn_ratio > self.disk_critical_ratio:
             raise ValueError(f"disk_warn_ratio {self.disk_warn_ratio} is above disk_critical_ratio "
                              f"{self.disk_critical_ratio}: retention must start before writes are refused")
-        if self.grpc_port is not None and self.tls_cert is not None:
-            raise ValueError("--grpc-port does not serve TLS yet: run it without --tls-cert/--tls-key")
         if self.replication is not None and not self.nameserver:
             raise ValueError("--replication needs a name server: it elects the set's leader")
         return self

@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--flush", choices=["async", "sync"], help="flush mode (GRAYMQ_BROKER_FLUSH, default async)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 = free port)")
     p.add_argument("--grpc-port", type=int, metavar="P",
-                   help="serve RocketMQ 5 gRPC (MessagingService) for the stock RocketMQ SDKs on this port (0 = free "
-                   "port; GRAYMQ_BROKER_GRPC_PORT, default off)")
+                   help="serve RocketMQ 5 gRPC (MessagingService) for the stock RocketMQ SDKs on this port, over TLS "
+                   "with --tls-cert/--tls-key (0 = free port; GRAYMQ_BROKER_GRPC_PORT, default off)")
     p.add_argument("--advertised-address", help="host:port clients should dial, when not the bound address")
     p.add_argument("--segment-size", type=parse_size, metavar="SIZE",
                    help="commit log segment size for a new store: bytes or 64M, 1G... (GRAYMQ_BROKER_SEGMENT_SIZE "

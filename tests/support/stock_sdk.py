@@ -13,21 +13,25 @@ from typing import Any
 DRIVER = Path(__file__).with_name("stock_sdk_driver.py")
 
 
-def _command(endpoint: str, topic: str, messages: list[dict[str, Any]], ak: str, sk: str) -> list[str]:
-    spec = {"endpoint": endpoint, "topic": topic, "messages": messages, "ak": ak, "sk": sk}
+def _command(endpoint: str, topic: str, messages: list[dict[str, Any]], ak: str = "", sk: str = "",
+             tls: bool = False) -> list[str]:
+    spec = {"endpoint": endpoint, "topic": topic, "messages": messages, "ak": ak, "sk": sk, "tls": tls}
     return [sys.executable, str(DRIVER), json.dumps(spec)]
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {"HOME": str(home), "PATH": "/usr/bin:/bin"}  # HOME: where the SDK writes its logs
+def _env(home: Path, tls_ca: Path | None = None) -> dict[str, str]:
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}  # HOME: where the SDK writes its logs
+    if tls_ca is not None:  # the SDK verifies TLS against gRPC's default roots
+        env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(tls_ca)
+    return env
 
 
 def sdk_send(endpoint: str, topic: str, messages: list[dict[str, Any]], home: Path, *, ak: str = "",
-             sk: str = "", timeout: float = 60.0) -> list[dict[str, Any]]:
+             sk: str = "", tls_ca: Path | None = None, timeout: float = 60.0) -> list[dict[str, Any]]:
     """Send ``messages`` with the SDK's Producer; one result per message (``message_id``/``offset`` or ``error``),
-    or a single ``startup_error``. ``home`` takes the SDK's log files."""
-    done = subprocess.run(_command(endpoint, topic, messages, ak, sk), capture_output=True, text=True,
-                          timeout=timeout, env=_env(home))
+    or a single ``startup_error``. ``home`` takes the SDK's log files; ``tls_ca``: connect over TLS trusting it."""
+    done = subprocess.run(_command(endpoint, topic, messages, ak, sk, tls_ca is not None), capture_output=True,
+                          text=True, timeout=timeout, env=_env(home, tls_ca))
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert results, f"the SDK driver printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
     return [r for r in results if "client_id" not in r]
@@ -37,7 +41,7 @@ class StockProducer:
     """The SDK driver as a running process: its lines as they come (``next``), ``resume`` after a pause."""
 
     def __init__(self, endpoint: str, topic: str, messages: list[dict[str, Any]], home: Path) -> None:
-        self.proc = subprocess.Popen(_command(endpoint, topic, messages, "", ""), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(_command(endpoint, topic, messages), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(home))
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -1,10 +1,11 @@
 """Drive the stock RocketMQ 5 Python SDK (``rocketmq-python-client``) in a process of its own.
 
 The SDK's generated modules and graymq's register the same ``apache/rocketmq/v2`` protos, so they cannot share a
-process: the tests run this script. Argument: a JSON spec ``{"endpoint", "ak", "sk", "topic", "messages": [{"body",
-"tag", "keys", "properties", "group"} or {"pause": true}]}``. Prints ``{"client_id"}`` once started, then one JSON
-line per message, ``{"message_id", "offset"}`` or ``{"error"}``, and ``{"paused": true}`` at a pause (it goes on
-after a line on stdin); exits 0 (1 when the producer cannot start: the reason on the last line).
+process: the tests run this script. Argument: a JSON spec ``{"endpoint", "ak", "sk", "tls", "topic", "messages"}``,
+each message ``{"body", "tag", "keys", "properties", "group"}`` or ``{"pause": true}``. Prints ``{"client_id"}``
+once started, then one JSON line per message, ``{"message_id", "offset"}`` or ``{"error"}``, and
+``{"paused": true}`` at a pause (it goes on after a line on stdin); exits 0 (1 when the producer cannot start: the
+reason on the last line).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def main(spec: dict) -> int:
     Misc.get_local_ip = staticmethod(lambda: "127.0.0.1")
     config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
                                  request_timeout=5)
-    producer = Producer(config, (spec["topic"],))
+    producer = Producer(config, (spec["topic"],), tls_enable=spec.get("tls", False))
     try:
         producer.startup()
     except Exception as exc:  # the reason is the test's to check

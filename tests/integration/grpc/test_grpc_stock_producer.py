@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,17 +144,6 @@ def test_a_delayed_message_is_refused_as_unsupported(shared: Cluster) -> None:
     shared.create_topic("GRPC_PLAIN", QUEUES, GRAY)
     response = asyncio.run(call())
     assert response.status.code == v2.UNSUPPORTED and "DELAY" in response.status.message
-
-
-def test_grpc_port_with_tls_is_refused_in_one_line_until_the_endpoint_serves_tls(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", "broker", "--dev", "--grpc-port", "0",
-                           "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"),
-                           "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
-        "graymq broker: invalid broker settings: --grpc-port does not serve TLS yet: run it without "
-        "--tls-cert/--tls-key"]
-    assert not (tmp_path / "store").exists()
 
 
 def producer_view(cluster: Cluster, group: str, client_id: str) -> dict[str, Any] | None:

@@ -109,7 +109,7 @@ class ScheduleMessageService:
             self.persist()
 
     def start(self, supervisor: Supervisor) -> None:
-        """Deliver in a loop ``supervisor`` restarts after an unexpected failure."""
+        """Deliver every ``interval_s`` in a task ``supervisor`` tracks (a failed round is logged and retried)."""
         self._task = supervisor.spawn("schedule-service", self._run)
 
     def pause(self) -> None:
@@ -128,9 +128,12 @@ class ScheduleMessageService:
 
     async def _run(self) -> None:
         while True:
-            if self.deliver_due(int(time.time() * 1000)):
-                # written and fsynced off the loop, one write at a time (this loop awaits it)
-                await self._file_work.write_json(self._path, self.snapshot())
+            try:
+                if self.deliver_due(int(time.time() * 1000)):
+                    # written and fsynced off the loop, one write at a time (this loop awaits it)
+                    await self._file_work.write_json(self._path, self.snapshot())
+            except Exception:  # one message that cannot move must not stop the others' delivery for long
+                log.exception("schedule service failed; retrying")
             await asyncio.sleep(self._interval_s)
 
     def deliver_due(self, now_ms: int) -> int:

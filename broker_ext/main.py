@@ -10,6 +10,7 @@ import asyncio
 import gc
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from contextlib import suppress
 
@@ -39,8 +40,25 @@ def with_store_layout(settings: BrokerSettings) -> BrokerSettings:
     return settings.model_copy(update=kept) if kept else settings
 
 
+def refuse_taken_ports(settings: BrokerSettings) -> None:
+    """Bind each configured port once and let it go, before the store loads: a port in use is then the only line
+    the broker prints, not the last after the store's. Raises the bind's ``OSError``, naming the address as
+    asyncio's own bind error does."""
+    for port in (settings.port, settings.metrics_port, settings.grpc_port):
+        if not port:
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((settings.host, port))
+            except OSError as exc:
+                raise OSError(exc.errno, f"error while attempting to bind on address ('{settings.host}', {port}): "
+                              f"{exc.strerror}") from exc
+
+
 async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], None]) -> None:
     settings.refuse_insecure()
+    refuse_taken_ports(settings)
     settings = with_store_layout(settings)
     tls = server_context(settings.tls_cert, settings.tls_key) if settings.tls_cert and settings.tls_key else None
     broker = BrokerController(settings)

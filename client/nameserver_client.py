@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
+from graymq.client.nameserver_records import CutoverRecord, GrayRule
 from graymq.client.route import TopicRoute
 from graymq.protocol.errors import (
     BadRequestError,
@@ -209,23 +210,26 @@ class NameServerClient:
         return dict(await self.request("PUT", f"/v1/groups/{group}/retired",
                                        json={"retired": retired, "reason": reason}, admin=True))
 
-    async def list_rules(self, group: str) -> list[dict[str, Any]]:
-        return list(await self.request("GET", f"/v1/groups/{group}/rules"))
+    async def list_rules(self, group: str) -> list[GrayRule]:
+        return [GrayRule.from_json(rule) for rule in await self.request("GET", f"/v1/groups/{group}/rules")]
 
-    async def add_rule(self, group: str, selector: dict[str, str], gray: bool) -> dict[str, Any]:
-        return dict(await self.request("POST", f"/v1/groups/{group}/rules", json={"selector": selector, "gray": gray},
-                                       admin=True))
+    async def add_rule(self, group: str, selector: dict[str, str], gray: bool) -> GrayRule:
+        return GrayRule.from_json(await self.request("POST", f"/v1/groups/{group}/rules",
+                                                     json={"selector": selector, "gray": gray}, admin=True))
 
     async def delete_rule(self, group: str, rule_id: int) -> None:
         await self.request("DELETE", f"/v1/groups/{group}/rules/{rule_id}", admin=True)
 
-    async def start_cutover(self, group: str, kind: str, mode: str, producer_groups: list[str]) -> dict[str, Any]:
+    async def start_cutover(self, group: str, kind: str, mode: str, producer_groups: list[str]) -> CutoverRecord:
         body = {"kind": kind, "mode": mode, "producer_groups": producer_groups}
-        return dict(await self.request("POST", f"/v1/groups/{group}/cutovers", json=body, admin=True))
+        return CutoverRecord.from_json(await self.request("POST", f"/v1/groups/{group}/cutovers", json=body,
+                                                          admin=True))
 
-    async def list_cutovers(self, group: str, state: str | None = None) -> list[dict[str, Any]]:
+    async def list_cutovers(self, group: str, state: str | None = None) -> list[CutoverRecord]:
+        """The group's operations, newest first (those in ``state`` only, when given)."""
         params = {"state": state} if state else None
-        return list(await self.request("GET", f"/v1/groups/{group}/cutovers", params=params))
+        return [CutoverRecord.from_json(op)
+                for op in await self.request("GET", f"/v1/groups/{group}/cutovers", params=params)]
 
     async def add_principal(self, name: str, produce: list[str], consume: list[str], admin: bool,
                             broker: bool, broker_names: list[str] | None = None) -> dict[str, Any]:
@@ -247,8 +251,11 @@ class NameServerClient:
         """A new token for the principal (``{"name", "token"}``); the old one stops working at once."""
         return dict(await self.request("POST", f"/v1/principals/{name}/rotate", admin=True))
 
-    async def update_cutover(self, operation_id: int, **fields: Any) -> dict[str, Any]:
-        return dict(await self.request("PATCH", f"/v1/cutovers/{operation_id}", json=fields, admin=True))
+    async def update_cutover(self, operation_id: int, **fields: Any) -> CutoverRecord:
+        """Record ``state``, ``step`` and/or ``result``; ``ConflictError`` for a state change the name server
+        refuses (``CutoverState.is_transition_valid``)."""
+        return CutoverRecord.from_json(await self.request("PATCH", f"/v1/cutovers/{operation_id}", json=fields,
+                                                          admin=True))
 
 
 def _checked_token(token: str, variable: str) -> str:

@@ -256,9 +256,9 @@ class CutoverRunner:
             return []
         removed = []
         for rule in rules:
-            if rule["gray"]:
-                await self.nameserver.delete_rule(group, rule["id"])
-                removed.append({"group": group, "selector": rule["selector"]})
+            if rule.gray:
+                await self.nameserver.delete_rule(group, rule.id)
+                removed.append({"group": group, "selector": rule.selector})
         return removed
 
     async def _set_normal(self, report: CutoverReport, group: str, client_id: str) -> None:
@@ -274,20 +274,20 @@ class CutoverRunner:
         running = await self.nameserver.list_cutovers(self.group, state=CutoverState.RUNNING)
         if running:
             op = running[0]
-            if op["kind"] != kind or op["mode"] != mode:
-                raise ConflictError(f"a {op['kind']} ({op['mode']}) operation #{op['id']} is running on {self.group}; "
-                                    "re-run that command to resume it", op)
-            self.progress.note(f"resuming {kind} #{op['id']} of {self.group} at step {op['step']!r}")
-            report = self.report_type(op["id"], kind, mode, self.group, resumed=True)
-            previous = op.get("result") or {}
+            if op.kind != kind or op.mode != mode:
+                raise ConflictError(f"a {op.kind} ({op.mode}) operation #{op.id} is running on {self.group}; "
+                                    "re-run that command to resume it", op.to_json())
+            self.progress.note(f"resuming {kind} #{op.id} of {self.group} at step {op.step!r}")
+            report = self.report_type(op.id, kind, mode, self.group, resumed=True)
+            previous = op.result or {}
             for key in report.RESUMED_FIELDS:
                 if key in previous:
                     setattr(report, key, previous[key])
             return report
         op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups)
-        self.progress.note(f"{kind} #{op['id']} of {self.group} started (producer groups: "
+        self.progress.note(f"{kind} #{op.id} of {self.group} started (producer groups: "
                            f"{', '.join(self.producer_groups)})")
-        return self.report_type(op["id"], kind, mode, self.group)
+        return self.report_type(op.id, kind, mode, self.group)
 
     async def _run(self, report: Any, steps: Callable[[Any], Awaitable[None]]) -> Any:
         """Run ``steps`` and record how they ended: FAILED (raised ``CutoverFailed``), the final state they set

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graymq.gray_controller.cli import rollout_cmd
 from graymq.gray_controller.cli.common import (
@@ -18,6 +18,10 @@ from graymq.gray_controller.cli.common import (
 )
 from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
+from graymq.protocol.operations import CutoverKind, CutoverState
+
+if TYPE_CHECKING:
+    from graymq.client.nameserver_records import CutoverRecord
 
 
 def register(subparsers: Any) -> None:
@@ -159,13 +163,13 @@ async def _rule(ns: Any, args: argparse.Namespace) -> int:
     selector = parse_labels(args.label)
     if args.value == "on":
         rule = await ns.add_rule(args.group, selector, True)
-        print(f"rule #{rule['id']} of {args.group}: clients with {format_labels(selector)} are gray")
+        print(f"rule #{rule.id} of {args.group}: clients with {format_labels(selector)} are gray")
         return 0
-    removed = [r for r in await ns.list_rules(args.group) if r["selector"] == selector]
+    removed = [r for r in await ns.list_rules(args.group) if r.selector == selector]
     if not removed:
         raise ConfigError(f"no rule of {args.group} has exactly the selector {format_labels(selector)}")
     for r in removed:
-        await ns.delete_rule(args.group, r["id"])
+        await ns.delete_rule(args.group, r.id)
     print(f"removed {len(removed)} rule(s) of {args.group} with selector {format_labels(selector)}")
     return 0
 
@@ -220,7 +224,7 @@ async def _interrupted_text(ns: Any, args: argparse.Namespace) -> str:
     if not running:
         return f"{args.gray_command} of {args.group} interrupted before it started; nothing is running"
     op = running[0]
-    return f"{op['kind']} #{op['id']} of {args.group} is still running; run the command again to resume"
+    return f"{op.kind} #{op.id} of {args.group} is still running; run the command again to resume"
 
 
 def _register_orphan_and_history(sub: Any) -> None:
@@ -303,38 +307,34 @@ async def _history(ns: Any, args: argparse.Namespace) -> int:
     except NotFoundError as exc:
         raise GrayMQError(f"group {args.group} is not known to the name server") from exc
     if args.json:
-        print_json(operations)
+        print_json([op.to_json() for op in operations])
         return 0
     if not operations:
         print(f"no promote, rollback or rollout of {args.group} recorded")
         return 0
-    rows = [[op["id"], op["kind"], op["mode"], op["state"], str(op["started_at"])[:19].replace("T", " "),
-             _took(op), format_timings((op.get("result") or {}).get("timings_s") or {}), _outcome(op)]
+    rows = [[op.id, op.kind, op.mode, op.state, op.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+             _took(op), format_timings((op.result or {}).get("timings_s") or {}), _outcome(op)]
             for op in operations]
     print(table(rows, ["id", "kind", "mode", "state", "started (UTC)", "took", "steps", "outcome"]))
     return 0
 
 
-def _took(operation: dict[str, Any]) -> str:
-    from datetime import datetime
-
-    if not operation.get("finished_at"):
+def _took(operation: CutoverRecord) -> str:
+    if operation.finished_at is None:
         return "running"
-    seconds = (datetime.fromisoformat(operation["finished_at"])
-               - datetime.fromisoformat(operation["started_at"])).total_seconds()
-    return f"{seconds:.2f} s"
+    return f"{(operation.finished_at - operation.started_at).total_seconds():.2f} s"
 
 
-def _outcome(operation: dict[str, Any]) -> str:
+def _outcome(operation: CutoverRecord) -> str:
     """What a recorded operation achieved or where it stopped, from its result."""
-    result = operation.get("result") or {}
-    if operation["kind"] == "rollout" and operation["state"] != "RUNNING":
-        return f"{result.get('outcome', operation['state'])}" + (f": {result['message']}" if result.get("message")
-                                                                  else "")
-    if operation["state"] == "RUNNING":
-        return f"at step {operation.get('step') or 'start'}"
-    if operation["state"] != "SUCCEEDED":
-        return result.get("message") or f"stopped at step {operation.get('step') or 'start'}"
+    result = operation.result or {}
+    if operation.kind == CutoverKind.ROLLOUT and operation.state.finished:
+        return f"{result.get('outcome', operation.state)}" + (f": {result['message']}" if result.get("message")
+                                                               else "")
+    if operation.state == CutoverState.RUNNING:
+        return f"at step {operation.step or 'start'}"
+    if operation.state != CutoverState.SUCCEEDED:
+        return result.get("message") or f"stopped at step {operation.step or 'start'}"
     flipped = (f"{len(result.get('producers_flipped') or [])} producer(s), "
                f"{len(result.get('consumers_flipped') or [])} consumer(s) flipped")
     backlog = result.get("gray_backlog")

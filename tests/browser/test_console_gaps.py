@@ -48,8 +48,8 @@ def record(cluster: Cluster, group: str, kind: str, mode: str, **patch: Any) -> 
     async def go(ns) -> int:  # type: ignore[no-untyped-def]
         op = await ns.start_cutover(group, kind, mode, [group])
         if patch:
-            await ns.update_cutover(op["id"], **patch)
-        return int(op["id"])
+            await ns.update_cutover(op.id, **patch)
+        return op.id
 
     return int(beside_the_browser(cluster.ns_call, go))
 

@@ -283,7 +283,7 @@ async def release_state(ns: NameServerClient) -> None:
     await ns.set_weight("GR", 25, reason="canary step")
     await ns.start_cutover("GR", "rollout", "hold", [])
     promote = await ns.start_cutover("GP", "promote", "drain", [])
-    await ns.update_cutover(promote["id"], state="FAILED")
+    await ns.update_cutover(promote.id, state="FAILED")
 
 
 def sample_names(metrics: Scrape) -> set[str]:

@@ -51,5 +51,5 @@ def test_rest_requests_are_answered_while_a_console_promote_drains(cluster, gray
                   f"median {sorted(latencies)[READS // 2] * 1000:.1f} ms")
     finally:
         gray.proc.send_signal(signal.SIGCONT)
-    wait_for(lambda: cluster.ns_call(lambda c: c.list_cutovers(GROUP))[0]["state"] == "SUCCEEDED", 60,
+    wait_for(lambda: cluster.ns_call(lambda c: c.list_cutovers(GROUP))[0].state == "SUCCEEDED", 60,
              "the promote succeeding once v2 drained")

@@ -162,11 +162,11 @@ def test_promote_killed_midway_resumes_and_finishes(release, graymq_process):
     controller.proc.send_signal(signal.SIGKILL)
     controller.proc.wait(10)
     running = cluster.ns_call(lambda c: c.list_cutovers(GROUP, state="RUNNING"))
-    assert len(running) == 1 and running[0]["kind"] == "promote"
+    assert len(running) == 1 and running[0].kind == "promote"
     result = graymq(ns, "gray", "promote", GROUP, "--timeout", "90", "--json", timeout=120)
-    assert f"resuming promote #{running[0]['id']}" in result.stderr
+    assert f"resuming promote #{running[0].id}" in result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["operation_id"] == running[0]["id"] and report["state"] == "SUCCEEDED" and report["resumed"]
+    assert report["operation_id"] == running[0].id and report["state"] == "SUCCEEDED" and report["resumed"]
     assert cluster.ns_call(lambda c: c.list_cutovers(GROUP, state="RUNNING")) == []
     for p in producers:
         p.proc.wait(120)

@@ -82,7 +82,7 @@ def test_a_healthy_v2_passes_every_step_and_is_promoted_losing_nothing(cluster, 
     assert {c["client_id"]: c["state"] for c in status["clients"] if c["role"] == "consumer"} == {
         "v1a": "NORMAL", "v1b": "NORMAL", "v2a": "NORMAL"}
     [op] = cluster.ns_call(lambda c: c.list_cutovers(GROUP))
-    assert (op["kind"], op["mode"], op["state"], op["result"]["outcome"]) == ("rollout", "promote", "SUCCEEDED",
+    assert (op.kind, op.mode, op.state, op.result["outcome"]) == ("rollout", "promote", "SUCCEEDED",
                                                                                "PROMOTED")
     sent, accepted = settle(load, consumers)
     lost = set(sent) - set(accepted)
@@ -134,9 +134,9 @@ def test_an_interrupted_rollout_stays_running_and_the_same_command_resumes_it_as
     assert first.terminate() == 143, first.output[-2000:]  # 128 + SIGTERM
     assert "stays RUNNING" in first.output
     [running] = cluster.ns_call(lambda c: c.list_cutovers(GROUP, state="RUNNING"))
-    assert (running["kind"], running["mode"]) == ("rollout", "hold")
+    assert (running.kind, running.mode) == ("rollout", "hold")
     code, report, progress = rollout(ns, "--then", "hold")  # resumed as recorded: 10,20 at 1 s, then hold
-    assert (code, report["outcome"], report["resumed"], report["operation_id"]) == (0, "HELD", True, running["id"])
+    assert (code, report["outcome"], report["resumed"], report["operation_id"]) == (0, "HELD", True, running.id)
     assert [c["weight"] for c in report["checks"]] == [10, 20] and "resuming" in progress
     assert gray_status(ns, GROUP)["gray_weight"] == 20  # held
     sent, accepted = settle(load, consumers)

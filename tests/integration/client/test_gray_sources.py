@@ -48,12 +48,12 @@ def test_each_source_of_gray_in_each_state_of_the_producer_group(cluster) -> Non
             await wait_until(lambda: not marking.gray_marks and not flagged.gray_marks, 10, "marks refused")
             assert await sides(marking) == {"flag": False, "explicit": False, "propagated": False}
             assert await sides(flagged) == {"flag": True, "explicit": True, "propagated": True}
-            await admin.set_flag(GROUP, "flagged", False, "test", operation_id=op["id"])
-            await admin.set_flag(GROUP, "marking", False, "test", operation_id=op["id"])
+            await admin.set_flag(GROUP, "flagged", False, "test", operation_id=op.id)
+            await admin.set_flag(GROUP, "marking", False, "test", operation_id=op.id)
             await wait_until(lambda: not flagged.gray, 10, "flagged flipped normal")
             assert await sides(flagged) == {"flag": False, "explicit": False, "propagated": False}
             # released: the flipped producers stay normal for every message; a new one opens the next release
-            await admin.update_cutover(op["id"], state="SUCCEEDED", step="done")
+            await admin.update_cutover(op.id, state="SUCCEEDED", step="done")
             await marking.membership.beat()
             assert await sides(marking) == {"flag": False, "explicit": False, "propagated": False}
             newcomer = Producer(GROUP, ns, client_id="newcomer", heartbeat_interval_s=0.3)

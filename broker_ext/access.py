@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from graymq.broker_ext.consumer_manager import ConsumerManager
 from graymq.broker_ext.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol import graymq_pb2 as pb
@@ -25,9 +26,6 @@ from graymq.protocol.errors import ForbiddenError, UnauthorizedError
 from graymq.protocol.remoting import method_name, response_envelope
 from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.throttle import FailedAuthThrottle
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.consumer_manager import ConsumerManager
 
 log = logging.getLogger(__name__)
 

@@ -17,15 +17,12 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.gray import weighted_queue_ids
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.topic_config import TopicConfig
 
 
 @dataclass(frozen=True, slots=True)

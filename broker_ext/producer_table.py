@@ -30,13 +30,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
+from graymq.broker_ext.store import MessageStore
 from graymq.protocol.constants import PROPERTY_MSG_ID, PROPERTY_PRODUCER_SEQUENCE
 from graymq.protocol.record import RECORD_HEADER, find_property
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.store import MessageStore
 
 log = logging.getLogger(__name__)
 

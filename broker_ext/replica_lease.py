@@ -21,17 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
+from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.replica_health import ReplicaHealth
 from graymq.broker_ext.store.replica_log import move_aside
 from graymq.protocol.supervisor import Supervisor
 from graymq.protocol.tls import https_verify
-
-if TYPE_CHECKING:
-    from graymq.broker_ext.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +42,10 @@ LEASE_MARGIN = 0.1
 
 
 class ReplicaLease:
-    def __init__(self, broker: BrokerController, urls: list[str]) -> None:
+    def __init__(self, broker: BrokerController, urls: list[str], on_lead: Callable[[], None] = lambda: None) -> None:
         self.broker = broker
         self.urls = urls
+        self._on_lead = on_lead  # e.g. register at once: the routes point at this replica from now on
         token = broker.settings.token.strip()
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(2.0, connect=1.0), headers=headers,
@@ -139,6 +139,7 @@ class ReplicaLease:
         role.leading_since = time.monotonic()
         log.warning("broker %s replica %d leads at epoch %d (its log ends at %d)", broker.name, role.replica_id,
                     role.epoch, broker.store.max_physical_offset)
+        self._on_lead()
 
     async def _follow(self, epoch: int, leader: int, new_epoch: bool) -> None:
         broker, role = self.broker, self.broker.role

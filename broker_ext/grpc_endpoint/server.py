@@ -3,7 +3,8 @@
 The table of RPCs is built from the service's descriptor, so every RPC of the vendored protocol answers: the
 served ones authenticate the call (``credentials``) and run their concern's handler; every other one answers
 ``NOT_IMPLEMENTED`` in its response's status at once (a streaming one in its single response). A handler's
-refusal (``RocketMQStatusError``) is answered the same way, with its code.
+refusal (``RocketMQStatusError``) is answered the same way, with its code. A request larger than
+``max_request_size`` is refused by gRPC itself (``RESOURCE_EXHAUSTED``) before it is read.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ class GrpcEndpoint:
     """``await start(host, port)`` → the bound port; ``await stop()``."""
 
     def __init__(self, credentials: Credentials, routes: RouteService, clients: ClientTable, sends: SendService,
-                 *, tls: tuple[bytes, bytes] | None = None) -> None:
+                 *, max_request_size: int, tls: tuple[bytes, bytes] | None = None) -> None:
         self.credentials = credentials
         self.clients = clients
+        self.max_request_size = max_request_size
         self._tls = tls  # (private key, certificate chain), PEM: the port speaks TLS only
         self._refusals = ThrottledLog(log, 10.0)  # a misconfigured client retrying logs once per peer and window
         self._unary: dict[str, Unary] = {
@@ -57,7 +59,7 @@ class GrpcEndpoint:
         self._server: grpc.aio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
-        server = grpc.aio.server()
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", self.max_request_size)])
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             SERVICE.full_name, {method.name: self._handler(method) for method in SERVICE.methods}),))
         address = f"{host}:{port}"

@@ -17,14 +17,15 @@ if TYPE_CHECKING:
     from graymq.broker_ext.config import BrokerSettings
 
 MAX_BODY_SIZE = 4 << 20  # RocketMQ's default
-FRAME_HEADROOM = 64 << 10  # a stored message must fit a graymq pull frame with its properties
+HEADROOM = 64 << 10  # a stored message must fit a graymq pull frame with its properties; a request, its message
 
 
 async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings, port: int
                               ) -> tuple[GrpcEndpoint, str]:
     """Serve MessagingService on ``port`` of the broker's host (over TLS with the broker's certificate when it has
     one); the endpoint and its ``host:port`` for clients (the broker address's host)."""
-    limits = EndpointLimits(max_body_size=min(MAX_BODY_SIZE, settings.max_frame_size - FRAME_HEADROOM),
+    max_body_size = min(MAX_BODY_SIZE, max(settings.max_frame_size // 2, settings.max_frame_size - HEADROOM))
+    limits = EndpointLimits(max_body_size=max_body_size,
                             long_polling_timeout_s=min(20.0, settings.max_long_poll_ms / 1000),
                             delay_levels_s=settings.delay_levels_s)
     sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
@@ -38,7 +39,7 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
         RouteService(broker.name, lambda: address, broker.topics.get),
         ClientTable(limits, sides),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
-        tls=tls,
+        max_request_size=max_body_size + HEADROOM, tls=tls,
     )
     bound = await endpoint.start(settings.host, port)
     address = f"{broker.address.rpartition(':')[0]}:{bound}"

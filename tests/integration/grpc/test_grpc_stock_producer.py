@@ -181,3 +181,22 @@ def test_a_running_stock_producer_is_a_client_of_its_topics_producer_group_and_a
     stored = {m.body.decode(): m for m in read_all(shared.ns_url, topic, 6)}
     assert all(stored[f"before-{i}"].queue_id in GRAY_QUEUES and stored[f"before-{i}"].gray for i in range(3))
     assert all(stored[f"after-{i}"].queue_id not in GRAY_QUEUES and not stored[f"after-{i}"].gray for i in range(3))
+
+
+def test_a_body_over_the_limit_is_refused_with_its_size_and_a_huge_request_before_it_is_read(shared: Cluster) -> None:
+    limit = 4 << 20  # publishing.max_body_size the broker gives stock clients
+
+    async def send(size: int) -> v2s.SendMessageResponse:
+        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+            properties = v2.SystemProperties(message_id=f"01BIG{size}", message_type=v2.NORMAL)
+            message = v2.Message(topic=v2.Resource(name="GRPC_BIG"), body=b"x" * size, system_properties=properties)
+            return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
+                v2s.SendMessageRequest(messages=[message]), timeout=10)
+
+    shared.create_topic("GRPC_BIG", QUEUES, GRAY)
+    too_large = asyncio.run(send(limit + 1)).status
+    assert too_large.code == v2.MESSAGE_BODY_TOO_LARGE and f"{limit + 1} bytes" in too_large.message
+    with pytest.raises(grpc.aio.AioRpcError) as huge:
+        asyncio.run(send(2 * limit))
+    assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert read_all(shared.ns_url, "GRPC_BIG", 1, timeout=0) == []

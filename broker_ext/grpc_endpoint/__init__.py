@@ -5,5 +5,12 @@ concern: ``server`` (the grpc.aio server and the table of RPCs), ``credentials``
 graymq principals), ``route`` (QueryRoute), ``clients`` and ``settings`` (Heartbeat, Telemetry,
 NotifyClientTermination), ``send`` (SendMessage through the broker's put-message path), ``producer_sides`` (the
 gray split of a stock producer's sends, decided here from the name server's flag for its client id) and
-``status`` (RocketMQ's status codes). Every RPC not served yet answers ``NOT_IMPLEMENTED`` at once.
+``status`` (RocketMQ's status codes); ``wiring`` builds it from a broker. Every RPC not served yet answers
+``NOT_IMPLEMENTED`` at once.
+
+A stock client needs only the endpoint and, outside dev mode, a principal's token as access key and secret
+(Python SDK)::
+
+    config = ClientConfiguration("broker-host:8081", Credentials(token, token))
+    producer = Producer(config, ("ORDER_PAID",))  # tls_enable=True when the broker has --tls-cert
 """

@@ -9,8 +9,9 @@ where the signature is HMAC-SHA1 of ``x-mq-date-time`` keyed with the secret key
 by token (DESIGN §7.3), so until the name server issues access keys of their own, **a principal's token is both
 the access key and the secret key** (``Credentials(token, token)`` in the SDK): the broker finds the principal by
 the access key's digest, checks the signature with it, and refuses a date-time more than ``MAX_SKEW_S`` away
-from its clock (a replayed header). A refusal is RocketMQ's ``UNAUTHORIZED``. In dev mode a call without a valid
-credential acts as the ``dev`` principal, as on the broker port.
+from its clock in UTC (a replayed header; the Python SDK formats its local time with a ``Z``, so its processes
+run with ``TZ=UTC``, as containers do by default). A refusal is RocketMQ's ``UNAUTHORIZED``. In dev mode a call
+without a valid credential acts as the ``dev`` principal, as on the broker port.
 """
 
 from __future__ import annotations

@@ -123,7 +123,8 @@ async def _start_nameserver_links(settings: BrokerSettings, broker: BrokerContro
         registry.start()
         broker.access.refresh = PrincipalRefresh(registry.read_principals)
     if settings.replication is not None:
-        lease = ReplicaLease(broker, settings.nameserver_urls)
+        lease = ReplicaLease(broker, settings.nameserver_urls,
+                             on_lead=registry.register_soon if registry is not None else lambda: None)
         lease.start()
     return registry, lease
 

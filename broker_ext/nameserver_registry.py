@@ -64,9 +64,15 @@ class NameServerRegistry:
         self._tasks = [self._supervisor.spawn("nameserver-registry", self._run),
                        self._supervisor.spawn("nameserver-watch", self._watch)]
 
+    def register_soon(self) -> None:
+        """One registration now, in the background: a replica that took its set's lead is in the routes at once,
+        not a registration interval later."""
+        self._supervisor.spawn("nameserver-register", self.register_once)
+
     async def stop(self) -> None:
-        """End both loops (never raises what they ended with), unregister, and close the HTTP client."""
-        await self._supervisor.cancel(self._tasks)
+        """End its loops and registrations (never raises what they ended with), unregister, and close the HTTP
+        client."""
+        await self._supervisor.cancel(list(self._supervisor.tasks))
         await self._unregister()
         await self._client.aclose()
 

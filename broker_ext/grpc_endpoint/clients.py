@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, merged_settings
-from graymq.broker_ext.grpc_endpoint.status import OK, status
+from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, status
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
@@ -43,7 +43,11 @@ class ClientTable:
         if not caller.client_id:
             yield v2s.TelemetryCommand(status=status(v2.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required"))
             return
-        self.sides.stream_opened(caller.client_id)
+        try:
+            self.sides.stream_opened(caller)
+        except RocketMQStatusError as refused:
+            yield v2s.TelemetryCommand(status=refused.to_status())
+            return
         try:
             async for command in commands:
                 if not command.HasField("settings"):
@@ -66,7 +70,8 @@ class ClientTable:
     async def terminate(self, request: v2s.NotifyClientTerminationRequest, caller: Caller
                         ) -> v2s.NotifyClientTerminationResponse:
         """The client shuts down: it leaves its producer groups in the name server at once."""
-        self.clients.pop(caller.client_id, None)
         if caller.client_id:
+            self.sides.claim(caller)
+            self.clients.pop(caller.client_id, None)
             await self.sides.forget(caller.client_id)
         return v2s.NotifyClientTerminationResponse(status=OK)

@@ -9,7 +9,8 @@ client's own token. The name server's answer — explicit flag, gray rules, swit
 reported back so a promote sees it. Without a name server every send is normal.
 
 Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or
-when it has neither stream nor send for ``expiry_s``.
+when it has neither stream nor send for ``expiry_s``. A client id belongs to the principal that used it first
+until then: another principal's stream, send or termination naming it is ``FORBIDDEN`` (as on the broker port).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
 from graymq.client.membership import Membership
 from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.errors import GrayMQError
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,7 @@ class ProducerSides:
         self.expiry_s = expiry_s
         self._registrations: dict[tuple[str, str], _Registration] = {}  # (client id, topic) ->
         self._streams: dict[str, int] = {}  # client id -> telemetry streams open
+        self._owners: dict[str, str] = {}  # client id -> the principal it belongs to
         self._sweeper: asyncio.Task[None] | None = None
 
     @property
@@ -92,6 +96,12 @@ class ProducerSides:
         for client_id in {client_id for client_id, _ in self._registrations}:
             await self.forget(client_id)
 
+    def claim(self, caller: Caller) -> None:
+        """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it."""
+        owner = self._owners.setdefault(caller.client_id, caller.principal.name)
+        if owner != caller.principal.name:
+            raise RocketMQStatusError(v2.FORBIDDEN, f"client id {caller.client_id} is in use by principal {owner}")
+
     async def side(self, caller: Caller, topic: str) -> Side:
         if not self.enabled or not caller.client_id:
             return NORMAL
@@ -103,6 +113,7 @@ class ProducerSides:
 
     async def register(self, caller: Caller, topic: str) -> _Registration:
         """The registration of ``caller`` in producer group ``topic``, made (one heartbeat) on first use."""
+        self.claim(caller)
         key = (caller.client_id, topic)
         registration = self._registrations.get(key)
         if registration is None:
@@ -124,8 +135,9 @@ class ProducerSides:
         await registration.ready.wait()
         return registration
 
-    def stream_opened(self, client_id: str) -> None:
-        self._streams[client_id] = self._streams.get(client_id, 0) + 1
+    def stream_opened(self, caller: Caller) -> None:
+        self.claim(caller)
+        self._streams[caller.client_id] = self._streams.get(caller.client_id, 0) + 1
 
     async def stream_closed(self, client_id: str) -> None:
         left = self._streams.get(client_id, 0) - 1
@@ -144,6 +156,8 @@ class ProducerSides:
                 await registration.membership.stop()
                 await registration.membership.unregister()
             await registration.nameserver.close()
+        if client_id not in self._streams:
+            self._owners.pop(client_id, None)
 
     async def _sweep(self) -> None:
         while True:

@@ -1,6 +1,7 @@
 """Credentials on a broker's gRPC endpoint outside dev mode: the stock SDK signs with a principal's token as access
 key and secret and sends within its rights; a wrong secret, no credentials, a stale signed date-time or a topic
-beyond the principal's rights are refused with RocketMQ's status for it."""
+beyond the principal's rights are refused with RocketMQ's status for it; a client id belongs to the principal that
+used it first."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
+from google.protobuf.message import Message
 
 from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, signature
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
@@ -33,18 +35,23 @@ pytestmark = pytest.mark.integration
 TOPIC = "ORDER_PAID"
 
 
-def query_route(address: str, metadata: list[tuple[str, str]]) -> v2s.QueryRouteResponse:
-    async def call() -> v2s.QueryRouteResponse:
+def call(address: str, method: str, request: Message, metadata: list[tuple[str, str]]) -> v2.Status:
+    async def go() -> v2.Status:
         async with grpc.aio.insecure_channel(address) as channel:
-            return await service_pb2_grpc.MessagingServiceStub(channel).QueryRoute(
-                v2s.QueryRouteRequest(topic=v2.Resource(name=TOPIC)), metadata=metadata, timeout=10)
+            answer = await getattr(service_pb2_grpc.MessagingServiceStub(channel), method)(
+                request, metadata=metadata, timeout=10)
+            return answer.status  # type: ignore[no-any-return]
 
-    return asyncio.run(call())
+    return asyncio.run(go())
 
 
-def signed(token: str, at: datetime) -> list[tuple[str, str]]:
+def query_route(address: str, metadata: list[tuple[str, str]]) -> v2.Status:
+    return call(address, "QueryRoute", v2s.QueryRouteRequest(topic=v2.Resource(name=TOPIC)), metadata)
+
+
+def signed(token: str, at: datetime, client_id: str = "test@1@0@x") -> list[tuple[str, str]]:
     date_time = at.strftime(DATE_TIME_FORMAT)
-    return [("x-mq-client-id", "test@1@0@x"), ("x-mq-date-time", date_time),
+    return [("x-mq-client-id", client_id), ("x-mq-date-time", date_time),
             ("authorization", f"MQv2-HMAC-SHA1 Credential={token}, SignedHeaders=x-mq-date-time, "
                               f"Signature={signature(token, date_time)}")]
 
@@ -77,9 +84,19 @@ def test_a_principals_token_signs_stock_sends_and_bad_credentials_are_refused_as
         assert reason in sdk_log(home), (name, sdk_log(home)[-2000:])
 
     now = datetime.now(UTC)
-    assert query_route(endpoint, signed(orders, now)).status.code == v2.OK
-    stale = query_route(endpoint, signed(orders, now - timedelta(hours=1))).status
+    assert query_route(endpoint, signed(orders, now)).code == v2.OK
+    stale = query_route(endpoint, signed(orders, now - timedelta(hours=1)))
     assert stale.code == v2.UNAUTHORIZED and "clock" in stale.message
     forged = query_route(endpoint, signed(orders, now)[:2] + [("authorization", signed(other, now)[2][1].replace(
-        f"Credential={other}", f"Credential={orders}"))]).status
+        f"Credential={other}", f"Credential={orders}"))])
     assert forged.code == v2.UNAUTHORIZED and "invalid credentials" in forged.message
+
+    message = v2.Message(topic=v2.Resource(name=TOPIC), body=b"pod-7", system_properties=v2.SystemProperties(
+        message_id="01POD7", message_type=v2.NORMAL))
+    pod = "pod-7@1@0@x"
+    assert call(endpoint, "SendMessage", v2s.SendMessageRequest(messages=[message]), signed(orders, now, pod)).code \
+        == v2.OK
+    hijack = call(endpoint, "NotifyClientTermination", v2s.NotifyClientTerminationRequest(), signed(other, now, pod))
+    assert hijack.code == v2.FORBIDDEN and f"client id {pod} is in use by principal orders" in hijack.message
+    assert call(endpoint, "NotifyClientTermination", v2s.NotifyClientTerminationRequest(),
+                signed(orders, now, pod)).code == v2.OK

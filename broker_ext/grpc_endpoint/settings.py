@@ -5,8 +5,9 @@ backoff policy or a body limit). The broker sets:
 
 - ``backoff_policy``: producers, ``PRODUCER_MAX_ATTEMPTS`` with exponential backoff; consumers, redelivery after
   the broker's delay levels (the same ``%RETRY%`` schedule graymq's consumers get), ``CONSUMER_MAX_ATTEMPTS``;
-- ``publishing.max_body_size`` (``EndpointLimits.max_body_size``) and message-type validation;
-- ``subscription.receive_batch_size`` and ``long_polling_timeout`` (at most the broker's long-poll limit).
+- producers: ``publishing.max_body_size`` (``EndpointLimits.max_body_size``) and message-type validation;
+- consumers: ``subscription.receive_batch_size`` and ``long_polling_timeout`` (at most the broker's long-poll
+  limit), the rest of their subscription kept.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ def merged_settings(client: v2.Settings, limits: EndpointLimits) -> v2.Settings:
         merged.backoff_policy.CopyFrom(v2.RetryPolicy(
             max_attempts=CONSUMER_MAX_ATTEMPTS,
             customized_backoff=v2.CustomizedBackoff(next=[_duration(s) for s in limits.delay_levels_s])))
-    merged.publishing.max_body_size = limits.max_body_size
-    merged.publishing.validate_message_type = True
-    if client.client_type != v2.PRODUCER:
+    if client.client_type == v2.PRODUCER:  # publishing and subscription are one oneof: set only the client's
+        merged.publishing.max_body_size = limits.max_body_size
+        merged.publishing.validate_message_type = True
+    else:
         merged.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
         merged.subscription.long_polling_timeout.CopyFrom(_duration(limits.long_polling_timeout_s))
     return merged

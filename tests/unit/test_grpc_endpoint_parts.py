@@ -1,4 +1,5 @@
-"""The gRPC endpoint's credentials, without a network: RocketMQ's signature checked against a principal's token."""
+"""The gRPC endpoint's parts without a network: RocketMQ's signature checked against a principal's token, and the
+settings stock clients get back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from graymq.broker_ext.grpc_endpoint import credentials, route, settings
 from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, MAX_SKEW_S, Credentials, signature
+from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, merged_settings
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, token_digest
 from graymq.protocol.acl import Rights
@@ -62,3 +64,16 @@ def test_a_bad_credential_is_unauthorized_with_its_reason(meta: dict, reason: st
 def test_dev_mode_takes_a_call_without_a_valid_credential_as_dev() -> None:
     caller = check(dev_mode=True).authenticate({"x-mq-client-id": "pod-1@1@0@x"})
     assert caller.principal == DEV_PRINCIPAL and caller.token is None and caller.labels == {"host": "pod-1"}
+
+
+def test_a_consumer_gets_the_brokers_redelivery_schedule_batch_size_and_long_polling_timeout() -> None:
+    client = v2.Settings(client_type=v2.SIMPLE_CONSUMER, subscription=v2.Subscription(
+        group=v2.Resource(name="GID_ORDERS"), receive_batch_size=1000))
+    merged = merged_settings(client, EndpointLimits(max_body_size=1 << 20, long_polling_timeout_s=15.0,
+                                                    delay_levels_s=(1.0, 5.0, 30.0)))
+    assert merged.subscription.group.name == "GID_ORDERS"  # the client's own settings are kept
+    assert [d.ToTimedelta().total_seconds() for d in merged.backoff_policy.customized_backoff.next] == [1, 5, 30]
+    assert merged.backoff_policy.max_attempts == settings.CONSUMER_MAX_ATTEMPTS
+    assert merged.subscription.receive_batch_size == settings.RECEIVE_BATCH_SIZE
+    assert merged.subscription.long_polling_timeout.ToTimedelta().total_seconds() == 15.0
+    assert merged.WhichOneof("pub_sub") == "subscription"

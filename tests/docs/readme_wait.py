@@ -1,8 +1,9 @@
 """Wait as a person reading the README would before the next line: ``python -m tests.docs.readme_wait LINE [N]``.
 
-After ``graymq up ... &`` a person waits for the "cluster up" message; after the N-th
-``graymq consume ... &`` (or Spark job ``run ... &``) for N members of the group to hold
-queues. Both are read from the name server, so the commands' output stays as written.
+After ``graymq up ... &`` a person waits for the "cluster up" message, after ``graymq nameserver ... &`` for its
+"listening" line, after ``graymq broker --name B [--replica-id R] ... &`` for its "serving on" line; after the N-th
+``graymq consume ... &`` (or Spark job ``run ... &``) for N members of the group to hold queues. Each is read from the
+servers, so the commands' output stays as written.
 """
 
 from __future__ import annotations
@@ -28,11 +29,24 @@ def _until(check, what: str) -> None:  # type: ignore[no-untyped-def]
     sys.exit(f"readme_wait: gave up waiting for {what}")
 
 
-def _cluster_up(url: str) -> bool:
+def _get_json(url: str) -> object:
+    """``url``'s JSON answer, or None while the server is not answering (a server over TLS is not verified here:
+    the README's own commands check its certificate)."""
     try:
-        return bool(httpx.get(f"{url}/v1/brokers", timeout=2).json())
+        answer = httpx.get(url, timeout=2, verify=False)
+        return answer.json() if answer.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
-        return False
+        return None
+
+
+def _broker_listed(url: str, name: str, replica_id: int | None) -> bool:
+    for broker in _get_json(f"{url}/v1/brokers") or []:  # type: ignore[union-attr]
+        if broker["broker_name"] != name:
+            continue
+        replicas = (broker.get("replica_set") or {}).get("replicas") or []
+        if replica_id is None or any(r["replica_id"] == replica_id and r["live"] for r in replicas):
+            return True
+    return False
 
 
 def _members_hold_queues(group: str, expected: int) -> bool:
@@ -43,11 +57,27 @@ def _members_hold_queues(group: str, expected: int) -> bool:
     return len(members) >= expected
 
 
+def _option(words: list[str], flag: str, default: str | None = None) -> str | None:
+    return words[words.index(flag) + 1] if flag in words else default
+
+
 def main(line: str, members: int) -> None:
     words = shlex.split(line, comments=True)
+    while words and "=" in words[0]:  # VAR=value before the command
+        words.pop(0)
     url = os.environ.get("GRAYMQ_NAMESERVER", "http://127.0.0.1:9876")
     if words[:2] == ["graymq", "up"]:
-        _until(lambda: _cluster_up(url), "graymq up")
+        _until(lambda: bool(_get_json(f"{url}/v1/brokers")), "graymq up")
+    elif words[:2] == ["graymq", "nameserver"]:
+        scheme = "https" if "--tls-cert" in words else "http"
+        ready = f"{scheme}://127.0.0.1:{_option(words, '--port', '9876')}/readyz"
+        _until(lambda: _get_json(ready) is not None, ready)
+    elif words[:2] == ["graymq", "broker"]:
+        name = _option(words, "--name", "broker-a") or "broker-a"
+        replica = _option(words, "--replica-id")
+        nameserver = _option(words, "--nameserver", url) or url
+        _until(lambda: _broker_listed(nameserver, name, None if replica is None else int(replica)),
+               f"broker {name} in {nameserver}")
     elif words[:2] == ["graymq", "consume"] or "run" in words:  # a consumer or a Spark job
         group = words[words.index("--group") + 1]
         _until(lambda: _members_hold_queues(group, members), f"{members} consumers of {group}")

@@ -43,14 +43,34 @@ def pasted_whole(lines: list[str]) -> str:
 
 def as_a_person_types(lines: list[str]) -> str:
     """A bash script of ``lines``; after each background command, wait for what a person would see."""
-    script = ["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT"]
+    return "\n".join(["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT", *waited(lines)]) + "\n"
+
+
+def pasted_as_a_person(block: str, lines: list[str]) -> str:
+    """``lines`` pasted whole, as ``pasted_whole``, waiting after each background command for what a person would
+    see; a foreground line that exits otherwise than its comment says (``exit N``, else 0) is named and fails the
+    paste."""
+    script = ["set +e", "failed=0"]
+    for line in waited(lines):
+        script.append(line)
+        if not line.split("#")[0].rstrip().endswith("&"):
+            said = re.search(r"#.*\bexit (\d+)", line)
+            expected = said.group(1) if said else "0"
+            script.append(f"status=$?; [ $status -eq {expected} ] || {{ failed=1; "
+                          f"echo {shlex.quote(f'{block}: exit')} $status {shlex.quote(line[:60])}; }}")
+    return "\n".join([*script, "test $failed -eq 0 || exit 1", "set -e"]) + "\n"
+
+
+def waited(lines: list[str]) -> list[str]:
+    """``lines``, each background command followed by a wait for what a person would see (tests/docs/readme_wait.py)."""
+    script = []
     started = 0
     for line in lines:
         script.append(line)
         if line.split("#")[0].rstrip().endswith("&"):
             started += " consume " in line or " run " in line
             script.append(f"{shlex.quote(sys.executable)} -m tests.docs.readme_wait {shlex.quote(line)} {started}")
-    return "\n".join(script) + "\n"
+    return script
 
 
 def busy_ports(ports: tuple[int, ...]) -> list[int]:
@@ -96,28 +116,53 @@ def run_script(tmp_path: Path, script: str, timeout: float = 240) -> str:
     return output
 
 
-def test_try_it_by_hand_then_the_rollout_rehearsal_and_the_python_example_run_as_written(tmp_path):
-    """In README order on one fresh cluster: *Try it by hand* (waiting where it says to), the rollout rehearsal
-    pasted whole (it must wait for its own gray consumer), then the Python example saved and run."""
+def test_every_readme_block_runs_as_written_in_order(tmp_path):
+    """In README order on one fresh data directory: *Try it by hand* (waiting where it says to), the rollout rehearsal
+    pasted whole (it must wait for its own gray consumer), the Python example saved and run, then Security (its own
+    name server with authentication on), TLS (its own servers, after stopping those above) and Replication (the dev
+    cluster again, with a broker set of two), each pasted whole."""
     readme = ROOT / "README.md"
     (tmp_path / "example.py").write_text(code_block(readme, "## Python API", language="python"))
-    rehearsal = bash_block(readme, "## Cutover runbook", after="Rehearse it on the cluster of *Try it by hand*")
-    script = as_a_person_types(bash_block(readme, "## Try it by hand")) + "\n".join([
-        "echo '--- rollout rehearsal'", pasted_whole(rehearsal),
-        "echo '--- python example'", "python example.py"]) + "\n"
-    output = run_script(tmp_path, script, timeout=420)
-    try_it, rest = output.split("--- rollout rehearsal\n")
-    rehearsal_output, example = rest.split("--- python example\n")
+    blocks = {
+        "rollout rehearsal": bash_block(readme, "## Cutover runbook", after="Rehearse it on the cluster of *Try it by hand*"),
+        "python example": ["python example.py"],
+        "security": bash_block(readme, "## Security"),
+        "tls": bash_block(readme, "### TLS"),
+        "replication": bash_block(readme, "## Replication"),
+    }
+    script = as_a_person_types(bash_block(readme, "## Try it by hand")) + "".join(
+        f"echo '--- {name}'\n" + pasted_as_a_person(name, lines) for name, lines in blocks.items())
+    output = run_script(tmp_path, script, timeout=600)
+    try_it, *rest = re.split(r"^--- [a-z ]+\n", output, flags=re.M)
+    outputs = dict(zip(blocks, rest, strict=True))
     assert "SUCCEEDED" in try_it
     gray_deliveries = [line for line in try_it.splitlines() if line.startswith("{") and '"gray": true' in line
                        and '"client_id"' in line]
     assert len(gray_deliveries) == 10, try_it[-6000:]
-    assert "ROLLED_BACK after 1 check(s)" in rehearsal_output and "rolled back at weight 10%" in rehearsal_output, \
-        rehearsal_output[-6000:]
-    assert "RETIRED" in rehearsal_output and "FAILED" not in rehearsal_output, rehearsal_output[-6000:]
+
+    rehearsal = outputs["rollout rehearsal"]
+    assert "ROLLED_BACK after 1 check(s)" in rehearsal and "rolled back at weight 10%" in rehearsal, rehearsal[-6000:]
+    assert "RETIRED" in rehearsal and "FAILED" not in rehearsal, rehearsal[-6000:]
     assert not list(ROOT.glob("v[12].jsonl")) and (Path("/tmp") / "v2.jsonl").exists()  # scratch files outside
-    assert re.search(r"^sent \S+ SEND_OK$", example, re.M), example[-3000:]
+
+    example = outputs["python example"]
+    assert re.search(r"sent \S+ SEND_OK$", example, re.M), example[-3000:]
     assert re.search(r"^consumed \S+ queue \d+ normal b'order-1'$", example, re.M), example[-3000:]
+
+    security = outputs["security"]
+    assert "name server listening on 127.0.0.1:9877" in security, security[-3000:]
+    assert re.search(r"^(?=.*\borders\b)(?=.*ORDER_\*)", security, re.M), security[-3000:]  # principal list
+
+    tls = outputs["tls"]
+    assert "name server listening on 127.0.0.1:9876 over TLS" in tls, tls[-3000:]
+    assert "broker broker-a serving on 127.0.0.1:10911 over TLS" in tls
+    assert "served by broker-a" in tls and "SEND_OK" in tls
+    consumed = [line for line in tls.splitlines() if line.startswith("broker-a:ORDERS:")]
+    assert len(consumed) == 1 and consumed[0].endswith(" hello"), tls[-3000:]
+
+    replication = outputs["replication"]
+    replicas = re.findall(r"^broker-b\s+([01])\s+127\.0\.0\.1:109[23]1\s+(leader|follower)\s+yes", replication, re.M)
+    assert sorted(role for _, role in replicas) == ["follower", "leader"], replication[-3000:]
 
 
 @pytest.mark.spark

@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 
 from graymq.nameserver.console.drain import DrainWatch
 from graymq.nameserver.console.operations import ConsoleOperations
+from graymq.nameserver.console.rollouts import ConsoleRollouts
 from graymq.nameserver.console.routes import data, pages
 from graymq.nameserver.services.health_history import HealthHistory, HealthSampler, live_reports
 
@@ -23,11 +24,13 @@ STATIC = Path(__file__).parent / "static"
 
 
 def mount_console(app: FastAPI) -> None:
-    """Add the console's routes and assets to ``app``; the cutovers it runs and its health sampler stop with the
-    app."""
+    """Add the console's routes and assets to ``app``; the cutovers and rollouts it runs and its health sampler stop
+    with the app."""
     operations = ConsoleOperations()
     app.state.console_operations = operations
     app.state.console_drains = DrainWatch()
+    rollouts = ConsoleRollouts()
+    app.state.console_rollouts = rollouts
     settings = app.state.settings
     app.state.health_history = HealthHistory(settings.health_sample_seconds)
 
@@ -49,6 +52,7 @@ def mount_console(app: FastAPI) -> None:
                 yield state
             finally:
                 await sampler.stop()
+                await rollouts.stop()
                 await operations.stop()
 
     app.router.lifespan_context = lifespan

@@ -37,8 +37,13 @@ def field_changes(before: Any, after: Any) -> list[FieldChange]:
     [('step', 'drain', 'verify'), ('result.gray_backlog', '6', '0')]
     >>> [(c.field, c.before, c.kind) for c in field_changes({"explicit_gray": None}, None)]
     [('explicit_gray', 'none', 'removed')]
+    >>> [(c.field, c.after, c.kind) for c in field_changes({"result": None}, {"result": {"phase": "steps"}})]
+    [('result.phase', 'steps', 'added')]
     """
     old, new = _flatten(before), _flatten(after)
+    for one, other in ((old, new), (new, old)):  # a none that became an object (or back) is told by its fields
+        for name in [n for n, v in one.items() if v is None and any(k.startswith(f"{n}.") for k in other)]:
+            del one[name]
     changes = []
     for name in dict.fromkeys([*old, *new]):
         if name in old and name in new:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
@@ -34,6 +35,9 @@ from graymq.nameserver.console.audit_changes import field_changes
 from graymq.nameserver.console.operations import ConsoleOperations
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.reads import ConsoleReader
+from graymq.nameserver.console.rollout_view import rollout_view
+from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest
+from graymq.nameserver.console.rollouts import describe as describe_rollout
 from graymq.nameserver.errors import Conflict
 from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, Text
 from graymq.nameserver.services.audit import AuditService
@@ -41,7 +45,7 @@ from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
 
 START_WAIT_S = 10.0  # for a started cutover's record to appear
-templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+templates = Jinja2Templates(directory=FilePath(__file__).parent / "templates")
 
 pages = APIRouter(prefix="/console", include_in_schema=False)
 data = APIRouter(prefix="/console", include_in_schema=False, dependencies=[Depends(authenticated)])
@@ -64,6 +68,7 @@ templates.env.filters["ago"] = _ago
 templates.env.filters["duration"] = _duration
 templates.env.filters["num"] = lambda n: "?" if n is None else f"{n:,}"
 templates.env.globals["field_changes"] = field_changes
+templates.env.globals["rollout_view"] = rollout_view
 templates.env.filters["labels"] = lambda labels: ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
@@ -177,7 +182,50 @@ async def act(group: GroupPath, body: ActionRequest, actor: AdminActor, request:
 
 async def _start_cutover(request: Request, group: str, action: Cutover, actor: str, reason: str | None
                          ) -> ActionResult:
-    """409 while the group has a running operation; else run it here and wait until its record exists."""
+    console_operations: ConsoleOperations = request.app.state.console_operations
+    return await _start_operation(request, group, action.action, actor, reason, lambda: console_operations.start(
+        group, action, _own_url(request), bearer_token(request) or None))
+
+
+@data.post("/api/groups/{group}/rollout/preview")
+async def rollout_preview(group: GroupPath, body: RolloutRequest, _actor: AdminActor) -> Preview:
+    """What the rollout will do, for the confirmation; a value out of range is refused here, before it."""
+    return Preview(message=describe_rollout(group, body.policy()))
+
+
+@data.post("/api/groups/{group}/rollout")
+async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActor, request: Request
+                        ) -> ActionResult:
+    """Start ``graymq gray rollout``'s runbook in this name server as the caller; answers once it is recorded."""
+    policy = body.policy()
+    rollouts: ConsoleRollouts = request.app.state.console_rollouts
+    return await _start_operation(request, group, "rollout", actor, body.reason, lambda: rollouts.start(
+        group, policy, body.timeout_s, _own_url(request), bearer_token(request) or None))
+
+
+@data.post("/api/operations/{operation_id}/abort")
+async def abort_rollout(operation_id: Annotated[int, Path(ge=1)], body: AbortRequest, actor: AdminActor,
+                        request: Request) -> ActionResult:
+    """Make a rollout this name server runs roll back now, as a failed check would; audited as the caller."""
+    state = request.app.state
+
+    def operation() -> CutoverView:
+        with state.read_sessions() as session:
+            return CutoverService(session).get(operation_id)
+
+    op = await run_in_threadpool(operation)
+    if op.kind != "rollout" or op.state != "RUNNING":
+        raise Conflict(f"{op.kind} #{op.id} is {op.state}: only a running rollout can be aborted")
+    rollouts: ConsoleRollouts = state.console_rollouts
+    rollouts.abort(operation_id, actor)
+    await run_in_threadpool(_record, state.sessions, op, actor, "abort", {"phase": "rollback"}, body.reason)
+    return ActionResult(message=f"rollout #{op.id} of {op.group} aborted: rolling back (weight 0, the gray side "
+                                "retires, the normal consumers adopt its queues)", operation_id=op.id)
+
+
+async def _start_operation(request: Request, group: str, what: str, actor: str, reason: str | None,
+                           launch: Callable[[], asyncio.Task[None]]) -> ActionResult:
+    """409 while the group has a running operation; else ``launch`` it here and wait until its record exists."""
     state = request.app.state
 
     def operations() -> list[CutoverView]:
@@ -191,27 +239,27 @@ async def _start_cutover(request: Request, group: str, action: Cutover, actor: s
         raise Conflict(f"{op.kind} #{op.id} is already running on {group} (started by {op.started_by}); if its "
                        f"controller stopped, `graymq gray {op.kind} {group}` resumes it", op.model_dump(mode="json"))
     newest = before[0].id if before else 0
-    console_operations: ConsoleOperations = state.console_operations
-    task = console_operations.start(group, action, _own_url(request), bearer_token(request) or None)
+    task = launch()
     deadline = time.monotonic() + START_WAIT_S
     while True:
         started = [op for op in await run_in_threadpool(operations) if op.id > newest]
         if started:
             op = started[-1]
-            await run_in_threadpool(_record_reason, state.sessions, op, actor, reason)
+            await run_in_threadpool(_record, state.sessions, op, actor, "requested",
+                                    {"kind": op.kind, "mode": op.mode, "from": "console"}, reason)
             return ActionResult(message=f"{op.kind} #{op.id} of {group} started (runs in the name server; its steps "
                                         "show below)", operation_id=op.id)
         if task.done() or time.monotonic() > deadline:
-            raise Conflict(f"the {action.action} of {group} did not start (see the name server's log)")
+            raise Conflict(f"the {what} of {group} did not start (see the name server's log)")
         await asyncio.sleep(0.05)
 
 
-def _record_reason(sessions: Any, op: CutoverView, actor: str, reason: str | None) -> None:
-    """The operator's reason, next to the operation's ``start`` entry in the audit log."""
+def _record(sessions: Any, op: CutoverView, actor: str, action: str, after: dict[str, Any], reason: str | None
+            ) -> None:
+    """What the operator asked of an operation, with the reason, next to the operation's own audit entries."""
     with sessions() as session:
-        AuditService(session).record(actor=actor, object_type="cutover", object_id=op.id, action="requested",
-                                     group=op.group, after={"kind": op.kind, "mode": op.mode, "from": "console"},
-                                     reason=reason)
+        AuditService(session).record(actor=actor, object_type="cutover", object_id=op.id, action=action,
+                                     group=op.group, after=after, reason=reason)
         session.commit()
 
 

@@ -9,6 +9,7 @@ and a v1 producer sending throughout.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -16,7 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from graymq.devkit.processes import GraymqProcess
-from tests.browser.console_page import beside_the_browser, open_console
+from tests.browser.console_page import act, beside_the_browser, open_console, status
 from tests.support.cli import gray_status, graymq, start_consumer, wait_for
 from tests.support.cluster import Cluster, module_processes
 
@@ -99,3 +100,51 @@ def test_the_audit_table_shows_what_changed_before_and_after(release: Release, n
     expect(raw).to_be_hidden()  # the raw JSON only behind the toggle
     entry.locator("details.raw summary").click()
     expect(raw).to_contain_text('after: {"gray_weight": 30}')
+
+
+def test_a_rollout_started_from_the_console_shows_its_steps_advancing_and_an_abort_rolls_back(
+    release: Release, new_page
+) -> None:
+    ns = release.cluster.ns_url
+    start_group(release, "G_ROLLOUT")
+    page = open_console(new_page(), f"{ns}/console/groups/G_ROLLOUT")
+    form = page.locator("#rollout-form")
+    expect(form.locator("[name=max_failure_rate]")).to_have_value("5")  # the CLI's defaults
+    expect(form.locator("[name=min_messages]")).to_have_value("10")
+    form.locator("[name=steps]").fill("0,150")
+    form.locator("[name=step_seconds]").fill("2")
+    assert act(page, "#rollout-start", "") == ""  # refused before any confirmation, nothing started
+    expect(page.locator("#status")).to_have_text(
+        "refused: 400 --steps must be weights from 1 to 100, got [0, 150]")
+
+    form.locator("[name=steps]").fill("10,20,30,40")
+    form.locator("[name=min_messages]").fill("5")
+    form.locator("[name=timeout_s]").fill("60")
+    confirmation = act(page, "#rollout-start", "canary of v2")
+    assert confirmation.startswith("rolls G_ROLLOUT out at weights 10% → 20% → 30% → 40%, 2 s each; each step passes "
+                                   "with ≥ 5 gray deliveries, gray failure rate ≤ max(5%, normal + 5 points)"), \
+        confirmation
+    assert re.fullmatch(r"rollout #\d+ of G_ROLLOUT started .*", status(page)), status(page)
+    operation = page.locator('article.operation[data-state="RUNNING"]')
+    steps = operation.locator(".rollout-steps li")
+    expect(steps).to_have_count(4)
+    expect(steps.nth(0)).to_have_attribute("data-status", "checking")
+    expect(steps.nth(0)).to_have_attribute("data-status", "passed", timeout=30_000)
+    expect(steps.nth(1)).to_have_attribute("data-status", "checking")
+    expect(operation.locator('table.checks tr[data-check="1"]')).to_have_attribute("data-verdict", "pass")
+    expect(operation.locator('table.checks tr[data-check="1"] td').nth(3)).to_contain_text("(≤ 5.0%)")
+    wait_for(lambda: chart_value(page, "per_second", "gray") > 0, 20, "the gray side's throughput charted")
+
+    act(page, "article.operation button.abort", "v2 looks wrong")
+    assert re.fullmatch(r"rollout #\d+ of G_ROLLOUT aborted: rolling back .*", status(page)), status(page)
+    ended = page.locator('article.operation[data-state="ABORTED"]').first
+    expect(ended.locator(".state")).to_have_text("ROLLED BACK", timeout=40_000)
+    expect(ended).to_contain_text("aborted from the console by dev")
+    assert "checking" not in ended.locator(".rollout-steps li").evaluate_all("s => s.map(li => li.dataset.status)")
+    expect(ended.locator('.rollout-steps li[data-status="aborted"]')).to_have_count(1)
+    expect(page.locator("section.summary")).to_have_attribute("data-weight", "0")
+    v2a = next(c for c in gray_status(ns, "G_ROLLOUT")["clients"] if c["client_id"] == "v2a")
+    assert (v2a["state"], v2a["queues"]) == ("RETIRED", [])
+    entry = page.locator('table.audit tr[data-audit-action="abort"]')
+    expect(entry.locator(".reason")).to_have_text("v2 looks wrong")
+    expect(entry.locator(".actor")).to_have_text("dev")

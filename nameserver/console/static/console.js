@@ -13,8 +13,10 @@ let known = false;  // the group page's fragment loaded: the group exists (an un
 
 // Promote and rollback act on a group's release: offered only once the page showed the group exists.
 function showCutoverControls() {
-  const controls = document.getElementById("cutover-controls");
-  if (controls) controls.hidden = !known;
+  for (const id of ["cutover-controls", "rollout-form"]) {
+    const controls = document.getElementById(id);
+    if (controls) controls.hidden = !known;
+  }
 }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
@@ -125,18 +127,47 @@ async function post(path, body) {
   return response.json();
 }
 
-async function run(action) {
-  const base = `/console/api/groups/${encodeURIComponent(content.dataset.group)}`;
+// Confirm what ``describe()`` answers (a refusal is shown instead), then post ``body`` to ``path`` with the reason.
+async function confirmed(describe, path, body) {
   try {
-    const preview = await post(`${base}/preview`, { action });
-    const reason = await confirmWith(preview.message);
+    const reason = await confirmWith(await describe());
     if (reason === null) return;
-    const result = await post(`${base}/actions`, { action, reason: reason || null });
+    const result = await post(path, { ...body, reason: reason || null });
     say(result.message, true);
   } catch (e) {
     say("refused: " + e.message, false);
   }
   refresh();
+}
+
+function groupApi() { return `/console/api/groups/${encodeURIComponent(content.dataset.group)}`; }
+
+async function preview(path, body) { return (await post(path, body)).message; }
+
+function run(action) {
+  return confirmed(() => preview(`${groupApi()}/preview`, { action }), `${groupApi()}/actions`, { action });
+}
+
+// The rollout form as `graymq gray rollout` takes it: an empty optional threshold is left out (none).
+function rolloutRequest(form) {
+  const data = new FormData(form);
+  const body = { steps: String(data.get("steps")).split(",").map((w) => Number(w.trim())),
+                 then: data.get("then") };
+  for (const name of ["step_seconds", "max_failure_rate", "failure_margin", "max_p99_ms", "max_lag", "min_messages",
+                      "failed_checks", "timeout_s"]) {
+    const value = String(data.get(name) || "").trim();
+    if (value !== "") body[name] = Number(value);
+  }
+  return body;
+}
+
+const rolloutForm = document.getElementById("rollout-form");
+if (rolloutForm) {
+  rolloutForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const body = rolloutRequest(rolloutForm);
+    confirmed(() => preview(`${groupApi()}/rollout/preview`, body), `${groupApi()}/rollout`, body);
+  });
 }
 
 function formAction(form) {
@@ -153,6 +184,13 @@ function formAction(form) {
 document.addEventListener("click", (event) => {
   const button = event.target.closest("button.act");
   if (button) run(JSON.parse(button.dataset.action));
+  const abort = event.target.closest("button.abort");
+  if (abort) {
+    const id = abort.dataset.operation;
+    const text = `aborts rollout #${id} of ${abort.dataset.group}: it leaves its steps and rolls back — weight 0, the `
+      + "gray side retires, the normal consumers adopt its queues and what it failed (nothing lost)";
+    confirmed(async () => text, `/console/api/operations/${id}/abort`, {});
+  }
 });
 
 for (const form of document.querySelectorAll("form.act-form")) {

@@ -1,0 +1,184 @@
+"""Rollouts started from the console, run inside the name server as background tasks, and their abort.
+
+A rollout runs the runbook ``graymq gray rollout`` runs (``RolloutRunner``), with the CLI's defaults and checks
+(``RolloutPolicy``), talking to this name server over its own address with the caller's token, like the console's
+promote and rollback (``operations``). Abort makes the running rollout do what a failed check makes it do: leave its
+steps and roll back (weight 0, the gray side retired, the normal consumers adopting the gray queues — nothing
+lost), ending ABORTED with the outcome ROLLED_BACK and the abort's author in its message. Only the name server
+running a rollout can abort it; one run by ``graymq gray rollout`` is stopped where it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from graymq.client.nameserver_client import NameServerClient
+from graymq.nameserver.console.operations import _LogStream
+from graymq.nameserver.errors import ApiError, Conflict
+from graymq.nameserver.schemas import Reason
+from graymq.protocol.errors import ConfigError, GrayMQError
+from graymq.protocol.operations import CutoverKind, CutoverMode
+from graymq.runbooks.cutover import CutoverFailed, CutoverReport
+from graymq.runbooks.progress import Progress
+from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, RolloutRunner
+
+log = logging.getLogger(__name__)
+
+WAIT_FOR_GRAY_S = 30.0  # as `graymq gray rollout --wait-for-gray`'s default
+DEFAULT_TIMEOUT_S = 300.0  # as its --timeout's
+
+
+class RolloutRequest(BaseModel):
+    """The form's fields: ``graymq gray rollout``'s options, with its defaults."""
+
+    steps: list[int] = Field(min_length=1, max_length=100, description="weights in percent, e.g. [5, 25, 50]")
+    step_seconds: float
+    max_failure_rate: float = RolloutPolicy.max_failure_rate
+    failure_margin: float = RolloutPolicy.failure_margin
+    max_p99_ms: float | None = RolloutPolicy.max_p99_ms
+    max_lag: int | None = RolloutPolicy.max_lag
+    min_messages: int = RolloutPolicy.min_messages
+    failed_checks: int = RolloutPolicy.failed_checks
+    then: Literal["promote", "hold"] = "promote"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    reason: Reason
+
+    def policy(self) -> RolloutPolicy:
+        """The runbook's policy; a value out of range is a 400 naming it (as the CLI's option)."""
+        if self.timeout_s <= 0:
+            raise ApiError("out of range: --timeout (see graymq gray rollout --help)")
+        try:
+            return RolloutPolicy(self.steps, self.step_seconds, self.max_failure_rate, self.failure_margin,
+                                 self.max_p99_ms, self.max_lag, self.min_messages, self.failed_checks, self.then)
+        except ConfigError as exc:
+            raise ApiError(exc.message) from None
+
+
+class AbortRequest(BaseModel):
+    reason: Reason
+
+
+def describe(group: str, policy: RolloutPolicy) -> str:
+    """What the rollout will do, for the confirmation.
+
+    >>> describe("G", RolloutPolicy([5, 50], 30.0, max_p99_ms=200.0))
+    'rolls G out at weights 5% → 50%, 30 s each; each step passes with ≥ 10 gray deliveries, gray failure rate ≤ \
+max(5%, normal + 5 points), p99 ≤ 200 ms; 1 failed check rolls back; then promote'
+    """
+    limits = [f"gray failure rate ≤ max({policy.max_failure_rate:g}%, normal + {policy.failure_margin:g} points)"]
+    if policy.max_p99_ms is not None:
+        limits.append(f"p99 ≤ {policy.max_p99_ms:g} ms")
+    if policy.max_lag is not None:
+        limits.append(f"gray lag ≤ {policy.max_lag:,}")
+    checks = policy.failed_checks
+    return (f"rolls {group} out at weights {' → '.join(f'{w}%' for w in policy.steps)}, {policy.step_seconds:g} s "
+            f"each; each step passes with ≥ {policy.min_messages:,} gray deliveries, {', '.join(limits)}; "
+            f"{checks} failed check{'' if checks == 1 else 's in a row'} roll{'s' if checks == 1 else ''} back; "
+            f"then {policy.then}")
+
+
+@dataclass
+class _Running:
+    """A rollout this name server runs: its group, its record's id once created, and whether it left its steps."""
+
+    group: str
+    operation_id: int | None = None
+    past_steps: bool = False
+    aborted: asyncio.Event = field(default_factory=asyncio.Event)
+    abort_message: str = ""
+    task: asyncio.Task[None] | None = None
+
+
+class _AbortableRollout(RolloutRunner):
+    """A rollout whose weight steps end, as a failed check ends them, once ``running.aborted`` is set."""
+
+    def __init__(self, running: _Running, nameserver: NameServerClient, policy: RolloutPolicy,
+                 timeout_s: float) -> None:
+        super().__init__(nameserver, running.group, policy, None, timeout_s, Progress(stream=_LogStream()),
+                         WAIT_FOR_GRAY_S)
+        self.running = running
+
+    async def _begin(self, kind: CutoverKind, mode: CutoverMode) -> CutoverReport:
+        report = await super()._begin(kind, mode)
+        self.running.operation_id = report.operation_id
+        return report
+
+    async def _weighted_steps(self, report: RolloutReport) -> bool:
+        steps = asyncio.ensure_future(super()._weighted_steps(report))
+        abort = asyncio.ensure_future(self.running.aborted.wait())
+        try:
+            await asyncio.wait({steps, abort}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # aborted, or this task cancelled (the name server stops): the steps stop here
+            abort.cancel()
+            if not steps.done():
+                steps.cancel()
+                await asyncio.gather(steps, return_exceptions=True)
+        self.running.past_steps = True
+        if steps.cancelled():
+            report.message = self.running.abort_message
+            return False
+        return steps.result()
+
+
+class ConsoleRollouts:
+    """The rollouts this name server runs; ``stop`` cancels them (their records stay RUNNING, resumable by
+    ``graymq gray rollout`` with the same steps)."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, _Running] = {}  # by group
+
+    def start(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
+              token: str | None) -> asyncio.Task[None]:
+        """Run the rollout of ``group`` in the background as the holder of ``token`` (None: dev mode)."""
+        running = _Running(group)
+        task = asyncio.create_task(_run(running, policy, timeout_s, nameserver_url, token),
+                                   name=f"console rollout {group}")
+        running.task = task
+        self._running[group] = running
+        task.add_done_callback(lambda _: self._forget(running))
+        return task
+
+    def abort(self, operation_id: int, actor: str) -> None:
+        """Make the rollout ``operation_id`` roll back; 409 when this name server does not run it or it is past its
+        steps (promoting, or holding its last weight)."""
+        running = next((r for r in self._running.values() if r.operation_id == operation_id), None)
+        if running is None:
+            raise Conflict(f"rollout #{operation_id} is not run by this name server's console: stop it where it "
+                           "runs (a `graymq gray rollout` that is interrupted stays RUNNING)")
+        if running.past_steps:
+            raise Conflict(f"rollout #{operation_id} is past its weight steps: it no longer rolls back on a check")
+        running.abort_message = f"aborted from the console by {actor}"
+        running.aborted.set()
+
+    def _forget(self, running: _Running) -> None:
+        if self._running.get(running.group) is running:
+            del self._running[running.group]
+
+    async def stop(self) -> None:
+        tasks = [running.task for running in self._running.values() if running.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _run(running: _Running, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
+               token: str | None) -> None:
+    group = running.group
+    nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
+    runner = _AbortableRollout(running, nameserver, policy, timeout_s)
+    try:
+        report = await runner.rollout()
+        log.info("console rollout of %s: %s", group, report.outcome)
+    except CutoverFailed as exc:  # the runner recorded the operation FAILED with its report
+        log.warning("console rollout of %s failed: %s", group, exc.message)
+    except GrayMQError as exc:
+        log.error("console rollout of %s stopped, its record stays RUNNING (`graymq gray rollout %s` with the same "
+                  "steps resumes it): %s", group, group, exc.message)
+    finally:
+        await runner.close()
+        await nameserver.close()

@@ -200,3 +200,20 @@ def test_a_body_over_the_limit_is_refused_with_its_size_and_a_huge_request_befor
         asyncio.run(send(2 * limit))
     assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert read_all(shared.ns_url, "GRPC_BIG", 1, timeout=0) == []
+
+
+def test_a_client_that_only_sends_is_unregistered_after_the_client_expiry(shared: Cluster) -> None:
+    topic, client_id = "GRPC_PLAIN", "raw-sender@1@0@x"
+
+    async def send() -> v2s.SendMessageResponse:
+        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+            properties = v2.SystemProperties(message_id="01RAW", message_type=v2.NORMAL)
+            message = v2.Message(topic=v2.Resource(name=topic), body=b"raw", system_properties=properties)
+            return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
+                v2s.SendMessageRequest(messages=[message]), metadata=[("x-mq-client-id", client_id)], timeout=10)
+
+    shared.create_topic(topic, QUEUES, GRAY)
+    assert asyncio.run(send()).status.code == v2.OK
+    assert producer_view(shared, topic, client_id) is not None  # registered by its send, no telemetry stream
+    wait_for(lambda: producer_view(shared, topic, client_id) is None, 25,
+             "the broker to unregister a stock producer without a stream once idle for the client expiry (10 s)")

@@ -6,6 +6,7 @@ from graymq.client.allocate import (
     AllocateMessageQueueGray,
     ConsumerView,
 )
+from graymq.client.config import ClientConfig
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.consumer.push_consumer import PushConsumer
 from graymq.client.message import (
@@ -18,10 +19,11 @@ from graymq.client.message import (
     SendStatus,
 )
 from graymq.client.producer import Producer
+from graymq.client.producer_settings import ProducerSettings
 from graymq.client.selector import GrayQueueSelector
 
 __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueGray",
-    "ConsumerView", "ConsumeStatus", "GrayQueueSelector", "Message", "MessageExt", "MessageQueue", "Producer",
-    "PullConsumer", "PullResult", "PushConsumer", "SendResult", "SendStatus",
+    "ClientConfig", "ConsumerView", "ConsumeStatus", "GrayQueueSelector", "Message", "MessageExt", "MessageQueue",
+    "Producer", "ProducerSettings", "PullConsumer", "PullResult", "PushConsumer", "SendResult", "SendStatus",
 ]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
 from google.protobuf.message import Message as PbMessage
 
+from graymq.client.config import ClientConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.errors import BadRequestError
@@ -39,7 +39,7 @@ class BrokerClient:
         self._locks: dict[str, asyncio.Lock] = {}
         self._on_group_changed = on_group_changed
         self.timeout_s = timeout_s
-        self.token = (token if token is not None else os.environ.get("GRAYMQ_TOKEN", "")).strip()
+        self.token = (token if token is not None else ClientConfig.from_env().token or "").strip()
         self.tls = tls if isinstance(tls, ssl.SSLContext) else broker_tls(tls)
 
     async def connection(self, address: str) -> Connection:

@@ -11,19 +11,21 @@ the producer group). Once a promote or rollback has told a producer to be normal
 the gray queues. The rule per source and group state is the table in ``client/gray_side.py`` and the README's
 cutover runbook; a ``SendResult``'s ``gray`` is the side the message really took.
 
-Auto batching (RocketMQ 5's autoBatch, without its linger; on by default, ``auto_batch=False`` turns it
-off): ``send()`` calls made during one turn of the event loop for the same topic, gray side and sharding
-key leave as one SEND_BATCH at the end of that turn — a message is never held back waiting for others,
-and a lone send is still a plain SEND_MESSAGE. Concurrent senders (many tasks, ``send_async``) then cost
-one request per turn instead of one per message. A batch the broker refuses as a whole is resent one
-message at a time, so each sender gets its own answer.
+Auto batching (on by default, ``auto_batch=False`` turns it off; client/accumulator.py): ``send()`` calls made
+during one turn of the event loop for the same topic, gray side and sharding key leave as one SEND_BATCH at the
+end of that turn; a lone send is still a plain SEND_MESSAGE.
 
 Idempotent retries: every request carries the producer's id (random, one per ``Producer``) and a sequence
 number per (broker, topic, queue). A request whose outcome is unknown (a timeout, a connection lost after it
 was written, a sync flush that timed out) is retried to the same broker and queue with the same number, and
 the broker answers a request it stored already with the first result instead of storing it again. Only a
 request known not to be stored (no connection could be made, a refusal) goes to another broker, under that
-queue's next number.
+queue's next number. The decision is client/send_retry.py's; which error calls for what is its class's
+``send_retry`` (protocol/errors.py).
+
+Its name servers, token and TLS come from a ``ClientConfig`` (``config=``: the producers and consumers given
+the same one share a name-server client, route cache and broker connections), else from the keyword
+arguments and ``ClientConfig.from_env()``; its tuning from ``ProducerSettings`` (``settings=`` or keywords).
 """
 
 from __future__ import annotations
@@ -37,34 +39,25 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from graymq.client.broker_client import BrokerClient
+from graymq.client.accumulator import MessageAccumulator
+from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
 from graymq.client.gray_side import send_side
+from graymq.client.instance import ClientInstance
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
-from graymq.client.nameserver_client import NameServerClient
+from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
-from graymq.client.route_cache import SharedRouteCache
 from graymq.client.selector import GrayQueueSelector
+from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
-from graymq.protocol.errors import (
-    BadRequestError,
-    ConnectFailedError,
-    ConnectionClosedError,
-    FlushTimeoutError,
-    GrayMQError,
-    NotLeaderError,
-    ReplicationTimeoutError,
-    RequestTimeoutError,
-    TopicNotExistError,
-)
+from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
 _HOST = socket.gethostname()
 _SendRequest: TypeAlias = pb.SendRequest | pb.SendBatchRequest
-_BatchKey = tuple[str, bool, str | None]  # topic, gray, sharding key
 # Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped, jittered.
 TOPIC_WAIT_FIRST_S = 0.05
 TOPIC_WAIT_MAX_S = 0.5
@@ -73,15 +66,6 @@ LEADER_WAIT_S = 0.2  # between asking the name server who leads a broker set tha
 
 def new_msg_id() -> str:
     return secrets.token_hex(16).upper()
-
-
-def outcome_unknown(exc: GrayMQError) -> bool:
-    """Whether the request may have been stored: sent, then no answer (timeout, connection lost), a sync
-    flush or a sync replication that timed out. A connection that could not be opened sent nothing; a broker's
-    refusal stored nothing."""
-    if isinstance(exc, ConnectionClosedError):
-        return not isinstance(exc, ConnectFailedError)
-    return isinstance(exc, RequestTimeoutError | FlushTimeoutError | ReplicationTimeoutError)
 
 
 class MessageIds:
@@ -99,28 +83,6 @@ class MessageIds:
 
     def trace_id(self) -> str:
         return f"{self._trace_prefix}{next(self._counter) & 0xFFFF_FFFF:08x}"
-
-
-class _OpenBatch:
-    """Messages waiting for the end of this turn of the loop, each with the future of its send()."""
-
-    __slots__ = ("items", "size")
-
-    def __init__(self) -> None:
-        self.items: list[tuple[dict[str, Any], asyncio.Future[SendResult]]] = []
-        self.size = 0
-
-
-async def _settle(future: asyncio.Future[SendResult], send: Any) -> None:
-    """Await ``send`` and hand its outcome to ``future`` (unless the caller gave up on it)."""
-    try:
-        result = await send
-    except Exception as exc:  # noqa: BLE001 - delivered to the caller awaiting the future
-        if not future.done():
-            future.set_exception(exc)
-        return
-    if not future.done():
-        future.set_result(result)
 
 
 class _MemoSelector(GrayQueueSelector):
@@ -154,6 +116,8 @@ class Producer:
 
     A send makes up to ``1 + retry_times`` attempts within ``send_timeout_s`` (or its ``timeout_s``); each
     attempt may use an equal share of the time left, so a timed-out attempt leaves time for its retry.
+    ``settings`` holds the tuning (each ``ProducerSettings`` field is also a keyword argument, which wins);
+    ``config`` the name servers, token and TLS (``nameserver`` and ``token`` are then not to be given).
     """
 
     def __init__(
@@ -164,41 +128,48 @@ class Producer:
         client_id: str | None = None,
         labels: dict[str, str] | None = None,
         gray: bool | None = None,
-        retry_times: int = 2,
-        send_timeout_s: float = 3.0,
-        heartbeat_interval_s: float = 2.0,
-        route_ttl_s: float = 30.0,
-        auto_batch: bool = True,
-        batch_max_messages: int = 64,
-        batch_max_bytes: int = 1 << 20,
         token: str | None = None,
+        settings: ProducerSettings | None = None,
+        config: ClientConfig | None = None,
+        **keywords: Any,
     ) -> None:
-        if retry_times < 0:
-            raise BadRequestError("retry_times must be >= 0")
+        self.settings = s = producer_settings(settings, keywords)
         self.group = group
         self.client_id = client_id or new_client_id("producer")
-        self.retry_times = retry_times
-        self.send_timeout_s = send_timeout_s
         self.gray = bool(gray)
         self.gray_switch = True
         self.gray_marks = False  # honour messages' gray marks: only once the name server says so
-        self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
-        self.routes = SharedRouteCache(self.nameserver, route_ttl_s)
-        self.brokers = BrokerClient(token=token)
+        self.client = ClientInstance.of(client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s))
+        self.nameserver = self.client.nameserver
+        self.routes = self.client.route_view()
+        self.brokers = self.client.brokers
         self.selector: GrayQueueSelector = _MemoSelector()
         self.ids = MessageIds()
         self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
         self._sequences: dict[tuple[str, str, int], int] = {}  # (broker, topic, queue id) -> next sequence
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
-            declared_gray=gray, interval_s=heartbeat_interval_s, report=self._report, on_update=self._on_update,
+            declared_gray=gray, interval_s=s.heartbeat_interval_s, report=self._report, on_update=self._on_update,
         )
         self._pending: set[asyncio.Task[Any]] = set()
         self.started = False
-        self.auto_batch = auto_batch
-        self.batch_max_messages = max(1, batch_max_messages)
-        self.batch_max_bytes = batch_max_bytes
-        self._open_batches: dict[_BatchKey, _OpenBatch] = {}
+        self._left = False
+        self.accumulator = MessageAccumulator(
+            lambda topic, gray, key, fields: self._send_one(topic, gray, key, fields, None),
+            lambda topic, gray, key, messages: self._send_batch_request(topic, gray, key, messages, None),
+            max_messages=s.batch_max_messages, max_bytes=s.batch_max_bytes)
+
+    @property
+    def retry_times(self) -> int:
+        return self.settings.retry_times
+
+    @property
+    def send_timeout_s(self) -> float:
+        return self.settings.send_timeout_s
+
+    @property
+    def auto_batch(self) -> bool:
+        return self.settings.auto_batch
 
     def _report(self) -> dict[str, Any]:
         gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
@@ -222,16 +193,16 @@ class Producer:
 
     async def stop(self) -> None:
         """Send what is batched and in flight, then leave the group in the name server and close."""
-        for key, batch in list(self._open_batches.items()):
-            self._close_batch(key, batch)
+        await self.accumulator.flush()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
         await self.membership.stop()
         self.started = False
         await self.membership.unregister()  # so a promote does not wait for this producer to go stale
         await self.routes.close()
-        await self.brokers.close()
-        await self.nameserver.close()
+        if not self._left:
+            self._left = True
+            await self.client.leave()
 
     # -- sending ---------------------------------------------------------------------------
     def _side(self, message: Message, handling: MessageExt | None) -> bool:
@@ -265,11 +236,7 @@ class Producer:
         gray = self._side(message, handling)
         fields = self._fields(message, gray, int(time.time() * 1000), handling)
         if self.auto_batch and timeout_s is None and self.started:
-            key = (message.topic, gray, message.sharding_key)
-            batch = self._open_batches.get(key)
-            if batch is not None:
-                return await self._add_to_batch(key, batch, message, fields)
-            return await self._lead_batch(key, message, fields)
+            return await self.accumulator.send((message.topic, gray, message.sharding_key), fields, len(message.body))
         return await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
 
     async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
@@ -287,79 +254,6 @@ class Producer:
         if first < 0:  # a duplicate stored longer ago than the broker remembers where
             return [SendResult(SendStatus.SEND_OK, msg_id, mq, -1, gray) for msg_id in resp.msg_ids]
         return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
-
-    # -- auto batching -----------------------------------------------------------------------
-    async def _lead_batch(self, key: _BatchKey, message: Message, fields: dict[str, Any]) -> SendResult:
-        """``send()`` opening a batch: the other sends of this loop turn join it; alone, the message leaves from
-        this coroutine as a plain send (no task, one loop turn later), else the batch leaves from a task."""
-        batch = self._open_batches[key] = _OpenBatch()
-        future = self._add_to_batch(key, batch, message, fields)
-        try:
-            await asyncio.sleep(0)
-        finally:  # cancelled too: the messages that joined still leave
-            alone = self._open_batches.get(key) is batch and len(batch.items) == 1
-            if alone:
-                del self._open_batches[key]
-            else:
-                self._close_batch(key, batch)
-        if alone:
-            return await self._send_one(*key, fields, None)
-        return await future
-
-    def _join_batch(self, message: Message, gray: bool, fields: dict[str, Any]) -> asyncio.Future[SendResult]:
-        """Add the message to the open batch of its (topic, gray, sharding key); the batch leaves at the end of
-        this turn of the loop, or at once when full."""
-        key = (message.topic, gray, message.sharding_key)
-        batch = self._open_batches.get(key)
-        if batch is None:
-            batch = self._open_batches[key] = _OpenBatch()
-            asyncio.get_running_loop().call_soon(self._close_batch, key, batch)
-        return self._add_to_batch(key, batch, message, fields)
-
-    def _add_to_batch(self, key: _BatchKey, batch: _OpenBatch, message: Message,
-                      fields: dict[str, Any]) -> asyncio.Future[SendResult]:
-        future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        batch.items.append((fields, future))
-        batch.size += len(message.body)
-        if len(batch.items) >= self.batch_max_messages or batch.size >= self.batch_max_bytes:
-            self._close_batch(key, batch)
-        return future
-
-    def _close_batch(self, key: _BatchKey, batch: _OpenBatch) -> None:
-        if self._open_batches.get(key) is not batch:
-            return  # closed already (full)
-        del self._open_batches[key]
-        task = asyncio.get_running_loop().create_task(self._send_closed_batch(*key, batch.items))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def _send_closed_batch(self, topic: str, gray: bool, sharding_key: str | None,
-                                 items: list[tuple[dict[str, Any], asyncio.Future[SendResult]]]) -> None:
-        if len(items) == 1:
-            fields, future = items[0]
-            await _settle(future, self._send_one(topic, gray, sharding_key, fields, None))
-            return
-        try:
-            results = await self._send_batch_request(topic, gray, sharding_key, [f for f, _ in items], None)
-        except GrayMQError as exc:
-            if exc.retriable:
-                for _, future in items:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-            # Refused as a whole (the broker stores nothing of a refused batch): send them one by one so
-            # each message gets its own answer and one bad message does not fail the others.
-            for fields, future in items:
-                await _settle(future, self._send_one(topic, gray, sharding_key, fields, None))
-            return
-        except BaseException as exc:
-            for _, future in items:
-                if not future.done():
-                    future.set_exception(exc)
-            raise
-        for (_, future), result in zip(items, results, strict=True):
-            if not future.done():
-                future.set_result(result)
 
     async def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
         """All messages go to one queue of one topic in one request (same gray side, same key)."""
@@ -385,7 +279,8 @@ class Producer:
         if self.auto_batch and self.started:
             handling = current_message()
             gray = self._side(message, handling)
-            future = self._join_batch(message, gray, self._fields(message, gray, int(time.time() * 1000), handling))
+            fields = self._fields(message, gray, int(time.time() * 1000), handling)
+            future = self.accumulator.append((message.topic, gray, message.sharding_key), fields, len(message.body))
         else:
             future = asyncio.get_running_loop().create_task(self.send(message))
             self._pending.add(future)
@@ -413,97 +308,74 @@ class Producer:
 
     async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
                             timeout_s: float | None) -> tuple[MessageQueue, Any]:
-        """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side; on a retriable error, again,
-        up to ``retry_times`` more, within the timeout. Returns the queue and response.
+        """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side until it is answered, the
+        retry decision (``send_retry.after_failure``) stops or the timeout passes. Returns the queue and response.
 
-        An attempt whose outcome is unknown (``outcome_unknown``) is repeated to the same broker and queue under
-        the same sequence, so the broker stores the request once — at the new leader of its broker set when that
-        broker is gone or no longer leads (the followers hold what it stored, sequence included); one that certainly
-        stored nothing (no connection, a refusal) goes to another broker under the next sequence of the queue chosen
-        there. Each
-        attempt may take the time left divided by the attempts left.
-
-        A broker that does not know the topic yet (just created: it learns topics when it registers with the
-        name server) is asked again after a short backoff until the timeout, without counting against
-        ``retry_times``; the route is asked again of the name server first, so a deleted topic fails at once.
+        Before each attempt the step says where it goes: a new queue (the route as cached; read again from the
+        name server after a broker did not know the topic, so a deleted topic fails at once), the same queue and
+        sequence, or the same queue and sequence at its broker set's new leader (the route read again).
         """
         if not self.started:
             raise BadRequestError("producer not started: await producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
         send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
-        last_broker: str | None = None
-        error: GrayMQError | None = None
-        retries = 0
-        topic_wait = Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
-        unknown: tuple[MessageQueue, str] | None = None  # queue and address of an attempt that may have stored
-        moved = False  # that attempt's broker is gone or no longer leads its set: find its set's leader
-        route: TopicRoute | None = None
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            if unknown is not None:
-                mq, address = unknown
-                if moved:  # the broker set's leader changed: ask the new one, same queue and sequence
-                    try:
-                        route = await with_timeout(self.routes.get(topic, refresh=True), remaining)
-                    except TimeoutError:
-                        break
-                    address = route.address_of(mq.broker_name) or address
-                    unknown, moved = (mq, address), False
-            else:
-                route = self.routes.fresh(topic) if error is None else None
-                if isinstance(error, TopicNotExistError):
-                    try:  # does the name server still know the topic? (a hung one must not outlast the timeout)
-                        route = await with_timeout(self.routes.get(topic, refresh=True), remaining)
-                    except TimeoutError:
-                        break
-                elif route is None:
-                    try:  # the first lookup, or one after a failed attempt: bounded like the refresh above
-                        route = await with_timeout(self.routes.get(topic), remaining)
-                    except TimeoutError:
-                        break
-                mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=last_broker,
-                                          sharding_key=sharding_key)
-                found = route.address_of(mq.broker_name)
-                assert found is not None
-                address = found
-                req.queue_id = mq.queue_id
-                req.sequence = self._next_sequence(mq)
-            try:
-                attempt_s = max(deadline - time.monotonic(), 0.001) / (1 + self.retry_times - retries)
-                return mq, await send(address, req, attempt_s)  # type: ignore[arg-type]
-            except TopicNotExistError as exc:
-                error = exc
-                unknown = None
-                last_broker = mq.broker_name
-                backoff_s = topic_wait.next()
-                log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, topic, backoff_s)
-                await asyncio.sleep(min(backoff_s, max(deadline - time.monotonic(), 0.0)))
-            except GrayMQError as exc:
-                if not exc.retriable:
-                    raise
-                error = exc
-                retries += 1
-                if outcome_unknown(exc):
-                    unknown = (mq, address)
-                elif unknown is not None and (isinstance(exc, NotLeaderError) or (
-                        isinstance(exc, ConnectFailedError) and _replicated(route, mq.broker_name))):
-                    moved = True  # it may be stored on that broker set: only its new leader can say
-                    retries -= 1  # waiting for a new leader, bounded by the timeout, not by retry_times
-                    self.routes.invalidate(topic)
-                    await asyncio.sleep(min(LEADER_WAIT_S, max(deadline - time.monotonic(), 0.0)))
-                else:
-                    unknown = None
-                    last_broker = mq.broker_name
-                    self.routes.invalidate(topic)
-                if retries > self.retry_times:
+        state, topic_wait = RetryState(), Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
+        mq, address = MessageQueue(topic, "", -1), ""
+        while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
+            if state.step is not Step.SAME_QUEUE:
+                try:
+                    route = await self._route(topic, state, remaining)
+                except TimeoutError:  # a hung name server must not outlast the timeout
                     break
-                log.info("send to %s failed (%s), retrying %s", mq, exc.message,
-                         f"the same queue (sequence {req.sequence})" if unknown else "on another broker")
-        if error is None:
-            raise RequestTimeoutError(f"send to {topic} timed out")
-        raise error
+                mq, address = self._target(route, req, state, gray, sharding_key, mq, address)
+            try:
+                timeout = attempt_timeout(state, deadline - time.monotonic(), self.retry_times)
+                return mq, await send(address, req, timeout)  # type: ignore[arg-type]
+            except GrayMQError as exc:
+                state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=self.retry_times,
+                                      replicated=_replicated(self.routes.cached(topic), mq.broker_name))
+                await self._pause(state, mq, req.sequence, topic_wait, deadline)
+        raise state.error or RequestTimeoutError(f"send to {topic} timed out")
+
+    async def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
+        """The route the next attempt reads: cached while fresh on a first attempt, asked again of the name server
+        when the step says so, else the cache's (refreshed in the background when due)."""
+        if state.error is None and (route := self.routes.fresh(topic)) is not None:
+            return route
+        refresh = state.step in (Step.NEW_LEADER, Step.RECHECK_TOPIC)
+        return await with_timeout(self.routes.get(topic, refresh=refresh), remaining_s)
+
+    def _target(self, route: TopicRoute, req: _SendRequest, state: RetryState, gray: bool,
+                sharding_key: str | None, mq: MessageQueue, address: str) -> tuple[MessageQueue, str]:
+        """The queue and broker address of the next attempt: the same queue at its set's leader, or a queue
+        selected (away from ``state.avoid_broker``) under that queue's next sequence, set on ``req``."""
+        if state.step is Step.NEW_LEADER:
+            return mq, route.address_of(mq.broker_name) or address
+        mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=state.avoid_broker,
+                                  sharding_key=sharding_key)
+        found = route.address_of(mq.broker_name)
+        assert found is not None
+        req.queue_id = mq.queue_id
+        req.sequence = self._next_sequence(mq)
+        return mq, found
+
+    async def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff,
+                     deadline: float) -> None:
+        """What happens between a failed attempt and the next: the route marked stale, a backoff, a log line."""
+        assert state.error is not None
+        left = max(deadline - time.monotonic(), 0.0)
+        if state.step is Step.RECHECK_TOPIC:
+            backoff_s = topic_wait.next()
+            log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, mq.topic, backoff_s)
+            await asyncio.sleep(min(backoff_s, left))
+        elif state.step is Step.NEW_LEADER:  # it may be stored on that broker set: only its new leader can say
+            self.routes.invalidate(mq.topic)
+            await asyncio.sleep(min(LEADER_WAIT_S, left))
+        elif state.step is not Step.STOP:
+            if state.step is Step.NEW_QUEUE:
+                self.routes.invalidate(mq.topic)
+            log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
+                     f"the same queue (sequence {sequence})" if state.resending else "on another broker")
 
 
 def _replicated(route: TopicRoute | None, broker_name: str) -> bool:

@@ -1,8 +1,8 @@
 """Topic routes cached per topic, refreshed in the background: a slow or hung name server never holds up a send.
 
-``SharedRouteCache`` is what clients hold: the clients of one event loop that ask the same name servers with the
-same token share one ``RouteCache``, so a process of many consumers asks once per topic, and each cache refreshes
-a route at a jittered interval, so a fleet started together does not refresh in lockstep.
+``SharedRouteCache`` is what clients hold: a view of the ``SharedRoutes`` of their ``ClientInstance``
+(client/instance.py), so the clients given one ``ClientConfig`` ask once per topic; each cache refreshes a route
+at a jittered interval, so a fleet started together does not refresh in lockstep.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import random
 import time
 from typing import Protocol
 
-from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import TopicRoute
 from graymq.protocol.errors import GrayMQError, NameServerError
 
@@ -122,11 +121,11 @@ class RouteCache:
         return {b.broker_name: b.address for route in self._routes.values() for b in route.brokers}
 
 
-class _Shared:
-    """One ``RouteCache`` and the clients using it; it asks through the name-server client of its latest user."""
+class SharedRoutes:
+    """One ``RouteCache`` and the clients using it (a ``ClientInstance``'s routes); it asks through the
+    name-server client of its latest user."""
 
-    def __init__(self, key: _Key, ttl_s: float) -> None:
-        self.key = key
+    def __init__(self, ttl_s: float = 30.0) -> None:
         self.members: dict[SharedRouteCache, None] = {}  # in order of use, the latest last
         self.cache = RouteCache(self, ttl_s)
 
@@ -145,81 +144,43 @@ class _Shared:
                     raise
         raise NameServerError(f"no open client left to look up the route of {topic}")
 
-
-_Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], "str | None", float]
-_caches: dict[_Key, _Shared] = {}
+    async def close(self) -> None:
+        await self.cache.close()
 
 
 class SharedRouteCache:
-    """A client's routes: the ``RouteCache`` its event loop shares with every client that asks the same name
-    servers with the same token and ttl (joined at first use, left at ``close``; the last one out closes it).
+    """A client's routes: a view of the ``SharedRoutes`` it shares with the other clients of its
+    ``ClientInstance`` (``table``; without one, a table of its own), joined when built, left at ``close``
+    (the last one out cancels the lookups in flight).
 
     It has ``RouteCache``'s methods and semantics, but ``topics()`` and ``brokers()`` cover only the topics this
-    client used. Lookups go through ``nameserver``, this client's own name-server client (or that of another
-    client sharing the cache, whichever used it last).
+    client used. Lookups go through ``nameserver``, this client's name-server client (or that of another
+    client sharing the table, whichever used it last).
     """
 
-    def __init__(self, nameserver: NameServerClient, ttl_s: float = 30.0) -> None:
-        self.nameserver: RouteSource = nameserver
+    def __init__(self, nameserver: RouteSource, ttl_s: float = 30.0, *, table: SharedRoutes | None = None) -> None:
+        self.nameserver = nameserver
         self.ttl_s = ttl_s
-        self._names = (tuple(nameserver.urls), nameserver.token)
-        self._shared: _Shared | None = None
+        self._table = table if table is not None else SharedRoutes(ttl_s)
+        self._table.members[self] = None
+        self._cache = self._table.cache
         self._topics: set[str] = set()
 
-    def _cache(self) -> RouteCache | None:
-        """The shared cache of the running loop, joined now if need be; None outside a loop (nothing used yet)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return self._shared.cache if self._shared is not None else None
-        if self._shared is not None and self._shared.key[0] is loop:
-            return self._shared.cache
-        self._leave()
-        key: _Key = (loop, *self._names, self.ttl_s)
-        shared = _caches.get(key)
-        if shared is None:
-            for gone in [k for k in _caches if k[0].is_closed()]:
-                del _caches[gone]
-            shared = _caches[key] = _Shared(key, self.ttl_s)
-        shared.members[self] = None
-        self._shared = shared
-        return shared.cache
-
-    def _leave(self) -> _Shared | None:
-        """Leave the shared cache; returns it when this was its last user (to be closed)."""
-        shared, self._shared = self._shared, None
-        if shared is None:
-            return None
-        shared.members.pop(self, None)
-        if shared.members:
-            return None
-        if _caches.get(shared.key) is shared:
-            del _caches[shared.key]
-        return shared
-
     async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
-        cache = self._cache()
-        assert cache is not None and self._shared is not None  # a coroutine runs in a loop
         self._topics.add(topic)
-        self._shared.used_by(self)
-        return await cache.get(topic, refresh=refresh)
+        self._table.used_by(self)
+        return await self._cache.get(topic, refresh=refresh)
 
     def fresh(self, topic: str) -> TopicRoute | None:
-        cache = self._cache()
-        if cache is None:
-            return None
         self._topics.add(topic)
-        return cache.fresh(topic)
+        return self._cache.fresh(topic)
 
     def cached(self, topic: str) -> TopicRoute | None:
-        cache = self._cache()
-        return cache.cached(topic) if cache is not None else None
+        return self._cache.cached(topic)
 
     def invalidate(self, topic: str) -> None:
         """Refresh the route at its next use, for every client sharing it (it stays the fallback meanwhile)."""
-        cache = self._cache()
-        if cache is not None:
-            cache.invalidate(topic)
+        self._cache.invalidate(topic)
 
     def topics(self) -> list[str]:
         """The topics this client used that have a cached route."""
@@ -230,10 +191,12 @@ class SharedRouteCache:
         return {b.broker_name: b.address for t in self._topics if (r := self.cached(t)) for b in r.brokers}
 
     async def close(self) -> None:
-        """Leave the shared cache; the last client to leave cancels its lookups in flight."""
-        last = self._leave()
-        if last is not None:
-            await last.cache.close()
+        """Leave the shared table; the last client to leave cancels its lookups in flight."""
+        if self not in self._table.members:
+            return  # closed already
+        del self._table.members[self]
+        if not self._table.members:
+            await self._table.close()
 
 
 Routes = RouteCache | SharedRouteCache  # what backlog queries take

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import ClassVar, TypeVar
 
 from graymq.protocol import graymq_pb2 as pb
 
 _E = TypeVar("_E", bound="type[GrayMQError]")
 _BY_CODE: dict[int, type[GrayMQError]] = {}
+
+
+class SendRetry(Enum):
+    """What a producer does after a send attempt failed with an error of a class (its ``send_retry``); the
+    decision itself, which also weighs the attempt's state, is ``client/send_retry.py``."""
+
+    STOP = "stop"  # no repeat of the same request can succeed: the caller gets the error
+    SAME_QUEUE = "same_queue"  # sent, no answer (it may be stored): the same queue under the same sequence
+    ROTATE = "rotate"  # certainly stored nothing: another broker, under its queue's next sequence
+    NEW_LEADER = "new_leader"  # the broker is gone or no longer leads: a request that may be stored on its
+    # (replicated) set goes to the set's new leader, same queue and sequence; anything else rotates
+    WAIT_TOPIC = "wait_topic"  # the broker does not know the topic yet: back off, ask the name server again
 
 
 class GrayMQError(Exception):
@@ -24,6 +37,13 @@ class GrayMQError(Exception):
     code: ClassVar[int] = pb.SYSTEM_ERROR
     retriable: ClassVar[bool] = False
     permanent: ClassVar[bool] = False
+    send_retry: ClassVar[SendRetry] = SendRetry.STOP
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A class that sets ``retriable`` without ``send_retry`` rotates when retriable, else stops."""
+        super().__init_subclass__(**kwargs)
+        if "retriable" in vars(cls) and "send_retry" not in vars(cls):
+            cls.send_retry = SendRetry.ROTATE if cls.retriable else SendRetry.STOP
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message or type(self).__name__)
@@ -53,6 +73,7 @@ def error_from_code(code: int, message: str) -> GrayMQError:
 register(GrayMQError)
 
 
+
 @register
 class SystemBusyError(GrayMQError):
     code = pb.SYSTEM_BUSY
@@ -73,6 +94,7 @@ class BadRequestError(GrayMQError):
 @register
 class TopicNotExistError(GrayMQError):
     code = pb.TOPIC_NOT_EXIST
+    send_retry = SendRetry.WAIT_TOPIC
 
 
 @register
@@ -129,22 +151,27 @@ class ServiceNotAvailableError(GrayMQError):
 class FlushTimeoutError(GrayMQError):
     code = pb.FLUSH_TIMEOUT
     retriable = True
+    send_retry = SendRetry.SAME_QUEUE
 
 
 @register
 class RequestTimeoutError(GrayMQError):
     code = pb.TIMEOUT
     retriable = True
+    send_retry = SendRetry.SAME_QUEUE
 
 
 @register
 class ConnectionClosedError(GrayMQError):
     code = pb.CONNECTION_CLOSED
     retriable = True
+    send_retry = SendRetry.SAME_QUEUE
 
 
 class ConnectFailedError(ConnectionClosedError):
     """No connection could be opened: nothing was sent (a plain ``ConnectionClosedError`` may follow a write)."""
+
+    send_retry = SendRetry.NEW_LEADER
 
 
 @register
@@ -189,6 +216,7 @@ class NotLeaderError(GrayMQError):
 
     code = pb.NOT_LEADER
     retriable = True
+    send_retry = SendRetry.NEW_LEADER
 
 
 @register
@@ -198,6 +226,7 @@ class ReplicationTimeoutError(GrayMQError):
 
     code = pb.REPLICATION_TIMEOUT
     retriable = True
+    send_retry = SendRetry.SAME_QUEUE
 
 
 class NameServerError(GrayMQError):

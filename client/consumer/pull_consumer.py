@@ -4,20 +4,20 @@ Used directly by batch jobs and by the Spark data source. It registers in the na
 (role ``consumer`` or ``spark``) so the controller sees it, but does no rebalance; ``stop()``
 unregisters it at once. A pulled record that does not decode is skipped (logged at ERROR with
 its topic, queue and offset, counted in ``skipped_records``): ``pull`` returns the others, and
-its ``next_begin_offset`` is past the damaged one.
+its ``next_begin_offset`` is past the damaged one. ``config=`` (a ``ClientConfig``) replaces ``nameserver``
+and ``token`` and shares that config's name-server client, route cache and broker connections.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from graymq.client.broker_client import BrokerClient
+from graymq.client.config import ClientConfig, client_config
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
+from graymq.client.instance import ClientInstance
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue, PullResult, PullStatus
-from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route import TopicRoute
-from graymq.client.route_cache import SharedRouteCache
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.membership import ClientState, Role
@@ -29,16 +29,18 @@ _PULL_STATUS = {pb.FOUND: PullStatus.FOUND, pb.NO_NEW_MSG: PullStatus.NO_NEW_MSG
 class PullConsumer:
     def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
                  gray: bool = False, labels: dict[str, str] | None = None, role: Role = "consumer",
-                 heartbeat_interval_s: float = 2.0, register: bool = True, token: str | None = None) -> None:
+                 heartbeat_interval_s: float = 2.0, register: bool = True, token: str | None = None,
+                 config: ClientConfig | None = None) -> None:
         self.group = group
         self.client_id = client_id or new_client_id(role)
         self.gray = gray
         self.state = ClientState.settled(gray)
         self.desired_gray = gray
         self.gray_switch = True
-        self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
-        self.routes = SharedRouteCache(self.nameserver)
-        self.brokers = BrokerClient(token=token)
+        self.client = ClientInstance.of(client_config(config, nameserver, token))
+        self.nameserver, self.brokers = self.client.nameserver, self.client.brokers
+        self.routes = self.client.route_view()
+        self._left = False
         self.queues: list[MessageQueue] = []
         self.skipped_records = 0
         self._register = register
@@ -65,8 +67,9 @@ class PullConsumer:
         await self.membership.stop()
         await self.membership.unregister()
         await self.routes.close()
-        await self.brokers.close()
-        await self.nameserver.close()
+        if not self._left:
+            self._left = True
+            await self.client.leave()
 
     async def route(self, topic: str) -> TopicRoute:
         return await self.routes.get(topic)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from graymq.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
-from graymq.client.broker_client import BrokerClient
+from graymq.client.config import client_config
 from graymq.client.consumer.assignment import Assignment
 from graymq.client.consumer.broker_heartbeats import CONSUME_FROM, BrokerHeartbeats
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
@@ -34,10 +34,9 @@ from graymq.client.consumer.rebalancer import Rebalancer
 from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
 from graymq.client.consumer.settings import ConsumeOptions, ConsumerSettings, apply_keywords
 from graymq.client.consumer.start_offset import StartOffsets
+from graymq.client.instance import ClientInstance
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue
-from graymq.client.nameserver_client import NameServerClient
-from graymq.client.route_cache import SharedRouteCache
 from graymq.protocol.constants import retry_topic
 from graymq.protocol.errors import BadRequestError, GrayMQError
 from graymq.protocol.membership import ClientState, OrphanPolicy
@@ -59,6 +58,8 @@ class PushConsumer:
     How it consumes (broadcasting, consume_from, consume_timestamp_ms, orderly, offset_dir) comes from
     ``options`` and its tuning (batch sizes, threads, intervals, the drain timeout) from ``settings``; a
     field of either given as a keyword argument takes precedence (an unknown one raises ``TypeError``).
+    ``config=`` (a ``ClientConfig``) replaces ``nameserver`` and ``token``: the clients given one share its
+    name-server client, route cache and broker connections.
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class PushConsumer:
         settings: ConsumerSettings | None = None,
         **keywords: Any,
     ) -> None:
+        config = keywords.pop("config", None)  # a keyword, so the parameters stay within twelve
         self.options, self.settings = o, s = apply_keywords(options, settings, keywords)
         if o.consume_from not in CONSUME_FROM:
             raise BadRequestError(f"consume_from must be one of {sorted(CONSUME_FROM)}, got {o.consume_from!r}")
@@ -85,9 +87,10 @@ class PushConsumer:
         self.consume_from, self.consume_timestamp_ms = o.consume_from, o.consume_timestamp_ms
         self.base_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.orphan_policy_override = orphan_policy
-        self.nameserver = NameServerClient(nameserver, token=token)  # token: GRAYMQ_TOKEN by default
-        self.routes = SharedRouteCache(self.nameserver)
-        self.brokers = BrokerClient(on_group_changed=self._on_group_changed, token=token)
+        self.client = ClientInstance.of(client_config(config, nameserver, token))
+        self.nameserver, self.brokers = self.client.nameserver, self.client.brokers
+        self.routes = self.client.route_view()
+        self.client.on_group_changed(self._on_group_changed)
         store_dir = o.offset_dir or Path("./graymq-data/offsets")
         self.offset_store: OffsetStore = (LocalFileOffsetStore(store_dir, group, self.client_id) if o.broadcasting
                                           else RemoteOffsetStore(self.brokers, group, self.client_id))
@@ -247,8 +250,7 @@ class PushConsumer:
         await self.membership.stop()
         await self.membership.unregister()
         await self.routes.close()
-        await self.brokers.close()
-        await self.nameserver.close()
+        await self.client.leave(self._on_group_changed)
         self._runner.shutdown()
         self._started = False
 

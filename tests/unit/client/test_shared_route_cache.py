@@ -1,5 +1,5 @@
-"""The clients of one loop share one route cache: one lookup per topic, whichever client asks; refreshes are
-jittered; a client closing leaves the others served."""
+"""The clients of one ``ClientInstance`` share one route table: one lookup per topic, whichever client asks;
+refreshes are jittered; a client closing leaves the others served."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from graymq.client import route_cache
 from graymq.client.route import BrokerData, TopicRoute
-from graymq.client.route_cache import RouteCache, SharedRouteCache
+from graymq.client.route_cache import RouteCache, SharedRouteCache, SharedRoutes
 
 pytestmark = pytest.mark.unit
 
@@ -41,14 +41,15 @@ class FakeNameServerClient:
         return route(topic)
 
 
-def shared(ns: FakeNameServerClient) -> SharedRouteCache:
-    return SharedRouteCache(ns)  # type: ignore[arg-type]
+def shared(ns: FakeNameServerClient, table: SharedRoutes | None = None) -> SharedRouteCache:
+    return SharedRouteCache(ns, table=table)  # type: ignore[arg-type]
 
 
-def test_two_clients_of_one_loop_share_one_lookup_per_topic() -> None:
+def test_two_clients_of_one_table_share_one_lookup_per_topic() -> None:
     async def scenario() -> None:
         a_ns, b_ns = FakeNameServerClient(), FakeNameServerClient()
-        a, b = shared(a_ns), shared(b_ns)
+        table = SharedRoutes()
+        a, b = shared(a_ns, table), shared(b_ns, table)
         first, second = await asyncio.gather(a.get("T"), b.get("T"))
         assert first is second and a_ns.calls + b_ns.calls == 1
         assert b.fresh("T") is first and b_ns.calls + a_ns.calls == 1
@@ -61,7 +62,7 @@ def test_two_clients_of_one_loop_share_one_lookup_per_topic() -> None:
     asyncio.run(scenario())
 
 
-def test_clients_with_other_tokens_do_not_share() -> None:
+def test_clients_of_other_tables_do_not_share() -> None:
     async def scenario() -> None:
         a_ns, b_ns = FakeNameServerClient("t1"), FakeNameServerClient("t2")
         a, b = shared(a_ns), shared(b_ns)
@@ -77,7 +78,8 @@ def test_clients_with_other_tokens_do_not_share() -> None:
 def test_a_client_closing_during_a_lookup_leaves_the_others_served() -> None:
     async def scenario() -> None:
         a_ns, b_ns = FakeNameServerClient(), FakeNameServerClient()
-        a, b = shared(a_ns), shared(b_ns)
+        table = SharedRoutes()
+        a, b = shared(a_ns, table), shared(b_ns, table)
         a_ns.gate.clear()
         looking = asyncio.ensure_future(a.get("T"))  # the lookup goes through a's client
         await asyncio.sleep(0)

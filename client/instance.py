@@ -1,0 +1,68 @@
+"""``ClientInstance``: the client side one ``ClientConfig`` builds, shared by the producers and consumers given
+that config (RocketMQ's ``MQClientInstance``): one name-server client, one route cache, one set of broker
+connections. A client joins it when built and leaves at ``stop()``; the last one out closes it, and the next
+client given the config builds a new one.
+
+The clients sharing an instance run on one event loop (its connections belong to the loop that opened them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from graymq.client.broker_client import BrokerClient
+from graymq.client.config import ClientConfig
+from graymq.client.nameserver_client import NameServerClient
+from graymq.client.route_cache import SharedRouteCache, SharedRoutes
+
+GroupChanged = Callable[[str], None]
+_instances: dict[int, ClientInstance] = {}  # id(config) -> its live instance (the instance holds the config)
+
+
+class ClientInstance:
+    """What the clients of one ``ClientConfig`` share; ``of(config)`` is the way to one."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.nameserver = NameServerClient(list(config.nameserver), token=config.token,
+                                           timeout_s=config.nameserver_timeout_s)
+        self.routes = SharedRoutes(config.route_ttl_s)
+        self.brokers = BrokerClient(on_group_changed=self._group_changed, timeout_s=config.broker_timeout_s,
+                                    token=config.token or "", tls=config.tls)
+        self._on_group_changed: list[GroupChanged] = []
+        self._users = 0
+
+    @classmethod
+    def of(cls, config: ClientConfig) -> ClientInstance:
+        """The live instance of ``config`` (this very object, not an equal one), joined; built if there is none."""
+        instance = _instances.get(id(config))
+        if instance is None:
+            instance = _instances[id(config)] = cls(config)
+        instance._users += 1
+        return instance
+
+    def route_view(self) -> SharedRouteCache:
+        """A client's view of the shared routes (its ``topics()`` are the topics it used)."""
+        return SharedRouteCache(self.nameserver, self.config.route_ttl_s, table=self.routes)
+
+    def on_group_changed(self, callback: GroupChanged) -> None:
+        """Call ``callback(group)`` when a broker says a consumer group changed (until ``leave(callback)``)."""
+        self._on_group_changed.append(callback)
+
+    def _group_changed(self, group: str) -> None:
+        for callback in list(self._on_group_changed):
+            callback(group)
+
+    async def leave(self, on_group_changed: GroupChanged | None = None) -> None:
+        """A client stops using the instance; the last one closes the broker connections and the name-server
+        client."""
+        if on_group_changed in self._on_group_changed:
+            self._on_group_changed.remove(on_group_changed)
+        self._users -= 1
+        if self._users > 0:
+            return
+        if _instances.get(id(self.config)) is self:
+            del _instances[id(self.config)]
+        await self.routes.close()
+        await self.brokers.close()
+        await self.nameserver.close()

@@ -72,28 +72,33 @@ class HealthHistory:
 
     def add(self, reports: Mapping[str, Reports], at: float) -> None:
         """A sample: every group's live clients' reports at ``at``; a known group with none left gets zero points,
-        one without a report for ``KEPT_S`` is forgotten."""
+        one without a report for ``KEPT_S`` is forgotten. The figures are worked out outside the lock."""
         with self._lock:
             self._reported.update((group, at) for group in reports)
             for group in [g for g, seen in self._reported.items() if seen <= at - KEPT_S]:
                 del self._reported[group], self._samples[group], self._points[group]
+            windows: dict[str, tuple[tuple[float, Reports], tuple[float, Reports]]] = {}
             for group in self._reported:
                 samples = self._samples.setdefault(group, deque())
                 samples.append((at, dict(reports.get(group) or {})))
                 while len(samples) > 2 and samples[1][0] <= at - WINDOW_S:
                     samples.popleft()
-                points = self._points.setdefault(group, {side: deque(maxlen=self._kept) for side in SIDES})
                 if len(samples) > 1:
-                    (then, before), (_, after) = samples[0], samples[-1]
-                    figures = since(before, after)
-                    for side in SIDES:
-                        points[side].append(_point(figures[side], at, at - then))
+                    windows[group] = (samples[0], samples[-1])
+        figures = {group: (at - then, since(before, after))
+                   for group, ((then, before), (_, after)) in windows.items()}
+        with self._lock:
+            for group, (seconds, sides) in figures.items():
+                kept = self._points.setdefault(group, {side: deque(maxlen=self._kept) for side in SIDES})
+                for side in SIDES:
+                    kept[side].append(_point(sides[side], at, seconds))
 
     def series(self, group: str) -> dict[str, list[dict[str, float]]]:
         """``{"gray": [point, ...], "normal": [...]}``, oldest first (empty lists for a group never seen)."""
         with self._lock:
             points = self._points.get(group) or {}
-            return {side: [asdict(p) for p in points.get(side, ())] for side in SIDES}
+            kept = {side: list(points.get(side, ())) for side in SIDES}
+        return {side: [asdict(p) for p in side_points] for side, side_points in kept.items()}
 
 
 def _point(figures: dict[str, float], at: float, seconds: float) -> HealthPoint:
@@ -128,14 +133,16 @@ class HealthSampler:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    def _sample(self) -> None:
+        """Read and add up in a worker thread: the event loop keeps serving meanwhile."""
+        self.history.add(self._read(), time.time())
+
     async def _loop(self) -> None:
         next_at = time.monotonic()
         while True:
             try:
-                reports = await asyncio.to_thread(self._read)
+                await asyncio.to_thread(self._sample)
             except SQLAlchemyError as exc:  # the database is down: a gap in the charts, the sampler goes on
                 log.warning("health sample skipped: %s", exc)
-            else:
-                self.history.add(reports, time.time())
             next_at += self.history.sample_s
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))

@@ -101,6 +101,14 @@ def test_the_audit_table_shows_what_changed_before_and_after(release: Release, n
     entry.locator("details.raw summary").click()
     expect(raw).to_contain_text('after: {"gray_weight": 30}')
 
+    group = open_console(new_page(), f"{ns}/console/groups/G_AUDIT")  # refreshed every second
+    opened = group.locator('table.audit tr[data-audit-action="set_weight"] details.raw')
+    opened.locator("summary").click()
+    refreshed = int(group.locator("#content").get_attribute("data-refreshed") or 0)
+    wait_for(lambda: int(group.locator("#content").get_attribute("data-refreshed") or 0) > refreshed + 2, 20,
+             "the page refreshed (its times changed)")
+    assert opened.evaluate("node => node.open")  # the toggle stays open
+
 
 def test_a_rollout_started_from_the_console_shows_its_steps_advancing_and_an_abort_rolls_back(
     release: Release, new_page

@@ -89,7 +89,10 @@ async function refresh() {
     } else {
       const html = await response.text();
       if (html !== lastHtml) {
+        // a toggle the operator opened (e.g. an audit entry's raw JSON) stays open across refreshes
+        const opened = [...content.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key);
         content.innerHTML = html;
+        for (const key of opened) content.querySelector(`details[data-key="${CSS.escape(key)}"]`)?.setAttribute("open", "");
         lastHtml = html;
       }
       known = content.querySelector("[data-group-known]") !== null;

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from graymq.client.nameserver_records import CutoverRecord, GrayRule
+from graymq.client.nameserver_records import CutoverRecord, GrayRule, GroupDetail, GroupSettings
 from graymq.client.route import TopicRoute
 from graymq.protocol.errors import (
     BadRequestError,
@@ -164,9 +164,9 @@ class NameServerClient:
         """Delete a topic no live client uses (``ConflictError`` naming them otherwise)."""
         await self.request("DELETE", f"/v1/topics/{topic}", params={"reason": reason} if reason else None, admin=True)
 
-    async def get_group(self, group: str) -> dict[str, Any]:
+    async def get_group(self, group: str) -> GroupDetail:
         """The group's settings, rules and running cutover; ``NotFoundError`` for a group the name server lacks."""
-        return dict(await self.request("GET", f"/v1/groups/{group}"))
+        return GroupDetail.from_json(await self.request("GET", f"/v1/groups/{group}"))
 
     async def list_groups(self) -> list[dict[str, Any]]:
         return list(await self.request("GET", "/v1/groups"))
@@ -188,27 +188,27 @@ class NameServerClient:
         return dict(await self.request("PUT", f"/v1/groups/{group}/clients/{client_id}/flag",
                                        json={"gray": gray, "reason": reason}, admin=True, headers=headers))
 
-    async def set_switch(self, group: str, enabled: bool, reason: str = "") -> dict[str, Any]:
-        return dict(await self.request("PUT", f"/v1/groups/{group}/switch", json={"enabled": enabled, "reason": reason},
-                                       admin=True))
+    async def set_switch(self, group: str, enabled: bool, reason: str = "") -> GroupSettings:
+        return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/switch",
+                                                          json={"enabled": enabled, "reason": reason}, admin=True))
 
-    async def set_orphan_policy(self, group: str, policy: str, reason: str = "") -> dict[str, Any]:
-        return dict(await self.request("PUT", f"/v1/groups/{group}/orphan-policy",
-                                       json={"policy": policy, "reason": reason}, admin=True))
+    async def set_orphan_policy(self, group: str, policy: str, reason: str = "") -> GroupSettings:
+        return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/orphan-policy",
+                                                          json={"policy": policy, "reason": reason}, admin=True))
 
-    async def set_weight(self, group: str, weight: int, reason: str = "") -> dict[str, Any]:
+    async def set_weight(self, group: str, weight: int, reason: str = "") -> GroupSettings:
         """The group's weight (0..100): the share of each topic's normal queues its gray consumers take."""
-        return dict(await self.request("PUT", f"/v1/groups/{group}/weight",
-                                       json={"weight": weight, "reason": reason}, admin=True))
+        return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/weight",
+                                                          json={"weight": weight, "reason": reason}, admin=True))
 
     async def list_brokers(self) -> list[dict[str, Any]]:
         """Live brokers, each with its broker set (``replica_set``: leader, epoch, in-sync, replicas) if it has one."""
         return list(await self.request("GET", "/v1/brokers"))
 
-    async def set_retired(self, group: str, retired: bool, reason: str = "") -> dict[str, Any]:
+    async def set_retired(self, group: str, retired: bool, reason: str = "") -> GroupSettings:
         """Retire the group's gray side (its consumers hold and consume nothing) or bring it back."""
-        return dict(await self.request("PUT", f"/v1/groups/{group}/retired",
-                                       json={"retired": retired, "reason": reason}, admin=True))
+        return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/retired",
+                                                          json={"retired": retired, "reason": reason}, admin=True))
 
     async def list_rules(self, group: str) -> list[GrayRule]:
         return [GrayRule.from_json(rule) for rule in await self.request("GET", f"/v1/groups/{group}/rules")]

@@ -1,4 +1,4 @@
-"""What the name server's REST API answers about operations and rules, as frozen values.
+"""What the name server's REST API answers about groups, rules and operations, as frozen values.
 
 ``NameServerClient`` converts its JSON answers here (``from_json``); ``to_json`` gives the
 name server's JSON back unchanged, key for key, for what prints it (``graymq gray history --json``).
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from graymq.protocol.membership import OrphanPolicy
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 
 
@@ -78,3 +79,44 @@ class GrayRule:
     def from_json(cls, data: dict[str, Any]) -> GrayRule:
         return cls(id=int(data["id"]), group=data["group"], selector=dict(data["selector"]), gray=bool(data["gray"]),
                    position=int(data["position"]), created_at=datetime.fromisoformat(data["created_at"]))
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """A consumer group's gray settings (``/v1/groups/{group}`` and what its switch, orphan-policy, weight and
+    retired calls answer)."""
+
+    group: str
+    gray_switch: bool
+    orphan_policy: OrphanPolicy
+    gray_weight: int
+    gray_retired: bool
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GroupSettings:
+        return cls(group=data["group"], gray_switch=bool(data["gray_switch"]), orphan_policy=data["orphan_policy"],
+                   gray_weight=int(data["gray_weight"]), gray_retired=bool(data.get("gray_retired", False)),
+                   created_at=datetime.fromisoformat(data["created_at"]),
+                   updated_at=datetime.fromisoformat(data["updated_at"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group": self.group, "gray_switch": self.gray_switch, "orphan_policy": self.orphan_policy,
+                "gray_weight": self.gray_weight, "gray_retired": self.gray_retired,
+                "created_at": _text(self.created_at), "updated_at": _text(self.updated_at)}
+
+
+@dataclass(frozen=True)
+class GroupDetail:
+    """One group as ``GET /v1/groups/{group}`` answers: its settings, its rules in order, its running operation."""
+
+    settings: GroupSettings
+    rules: tuple[GrayRule, ...]
+    running_cutover: CutoverRecord | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GroupDetail:
+        running = data.get("running_cutover")
+        return cls(settings=GroupSettings.from_json(data), rules=tuple(GrayRule.from_json(r) for r in data["rules"]),
+                   running_cutover=None if running is None else CutoverRecord.from_json(running))

@@ -270,11 +270,11 @@ def parse_percent(text: str) -> int:
 async def _weight(ns: Any, args: argparse.Namespace) -> int:
     view = await ns.set_weight(args.group, args.percent, args.reason)
     if args.json:
-        print_json(view)
+        print_json(view.to_json())
         return 0
     what = (f"its gray consumers also take {args.percent}% of each subscribed topic's normal queues" if args.percent
             else "its gray consumers take the gray queues only")
-    off = "" if view["gray_switch"] else " (the gray switch is off: no effect until it is on)"
+    off = "" if view.gray_switch else " (the gray switch is off: no effect until it is on)"
     print(f"weight of {args.group}: {args.percent}% ({what}){off}")
     return 0
 

@@ -85,9 +85,9 @@ def run_case(cluster: Cluster, start: Any, case: Case) -> CaseResult:
     began = time.monotonic()
     fault_at, expected_lost, notes = asyncio.run(asyncio.wait_for(runner(cluster, start, case, workload),
                                                                       case_timeout() - 60))
-    status = cluster.ns_call(lambda ns: ns.get_group(GROUP))
+    status = cluster.ns_call(lambda ns: ns.get_group(GROUP)).settings
     # Nothing turns the switch off or adopts during a case: isolation is in force throughout.
-    assert status["gray_switch"] and status["orphan_policy"] == "hold", status
+    assert status.gray_switch and status.orphan_policy == "hold", status
     isolated = [Window(began, time.monotonic())]
     gray_acked = {s.msg_id for s in workload.sent if s.gray}
     assert gray_acked, "the v2 producer sent nothing gray: the isolation check would be empty"

@@ -71,7 +71,7 @@ def test_a_rollout_holds_its_weight_while_a_broker_does_not_answer_then_goes_on(
 
 
 def _weight(cluster) -> int:  # type: ignore[no-untyped-def]
-    return int(cluster.ns_call(lambda ns: ns.get_group(GROUP))["gray_weight"])
+    return int(cluster.ns_call(lambda ns: ns.get_group(GROUP)).settings.gray_weight)
 
 
 def _stderr_line(proc: subprocess.Popen[str], needle: str) -> str:

@@ -59,7 +59,7 @@ def after_failure(state: RetryState, error: GrayMQError, *, broker_name: str, re
                   retry_times: int) -> RetryState:
     """The state after the attempt ``state`` described failed with ``error`` at ``broker_name`` (``replicated``:
     whether the route shows that broker as a set with replicas)."""
-    kind = error.send_retry if error.retriable or error.send_retry is SendRetry.WAIT_TOPIC else SendRetry.STOP
+    kind = error.send_retry
     if kind is SendRetry.STOP:
         return replace(state, step=Step.STOP, error=error)
     if kind is SendRetry.WAIT_TOPIC:

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from graymq.client.nameserver_records import CutoverRecord, GrayRule, GroupDetail, GroupSettings
+from graymq.client.nameserver_records import CutoverRecord, GrayRule, GroupDetail, GroupSettings, GroupSummary
 from graymq.client.route import TopicRoute
 from graymq.protocol.errors import (
     BadRequestError,
@@ -168,8 +168,8 @@ class NameServerClient:
         """The group's settings, rules and running cutover; ``NotFoundError`` for a group the name server lacks."""
         return GroupDetail.from_json(await self.request("GET", f"/v1/groups/{group}"))
 
-    async def list_groups(self) -> list[dict[str, Any]]:
-        return list(await self.request("GET", "/v1/groups"))
+    async def list_groups(self) -> list[GroupSummary]:
+        return [GroupSummary.from_json(group) for group in await self.request("GET", "/v1/groups")]
 
     async def delete_group(self, group: str, reason: str = "") -> None:
         """Delete a group without live clients or a running cutover (``ConflictError`` otherwise)."""

@@ -108,6 +108,21 @@ class GroupSettings:
 
 
 @dataclass(frozen=True)
+class GroupSummary:
+    """A group as ``GET /v1/groups`` lists it: its settings and how many clients (every role) are registered live."""
+
+    settings: GroupSettings
+    live_clients: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GroupSummary:
+        return cls(settings=GroupSettings.from_json(data), live_clients=int(data["live_clients"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.settings.to_json(), "live_clients": self.live_clients}
+
+
+@dataclass(frozen=True)
 class GroupDetail:
     """One group as ``GET /v1/groups/{group}`` answers: its settings, its rules in order, its running operation."""
 

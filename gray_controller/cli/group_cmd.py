@@ -32,10 +32,10 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
         return await _delete(ns, args)
     groups = await ns.list_groups()
     if args.json:
-        print_json(groups)
+        print_json([g.to_json() for g in groups])
         return 0
-    rows = [[g["group"], "on" if g["gray_switch"] else "off", g["orphan_policy"], g.get("live_clients", "?"),
-             str(g["created_at"])[:19].replace("T", " ")] for g in groups]
+    rows = [[g.settings.group, "on" if g.settings.gray_switch else "off", g.settings.orphan_policy, g.live_clients,
+             g.settings.created_at.strftime("%Y-%m-%d %H:%M:%S")] for g in groups]
     print(table(rows, ["group", "gray switch", "orphan policy", "live clients", "created (UTC)"]))
     return 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graymq.client.nameserver_client import NameServerClient
-from graymq.client.nameserver_records import GroupDetail, GroupSettings
+from graymq.client.nameserver_records import GroupDetail, GroupSettings, GroupSummary
 from graymq.protocol.operations import CutoverState
 
 pytestmark = pytest.mark.integration
@@ -27,3 +27,13 @@ def test_a_groups_settings_rules_and_running_operation_are_typed(cluster) -> Non
     assert [(rule.selector, rule.gray) for rule in detail.rules] == [({"version": "v2"}, True)]
     assert detail.running_cutover is not None
     assert (detail.running_cutover.id, detail.running_cutover.state) == (operation_id, CutoverState.RUNNING)
+
+
+def test_listed_groups_are_typed_and_give_back_the_name_servers_json(cluster) -> None:
+    async def go(ns: NameServerClient) -> tuple[list[GroupSummary], list]:
+        await ns.client_heartbeat({"group": "G_LISTED", "client_id": "c1", "role": "consumer"})
+        return await ns.list_groups(), await ns.request("GET", "/v1/groups")
+
+    groups, raw = cluster.ns_call(go)
+    assert [(g.settings.group, g.live_clients) for g in groups] == [("G_LISTED", 1)]
+    assert [g.to_json() for g in groups] == raw  # what `graymq group list --json` prints, unchanged

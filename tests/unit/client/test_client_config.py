@@ -73,3 +73,14 @@ def test_producer_tuning_comes_from_settings_and_keywords_win() -> None:
         Producer("P", "http://127.0.0.1:1", retry_time=1)
     with pytest.raises(BadRequestError, match="retry_times"):
         ProducerSettings(retry_times=-1)
+
+
+def test_the_sync_facades_take_a_config_and_share_its_instance() -> None:
+    from graymq.client.sync import SyncProducer, SyncPullConsumer
+
+    config = ClientConfig(nameserver=("http://127.0.0.1:1",))
+    producer = SyncProducer("P", config=config, retry_times=0)
+    consumer = SyncPullConsumer("G", config=config, register=False)
+    assert producer.client is consumer.client and producer.retry_times == 0
+    consumer.stop()
+    producer.stop()

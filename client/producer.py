@@ -50,6 +50,7 @@ from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.selector import GrayQueueSelector
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
+from graymq.client.tracing import send_span, tracer
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
@@ -212,10 +213,12 @@ class Producer:
         return send_side(self.gray, message.gray, None if handling is None else handling.gray,
                          marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
 
-    def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None) -> dict[str, Any]:
+    def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None,
+                properties: dict[str, str]) -> dict[str, Any]:
         """The ``pb.Message`` of ``message`` as constructor fields (a request built from dicts costs a third of
         one built from message objects, which protobuf copies); empty fields are left out. ``handling``: the
-        message being handled (its trace id is inherited)."""
+        message being handled (its trace id is inherited); ``properties``: the message's, with its send span's
+        context when traced."""
         if not message.topic:
             raise BadRequestError("message without topic")
         trace_id = message.trace_id or (handling.trace_id if handling else "") or self.ids.trace_id()
@@ -227,17 +230,23 @@ class Producer:
             fields["tags"] = message.tags
         if message.keys:
             fields["keys"] = message.keys
-        if message.properties:
-            fields["properties"] = message.properties
+        if properties:
+            fields["properties"] = properties
         return fields
 
     async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         handling = current_message()
         gray = self._side(message, handling)
-        fields = self._fields(message, gray, int(time.time() * 1000), handling)
-        if self.auto_batch and timeout_s is None and self.started:
-            return await self.accumulator.send((message.topic, gray, message.sharding_key), fields, len(message.body))
-        return await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
+        with send_span(message.topic, self.group, self.client_id, gray, message.properties,
+                       tags=message.tags) as sending:
+            fields = self._fields(message, gray, int(time.time() * 1000), handling, sending.properties)
+            if self.auto_batch and timeout_s is None and self.started:
+                result = await self.accumulator.send((message.topic, gray, message.sharding_key), fields,
+                                                     len(message.body))
+            else:
+                result = await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
+            sending.stored(result.msg_id, result.queue.broker_name, result.queue.queue_id)
+            return result
 
     async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
                         timeout_s: float | None) -> SendResult:
@@ -263,12 +272,15 @@ class Producer:
         handling = current_message()
         gray = self._side(messages[0], handling)
         born_ms = int(time.time() * 1000)
-        fields = []
-        for m in messages:
-            if m.topic != topic or self._side(m, handling) != gray:
-                raise BadRequestError("a batch must share one topic and one gray mark")
-            fields.append(self._fields(m, gray, born_ms, handling))
-        return await self._send_batch_request(topic, gray, messages[0].sharding_key, fields, timeout_s)
+        if any(m.topic != topic or self._side(m, handling) != gray for m in messages):
+            raise BadRequestError("a batch must share one topic and one gray mark")
+        with send_span(topic, self.group, self.client_id, gray, {}, batch_size=len(messages)) as sending:
+            context = sending.properties  # the batch's span, in every message: each delivery is its child
+            fields = [self._fields(m, gray, born_ms, handling, {**m.properties, **context} if context else
+                                   m.properties) for m in messages]
+            results = await self._send_batch_request(topic, gray, messages[0].sharding_key, fields, timeout_s)
+            sending.stored(results[0].msg_id, results[0].queue.broker_name, results[0].queue.queue_id)
+            return results
 
     def send_async(self, message: Message,
                    callback: Callable[[SendResult | None, BaseException | None], None] | None = None
@@ -276,10 +288,10 @@ class Producer:
         """Start a send and return its future (a task, or with ``auto_batch`` the message's place in the open
         batch: no task per message); ``callback(result, error)`` runs when it completes."""
         future: asyncio.Future[SendResult]
-        if self.auto_batch and self.started:
+        if self.auto_batch and self.started and tracer() is None:  # traced: a task, whose span lasts the send
             handling = current_message()
             gray = self._side(message, handling)
-            fields = self._fields(message, gray, int(time.time() * 1000), handling)
+            fields = self._fields(message, gray, int(time.time() * 1000), handling, message.properties)
             future = self.accumulator.append((message.topic, gray, message.sharding_key), fields, len(message.body))
         else:
             future = asyncio.get_running_loop().create_task(self.send(message))

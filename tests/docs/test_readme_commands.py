@@ -124,7 +124,7 @@ def test_every_readme_block_runs_as_written_in_order(tmp_path):
     readme = ROOT / "README.md"
     (tmp_path / "example.py").write_text(code_block(readme, "## Python API", language="python"))
     blocks = {
-        "rollout rehearsal": bash_block(readme, "## Cutover runbook", after="Rehearse it on the cluster of *Try it by hand*"),
+        "rollout rehearsal": bash_block(readme, "## Cutover runbook", after="Rehearse it on the cluster of *Try it"),
         "python example": ["python example.py"],
         "security": bash_block(readme, "## Security"),
         "tls": bash_block(readme, "### TLS"),

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from graymq.client.backlog import QueueBacklog
-from graymq.runbooks import rollout
 from graymq.gray_controller.cli import rollout_cmd, text
-from graymq.runbooks.group_state import GroupStatus, side_lag
-from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, judge
 from graymq.protocol import health
 from graymq.protocol.errors import ConfigError
+from graymq.runbooks import rollout
+from graymq.runbooks.group_state import GroupStatus, side_lag
+from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, judge
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError
+from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic
 from graymq.broker_ext.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
@@ -53,10 +53,7 @@ class RouteService:
         if not caller.principal.rights.may_use_topic(topic):
             raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not produce to or "
                                       f"consume topic {topic}")
-        config = self._topic_of(topic)
-        if config is None:
-            raise RocketMQStatusError(v2.TOPIC_NOT_FOUND, f"topic {topic} does not exist on broker "
-                                      f"{self.broker_name}")
+        config = existing_topic(self._topic_of, topic, self.broker_name)
         broker = v2.Broker(name=self.broker_name, id=0, endpoints=endpoints(self._grpc_address()))
         return v2s.QueryRouteResponse(status=OK, message_queues=[
             v2.MessageQueue(topic=request.topic, id=queue_id, permission=permission(config.perm),  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
-from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, status
+from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.selector import GrayQueueSelector
@@ -95,10 +95,7 @@ class SendService:
         if not caller.principal.rights.may_produce(topic):
             raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not produce to topic "
                                       f"{topic}")
-        config = self._topic_of(topic)
-        if config is None:
-            raise RocketMQStatusError(v2.TOPIC_NOT_FOUND, f"topic {topic} does not exist on broker "
-                                      f"{self.broker_name}")
+        config = existing_topic(self._topic_of, topic, self.broker_name)
         return config
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
@@ -45,3 +48,11 @@ def status(code: int, message: str = "OK") -> v2.Status:
 
 
 OK = status(v2.OK)
+
+
+def existing_topic(topic_of: Callable[[str], TopicConfig | None], topic: str, broker_name: str) -> TopicConfig:
+    """``topic``'s config on this broker, or the request refused with ``TOPIC_NOT_FOUND``."""
+    config = topic_of(topic)
+    if config is None:
+        raise RocketMQStatusError(v2.TOPIC_NOT_FOUND, f"topic {topic} does not exist on broker {broker_name}")
+    return config

@@ -62,6 +62,8 @@ _SendRequest: TypeAlias = pb.SendRequest | pb.SendBatchRequest
 # Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped, jittered.
 TOPIC_WAIT_FIRST_S = 0.05
 TOPIC_WAIT_MAX_S = 0.5
+_FIRST_ATTEMPT = RetryState()  # frozen: every send starts from the same state
+_NO_QUEUE = MessageQueue("", "", -1)  # before the first attempt chose one
 LEADER_WAIT_S = 0.2  # between asking the name server who leads a broker set that lost its leader
 
 
@@ -331,14 +333,16 @@ class Producer:
             raise BadRequestError("producer not started: await producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
         send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
-        state, topic_wait = RetryState(), Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
-        mq, address = MessageQueue(topic, "", -1), ""
+        state, topic_wait = _FIRST_ATTEMPT, None  # the backoff is made only when a broker lacks the topic
+        mq, address = _NO_QUEUE, ""
         while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
             if state.step is not Step.SAME_QUEUE:
-                try:
-                    route = await self._route(topic, state, remaining)
-                except TimeoutError:  # a hung name server must not outlast the timeout
-                    break
+                route = self.routes.fresh(topic) if state.error is None else None  # the common case, no await
+                if route is None:
+                    try:
+                        route = await self._route(topic, state, remaining)
+                    except TimeoutError:  # a hung name server must not outlast the timeout
+                        break
                 mq, address = self._target(route, req, state, gray, sharding_key, mq, address)
             try:
                 timeout = attempt_timeout(state, deadline - time.monotonic(), self.retry_times)
@@ -346,6 +350,7 @@ class Producer:
             except GrayMQError as exc:
                 state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=self.retry_times,
                                       replicated=_replicated(self.routes.cached(topic), mq.broker_name))
+                topic_wait = topic_wait or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
                 await self._pause(state, mq, req.sequence, topic_wait, deadline)
         raise state.error or RequestTimeoutError(f"send to {topic} timed out")
 

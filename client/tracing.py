@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,11 +35,19 @@ GRAY = "graymq.gray"  # graymq's own attributes: the side, the producer group, h
 PRODUCER_GROUP = "graymq.producer_group"
 RECONSUME_TIMES = "graymq.reconsume_times"
 _UNCONFIGURED = () if trace is None else (ProxyTracerProvider, trace.NoOpTracerProvider)
+_UNKNOWN = object()  # an API version without the module global: ask get_tracer_provider() each time
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def tracer() -> Tracer | None:
-    """graymq's tracer, or None while no tracer provider is configured (or the API is not installed)."""
+    """graymq's tracer, or None while no tracer provider is configured (or the API is not installed).
+
+    Checked on every send and delivery, so without a provider it reads the API's module global instead of calling
+    ``get_tracer_provider()``, which looks the environment up each time (a provider named by
+    ``OTEL_PYTHON_TRACER_PROVIDER`` when this module was imported is asked for as usual)."""
     if trace is None:
+        return None
+    if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_FROM_ENV:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, _UNCONFIGURED):

@@ -239,16 +239,21 @@ class Producer:
     async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         handling = current_message()
         gray = self._side(message, handling)
+        if tracer() is None:  # the common case: no span, not even an empty one
+            return await self._store(message, gray, handling, message.properties, timeout_s)
         with send_span(message.topic, self.group, self.client_id, gray, message.properties,
                        tags=message.tags) as sending:
-            fields = self._fields(message, gray, int(time.time() * 1000), handling, sending.properties)
-            if self.auto_batch and timeout_s is None and self.started:
-                result = await self.accumulator.send((message.topic, gray, message.sharding_key), fields,
-                                                     len(message.body))
-            else:
-                result = await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
+            result = await self._store(message, gray, handling, sending.properties, timeout_s)
             sending.stored(result.msg_id, result.queue.broker_name, result.queue.queue_id)
             return result
+
+    async def _store(self, message: Message, gray: bool, handling: MessageExt | None, properties: dict[str, str],
+                     timeout_s: float | None) -> SendResult:
+        """One message sent: in the open batch of its topic, side and key (``auto_batch``), else alone."""
+        fields = self._fields(message, gray, int(time.time() * 1000), handling, properties)
+        if self.auto_batch and timeout_s is None and self.started:
+            return await self.accumulator.send((message.topic, gray, message.sharding_key), fields, len(message.body))
+        return await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
 
     async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
                         timeout_s: float | None) -> SendResult:
@@ -273,16 +278,28 @@ class Producer:
         topic = messages[0].topic
         handling = current_message()
         gray = self._side(messages[0], handling)
-        born_ms = int(time.time() * 1000)
-        if any(m.topic != topic or self._side(m, handling) != gray for m in messages):
-            raise BadRequestError("a batch must share one topic and one gray mark")
+        key = messages[0].sharding_key
+        if tracer() is None:
+            return await self._send_batch_request(topic, gray, key, self._batch_fields(messages, gray, handling, {}),
+                                                  timeout_s)
         with send_span(topic, self.group, self.client_id, gray, {}, batch_size=len(messages)) as sending:
-            context = sending.properties  # the batch's span, in every message: each delivery is its child
-            fields = [self._fields(m, gray, born_ms, handling, {**m.properties, **context} if context else
-                                   m.properties) for m in messages]
-            results = await self._send_batch_request(topic, gray, messages[0].sharding_key, fields, timeout_s)
+            fields = self._batch_fields(messages, gray, handling, sending.properties)
+            results = await self._send_batch_request(topic, gray, key, fields, timeout_s)
             sending.stored(results[0].msg_id, results[0].queue.broker_name, results[0].queue.queue_id)
             return results
+
+    def _batch_fields(self, messages: Sequence[Message], gray: bool, handling: MessageExt | None,
+                      context: dict[str, str]) -> list[dict[str, Any]]:
+        """Each message's fields, the batch's span ``context`` added to its properties (each delivery is that span's
+        child); refused unless every message shares the first one's topic and side."""
+        topic, born_ms = messages[0].topic, int(time.time() * 1000)
+        fields = []
+        for m in messages:
+            if m.topic != topic or self._side(m, handling) != gray:
+                raise BadRequestError("a batch must share one topic and one gray mark")
+            fields.append(self._fields(m, gray, born_ms, handling, {**m.properties, **context} if context else
+                                       m.properties))
+        return fields
 
     def send_async(self, message: Message,
                    callback: Callable[[SendResult | None, BaseException | None], None] | None = None

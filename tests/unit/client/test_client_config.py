@@ -19,8 +19,9 @@ pytestmark = pytest.mark.unit
 
 CLIENT = Path(__file__).resolve().parents[3] / "client"
 ENV_READ = re.compile(r"os\.environ\.get|os\.environ\[|os\.getenv|environ\.get")
-# Readers another part of the work removes, visible as an expected failure until it lands.
-PENDING = {"nameserver_client.py": "the name-server client is being changed in parallel (typed models)"}
+# Readers still to move into ClientConfig, each visible as an expected failure until it does.
+PENDING = {"nameserver_client.py": "NameServerClient still falls back to GRAYMQ_NAMESERVER, GRAYMQ_TOKEN and "
+                                   "GRAYMQ_ADMIN_TOKEN itself (the CLI and tests construct it without a config)"}
 
 
 def env_readers() -> set[str]:

@@ -22,7 +22,7 @@ from graymq.runbooks.progress import Progress
 log = logging.getLogger(__name__)
 
 
-class _LogStream(io.StringIO):
+class LogStream(io.StringIO):
     """Where a runner's progress goes: the name server's debug log, line by line."""
 
     def write(self, text: str) -> int:
@@ -54,7 +54,7 @@ class ConsoleOperations:
 
 async def _run(group: str, action: Cutover, nameserver_url: str, token: str | None) -> None:
     nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
-    runner = CutoverRunner(nameserver, group, progress=Progress(stream=_LogStream()))
+    runner = CutoverRunner(nameserver, group, progress=Progress(stream=LogStream()))
     try:
         report = await (runner.promote() if isinstance(action, PromoteAction) else runner.rollback(action.mode))
         log.info("console %s of %s: %s", action.action, group, report.state)

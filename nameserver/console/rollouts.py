@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from graymq.client.nameserver_client import NameServerClient
-from graymq.nameserver.console.operations import _LogStream
+from graymq.nameserver.console.operations import LogStream
 from graymq.nameserver.errors import ApiError, Conflict
 from graymq.nameserver.schemas import Reason
 from graymq.protocol.errors import ConfigError, GrayMQError
@@ -99,7 +99,7 @@ class _AbortableRollout(RolloutRunner):
 
     def __init__(self, running: _Running, nameserver: NameServerClient, policy: RolloutPolicy,
                  timeout_s: float) -> None:
-        super().__init__(nameserver, running.group, policy, None, timeout_s, Progress(stream=_LogStream()),
+        super().__init__(nameserver, running.group, policy, None, timeout_s, Progress(stream=LogStream()),
                          WAIT_FOR_GRAY_S)
         self.running = running
 

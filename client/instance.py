@@ -8,6 +8,7 @@ The clients sharing an instance run on one event loop (its connections belong to
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 from graymq.client.broker_client import BrokerClient
@@ -16,7 +17,9 @@ from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route_cache import SharedRouteCache, SharedRoutes
 
 GroupChanged = Callable[[str], None]
-_instances: dict[int, ClientInstance] = {}  # id(config) -> its live instance (the instance holds the config)
+# id(config) -> its live instance. Weak: a client dropped without stop() leaves no instance behind; while the instance
+# lives it holds its config, so the id is not reused.
+_instances: weakref.WeakValueDictionary[int, ClientInstance] = weakref.WeakValueDictionary()
 
 
 class ClientInstance:

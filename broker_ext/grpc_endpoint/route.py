@@ -49,14 +49,15 @@ class RouteService:
         self._topic_of = topic_of
 
     async def query_route(self, request: v2s.QueryRouteRequest, caller: Caller) -> v2s.QueryRouteResponse:
-        topic = request.topic.name
-        if not caller.principal.rights.may_use_topic(topic):
+        return v2s.QueryRouteResponse(status=OK, message_queues=await self.message_queues(request.topic, caller))
+
+    async def message_queues(self, topic: v2.Resource, caller: Caller) -> list[v2.MessageQueue]:
+        """Every queue of ``topic`` with its broker's endpoints; ``FORBIDDEN`` / ``TOPIC_NOT_FOUND`` refused."""
+        if not caller.principal.rights.may_use_topic(topic.name):
             raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not produce to or "
-                                      f"consume topic {topic}")
-        config = existing_topic(self._topic_of, topic, self.broker_name)
+                                      f"consume topic {topic.name}")
+        config = existing_topic(self._topic_of, topic.name, self.broker_name)
         broker = v2.Broker(name=self.broker_name, id=0, endpoints=endpoints(self._grpc_address()))
-        return v2s.QueryRouteResponse(status=OK, message_queues=[
-            v2.MessageQueue(topic=request.topic, id=queue_id, permission=permission(config.perm),  # type: ignore[arg-type]
-                            broker=broker, accept_message_types=ACCEPT_MESSAGE_TYPES)
-            for queue_id in range(config.queue_nums)
-        ])
+        return [v2.MessageQueue(topic=topic, id=queue_id, permission=permission(config.perm),  # type: ignore[arg-type]
+                                broker=broker, accept_message_types=ACCEPT_MESSAGE_TYPES)
+                for queue_id in range(config.queue_nums)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
 from typing import Protocol
 
 
@@ -15,8 +16,22 @@ class Rule(Protocol):
 
 
 def rule_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    """Whether every label of the selector is present, with the same value, in ``labels``."""
-    return all(labels.get(key) == value for key, value in selector.items())
+    """Whether every label of the selector is present in ``labels`` with a value its glob matches.
+
+    A selector value is a case-sensitive glob (``fnmatchcase``: ``*`` any run, ``?`` one character, ``[...]`` a
+    set), so ``host=orders-v2-*`` matches every pod of a Deployment named ``orders-v2``; a value without those
+    characters matches only itself, as before.
+
+    >>> rule_matches({"host": "orders-v2-*"}, {"host": "orders-v2-7f9c-x2k"})
+    True
+    >>> rule_matches({"host": "orders-v2-*"}, {"host": "orders-v1-5d4b"}), rule_matches({"host": "a"}, {})
+    (False, False)
+    """
+    for key, pattern in selector.items():
+        value = labels.get(key)
+        if value is None or not (value == pattern or fnmatchcase(value, pattern)):
+            return False
+    return True
 
 
 def desired_gray(

@@ -417,7 +417,9 @@ class RetiredPut(BaseModel):
 
 
 class RuleCreate(BaseModel):
-    selector: Annotated[Labels, Field(min_length=1, description="labels a client must all carry")]
+    selector: Annotated[Labels, Field(min_length=1, description="labels a client must all carry; a value is a "
+                                      "glob (fnmatch, case-sensitive: * any run, ? one character, [..] a set), so "
+                                      "host=orders-v2-* matches every host starting orders-v2-")]
     gray: bool
     reason: Reason
 

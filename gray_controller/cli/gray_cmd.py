@@ -47,7 +47,9 @@ def register(subparsers: Any) -> None:
 
     rule = sub.add_parser("rule", help="add (on) or remove (off) a gray rule: clients with these labels are gray")
     rule.add_argument("group")
-    rule.add_argument("--label", action="append", required=True, help="k=v (repeatable: all must match)")
+    rule.add_argument("--label", action="append", required=True,
+                      help="k=v (repeatable: all must match); v may be a glob: host=orders-v2-* matches every "
+                           "host starting orders-v2- (* any run, ? one character, [..] a set; quote it in a shell)")
     rule.add_argument("value", choices=["on", "off"])
 
     for name, help_text in (("promote", "make the gray release normal, draining the gray queues first"),

@@ -164,6 +164,12 @@ FLAG_CASES = [
         False,
         id="on-rule-needs-every-label",
     ),
+    pytest.param(True, [({"host": "orders-v2-*"}, True)], None, {"host": "orders-v2-7f9c-x2k"}, True,
+                 id="on-glob-rule-matches-the-pods-of-a-deployment"),
+    pytest.param(True, [({"host": "orders-v2-*"}, True)], None, {"host": "orders-v1-5d4b-q8z"}, False,
+                 id="on-glob-rule-skips-other-pods"),
+    pytest.param(True, [({"host": "orders-v2-*"}, True)], None, {"host": "ORDERS-V2-7f9c"}, False,
+                 id="on-glob-rule-is-case-sensitive"),
 ]
 
 

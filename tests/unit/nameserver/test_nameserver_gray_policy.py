@@ -63,3 +63,29 @@ def test_a_rule_matches_exactly_when_its_labels_are_a_subset_of_the_clients(
     selector: dict[str, str], labels: dict[str, str]
 ) -> None:
     assert rule_matches(selector, labels) is (selector.items() <= labels.items())
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "matches"),
+    [
+        ("orders-v2-*", "orders-v2-7f9c-x2k", True),
+        ("orders-v2-*", "orders-v2-", True),
+        ("orders-v2-*", "orders-v1-7f9c-x2k", False),
+        ("orders-v2-*", "ORDERS-V2-7f9c", False),
+        ("orders-v?-a", "orders-v3-a", True),
+        ("orders-v[12]-a", "orders-v2-a", True),
+        ("orders-v[12]-a", "orders-v3-a", False),
+        ("*", "", True),
+        ("v2", "v2", True),
+        ("v2", "v2x", False),
+    ],
+)
+def test_a_selector_value_is_a_case_sensitive_glob(pattern: str, value: str, matches: bool) -> None:
+    assert rule_matches({"host": pattern}, {"host": value}) is matches
+    assert rule_matches({"host": pattern}, {"zone": value}) is False  # a missing label never matches
+
+
+def test_a_glob_rule_makes_the_matching_hosts_gray_and_only_them() -> None:
+    rules = [Rule({"host": "orders-v2-*"}, True)]
+    assert desired_gray(True, None, rules, {"host": "orders-v2-5c8d-abcde"}) is True
+    assert desired_gray(True, None, rules, {"host": "orders-v1-5c8d-abcde"}) is False

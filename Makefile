@@ -8,9 +8,9 @@ TEST_STAMP := $(VENV)/.installed-test
 PG_BIN := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test unit lint proto demo system-deps clean bench chaos soak fuzz
+.PHONY: test unit lint proto demo system-deps node-sdk clean bench chaos soak fuzz
 
-test: $(TEST_STAMP) system-deps
+test: $(TEST_STAMP) system-deps node-sdk
 	$(BIN)/pytest
 
 unit: $(TEST_STAMP)
@@ -52,8 +52,9 @@ $(DEMO_STAMP) $(TEST_STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-# PostgreSQL server binaries for the test fixtures, Java for Spark, Chromium for the console's browser tests (driven
-# by Playwright at /usr/bin/chromium; Playwright's own browser downloads are never used): installed when missing.
+# PostgreSQL server binaries for the test fixtures, Java for Spark, Node.js and npm for the Node.js SDK, Chromium for
+# the console's browser tests (driven by Playwright at /usr/bin/chromium; Playwright's own browser downloads are never
+# used): installed when missing.
 system-deps:
 	@if [ -z "$(PG_BIN)" ] || [ ! -x "$(PG_BIN)/initdb" ]; then \
 		echo "installing PostgreSQL server binaries"; \
@@ -63,10 +64,19 @@ system-deps:
 		echo "installing Java for Spark"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	fi
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "installing Node.js and npm for the Node.js SDK tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "installing Chromium for the browser tests"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; \
 	fi
+
+# The stock RocketMQ 5 Node.js SDK the gRPC endpoint's tests drive: `npm ci` of tests/support/stock_sdk_node's lock
+# file into .venv/stock-sdk-node, skipped while its stamp matches the lock (the tests install it so when run alone).
+node-sdk: $(TEST_STAMP) system-deps
+	$(BIN)/python -c 'from tests.support.node_sdk import install; install()'
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

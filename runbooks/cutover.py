@@ -85,6 +85,11 @@ class CutoverReport:
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def changed_nothing(self) -> bool:
+        """No producer or consumer flipped and no rule removed: the group had no gray release (a promote of it
+        says "nothing to promote")."""
+        return not (self.producers_flipped or self.consumers_flipped or self.rules_removed)
+
 
 class CutoverRunner:
     report_type: type[CutoverReport] = CutoverReport

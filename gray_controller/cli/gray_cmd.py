@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from graymq.gray_controller.cli import rollout_cmd
+from graymq.gray_controller.cli import pipeline_cmd, rollout_cmd
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
@@ -55,10 +55,10 @@ def register(subparsers: Any) -> None:
     for name, help_text in (("promote", "make the gray release normal, draining the gray queues first"),
                             ("rollback", "stop the gray release without losing its messages")):
         q = sub.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. Interrupted "
-                           "(Ctrl-C), it stays RUNNING in the name server: the same command resumes it.")
+                           "(Ctrl-C), it stays RUNNING in the name server: the same command resumes it. With --then, "
+                           "a pipeline: each group in turn, upstream first; a failed stage stops it.")
         q.add_argument("group")
-        q.add_argument("--producer-group", action="append", default=None,
-                       help="producer group of the release (repeatable; default: the group itself)")
+        pipeline_cmd.add_arguments(q)
         q.add_argument("--timeout", type=float, default=300.0, help="give up after S seconds (default: 300)")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
         if name == "rollback":
@@ -181,6 +181,8 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise ConfigError("--timeout must be > 0")
+    if args.then:
+        return await pipeline_cmd.run(ns, args)
     runner = CutoverRunner(ns, args.group, args.producer_group, args.timeout)
     try:
         report = await until_interrupted(
@@ -196,18 +198,12 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
         return 1
     finally:
         await runner.close()
-    idle = args.gray_command == "promote" and not (report.producers_flipped or report.consumers_flipped
-                                                   or report.rules_removed)
+    result = {**report.to_json(), **({"nothing_to_promote": report.changed_nothing()}
+                                     if args.gray_command == "promote" else {})}
     if args.json:
-        print_json({**report.to_json(), **({"nothing_to_promote": idle} if args.gray_command == "promote" else {})})
+        print_json(result)
     else:
-        steps = format_timings(report.timings_s)
-        print(f"{report.kind} #{report.operation_id} of {report.group} {report.state} in "
-              f"{sum(report.timings_s.values()):.2f} s" + (f" ({steps})" if steps else ""))
-        if idle:
-            print(f"nothing to promote: {report.group} has no gray client and no gray rule")
-        if report.message:
-            print(report.message)
+        print("\n".join(pipeline_cmd.cutover_lines(result)))
     return 0
 
 

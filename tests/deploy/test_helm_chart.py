@@ -600,6 +600,29 @@ def test_probes_hit_the_real_endpoints(release: Release) -> None:
         assert env_of(broker)["GRAYMQ_BROKER_PORT"]["value"] == str(broker_port), kn(brokers)
 
 
+def test_brokers_serve_stock_clients_grpc_at_8081_through_the_headless_service(release: Release) -> None:
+    grpc_port = release.merged["broker"]["grpcPort"]
+    assert grpc_port == 8081  # the RocketMQ proxy's port: a stock SDK's usual endpoint
+    headless = release.find("Service", "-broker-headless")
+    assert {"name": "grpc", "port": grpc_port, "targetPort": "grpc", "protocol": "TCP"} in headless["spec"]["ports"]
+    for brokers in release.brokers():
+        broker = pod_spec(brokers)["containers"][0]
+        assert {p["name"]: p["containerPort"] for p in broker["ports"]}["grpc"] == grpc_port, kn(brokers)
+        assert env_of(broker)["GRAYMQ_BROKER_GRPC_PORT"]["value"] == str(grpc_port), kn(brokers)
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):  # health stays the broker port's
+            assert broker[probe]["tcpSocket"] == {"port": "broker"}, kn(brokers)
+    notes = next(text for path, text in release.manifests.items() if path.endswith("NOTES.txt"))
+    assert f"{headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local:{grpc_port}" in notes
+
+
+def test_grpc_port_zero_renders_no_grpc_endpoint() -> None:
+    release = render({"broker": {"grpcPort": 0}}, "no gRPC")
+    assert "grpc" not in [p["name"] for p in release.find("Service", "-broker-headless")["spec"]["ports"]]
+    broker = pod_spec(release.brokers()[0])["containers"][0]
+    assert "grpc" not in [p["name"] for p in broker["ports"]]
+    assert "GRAYMQ_BROKER_GRPC_PORT" not in env_of(broker)
+
+
 def test_every_container_runs_as_non_root_on_a_read_only_root_filesystem(release: Release) -> None:
     for workload in release.workloads():
         spec = pod_spec(workload)
@@ -798,6 +821,7 @@ def test_a_broker_token_shared_with_an_admin_token_is_refused_when_rendering() -
         ({"broker": {"replication": "sync", "replicasPerSet": 65}}, "/broker/replicasPerSet"),  # replica ids 0..63
         ({"nameserver": {"replicaLeaseSeconds": 0}}, "/nameserver/replicaLeaseSeconds"),
         ({"broker": {"port": 70000}}, "/broker/port"),
+        ({"broker": {"grpcPort": 70000}}, "/broker/grpcPort"),
         ({"broker": {"segmentSize": 100}}, "/broker/segmentSize"),
         ({"broker": {"flushMode": "sync"}}, "flushMode"),  # a typo is an error, not silently ignored
         ({"nameserver": {"replicaCount": "2"}}, "/nameserver/replicaCount"),

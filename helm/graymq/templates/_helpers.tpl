@@ -273,6 +273,11 @@ its pod's ordinal. Call with (dict "ctx" $ "set" NAME-or-"").
       value: {{ .Values.broker.defaultGrayQueueNums | quote }}
     - name: GRAYMQ_BROKER_METRICS_PORT
       value: {{ .Values.broker.metricsPort | quote }}
+    {{- if .Values.broker.grpcPort }}
+    # The RocketMQ 5 gRPC endpoint for stock clients, registered with the name servers next to the broker port.
+    - name: GRAYMQ_BROKER_GRPC_PORT
+      value: {{ .Values.broker.grpcPort | quote }}
+    {{- end }}
     - name: GRAYMQ_LOG_LEVEL
       value: {{ .Values.logLevel | quote }}
     {{- if .Values.tls.enabled }}
@@ -294,6 +299,11 @@ its pod's ordinal. Call with (dict "ctx" $ "set" NAME-or-"").
     - name: metrics
       containerPort: {{ .Values.broker.metricsPort }}
       protocol: TCP
+    {{- if .Values.broker.grpcPort }}
+    - name: grpc
+      containerPort: {{ .Values.broker.grpcPort }}
+      protocol: TCP
+    {{- end }}
   # The broker protocol is binary TCP: an open port is the honest health signal.
   startupProbe:
     tcpSocket:

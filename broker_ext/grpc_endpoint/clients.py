@@ -3,7 +3,8 @@
 A client opens one telemetry stream per broker it talks to and keeps it for its life. Each ``settings`` command
 is stored (``ClientTable``: what the client said it is — type, topics, consumer group) and answered with the
 merged settings (``settings.merged_settings``); a producer is registered at once in the producer group of each of
-its topics (``producer_sides``), so the name server lists it and a flip reaches it before its first send. Other
+its topics (``producer_sides``), a consumer in its consumer group with its topics (``consumer_sides``), so the name
+server lists it and a flip reaches it before its first send or receive. Other
 client commands (a thread stack trace, a verify result) are answered by the broker only once it asks for them,
 which it does not yet: they are logged and dropped.
 """
@@ -14,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from graymq.broker_ext.grpc_endpoint.consumer_sides import ConsumerSides
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, merged_settings
@@ -22,6 +24,8 @@ from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
 log = logging.getLogger(__name__)
+
+CONSUMER_TYPES = (v2.SIMPLE_CONSUMER, v2.PUSH_CONSUMER)
 
 
 @dataclass(slots=True)
@@ -33,9 +37,10 @@ class StockClient:
 class ClientTable:
     """The stock clients' last settings, by client id, while a stream of theirs is open."""
 
-    def __init__(self, limits: EndpointLimits, sides: ProducerSides) -> None:
+    def __init__(self, limits: EndpointLimits, sides: ProducerSides, consumers: ConsumerSides) -> None:
         self.limits = limits
         self.sides = sides
+        self.consumers = consumers
         self.clients: dict[str, StockClient] = {}
 
     async def telemetry(self, commands: AsyncIterator[v2s.TelemetryCommand], caller: Caller
@@ -48,6 +53,7 @@ class ClientTable:
         except RocketMQStatusError as refused:
             yield v2s.TelemetryCommand(status=refused.to_status())
             return
+        self.consumers.stream_opened(caller.client_id)
         try:
             async for command in commands:
                 if not command.HasField("settings"):
@@ -55,6 +61,13 @@ class ClientTable:
                     continue
                 settings = command.settings
                 self.clients[caller.client_id] = StockClient(caller.client_id, settings)
+                if settings.client_type in CONSUMER_TYPES and self.consumers.enabled:
+                    try:
+                        await self.consumers.register(caller, settings.subscription.group.name,
+                                                      [s.topic.name for s in settings.subscription.subscriptions])
+                    except RocketMQStatusError as refused:
+                        yield v2s.TelemetryCommand(status=refused.to_status())
+                        continue
                 yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits))
                 if settings.client_type == v2.PRODUCER and self.sides.enabled:
                     for topic in settings.publishing.topics:
@@ -62,6 +75,7 @@ class ClientTable:
         finally:
             self.clients.pop(caller.client_id, None)
             await self.sides.stream_closed(caller.client_id)
+            await self.consumers.stream_closed(caller.client_id)
 
     async def heartbeat(self, request: v2s.HeartbeatRequest, caller: Caller) -> v2s.HeartbeatResponse:
         """A sign of life; consumer groups' membership (and so queue assignment) will hang on it."""
@@ -69,9 +83,10 @@ class ClientTable:
 
     async def terminate(self, request: v2s.NotifyClientTerminationRequest, caller: Caller
                         ) -> v2s.NotifyClientTerminationResponse:
-        """The client shuts down: it leaves its producer groups in the name server at once."""
+        """The client shuts down: it leaves its producer and consumer groups in the name server at once."""
         if caller.client_id:
             self.sides.claim(caller)
             self.clients.pop(caller.client_id, None)
             await self.sides.forget(caller.client_id)
+            await self.consumers.forget(caller.client_id)
         return v2s.NotifyClientTerminationResponse(status=OK)

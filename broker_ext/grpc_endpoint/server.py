@@ -17,6 +17,7 @@ import grpc
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 
+from graymq.broker_ext.grpc_endpoint.assignment import AssignmentService
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
 from graymq.broker_ext.grpc_endpoint.route import RouteService
@@ -55,6 +56,7 @@ class GrpcEndpoint:
             "Heartbeat": clients.heartbeat,
             "SendMessage": sends.send_message,
             "NotifyClientTermination": clients.terminate,
+            "QueryAssignment": AssignmentService(routes, clients.consumers.queues).query_assignment,
         }
         self._server: grpc.aio.Server | None = None
 
@@ -70,6 +72,7 @@ class GrpcEndpoint:
         await server.start()
         self._server = server
         self.clients.sides.start()
+        self.clients.consumers.start()
         return bound
 
     async def stop(self, grace_s: float = 1.0) -> None:
@@ -77,6 +80,7 @@ class GrpcEndpoint:
             await self._server.stop(grace_s)
             self._server = None
         await self.clients.sides.stop()
+        await self.clients.consumers.stop()
 
     def _handler(self, method: MethodDescriptor) -> grpc.RpcMethodHandler:
         request_type, response_type = _message_class(method.input_type), _message_class(method.output_type)

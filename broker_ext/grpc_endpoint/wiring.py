@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
+from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides
 from graymq.broker_ext.grpc_endpoint.credentials import Credentials
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.route import RouteService
@@ -30,6 +31,7 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
                             delay_levels_s=settings.delay_levels_s)
     sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
                           expiry_s=settings.client_expiry_s)
+    consumers = consumer_sides(broker, settings, sides)
     tls = None
     if settings.tls_cert is not None and settings.tls_key is not None:
         tls = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
@@ -37,10 +39,23 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     endpoint = GrpcEndpoint(
         Credentials(broker.principals.get, dev_mode=settings.dev_mode),
         RouteService(broker.name, lambda: address, broker.topics.get),
-        ClientTable(limits, sides),
+        ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
         max_request_size=max_body_size + HEADROOM, tls=tls,
     )
     bound = await endpoint.start(settings.host, port)
     address = f"{broker.address.rpartition(':')[0]}:{bound}"
     return endpoint, address
+
+
+def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers: ProducerSides) -> ConsumerSides:
+    """Stock consumers' sides, reading the broker's topics, backlog and graymq consumers (one owner table of client
+    ids with the producers')."""
+
+    def graymq_gray_clients(group: str) -> int:
+        info = broker.consumers.get(group)
+        return info.gray_clients if info is not None else 0
+
+    view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_gray_clients)
+    return ConsumerSides(settings.nameserver_urls, view, broker_name=broker.name, claim=producers.claim,
+                         interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s)

@@ -15,6 +15,13 @@ function print(line) {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
+// An error with its causes: the SDK wraps the broker's refusal (code and message) in its startup error.
+function reason(error) {
+  const parts = [];
+  for (let e = error; e; e = e.cause) parts.push(e && e.message ? e.message : String(e));
+  return parts.join(': ');
+}
+
 function options(spec) {
   const credentials = spec.ak ? { accessKey: spec.ak, accessSecret: spec.sk } : undefined;
   return { endpoints: spec.endpoint, namespace: '', sessionCredentials: credentials, sslEnabled: Boolean(spec.tls),
@@ -36,7 +43,7 @@ async function send(spec) {
         const receipt = await producer.send(asMessage(spec.topic, item));
         print({ message_id: receipt.messageId, offset: Number(receipt.offset) });
       } catch (error) {
-        print({ error: String(error && error.message ? error.message : error) });
+        print({ error: reason(error) });
       }
     }
   } finally {
@@ -75,9 +82,10 @@ async function main() {
   try {
     await (spec.mode === 'receive' ? receive(spec) : send(spec));
   } catch (error) {
-    print({ startup_error: String(error && error.message ? error.message : error) });
+    print({ startup_error: reason(error) });
     process.exitCode = 1;
   }
+  process.exit();  // a client that failed to start leaves its timers running (stdout to a pipe is written already)
 }
 
 main();

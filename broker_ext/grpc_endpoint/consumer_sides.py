@@ -1,0 +1,291 @@
+"""Which side (gray or normal) a stock consumer receives from: decided on the broker, from the name server.
+
+A stock RocketMQ 5 consumer cannot say that it is gray. The broker registers it in its consumer group in the name
+server — role ``consumer``, the client id the SDK sends (``x-mq-client-id``), its labels (``credentials.client_labels``:
+``host``, ``language``, ``namespace``, ``principal``) and ``protocol: rocketmq5``, its subscribed topics — once per
+(client, group): when its telemetry settings name the group, or at its first receive. The name server's answer
+(explicit flag, gray rules, switch, orphan policy, weight, a rolled-back gray side) is followed as graymq's push
+consumer follows it, with the same ``GrayFlip``: normal → gray at once; gray → normal (a promote, a rollback, a flag)
+only after a drain: it keeps receiving from the gray queues until, on every gray queue of its topics (and of the
+group's retry topic) on this broker, the group's committed offset — which pop acks advance — is the max offset and
+nothing is in flight; then it reports normal. Its state is reported at each step, so a promote waits for it.
+
+Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or when
+it has neither stream nor receive for ``expiry_s``. One broker decides for its own queues: with several brokers each
+registers the client and drains its own gray queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
+from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
+from graymq.broker_ext.topic_config import TopicConfig
+from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
+from graymq.client.consumer.runtime import GroupGray
+from graymq.client.membership import Membership
+from graymq.client.nameserver_client import NameServerClient
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.aio import cancel_and_wait
+from graymq.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from graymq.protocol.errors import GrayMQError
+from graymq.protocol.membership import ClientState
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_LABEL = {"protocol": "rocketmq5"}  # how gray status and the console tell a stock client
+DRAIN_TIMEOUT_S = 300.0  # as graymq's consumer: a longer drain stays gray, says why, and starts again later
+DRAIN_POLL_S = 0.1  # between two reads of the gray backlog (local: offsets and in-flight counts)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerView:
+    """What the sides read of the broker: topics, a group's per-queue backlog, its graymq gray consumers, and the
+    messages a pop consumer holds unacked on a queue."""
+
+    topic_of: Callable[[str], TopicConfig | None]
+    backlog: Callable[[str, str], list[pb.QueueBacklog]]  # (group, topic)
+    graymq_gray_clients: Callable[[str], int]  # group -> its gray push consumers on this broker
+    in_flight: Callable[[str, str, int], int] = lambda group, topic, queue_id: 0
+
+
+@dataclass(slots=True)
+class StockConsumer:
+    """One stock consumer in one group: its flag as it follows the name server, and the group's gray settings."""
+
+    group: str
+    client_id: str
+    nameserver: NameServerClient
+    topics: set[str] = field(default_factory=set)
+    flip: GrayFlip = field(default_factory=lambda: GrayFlip(False, drain_timeout_s=DRAIN_TIMEOUT_S,
+                                                            drain_poll_s=DRAIN_POLL_S))
+    group_gray: GroupGray = field(default_factory=GroupGray)
+    membership: Membership | None = None
+    drain: asyncio.Task[None] | None = None
+    used_at: float = field(default_factory=time.monotonic)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def gray(self) -> bool:
+        """The effective flag: a draining consumer is still gray."""
+        return self.flip.gray_state.gray
+
+    @property
+    def retired(self) -> bool:
+        return self.group_gray.retired and self.gray
+
+    @property
+    def state(self) -> ClientState:
+        return ClientState.RETIRED if self.retired else self.flip.gray_state.state
+
+
+def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
+    """Messages of ``group`` not yet acked on the gray queues of ``topics`` and of its retry topic, plus those in
+    flight there (``QueueBacklog`` as the admin port answers it: a queue never committed counts from its min)."""
+    total = 0
+    for topic in {*topics, f"{RETRY_GROUP_TOPIC_PREFIX}{group}"}:
+        for q in broker.backlog(group, topic):
+            if q.gray:
+                start = max(q.consumer_offset, q.min_offset) if q.consumer_offset >= 0 else q.min_offset
+                total += max(0, q.max_offset - start) + broker.in_flight(group, topic, q.queue_id)
+    return total
+
+
+def _step(consumer: StockConsumer, decide: Callable[[Any, float], FlipAction], observed: Any) -> FlipAction:
+    """Pass what was ``observed`` (and the time) to a decision of the flip; report soon when the state changed."""
+    before = consumer.flip.gray_state.state
+    action = decide(observed, time.monotonic())
+    if consumer.flip.gray_state.state is not before and consumer.membership is not None:
+        consumer.membership.changed()
+    return action
+
+
+class ConsumerSides:
+    """``await queues(caller, group, topic)``: the queue ids of ``topic`` the caller receives from right now."""
+
+    def __init__(self, nameserver_urls: list[str], broker: BrokerView, *, broker_name: str,
+                 claim: Callable[[Caller], None], interval_s: float, expiry_s: float) -> None:
+        self.nameserver_urls = nameserver_urls
+        self.broker = broker
+        self.broker_name = broker_name
+        self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
+        self.interval_s = interval_s
+        self.expiry_s = expiry_s
+        self._registrations: dict[tuple[str, str], StockConsumer] = {}  # (client id, group) ->
+        self._streams: dict[str, int] = {}  # client id -> telemetry streams open
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.nameserver_urls)
+
+    def start(self) -> None:
+        if self.enabled:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="grpc consumer sides")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            await cancel_and_wait(self._sweeper)
+        for client_id in {client_id for client_id, _ in self._registrations}:
+            await self.forget(client_id)
+
+    async def queues(self, caller: Caller, group: str, topic: str) -> frozenset[int] | None:
+        """The ids of ``topic``'s queues on this broker ``caller`` may receive from in ``group`` (None: every one,
+        as without a name server, or the topic is not here)."""
+        if not self.enabled or not caller.client_id:
+            return None
+        consumer = await self.register(caller, group, (topic,))
+        consumer.used_at = time.monotonic()
+        config = self.broker.topic_of(topic)
+        if config is None:
+            return None
+        return self._receivable(consumer, config)
+
+    def _receivable(self, consumer: StockConsumer, config: TopicConfig) -> frozenset[int]:
+        side = Side(consumer.gray, consumer.retired, self._group_has_gray(consumer.group))
+        return receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray)
+
+    def _group_has_gray(self, group: str) -> bool:
+        return self.broker.graymq_gray_clients(group) > 0 or any(
+            c.group == group and c.gray and not c.retired for c in self._registrations.values())
+
+    async def register(self, caller: Caller, group: str, topics: Iterable[str]) -> StockConsumer:
+        """The registration of ``caller`` in consumer group ``group`` (made with one heartbeat on first use); topics
+        not reported yet are added and reported soon. ``FORBIDDEN`` when its principal may not consume ``group``."""
+        self.claim(caller)
+        if not caller.principal.rights.may_consume(group):
+            raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not consume in group "
+                                      f"{group}")
+        key = (caller.client_id, group)
+        consumer = self._registrations.get(key)
+        if consumer is None:
+            consumer = self._registrations[key] = StockConsumer(
+                group, caller.client_id, NameServerClient(self.nameserver_urls, token=caller.token), set(topics))
+            await self._join(consumer, {**caller.labels, **PROTOCOL_LABEL})
+        await consumer.ready.wait()
+        if not consumer.topics.issuperset(topics):
+            consumer.topics.update(topics)
+            if consumer.membership is not None:
+                consumer.membership.poke()
+        return consumer
+
+    async def _join(self, consumer: StockConsumer, labels: dict[str, str]) -> None:
+        consumer.membership = Membership(
+            consumer.nameserver, group=consumer.group, client_id=consumer.client_id, role="consumer", labels=labels,
+            declared_gray=None, interval_s=self.interval_s, report=functools.partial(self._report, consumer),
+            on_update=functools.partial(self._apply, consumer))
+        try:
+            await consumer.membership.beat()  # no answer: normal until one comes
+        except GrayMQError as exc:  # refused for good (rights): it receives as a normal consumer
+            log.warning("stock consumer %s cannot register in group %s: %s", consumer.client_id, consumer.group,
+                        exc.message)
+        else:
+            consumer.membership.start()
+        finally:
+            consumer.flip.follow_changes()  # the first answer was taken as is: nothing was received before it
+            consumer.ready.set()
+
+    def _report(self, consumer: StockConsumer) -> dict[str, Any]:
+        queues = []
+        for topic in sorted(consumer.topics):
+            config = self.broker.topic_of(topic)
+            if config is not None:
+                queues += [f"{self.broker_name}:{topic}:{queue_id}"
+                           for queue_id in sorted(self._receivable(consumer, config))]
+        return {"gray": consumer.gray, "state": consumer.state.value, "topics": sorted(consumer.topics),
+                "queues": queues}
+
+    async def _apply(self, consumer: StockConsumer, answer: dict[str, Any]) -> None:
+        """A name server answer: the group's gray settings, then the desired flag (``GrayFlip`` decides)."""
+        gg = consumer.group_gray
+        consumer.group_gray = GroupGray(
+            switch=bool(answer.get("gray_switch", gg.switch)), weight=int(answer.get("gray_weight") or 0),
+            orphan_policy=answer.get("orphan_policy") or "hold", retired=bool(answer.get("gray_retired")))
+        action = consumer.flip.follow(bool(answer.get("desired_gray", consumer.gray)),
+                                      draining=consumer.drain is not None)
+        if action is FlipAction.BECOME_GRAY:
+            consumer.flip.became_gray()
+            log.info("stock consumer %s of %s: normal -> gray (no drain needed)", consumer.client_id, consumer.group)
+        elif action is FlipAction.CANCEL_DRAIN and consumer.drain is not None:
+            consumer.drain.cancel()
+            consumer.drain = None
+            log.info("stock consumer %s: desired flag back to gray, drain cancelled", consumer.client_id)
+        elif action is FlipAction.START_DRAIN:
+            consumer.drain = asyncio.get_running_loop().create_task(
+                self._drain(consumer), name=f"drain {consumer.client_id}")
+            return
+        if action is not FlipAction.NONE and consumer.membership is not None:
+            consumer.membership.changed()
+
+    async def _drain(self, consumer: StockConsumer) -> None:
+        """Wait for the gray queues to be empty and settled, then report normal (``GrayFlip``'s steps)."""
+        flip, membership = consumer.flip, consumer.membership
+        assert membership is not None
+        try:
+            action = _step(consumer, functools.partial(flip.begin_drain, gray_switch=consumer.group_gray.switch),
+                           None)
+            log.info("stock consumer %s draining the gray queues of %s", consumer.client_id, consumer.group)
+            while action is not FlipAction.NONE:
+                if action is FlipAction.CHECK_BACKLOG:
+                    backlog = gray_backlog(self.broker, consumer.group, consumer.topics)
+                    action = _step(consumer, flip.backlog_read, backlog)
+                elif action is FlipAction.WAIT:
+                    await asyncio.sleep(flip.drain_poll_s)
+                    action = FlipAction.CHECK_BACKLOG
+                elif action is FlipAction.REPORT_NORMAL:
+                    action = _step(consumer, flip.report_heard, await membership.beat() is not None)
+                elif action is FlipAction.HAND_OVER:
+                    log.info("stock consumer %s of %s: gray queues drained, now normal", consumer.client_id,
+                             consumer.group)
+                    action = FlipAction.NONE
+                else:
+                    log.warning("stock consumer %s: %s; will retry while the desired flag stays normal",
+                                consumer.client_id, flip.last_drain_error)
+                    action = FlipAction.NONE
+        except Exception:
+            log.exception("drain of stock consumer %s in group %s failed; retried at the next answer",
+                          consumer.client_id, consumer.group)
+        finally:
+            consumer.drain = None
+
+    def stream_opened(self, client_id: str) -> None:
+        self._streams[client_id] = self._streams.get(client_id, 0) + 1
+
+    async def stream_closed(self, client_id: str) -> None:
+        left = self._streams.pop(client_id, 0) - 1
+        if left > 0:
+            self._streams[client_id] = left
+        else:
+            await self.forget(client_id)
+
+    async def forget(self, client_id: str) -> None:
+        """Stop and unregister every registration of ``client_id`` (it terminated or went away)."""
+        for key in [k for k in self._registrations if k[0] == client_id]:
+            consumer = self._registrations.pop(key)
+            await consumer.ready.wait()
+            if consumer.drain is not None:
+                await cancel_and_wait(consumer.drain)
+            if consumer.membership is not None:
+                await consumer.membership.stop()
+                await consumer.membership.unregister()
+            await consumer.nameserver.close()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.expiry_s / 2)
+            idle_since = time.monotonic() - self.expiry_s
+            idle = {client_id for (client_id, _), c in self._registrations.items()
+                    if c.used_at < idle_since and client_id not in self._streams}
+            for client_id in idle:
+                log.info("stock consumer %s: no stream and no receive for %.0f s: unregistered", client_id,
+                         self.expiry_s)
+                await self.forget(client_id)

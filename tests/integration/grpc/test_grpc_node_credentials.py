@@ -1,0 +1,51 @@
+"""The stock Node.js SDK outside dev mode: signed with a principal's credentials it sends within the principal's
+rights; a wrong secret, no credentials or a topic beyond its rights are refused with RocketMQ's status for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.cli import wait_for
+from tests.support.node_sdk import node_sdk
+from tests.support.trust import (
+    ADMIN,
+    StartProcess,
+    add_principal,
+    bearer,
+    cli,
+    start_secure_broker,
+    start_secure_nameserver,
+)
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "ORDER_SHIPPED"
+
+
+def test_a_principals_credentials_sign_node_sends_and_bad_ones_are_refused(
+        graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path, node_sdk_dir: Path) -> None:
+    ns_url = start_secure_nameserver(graymq_process, fresh_pg_url)
+    broker_token = add_principal(ns_url, "broker-a", "--broker")
+    orders = add_principal(ns_url, "orders", "--produce", "ORDER_*")
+    other = add_principal(ns_url, "other", "--produce", "OTHER_*")
+    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a",
+                                 GRAYMQ_BROKER_GRPC_PORT="0")
+    assert broker.ready_info is not None
+    created = cli(ns_url, "topic", "create", TOPIC, "--queues", "4", "--gray-queues", "2")
+    assert created.returncode == 0, created.stderr
+    wait_for(lambda: any(TOPIC in b["topics"] for b in httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN),
+                                                                 timeout=5).json()), 20, f"{TOPIC} on broker-a")
+    spec = {"endpoint": str(broker.ready_info["grpc"]), "topic": TOPIC, "messages": [{"body": "shipped-1"}]}
+
+    sent = node_sdk({**spec, "ak": orders, "sk": orders}, tmp_path / "orders", sdk=node_sdk_dir)
+    assert len(sent) == 1 and "message_id" in sent[0], sent
+
+    refusals = {"wrong-secret": (orders, "not-the-secret", "invalid credentials"),
+                "no-credentials": ("", "", "no credentials"),
+                "beyond-rights": (other, other, "principal other may not produce to or consume topic")}
+    for name, (ak, sk, why) in refusals.items():
+        (refused,) = node_sdk({**spec, "ak": ak, "sk": sk}, tmp_path / name, sdk=node_sdk_dir)
+        assert "startup_error" in refused and why in refused["startup_error"], (name, refused)

@@ -18,7 +18,7 @@ import pytest
 
 from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import graymq, gray_status, json_lines, start_consumer, wait_for
+from tests.support.cli import gray_status, graymq, json_lines, start_consumer, wait_for
 from tests.support.clients import FAST, run_scenario, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -130,3 +130,32 @@ def test_promote_across_a_pipeline_under_load_loses_and_doubles_nothing(pipeline
     print(f"pipeline promote: sent {len(sent)} ({sum(s['gray'] for s in sent.values())} gray), "
           f"{sum(m['gray'] for m in at_sink)} gray at SINK, stage timings "
           f"{[s['timings_s'] for s in report['stages']]}")
+
+
+def test_a_failed_stage_stops_the_pipeline_and_says_what_is_done(cluster, graymq_process):
+    """SINK's gray queues hold messages no gray consumer will take (orphan policy hold): its promote times out, after
+    STAGE's succeeded. An unknown group is refused before anything starts."""
+    cluster.add_broker("broker-a")
+    cluster.create_topic(TOPIC_B, 4, 2)
+    ns = cluster.ns_url
+    cluster.ns_call(lambda c: c.add_rule(STAGE, {"version": "v2"}, True))
+    start_consumer(graymq_process, ns, SINK, "sink-v1", TOPIC_B, "*", "--label", "version=v1")
+    graymq(ns, "produce", TOPIC_B, "--group", STAGE_OUT, "--gray", "--count", "5", "--json")
+
+    unknown = graymq(ns, "gray", "promote", STAGE, "--then", "NO_SUCH_GROUP", check=False)
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
+        "graymq gray: group NO_SUCH_GROUP is not known to the name server"], unknown.stderr
+    assert cluster.ns_call(lambda c: c.list_cutovers(STAGE)) == []  # nothing started
+
+    failed = graymq(ns, "gray", "promote", STAGE, "--then", SINK, "--timeout", "2", "--json", check=False)
+    assert failed.returncode == 1, failed.stderr
+    report = json.loads(failed.stdout)
+    assert (report["state"], report["groups_done"], report["groups_left"]) == ("FAILED", [STAGE], [SINK])
+    assert [(s["group"], s["state"]) for s in report["stages"]] == [(STAGE, "SUCCEEDED"), (SINK, "FAILED")]
+    assert report["stages"][0]["rules_removed"] and "gray backlog 5" in report["message"], report["message"]
+
+    text = graymq(ns, "gray", "rollback", STAGE, "--then", SINK, "--timeout", "2", check=False)
+    lines = text.stdout.splitlines()
+    assert text.returncode == 1 and lines[-1] == f"pipeline rollback FAILED: done: {STAGE}; not done: {SINK}", lines
+    assert lines[0].startswith("stage 1/2: rollback #") and f"of {STAGE} SUCCEEDED" in lines[0], lines
+    assert any(line.startswith("stage 2/2: rollback #") and f"of {SINK} FAILED" in line for line in lines), lines

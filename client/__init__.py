@@ -6,6 +6,7 @@ from graymq.client.allocate import (
     AllocateMessageQueueGray,
     ConsumerView,
 )
+from graymq.client.blocking_producer import BlockingProducer
 from graymq.client.config import ClientConfig
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.consumer.push_consumer import PushConsumer
@@ -24,6 +25,7 @@ from graymq.client.selector import GrayQueueSelector
 
 __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueGray",
-    "ClientConfig", "ConsumerView", "ConsumeStatus", "GrayQueueSelector", "Message", "MessageExt", "MessageQueue",
-    "Producer", "ProducerSettings", "PullConsumer", "PullResult", "PushConsumer", "SendResult", "SendStatus",
+    "BlockingProducer", "ClientConfig", "ConsumerView", "ConsumeStatus", "GrayQueueSelector", "Message", "MessageExt",
+    "MessageQueue", "Producer", "ProducerSettings", "PullConsumer", "PullResult", "PushConsumer", "SendResult",
+    "SendStatus",
 ]

@@ -34,7 +34,6 @@ import asyncio
 import itertools
 import logging
 import secrets
-import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
@@ -48,7 +47,8 @@ from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
-from graymq.client.selector import GrayQueueSelector
+from graymq.client.selector import GrayQueueSelector, MemoSelector
+from graymq.client.send_fields import message_fields
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.tracing import send_span, tracer
 from graymq.protocol import graymq_pb2 as pb
@@ -57,7 +57,6 @@ from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutE
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
-_HOST = socket.gethostname()
 _SendRequest: TypeAlias = pb.SendRequest | pb.SendBatchRequest
 # Backoff while a broker does not know a topic the route has (created moments ago): doubling, capped, jittered.
 TOPIC_WAIT_FIRST_S = 0.05
@@ -86,29 +85,6 @@ class MessageIds:
 
     def trace_id(self) -> str:
         return f"{self._trace_prefix}{next(self._counter) & 0xFFFF_FFFF:08x}"
-
-
-class _MemoSelector(GrayQueueSelector):
-    """``GrayQueueSelector`` with each route's candidate queues computed once, not at every send.
-
-    Routes are immutable and a refresh makes a new object, so the memo is keyed by the route
-    object (held, so its id cannot be reused) and the flags that choose the set.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._memo: dict[tuple[int, bool, bool], tuple[TopicRoute, list[MessageQueue]]] = {}
-
-    def candidates(self, route: TopicRoute, gray: bool, gray_switch: bool) -> list[MessageQueue]:
-        key = (id(route), gray, gray_switch)
-        hit = self._memo.get(key)
-        if hit is not None and hit[0] is route:
-            return hit[1]
-        queues = super().candidates(route, gray, gray_switch)
-        if len(self._memo) >= 256:  # old routes: drop them all, the live ones come back at once
-            self._memo.clear()
-        self._memo[key] = (route, queues)
-        return queues
 
 
 class Producer:
@@ -146,7 +122,7 @@ class Producer:
         self.nameserver = self.client.nameserver
         self.routes = self.client.route_view()
         self.brokers = self.client.brokers
-        self.selector: GrayQueueSelector = _MemoSelector()
+        self.selector: GrayQueueSelector = MemoSelector()
         self.ids = MessageIds()
         self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
         self._sequences: dict[tuple[str, str, int], int] = {}  # (broker, topic, queue id) -> next sequence
@@ -217,24 +193,7 @@ class Producer:
 
     def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None,
                 properties: dict[str, str]) -> dict[str, Any]:
-        """The ``pb.Message`` of ``message`` as constructor fields (a request built from dicts costs a third of
-        one built from message objects, which protobuf copies); empty fields are left out. ``handling``: the
-        message being handled (its trace id is inherited); ``properties``: the message's, with its send span's
-        context when traced."""
-        if not message.topic:
-            raise BadRequestError("message without topic")
-        trace_id = message.trace_id or (handling.trace_id if handling else "") or self.ids.trace_id()
-        fields: dict[str, Any] = {
-            "topic": message.topic, "body": message.body, "gray": gray, "trace_id": trace_id,
-            "msg_id": self.ids.msg_id(), "born_timestamp": born_ms, "born_host": _HOST,
-        }
-        if message.tags:
-            fields["tags"] = message.tags
-        if message.keys:
-            fields["keys"] = message.keys
-        if properties:
-            fields["properties"] = properties
-        return fields
+        return message_fields(message, gray, born_ms, handling, properties, self.ids)
 
     async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         handling = current_message()

@@ -51,3 +51,26 @@ class GrayQueueSelector:
             if mq.broker_name != last_broker:
                 return mq
         return queues[next(self._counter) % len(queues)]
+
+
+class MemoSelector(GrayQueueSelector):
+    """``GrayQueueSelector`` with each route's candidate queues computed once, not at every send.
+
+    Routes are immutable and a refresh makes a new object, so the memo is keyed by the route
+    object (held, so its id cannot be reused) and the flags that choose the set.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._memo: dict[tuple[int, bool, bool], tuple[TopicRoute, list[MessageQueue]]] = {}
+
+    def candidates(self, route: TopicRoute, gray: bool, gray_switch: bool) -> list[MessageQueue]:
+        key = (id(route), gray, gray_switch)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is route:
+            return hit[1]
+        queues = super().candidates(route, gray, gray_switch)
+        if len(self._memo) >= 256:  # old routes: drop them all, the live ones come back at once
+            self._memo.clear()
+        self._memo[key] = (route, queues)
+        return queues

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections import Counter
 from typing import Any
 
@@ -132,16 +133,23 @@ def test_promote_across_a_pipeline_under_load_loses_and_doubles_nothing(pipeline
           f"{[s['timings_s'] for s in report['stages']]}")
 
 
-def test_a_failed_stage_stops_the_pipeline_and_says_what_is_done(cluster, graymq_process):
-    """SINK's gray queues hold messages no gray consumer will take (orphan policy hold): its promote times out, after
-    STAGE's succeeded. An unknown group is refused before anything starts."""
+@pytest.fixture
+def stuck_sink(cluster, graymq_process):
+    """STAGE with a gray rule and nothing else; SINK with a normal consumer of PIPE_B, whose gray queues hold 5
+    messages no gray consumer will take (orphan policy hold): SINK's promote waits on them."""
     cluster.add_broker("broker-a")
     cluster.create_topic(TOPIC_B, 4, 2)
     ns = cluster.ns_url
     cluster.ns_call(lambda c: c.add_rule(STAGE, {"version": "v2"}, True))
     start_consumer(graymq_process, ns, SINK, "sink-v1", TOPIC_B, "*", "--label", "version=v1")
     graymq(ns, "produce", TOPIC_B, "--group", STAGE_OUT, "--gray", "--count", "5", "--json")
+    return cluster
 
+
+def test_a_failed_stage_stops_the_pipeline_and_says_what_is_done(stuck_sink):
+    """SINK's promote times out after STAGE's succeeded; an unknown group is refused before anything starts."""
+    cluster = stuck_sink
+    ns = cluster.ns_url
     unknown = graymq(ns, "gray", "promote", STAGE, "--then", "NO_SUCH_GROUP", check=False)
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
         "graymq gray: group NO_SUCH_GROUP is not known to the name server"], unknown.stderr
@@ -159,3 +167,25 @@ def test_a_failed_stage_stops_the_pipeline_and_says_what_is_done(cluster, graymq
     assert text.returncode == 1 and lines[-1] == f"pipeline rollback FAILED: done: {STAGE}; not done: {SINK}", lines
     assert lines[0].startswith("stage 1/2: rollback #") and f"of {STAGE} SUCCEEDED" in lines[0], lines
     assert any(line.startswith("stage 2/2: rollback #") and f"of {SINK} FAILED" in line for line in lines), lines
+
+
+def test_an_interrupted_pipeline_says_where_and_the_same_command_resumes_it(stuck_sink, graymq_process):
+    cluster = stuck_sink
+    ns = cluster.ns_url
+    controller = graymq_process("gray", "promote", STAGE, "--then", SINK, "--timeout", "60", "--nameserver", ns,
+                                wait=False, env={"GRAYMQ_ADMIN_TOKEN": "dev-token"})
+    controller.wait_for_line(f"stage 2/2: promote {SINK}", timeout=60)
+    wait_for(lambda: bool(cluster.ns_call(lambda c: c.list_cutovers(SINK, state="RUNNING"))), 30, "SINK's promote")
+    controller.proc.send_signal(signal.SIGINT)
+    assert controller.proc.wait(30) == 130
+    controller.wait_for_line(f"interrupted at {SINK}: done: {STAGE}; not done: {SINK}; the same command resumes it")
+    running = cluster.ns_call(lambda c: c.list_cutovers(SINK, state="RUNNING"))
+    assert len(running) == 1
+
+    cluster.ns_call(lambda c: c.set_orphan_policy(SINK, "adopt"))  # the normal consumer takes the gray backlog
+    result = graymq(ns, "gray", "promote", STAGE, "--then", SINK, "--timeout", "60", "--json")
+    report = json.loads(result.stdout)
+    assert report["state"] == "SUCCEEDED" and report["groups_left"] == [], report
+    assert report["stages"][0]["nothing_to_promote"]
+    resumed = report["stages"][1]
+    assert (resumed["operation_id"], resumed["resumed"], resumed["gray_backlog"]) == (running[0].id, True, 0)

@@ -1,0 +1,129 @@
+"""A broker connection on a plain (or TLS) socket: one request, then its response, in the caller's thread.
+
+No event loop and no reader thread: ``request`` writes the frame and reads until the frame answering it has
+arrived. Pushes the broker sends meanwhile (group-change notices, meant for consumers) are skipped. A request
+that times out or fails half way leaves the stream in an unknown state, so the connection closes and the caller
+opens a new one (a producer's retry of the same sequence, client/send_retry.py). Not shared between threads:
+``BlockingBrokers`` (client/blocking_brokers.py) lends each thread a connection of its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import ssl
+import time
+
+from google.protobuf.message import Message as PbMessage
+
+from graymq.client.broker_client import split_address
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import (
+    ConfigError,
+    ConnectFailedError,
+    ConnectionClosedError,
+    GrayMQError,
+    RequestTimeoutError,
+)
+from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from graymq.protocol.remoting import method_name, parse_body, parse_envelope, request_envelope
+
+RECV_SIZE = 256 * 1024
+
+
+def connect(address: str, timeout_s: float, tls: ssl.SSLContext | None) -> socket.socket:
+    """A connected socket to ``address`` (``host:port``), TLS-wrapped with ``tls`` (the certificate verified for the
+    host); ``ConnectFailedError`` when it cannot be made, ``ConfigError`` when retrying cannot help."""
+    host, port = split_address(address)
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except OSError as exc:
+        raise ConnectFailedError(f"cannot connect to {address}: {exc or 'timeout'}") from exc
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        sock.close()
+        raise ConfigError(f"TLS with {address} failed: certificate verify failed: {exc.verify_message} "
+                          "(the CA is GRAYMQ_TLS_CA, else the system's)") from exc
+    except (ssl.SSLError, OSError) as exc:
+        sock.close()
+        if isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER":
+            raise ConfigError(f"TLS with {address} failed: it does not speak TLS (GRAYMQ_TLS=false for a plain "
+                              "broker)") from exc
+        raise ConnectFailedError(f"TLS with {address} failed: {exc}") from exc
+
+
+class BlockingConnection:
+    """Requests answered one at a time on one socket; ``open`` connects and authenticates."""
+
+    def __init__(self, sock: socket.socket, address: str, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.sock = sock
+        self.address = address
+        self.max_frame_size = max_frame_size
+        self._decoder = FrameDecoder(max_frame_size)
+        self._serials = itertools.count(1)
+        self.closed = False
+
+    @classmethod
+    def open(cls, address: str, *, timeout_s: float, tls: ssl.SSLContext | None, token: str) -> BlockingConnection:
+        """Connected, and authenticated with ``token`` when there is one (closed again when that fails)."""
+        conn = cls(connect(address, timeout_s, tls), address)
+        if token:
+            try:
+                conn.request(pb.AUTHENTICATE, pb.AuthenticateRequest(token=token), timeout_s)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def request(self, method: int, body: PbMessage, timeout_s: float) -> PbMessage:
+        """The typed response to ``body``; a wire error raises its registered class, a timeout
+        ``RequestTimeoutError`` and a lost connection ``ConnectionClosedError`` (both close the connection)."""
+        if self.closed:
+            raise ConnectionClosedError(f"connection to {self.address} is closed")
+        serial = next(self._serials) & 0xFFFFFFFF
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.sock.settimeout(timeout_s)
+            self.sock.sendall(encode_frame(serial, request_envelope(method, body), self.max_frame_size))
+            envelope = self._response(serial, deadline)
+        except TimeoutError as exc:
+            self.close()
+            raise RequestTimeoutError(f"{method_name(method)} to {self.address}: no response in {timeout_s:g}s"
+                                      ) from exc
+        except OSError as exc:
+            self.close()
+            raise ConnectionClosedError(f"connection to {self.address} lost: {exc}") from exc
+        except GrayMQError:  # a frame that does not decode: the stream cannot be trusted any more
+            self.close()
+            raise
+        return parse_body(envelope, response=True)
+
+    def _response(self, serial: int, deadline: float) -> pb.Envelope:
+        """Read until the response numbered ``serial`` arrives (other frames are pushes: skipped)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.sock.settimeout(left)
+            data = self.sock.recv(RECV_SIZE)
+            if not data:
+                raise ConnectionResetError("closed by the broker")
+            for frame in self._decoder.feed(data):
+                envelope = parse_envelope(frame.payload)
+                if envelope.is_response and frame.serial_no == serial:
+                    return envelope
+
+    def close(self) -> None:
+        """Close the socket; a request another thread is waiting on wakes up and fails."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected any more: nothing to wake
+        self.sock.close()

@@ -1,0 +1,265 @@
+"""BlockingProducer: the producer for synchronous code (Django, Flask, scripts, Celery tasks), on plain sockets.
+
+A send runs in the caller's thread from start to end: the queue chosen as the async ``Producer`` chooses it
+(client/selector.py, the gray side of client/gray_side.py), the request written to a socket of the caller's own
+(client/blocking_brokers.py) and its answer read there, retried as ``Producer`` retries (client/send_retry.py:
+the same producer id and sequence numbers, so a retry after a timeout is stored once). No event loop and no
+thread hop on the send path; one producer may be shared by many threads.
+
+What stays async runs on a private loop thread (client/loop_thread.py): the membership in the name server
+(heartbeats and the watch that applies a flag flip in milliseconds) and route lookups — a send waits for one
+only for a topic without a cached route; a route due for refresh is served while the loop refreshes it.
+
+Not here (use ``Producer``): auto batching across calls (each ``send`` is one request; ``send_batch`` joins
+messages) and tracing spans.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from graymq.client.blocking_brokers import BlockingBrokers
+from graymq.client.config import ClientConfig, client_config
+from graymq.client.context import current_message
+from graymq.client.gray_side import send_side
+from graymq.client.loop_thread import LoopThread
+from graymq.client.membership import Membership, new_client_id
+from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from graymq.client.nameserver_client import NameServerClient
+from graymq.client.producer import LEADER_WAIT_S, TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
+from graymq.client.producer_settings import ProducerSettings, producer_settings
+from graymq.client.route import TopicRoute
+from graymq.client.route_cache import RouteCache
+from graymq.client.selector import MemoSelector
+from graymq.client.send_fields import message_fields
+from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
+from graymq.protocol.retry import Backoff
+from graymq.protocol.tls import broker_tls
+
+log = logging.getLogger(__name__)
+_FIRST_ATTEMPT = RetryState()
+_NO_QUEUE = MessageQueue("", "", -1)
+REFRESH_ASK_S = 1.0  # a route due for refresh: the loop is asked at most this often per topic
+
+
+class BlockingProducer:
+    """Blocking producer: ``start()``, ``send``/``send_batch``, ``stop()``, or ``with BlockingProducer(...) as p``.
+
+    Arguments as ``Producer``'s (``settings``/keywords: ``retry_times``, ``send_timeout_s``,
+    ``heartbeat_interval_s``, ``route_ttl_s``; ``config``: name servers, token, TLS). A ``config`` shared with async
+    clients is read, not shared: this producer keeps its own name-server client, routes and connections.
+    """
+
+    def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
+                 labels: dict[str, str] | None = None, gray: bool | None = None, token: str | None = None,
+                 settings: ProducerSettings | None = None, config: ClientConfig | None = None,
+                 **keywords: Any) -> None:
+        self.settings = s = producer_settings(settings, keywords)
+        self.group = group
+        self.client_id = client_id or new_client_id("producer")
+        self.gray = bool(gray)
+        self.gray_switch = True
+        self.gray_marks = False  # honour messages' gray marks: only once the name server says so
+        self.config = c = client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s)
+        self.nameserver = NameServerClient(list(c.nameserver), token=c.token, timeout_s=c.nameserver_timeout_s)
+        self.routes = RouteCache(self.nameserver, c.route_ttl_s)
+        self.brokers = BlockingBrokers(timeout_s=c.broker_timeout_s, token=(c.token or "").strip(),
+                                       tls=c.tls if isinstance(c.tls, ssl.SSLContext) else broker_tls(c.tls))
+        self.selector = MemoSelector()
+        self.ids = MessageIds()
+        self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
+        self._sequences: dict[tuple[str, str, int], int] = {}  # (broker, topic, queue id) -> next sequence
+        self._sequence_lock = threading.Lock()
+        self._refresh_asked: dict[str, float] = {}
+        self.membership = Membership(
+            self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
+            declared_gray=gray, interval_s=s.heartbeat_interval_s, report=self._report, on_update=self._on_update)
+        self._loop = LoopThread(f"graymq-producer {self.client_id}")
+        self.started = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> BlockingProducer:
+        """Register in the name server (its answer sets the gray flag) and start heartbeating; a refusal (bad token,
+        missing right) raises its error and leaves nothing running."""
+        self._loop.start()
+        try:
+            self._loop.run(self.membership.beat())
+            self._loop.run(self._start_membership())
+        except BaseException:
+            self._loop.run(self.nameserver.close())
+            self._loop.stop()
+            raise
+        self.started = True
+        return self
+
+    async def _start_membership(self) -> None:
+        self.membership.start()
+
+    def stop(self) -> None:
+        """Leave the group in the name server, close the name-server client and every broker connection."""
+        if self._loop.loop is None:
+            self.brokers.close()
+            return
+        self.started = False
+        try:
+            self._loop.run(self._leave())
+        finally:
+            self._loop.stop()
+            self.brokers.close()
+
+    async def _leave(self) -> None:
+        await self.membership.stop()
+        await self.membership.unregister()  # so a promote does not wait for this producer to go stale
+        await self.routes.close()
+        await self.nameserver.close()
+
+    def __enter__(self) -> BlockingProducer:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+    def _report(self) -> dict[str, Any]:
+        gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
+        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
+                "gray_marks": self.gray_marks}
+
+    async def _on_update(self, response: dict[str, Any]) -> None:
+        desired = bool(response.get("desired_gray", self.gray))
+        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
+        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+        if (desired, marks) != (self.gray, self.gray_marks):
+            log.info("blocking producer %s of %s: gray flag %s -> %s, gray marks honoured %s -> %s",
+                     self.client_id, self.group, self.gray, desired, self.gray_marks, marks)
+            self.gray, self.gray_marks = desired, marks
+            self.membership.poke()  # report the applied values at once
+
+    # -- sending ----------------------------------------------------------------------------
+    def _side(self, message: Message, handling: MessageExt | None) -> bool:
+        return send_side(self.gray, message.gray, None if handling is None else handling.gray,
+                         marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
+
+    def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
+        """Store one message (one SEND_MESSAGE), retried within ``timeout_s`` (default ``send_timeout_s``)."""
+        handling = current_message()
+        gray = self._side(message, handling)
+        fields = message_fields(message, gray, int(time.time() * 1000), handling, message.properties, self.ids)
+        req = pb.SendRequest(producer_group=self.group, message=fields, producer_id=self.producer_id)
+        mq, resp = self._with_retries(message.topic, gray, message.sharding_key, req, timeout_s)
+        return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
+
+    def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
+        """All messages to one queue of one topic in one request (same topic, gray side and key)."""
+        if not messages:
+            return []
+        topic, key, born_ms = messages[0].topic, messages[0].sharding_key, int(time.time() * 1000)
+        handling = current_message()
+        gray = self._side(messages[0], handling)
+        fields = []
+        for m in messages:
+            if m.topic != topic or self._side(m, handling) != gray:
+                raise BadRequestError("a batch must share one topic and one gray mark")
+            fields.append(message_fields(m, gray, born_ms, handling, m.properties, self.ids))
+        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=fields,
+                                  producer_id=self.producer_id)
+        mq, resp = self._with_retries(topic, gray, key, req, timeout_s)
+        first = resp.first_queue_offset
+        return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i if first >= 0 else -1, gray)
+                for i, msg_id in enumerate(resp.msg_ids)]
+
+    def _with_retries(self, topic: str, gray: bool, sharding_key: str | None,
+                      req: pb.SendRequest | pb.SendBatchRequest, timeout_s: float | None) -> tuple[MessageQueue, Any]:
+        """``req`` sent until answered, the retry decision stops or the time is up (``Producer._with_retries``'s
+        steps, in this thread)."""
+        if not self.started:
+            raise BadRequestError("producer not started: call producer.start() first")
+        deadline = time.monotonic() + (timeout_s or self.settings.send_timeout_s)
+        method = pb.SEND_BATCH if isinstance(req, pb.SendBatchRequest) else pb.SEND_MESSAGE
+        retry_times = self.settings.retry_times
+        state, topic_wait = _FIRST_ATTEMPT, Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
+        mq, address = _NO_QUEUE, ""
+        while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
+            if state.step is not Step.SAME_QUEUE:
+                try:
+                    route = self._route(topic, state, remaining)
+                except TimeoutError:  # a hung name server must not outlast the timeout
+                    break
+                mq, address = self._target(route, req, state, gray, sharding_key, mq, address)
+            try:
+                timeout = attempt_timeout(state, deadline - time.monotonic(), retry_times)
+                return mq, self.brokers.call(address, method, req, timeout)
+            except GrayMQError as exc:
+                cached = self.routes.cached(topic)
+                broker = cached.broker(mq.broker_name) if cached is not None else None
+                state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=retry_times,
+                                      replicated=broker is not None and broker.replicas > 1)
+                self._pause(state, mq, req.sequence, topic_wait, deadline)
+        raise state.error or RequestTimeoutError(f"send to {topic} timed out")
+
+    def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
+        """The route of the next attempt: the cached one on a first attempt (a refresh asked of the loop when due,
+        not waited for); the name server's answer, waited for, when there is none or the step says so."""
+        if state.error is None:
+            try:
+                route = self.routes.fresh(topic)
+            except KeyError:  # the loop is storing the topic's first route right now
+                route = None
+            if route is not None:
+                return route
+            cached = self.routes.cached(topic)
+            if cached is not None:
+                self._refresh_soon(topic)
+                return cached
+        refresh = state.step in (Step.NEW_LEADER, Step.RECHECK_TOPIC)
+        return self._loop.run(self.routes.get(topic, refresh=refresh), remaining_s)
+
+    def _refresh_soon(self, topic: str) -> None:
+        now = time.monotonic()
+        if now - self._refresh_asked.get(topic, -REFRESH_ASK_S) >= REFRESH_ASK_S:
+            self._refresh_asked[topic] = now
+            self._loop.submit(self.routes.get(topic))  # starts the refresh; the cached route serves meanwhile
+
+    def _target(self, route: TopicRoute, req: pb.SendRequest | pb.SendBatchRequest, state: RetryState, gray: bool,
+                sharding_key: str | None, mq: MessageQueue, address: str) -> tuple[MessageQueue, str]:
+        """The same queue at its set's leader, or a queue selected (away from ``state.avoid_broker``) under that
+        queue's next sequence, set on ``req``."""
+        if state.step is Step.NEW_LEADER:
+            return mq, route.address_of(mq.broker_name) or address
+        mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=state.avoid_broker,
+                                  sharding_key=sharding_key)
+        found = route.address_of(mq.broker_name)
+        assert found is not None
+        key = (mq.broker_name, mq.topic, mq.queue_id)
+        with self._sequence_lock:
+            req.sequence = self._sequences.get(key, 0)
+            self._sequences[key] = req.sequence + 1
+        req.queue_id = mq.queue_id
+        return mq, found
+
+    def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff,
+               deadline: float) -> None:
+        """Between a failed attempt and the next: the route marked stale, a backoff, a log line."""
+        assert state.error is not None
+        left = max(deadline - time.monotonic(), 0.0)
+        if state.step is Step.RECHECK_TOPIC:
+            backoff_s = topic_wait.next()
+            log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, mq.topic, backoff_s)
+            time.sleep(min(backoff_s, left))
+        elif state.step is Step.NEW_LEADER:
+            self.routes.invalidate(mq.topic)
+            time.sleep(min(LEADER_WAIT_S, left))
+        elif state.step is not Step.STOP:
+            if state.step is Step.NEW_QUEUE:
+                self.routes.invalidate(mq.topic)
+            log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
+                     f"the same queue (sequence {sequence})" if state.resending else "on another broker")

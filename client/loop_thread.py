@@ -1,0 +1,51 @@
+"""A private event loop on a daemon thread: where a blocking client keeps the parts that stay async (its
+membership heartbeats and watch, route lookups), off its send path."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+class LoopThread:
+    """``start()`` runs a new loop on a thread named ``name``; ``run`` waits for a coroutine on it, ``submit`` does
+    not; ``stop()`` ends the loop and joins the thread."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=self.name, daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
+        if self.loop is None:
+            coro.close()
+            raise RuntimeError(f"{self.name}: the loop is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+        """The coroutine's result; ``TimeoutError`` (the coroutine cancelled) after ``timeout_s``."""
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        loop, thread = self.loop, self._thread
+        if loop is None or thread is None:
+            return
+        self.loop = self._thread = None
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()

@@ -30,6 +30,8 @@ class Lease:
 
 
 NEW_LEADER = "(a new leader: its predecessor's leases run out first)"  # the owner named while ``grant_after``
+POP_CONSUMERS = "(pop consumers: messages in flight or within their invisible time)"  # the owner named while
+# ``pop_busy`` says stock clients of the group receive from the queue: a queue has one kind of consumer at a time
 
 
 class QueueLocks:
@@ -39,6 +41,7 @@ class QueueLocks:
         self._leases: dict[QueueKey, Lease] = {}
         self._by_client: dict[tuple[str, str], set[QueueKey]] = {}
         self._granted_from = 0.0  # no lease is granted before (a new leader of a broker set: see ``grant_after``)
+        self.pop_busy: Callable[[str, str, int], bool] = lambda group, topic, queue_id: False
 
     def grant_after(self, when: float) -> None:
         """Grant no new lease before ``when`` (this clock): a broker set's new leader does not know the leases its
@@ -97,6 +100,8 @@ class QueueLocks:
             other = self.check(group, topic, queue_id, client_id)
             if other is None and now < self._granted_from and (group, topic, queue_id) not in self._leases:
                 other = NEW_LEADER
+            if other is None and (group, topic, queue_id) not in self._leases and self.pop_busy(group, topic, queue_id):
+                other = POP_CONSUMERS
             if other is not None:
                 held.append((topic, queue_id, other))
                 continue

@@ -36,7 +36,7 @@ from graymq.protocol.constants import (
 )
 from graymq.protocol.errors import MessageNotFoundError
 from graymq.protocol.gray import normal_queue_ids
-from graymq.protocol.record import decode_record
+from graymq.protocol.record import MessageExt, decode_record
 from graymq.protocol.remoting import response_envelope
 from graymq.protocol.supervisor import Supervisor
 
@@ -196,12 +196,7 @@ class SendBackProcessor:
         properties.setdefault(PROPERTY_RETRY_TOPIC, req.origin_topic or msg.topic)
         properties.setdefault(PROPERTY_ORIGIN_MSG_ID, msg.msg_id)
         if reconsume_times > max_times:
-            topic = self._topics.ensure(dlq_topic(req.consumer_group), 1, 0)
-            put = PutMessage(topic.topic, 0, msg.body, properties, msg.sys_flag, msg.born_timestamp, msg.born_host,
-                             reconsume_times)
-            self._put_service.append([put])
-            log.info("message %s of %s moved to %s after %d attempts", msg.msg_id, req.consumer_group, topic.topic,
-                     reconsume_times - 1)
+            self.dead_letter(req.consumer_group, msg, properties, reconsume_times)
             return response_envelope(pb.CONSUMER_SEND_BACK)
         config = self._topics.ensure_retry_topic(retry_topic(req.consumer_group))
         group = self._consumers.get(req.consumer_group)
@@ -212,3 +207,12 @@ class SendBackProcessor:
         self._schedule.schedule(PutMessage(config.topic, queue_id, msg.body, properties, msg.sys_flag,
                                            msg.born_timestamp, msg.born_host, reconsume_times), level)
         return response_envelope(pb.CONSUMER_SEND_BACK)
+
+    def dead_letter(self, group: str, msg: MessageExt, properties: dict[str, str], reconsume_times: int) -> None:
+        """Store ``msg`` (with ``properties``) in ``%DLQ%<group>``: its ``reconsume_times - 1`` attempts are over."""
+        topic = self._topics.ensure(dlq_topic(group), 1, 0)
+        put = PutMessage(topic.topic, 0, msg.body, properties, msg.sys_flag, msg.born_timestamp, msg.born_host,
+                         reconsume_times)
+        self._put_service.append([put])
+        log.info("message %s of %s moved to %s after %d attempts", msg.msg_id, group, topic.topic,
+                 reconsume_times - 1)

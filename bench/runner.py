@@ -7,6 +7,8 @@ Parts (default: all, in this order):
 - ``peers``      the headline comparison (issue 21): graymq (also on uvloop, and with sync flush) vs Redis
                  Streams with redis-py's sync client and hiredis (and redis.asyncio) vs NATS JetStream with
                  nats-py: batched produce, awaited single sends, consume, and a 5,000 msg/s e2e with awaited sends;
+- ``awaited``    awaited single sends with graymq's BlockingProducer and Producer beside redis-py's blocking
+                 client with hiredis: msg/s, p50/p99, CPU µs per message, the load and the echo round trip;
 - ``store``      message store in-process: append async/sync, single/batched, reads;
 - ``broker``     a broker process with the raw ``BrokerClient``: produce/consume, single/batched, async/sync;
 - ``trust``      the same raw produce/consume, single/batched, in dev mode, with authentication, and with
@@ -48,7 +50,7 @@ from typing import Any
 
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
-PARTS = ("peers", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
+PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
          "replication", "tracing")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
@@ -156,6 +158,21 @@ def part_peers(results: Results, args: argparse.Namespace, root: Path) -> None:
                      args.repeat)
         run_repeated(results, "peers e2e", [(name, in_tmp(fn)) for name, fn in e2e_cases], args.repeat)
     args.meta["peers_load"] = f"{load_before:.2f} at start, {os.getloadavg()[0]:.2f} at end (1 min)"
+
+
+def part_awaited(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_awaited
+    from graymq.bench.bench_peers import echo_rtt_us
+    from graymq.bench.graymq_servers import NameServer
+
+    args.meta["awaited_echo_rtt_us"] = echo_rtt_us()
+    with NameServer(root / "ns-awaited", root).wait_ready() as ns:
+        cases = bench_awaited.cases(ns, root, root, args.awaited_count, not args.only_graymq)
+
+        def in_tmp(fn: Callable[[Path], Figures]) -> Callable[[], Figures]:
+            return lambda: fn(Path(tempfile.mkdtemp(dir=root)))
+
+        run_repeated(results, "awaited", [(name, in_tmp(fn)) for name, fn in cases], args.repeat)
 
 
 def part_groupscale(results: Results, args: argparse.Namespace, root: Path) -> None:
@@ -562,6 +579,10 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
     from graymq.bench import peers_report
 
     body = peers_report.render(results, table, meta)
+    from graymq.bench import bench_awaited
+
+    body += bench_awaited.render({case: e["median"] for case, e in results.parts.get("awaited", {}).items()}, table,
+                                 fmt, meta.get("awaited_echo_rtt_us"))
     body += render_throughput(results, "throughput", "Throughput: graymq (client library) vs Redis Streams vs "
                                                      "NATS JetStream")
     ratios = ratio_rows(results)
@@ -718,7 +739,7 @@ def run(args: argparse.Namespace) -> int:
         from graymq.bench.common import ensure_debian_packages
 
         needed = {}
-        if {"peers", "throughput", "latency"} & set(parts):
+        if {"peers", "awaited", "throughput", "latency"} & set(parts):
             needed.update({"redis-server": "redis-server", "nats-server": "nats-server"})
         if {"gray", "nameserver"} & set(parts):
             needed["/usr/lib/postgresql/*/bin/initdb"] = "postgresql"

@@ -77,7 +77,7 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
         from graymq.broker_ext.grpc_endpoint.wiring import start_grpc_endpoint  # grpcio: only when asked for
 
         grpc_endpoint, info["grpc"] = await start_grpc_endpoint(broker, settings, settings.grpc_port)
-    registry, lease = await _start_nameserver_links(settings, broker)
+    registry, lease = await _start_nameserver_links(settings, broker, info.get("grpc"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -111,14 +111,14 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     log.info("broker %s stopped cleanly", broker.name)
 
 
-async def _start_nameserver_links(settings: BrokerSettings, broker: BrokerController
+async def _start_nameserver_links(settings: BrokerSettings, broker: BrokerController, grpc_address: str | None
                                   ) -> tuple[NameServerRegistry | None, ReplicaLease | None]:
-    """Register with the name servers (principals refreshed from them) and, in a broker set, take part in its
-    leader lease; neither without a name server."""
+    """Register with the name servers (principals refreshed from them; the gRPC endpoint's address, if any, listed
+    in the routes) and, in a broker set, take part in its leader lease; neither without a name server."""
     registry: NameServerRegistry | None = None
     lease: ReplicaLease | None = None
     if settings.nameserver_urls:
-        registry = NameServerRegistry(broker, settings.nameserver_urls, settings.register_interval_s)
+        registry = NameServerRegistry(broker, settings.nameserver_urls, settings.register_interval_s, grpc_address)
         await registry.register_once()
         registry.start()
         broker.access.refresh = PrincipalRefresh(registry.read_principals)

@@ -42,10 +42,12 @@ UNREGISTER_S = 2.0  # a stopping broker waits this long for each name server to 
 class NameServerRegistry:
     """Heartbeats ``POST /v1/brokers/heartbeat``; keeps serving when every name server is down."""
 
-    def __init__(self, broker: BrokerController, urls: list[str], interval_s: float) -> None:
+    def __init__(self, broker: BrokerController, urls: list[str], interval_s: float,
+                 grpc_address: str | None = None) -> None:
         self.broker = broker
         self.urls = urls
         self.interval_s = interval_s
+        self.grpc_address = grpc_address  # the broker's RocketMQ 5 endpoint, registered so routes list it
         token = broker.settings.token.strip()
         headers = {"Authorization": f"Bearer {token}"} if token else None  # GRAYMQ_BROKER_TOKEN
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(3.0, connect=2.0), headers=headers,
@@ -132,6 +134,8 @@ class NameServerRegistry:
                                    "register_interval_s": self.interval_s}
         if self.broker.role.replicated:
             body["replica_id"] = self.broker.role.replica_id  # only the set's leader sets the route
+        if self.grpc_address is not None:
+            body["grpc_address"] = self.grpc_address
         return body
 
     async def register_once(self) -> None:

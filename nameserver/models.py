@@ -62,6 +62,7 @@ class Broker(Base):
     registered_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     last_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime)
     lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    grpc_address: Mapped[str | None] = mapped_column(String(NAME_LENGTH), default=None)  # RocketMQ 5 endpoint
 
 
 class BrokerSet(Base):

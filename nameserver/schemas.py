@@ -145,6 +145,8 @@ class BrokerHeartbeat(BaseModel):
     )
     register_interval_s: float | None = Field(
         default=None, gt=0, le=3600, description="how often the broker registers: its lease is a few such intervals")
+    grpc_address: BrokerAddress | None = Field(
+        default=None, description="host:port of the broker's RocketMQ 5 gRPC endpoint (stock SDKs); None: not served")
 
     @model_validator(mode="after")
     def _topics_once(self) -> Self:
@@ -241,6 +243,7 @@ class BrokerView(BaseModel):
     lease_expires_at: datetime
     topics: list[str]
     replica_set: ReplicaSetView | None = None
+    grpc_address: str | None = None
 
 
 class BrokerRoute(BaseModel):
@@ -250,6 +253,8 @@ class BrokerRoute(BaseModel):
     gray_queue_nums: int
     perm: int
     replicas: list[ReplicaView] = Field(default_factory=list, description="a broker set's replicas; empty: one copy")
+    grpc_address: str | None = Field(
+        default=None, description="where stock RocketMQ 5 clients reach the broker (gRPC); None: not served")
 
 
 class TopicRoute(BaseModel):

@@ -8,7 +8,7 @@ from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides
 from graymq.broker_ext.grpc_endpoint.credentials import Credentials
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
-from graymq.broker_ext.grpc_endpoint.route import RouteService
+from graymq.broker_ext.grpc_endpoint.route import ClusterRoutes, RouteService
 from graymq.broker_ext.grpc_endpoint.send import SendService
 from graymq.broker_ext.grpc_endpoint.server import GrpcEndpoint
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
@@ -36,9 +36,10 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     if settings.tls_cert is not None and settings.tls_key is not None:
         tls = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
     address = ""  # the route's endpoint: known once bound, read at each QueryRoute
+    cluster = ClusterRoutes(settings.nameserver_urls, settings.token.strip()) if settings.nameserver_urls else None
     endpoint = GrpcEndpoint(
         Credentials(broker.principals.get, dev_mode=settings.dev_mode),
-        RouteService(broker.name, lambda: address, broker.topics.get),
+        RouteService(broker.name, lambda: address, broker.topics.get, cluster),
         ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
         max_request_size=max_body_size + HEADROOM, tls=tls,

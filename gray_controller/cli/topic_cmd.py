@@ -114,15 +114,19 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
         raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
     except NotFoundError as exc:
         raise TopicNotExistError(f"no route for topic {args.topic}: {exc.message}") from exc
+    columns = ["broker_name", "address", "queue_nums", "gray_queues", "perm", "grpc_address"]
     rows = [[b["broker_name"], b["address"], b["queue_nums"],
-             list(gray_queue_ids(b["queue_nums"], b["gray_queue_nums"])), b["perm"]] for b in raw["brokers"]]
+             list(gray_queue_ids(b["queue_nums"], b["gray_queue_nums"])), b["perm"], b.get("grpc_address")]
+            for b in raw["brokers"]]
     replicas = [_replica(b, r) for b in raw["brokers"] for r in b.get("replicas") or [None]]
     if args.json:
-        print_json({"topic": raw["topic"], "brokers": [dict(zip(
-            ["broker_name", "address", "queue_nums", "gray_queues", "perm"], r, strict=True)) for r in rows],
-            "replicas": replicas})
+        print_json({"topic": raw["topic"], "brokers": [dict(zip(columns, r, strict=True)) for r in rows],
+                    "replicas": replicas})
         return 0
-    print(table(rows, ["broker", "address", "queues", "gray queues", "perm"]))
+    headers = ["broker", "address", "queues", "gray queues", "perm", "grpc (stock clients)"]
+    if not any(b.get("grpc_address") for b in raw["brokers"]):  # no gRPC endpoint anywhere: the table as it was
+        rows, headers = [r[:-1] for r in rows], headers[:-1]
+    print(table(rows, headers))
     if any(b.get("replicas") for b in raw["brokers"]):
         print(table([[r["broker_name"], r["replica_id"], r["address"], "leader" if r["leader"] else "follower",
                       "yes" if r["in_sync"] else "no", r["lag_bytes"], "yes" if r["live"] else "no"] for r in replicas],

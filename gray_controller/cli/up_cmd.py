@@ -1,4 +1,5 @@
-"""``graymq up``: a local cluster — a name server on SQLite and one broker — until Ctrl-C/SIGTERM."""
+"""``graymq up``: a local cluster — a name server on SQLite and one broker (with its gRPC endpoint for stock
+RocketMQ 5 clients at 8081 unless told otherwise) — until Ctrl-C/SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,6 +19,24 @@ from graymq.protocol.errors import GrayMQError
 # A local cluster stays small on disk: files are preallocated, so these sizes are what the first messages cost.
 UP_SEGMENT_SIZE = "64M"
 UP_CQ_UNITS_PER_FILE = 50_000  # 1 MB consume-queue files (a broker's default is 6 MB)
+UP_GRPC_PORT = 8081  # where the RocketMQ proxy serves stock RocketMQ 5 clients, so their usual endpoint works
+
+
+def grpc_port(value: str) -> int | None:
+    """``--grpc-port``: a port (0 = any free one), or ``off`` for no gRPC endpoint.
+
+    >>> grpc_port("8081"), grpc_port("0"), grpc_port("off")
+    (8081, 0, None)
+    """
+    if value.strip().lower() == "off":
+        return None
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port (0-65535) or 'off'")
+    return port
 
 
 def register(subparsers: Any) -> None:
@@ -34,6 +53,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nameserver-port", type=int, default=9876, help="name server port, 0 = free port (default: 9876)")
     p.add_argument("--broker-port", type=int, default=10911, help="broker port, 0 = free port (default: 10911)")
     p.add_argument("--broker-name", default="broker-a", help="broker name (default: broker-a)")
+    p.add_argument("--grpc-port", type=grpc_port, default=UP_GRPC_PORT, metavar="P|off",
+                   help=f"the broker's gRPC endpoint for stock RocketMQ 5 clients, 0 = free port, off = none "
+                        f"(default: {UP_GRPC_PORT}, the RocketMQ proxy's port)")
     p.add_argument("--segment-size", type=parse_size, default=UP_SEGMENT_SIZE, metavar="SIZE",
                    help=f"commit log segment size of a new store: bytes or 64M, 1G... (default: {UP_SEGMENT_SIZE})")
     p.set_defaults(handler=run)
@@ -84,6 +106,14 @@ def _says_info() -> bool:
     return os.environ.get("GRAYMQ_LOG_LEVEL", "INFO").upper() in ("DEBUG", "INFO")
 
 
+def _hint(ns_url: str, broker_name: str, broker_info: dict[str, Any]) -> str:
+    """What a person needs to reach the cluster: the name server, the broker and, when on, the gRPC endpoint."""
+    grpc = (f"\n  stock RocketMQ 5 clients (Java, Go, Python, Node.js, C#): endpoint {broker_info['grpc']}"
+            if "grpc" in broker_info else "")
+    return (f"graymq local cluster up: name server {ns_url}, broker {broker_name} at {broker_info['address']}{grpc}"
+            f"\n  export GRAYMQ_NAMESERVER={ns_url}   (dev mode: authentication is off)")
+
+
 def run(args: argparse.Namespace) -> int:
     data = args.data.resolve()
     data.mkdir(parents=True, exist_ok=True)
@@ -98,17 +128,19 @@ def run(args: argparse.Namespace) -> int:
                                   f"sqlite:///{data / 'nameserver.db'}", "--migrate", "--dev"], env)
         children.append(ns)
         ns_url = ns.wait_ready(60)["url"]
+        grpc = [] if args.grpc_port is None else ["--grpc-port", str(args.grpc_port)]
         broker = Child("broker", ["broker", "--name", args.broker_name, "--port", str(args.broker_port), "--store",
                                   str(data / args.broker_name), "--nameserver", ns_url,
-                                  "--segment-size", str(args.segment_size)], env)
+                                  "--segment-size", str(args.segment_size), *grpc], env)
         children.append(broker)
         broker_info = broker.wait_ready(60)
-        print_ready({"kind": "cluster", "address": ns_url.removeprefix("http://"), "url": ns_url,
-                     "nameserver": ns_url, "broker": broker_info["address"], "data": str(data)})
+        ready = {"kind": "cluster", "address": ns_url.removeprefix("http://"), "url": ns_url,
+                 "nameserver": ns_url, "broker": broker_info["address"], "data": str(data)}
+        if "grpc" in broker_info:
+            ready["grpc"] = broker_info["grpc"]
+        print_ready(ready)
         if _says_info():  # a script that owns the cluster (make demo) sets GRAYMQ_LOG_LEVEL=WARNING
-            print(f"graymq local cluster up: name server {ns_url}, broker {args.broker_name} at "
-                  f"{broker_info['address']}\n  export GRAYMQ_NAMESERVER={ns_url}   (dev mode: authentication is off)",
-                  file=sys.stderr, flush=True)
+            print(_hint(ns_url, args.broker_name, broker_info), file=sys.stderr, flush=True)
         while not stop.is_set():
             if any(c.proc.poll() is not None for c in children):
                 raise GrayMQError("a cluster process exited; stopping the rest")

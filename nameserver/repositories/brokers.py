@@ -17,14 +17,17 @@ class BrokerRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def upsert(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
-        """Record a heartbeat; returns the broker's row id."""
+    def upsert(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime,
+               grpc_address: str | None = None) -> int:
+        """Record a heartbeat (``grpc_address``: the broker's gRPC endpoint, ``None``: none); returns the broker's
+        row id."""
         stmt = upsert_insert(self.session, Broker).values(
             broker_name=broker_name,
             address=address,
             registered_at=now,
             last_heartbeat=now,
             lease_expires_at=lease_expires_at,
+            grpc_address=grpc_address,
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=[Broker.broker_name],
@@ -32,12 +35,14 @@ class BrokerRepository:
                 "address": stmt.excluded.address,
                 "last_heartbeat": stmt.excluded.last_heartbeat,
                 "lease_expires_at": stmt.excluded.lease_expires_at,
+                "grpc_address": stmt.excluded.grpc_address,
             },
         ).returning(Broker.id)
         return int(self.session.execute(stmt).scalar_one())
 
     def set_address(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
-        """Point the broker's route at ``address`` (a broker set's leader); returns the broker's row id."""
+        """Point the broker's route at ``address`` (a broker set's leader; its gRPC address is unknown until it
+        registers itself); returns the broker's row id."""
         return self.upsert(broker_name, address, now, lease_expires_at)
 
     def expire(self, broker_name: str, address: str, now: datetime) -> bool:

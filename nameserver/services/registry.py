@@ -69,7 +69,7 @@ class RegistryService:
             # committed, and is read below, or waits for this heartbeat. Read before the lock, a deletion committed
             # in between went unseen and the broker's report re-created the deleted topic.
             broker_id = self.brokers.upsert(
-                report.broker_name, report.address, now, now + timedelta(seconds=lease)
+                report.broker_name, report.address, now, now + timedelta(seconds=lease), report.grpc_address
             )
         pending = self.deletions.after(report.deletions_applied)
         deleted = {d.name for d in pending if d.kind == "topic"}
@@ -166,6 +166,7 @@ class RegistryService:
                 lease_expires_at=b.lease_expires_at,
                 topics=topics.get(b.id, []),
                 replica_set=sets.get(b.broker_name),
+                grpc_address=b.grpc_address,
             )
             for b in live
         ]
@@ -181,6 +182,7 @@ class RegistryService:
                 BrokerRoute(
                     broker_name=b.broker_name,
                     address=b.address,
+                    grpc_address=b.grpc_address,
                     queue_nums=r.queue_nums,
                     gray_queue_nums=r.gray_queue_nums,
                     perm=r.perm,
@@ -192,6 +194,7 @@ class RegistryService:
                 BrokerRoute(
                     broker_name=b.broker_name,
                     address=b.address,
+                    grpc_address=b.grpc_address,
                     queue_nums=topic.queue_nums,
                     gray_queue_nums=topic.gray_queue_nums,
                     perm=topic.perm,

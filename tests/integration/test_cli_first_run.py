@@ -30,7 +30,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def start_up(graymq_process, data: Path, **env: str):  # type: ignore[no-untyped-def]
-    return graymq_process("up", "--data", str(data), "--nameserver-port", "0", "--broker-port", "0",
+    return graymq_process("up", "--data", str(data), "--nameserver-port", "0", "--broker-port", "0", "--grpc-port", "0",
                           env={"GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.2", **env}, timeout=90)
 
 

@@ -33,7 +33,7 @@ def test_an_unreachable_name_server_is_one_error_line_and_exit_1() -> None:
 def test_a_missing_topic_is_one_error_line_unless_waited_for(graymq_process: StartProcess,
                                                               tmp_path: Path) -> None:
     up = graymq_process("up", "--data", str(tmp_path / "data"), "--nameserver-port", "0", "--broker-port", "0",
-                        timeout=90)
+                        "--grpc-port", "off", timeout=90)
     ns_url = str(up.ready_info["nameserver"])
     missing = graymq(ns_url, "consume", "NO_SUCH_TOPIC", "--group", "G", check=False, timeout=60)
     assert missing.returncode == 1, missing.stderr

@@ -61,6 +61,6 @@ def test_a_name_server_on_a_taken_port_names_it_and_its_holder(held_port, tmp_pa
 def test_up_on_a_taken_broker_port_says_which_port_and_who_holds_it(held_port, tmp_path) -> None:
     port, pid = held_port
     result = graymq(tmp_path, "up", "--data", str(tmp_path / "data"), "--nameserver-port", "0", "--broker-port",
-                    str(port))
+                    str(port), "--grpc-port", "0")
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
     assert _expected(port, pid) in result.stderr, result.stderr

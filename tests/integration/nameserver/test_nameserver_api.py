@@ -68,6 +68,23 @@ def test_route_lists_live_brokers_carrying_the_topic_with_their_reported_layout(
     assert {b["broker_name"] for b in api.get(f"/v1/topics/{topic}/route").json()["brokers"]} == {b1}
 
 
+def test_a_brokers_grpc_address_is_stored_and_routed_and_dropped_when_it_registers_without_one(
+        api: TestClient) -> None:
+    topic, broker = unique("T"), unique("b")
+    body = {"broker_name": broker, "address": "10.0.0.7:10911", "grpc_address": "10.0.0.7:8081",
+            "topics": [{"topic": topic, "queue_nums": 4, "gray_queue_nums": 1}]}
+    assert api.post("/v1/brokers/heartbeat", json=body).status_code == 200
+    (routed,) = api.get(f"/v1/topics/{topic}/route").json()["brokers"]
+    assert (routed["address"], routed["grpc_address"]) == ("10.0.0.7:10911", "10.0.0.7:8081")
+    listed = {b["broker_name"]: b for b in api.get("/v1/brokers").json()}
+    assert listed[broker]["grpc_address"] == "10.0.0.7:8081"
+    detail = error_of(api.post("/v1/brokers/heartbeat", json={**body, "grpc_address": "10.0.0.7 8081"}), 422)
+    assert detail["detail"][0]["loc"] == ["body", "grpc_address"]
+    assert api.post("/v1/brokers/heartbeat", json={k: v for k, v in body.items() if k != "grpc_address"}).is_success
+    (routed,) = api.get(f"/v1/topics/{topic}/route").json()["brokers"]
+    assert routed["grpc_address"] is None  # restarted without --grpc-port: stock clients are not sent there
+
+
 def test_configured_topic_no_broker_reported_yet_routes_to_every_live_broker(api: TestClient) -> None:
     broker = unique("b")
     broker_heartbeat(api, broker)

@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass
 
 from graymq.protocol.errors import ProtocolError
+from graymq.protocol.native import pick
 
 MSG_TOKEN = 0xFF7FF4FE
 # token (uint32), serial number (uint32), number of data blocks (uint32)
@@ -29,8 +30,9 @@ class Frame:
     payload: bytes
 
 
-def encode_frame(serial_no: int, payload: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> bytes:
-    """One frame carrying ``payload`` (split into blocks of at most ``BLOCK_SIZE`` bytes)."""
+def encode_frame_py(serial_no: int, payload: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> bytes:
+    """One frame carrying ``payload`` (split into blocks of at most ``BLOCK_SIZE`` bytes); the reference of the
+    compiled ``encode_frame``."""
     size = len(payload)
     if size > max_frame_size:
         raise ProtocolError(f"payload of {size} bytes exceeds the frame limit of {max_frame_size}")
@@ -113,42 +115,55 @@ class FrameDecoder:
         return len(self._buf)
 
     def _parse(self, start: int) -> tuple[Frame, int] | None:
-        buf = self._buf
-        end = len(buf)
-        if end - start < 4:
-            # A wrong token is reported as soon as its bytes are there, even partially.
-            if end > start and not _token_prefix_ok(buf[start:end]):
-                raise ProtocolError(f"bad frame token {bytes(buf[start:end]).hex()}")
+        parsed = parse_frame(self._buf, start, self.max_frame_size, self.max_blocks)
+        if parsed is None:
             return None
-        if end - start < FRAME_HEADER.size:
-            if int.from_bytes(buf[start : start + 4], "big") != MSG_TOKEN:
-                raise ProtocolError(f"bad frame token {bytes(buf[start : start + 4]).hex()}")
+        serial_no, payload, end = parsed
+        return Frame(serial_no, payload), end
+
+
+def parse_frame_py(buf: bytearray, start: int, max_frame_size: int, max_blocks: int) -> tuple[int, bytes, int] | None:
+    """The frame at ``start`` of ``buf`` as ``(serial_no, payload, end)``, ``None`` while bytes are missing;
+    ``ProtocolError`` on a bad token, block count, block length or size. The reference of ``parse_frame``."""
+    end = len(buf)
+    if end - start < 4:
+        # A wrong token is reported as soon as its bytes are there, even partially.
+        if end > start and not _token_prefix_ok(buf[start:end]):
+            raise ProtocolError(f"bad frame token {bytes(buf[start:end]).hex()}")
+        return None
+    if end - start < FRAME_HEADER.size:
+        if int.from_bytes(buf[start : start + 4], "big") != MSG_TOKEN:
+            raise ProtocolError(f"bad frame token {bytes(buf[start : start + 4]).hex()}")
+        return None
+    token, serial_no, list_size = FRAME_HEADER.unpack_from(buf, start)
+    if token != MSG_TOKEN:
+        raise ProtocolError(f"bad frame token 0x{token:08x}")
+    if not 1 <= list_size <= max_blocks:
+        raise ProtocolError(f"frame block count {list_size} outside 1..{max_blocks}")
+    pos = start + FRAME_HEADER.size
+    total = 0
+    spans: list[tuple[int, int]] = []
+    for _ in range(list_size):
+        if end - pos < BLOCK_LENGTH.size:
             return None
-        token, serial_no, list_size = FRAME_HEADER.unpack_from(buf, start)
-        if token != MSG_TOKEN:
-            raise ProtocolError(f"bad frame token 0x{token:08x}")
-        if not 1 <= list_size <= self.max_blocks:
-            raise ProtocolError(f"frame block count {list_size} outside 1..{self.max_blocks}")
-        pos = start + FRAME_HEADER.size
-        total = 0
-        spans: list[tuple[int, int]] = []
-        for _ in range(list_size):
-            if end - pos < BLOCK_LENGTH.size:
-                return None
-            (length,) = BLOCK_LENGTH.unpack_from(buf, pos)
-            if length < 0:
-                raise ProtocolError(f"negative block length {length}")
-            total += length
-            if total > self.max_frame_size:
-                raise ProtocolError(f"frame of at least {total} bytes exceeds the limit of {self.max_frame_size}")
-            pos += BLOCK_LENGTH.size
-            if end - pos < length:
-                return None
-            spans.append((pos, pos + length))
-            pos += length
-        payload = bytes(buf[spans[0][0] : spans[0][1]]) if len(spans) == 1 else b"".join(buf[a:b] for a, b in spans)
-        return Frame(serial_no, payload), pos
+        (length,) = BLOCK_LENGTH.unpack_from(buf, pos)
+        if length < 0:
+            raise ProtocolError(f"negative block length {length}")
+        total += length
+        if total > max_frame_size:
+            raise ProtocolError(f"frame of at least {total} bytes exceeds the limit of {max_frame_size}")
+        pos += BLOCK_LENGTH.size
+        if end - pos < length:
+            return None
+        spans.append((pos, pos + length))
+        pos += length
+    payload = bytes(buf[spans[0][0] : spans[0][1]]) if len(spans) == 1 else b"".join(buf[a:b] for a, b in spans)
+    return serial_no, payload, pos
 
 
 def _token_prefix_ok(prefix: bytearray) -> bool:
     return MSG_TOKEN.to_bytes(4, "big").startswith(bytes(prefix))
+
+
+encode_frame = pick("encode_frame", encode_frame_py)
+parse_frame = pick("parse_frame", parse_frame_py)

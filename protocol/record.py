@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 
 from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS, PROPERTY_TRACE_ID
 from graymq.protocol.errors import ProtocolError
+from graymq.protocol.native import pick
 
 RECORD_MAGIC = 0x47524159  # "GRAY"
 RECORD_HEADER = struct.Struct(">IIIiiqqqqiHHHII")
@@ -140,7 +141,9 @@ class MessageExt:
                 f"reconsume_times={self.reconsume_times}, body={len(self.body)} bytes, properties={self.properties!r})")
 
 
-def encode_properties(properties: Mapping[str, str]) -> bytes:
+def encode_properties_py(properties: Mapping[str, str]) -> bytes:
+    """``name \\x01 value \\x02`` pairs in UTF-8 (ValueError on a separator inside); the reference of
+    ``encode_properties``."""
     if not properties:
         return b""
     text = "".join([f"{name}{NAME_VALUE_SEP}{value}{PROPERTY_SEP}" for name, value in properties.items()])
@@ -197,7 +200,7 @@ _SEP = PROPERTY_SEP.encode()
 _property_keys: dict[str, tuple[bytes, bytes]] = {}  # name -> (name + NAME_VALUE_SEP, PROPERTY_SEP + that), encoded
 
 
-def encode_record(
+def encode_record_py(
     *,
     topic: bytes,
     body: bytes,
@@ -212,7 +215,8 @@ def encode_record(
     born_host: bytes = b"",
     store_host: bytes = b"",
 ) -> bytes:
-    """Serialize one record (text fields already UTF-8 encoded, properties via ``encode_properties``)."""
+    """Serialize one record (text fields already UTF-8 encoded, properties via ``encode_properties``); the
+    reference of the compiled ``encode_record``."""
     total = RECORD_HEADER.size + len(topic) + len(born_host) + len(store_host) + len(body) + len(properties)
     after_crc = _RECORD_AFTER_CRC.pack(
         queue_id, sys_flag, queue_offset, physical_offset, born_timestamp, store_timestamp, reconsume_times,
@@ -252,8 +256,8 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, verify_crc:
     """Decode the record at ``pos``; raises ``ProtocolError`` when it is damaged."""
     if type(buf) is not bytes:  # copy the record only, never a whole segment
         size = record_size_at(buf, pos)
-        return next(_decode(bytes(memoryview(buf)[pos : pos + size]), 0, 1, verify_crc, pos, ""))
-    return next(_decode(buf, pos, pos + 1, verify_crc, 0, ""))
+        return decode_records(bytes(memoryview(buf)[pos : pos + size]), 0, 1, verify_crc, pos, "", MessageExt)[0]
+    return decode_records(buf, pos, pos + 1, verify_crc, 0, "", MessageExt)[0]
 
 
 def iter_records(
@@ -261,14 +265,15 @@ def iter_records(
 ) -> Iterator[MessageExt]:
     """Decode concatenated records (a pull response's ``records`` field from ``broker_name``), each CRC-checked
     by default."""
-    return _decode(buf if type(buf) is bytes else bytes(buf), 0, len(buf), verify_crc, 0, broker_name)
+    data = buf if type(buf) is bytes else bytes(buf)
+    return iter(decode_records(data, 0, len(data), verify_crc, 0, broker_name, MessageExt))
 
 
-def _decode(
-    buf: bytes, pos: int, stop: int, verify_crc: bool, origin: int, broker_name: str
-) -> Iterator[MessageExt]:
-    """The records of ``buf`` starting in ``[pos, stop)``, checked as ``check_record`` does; ``origin`` is
-    added to positions in errors.
+def decode_records_py(
+    buf: bytes, pos: int, stop: int, verify_crc: bool, origin: int, broker_name: str, message_class: type[MessageExt]
+) -> list[MessageExt]:
+    """The records of ``buf`` starting in ``[pos, stop)`` as ``message_class`` objects, checked as ``check_record``
+    does; ``origin`` is added to positions in errors. The reference of the compiled ``decode_records``.
 
     Per record: one header unpack, a CRC over a view, one copy each of the body and the properties;
     topic and hosts are decoded once per run of records that share them (a pull returns one queue's).
@@ -278,6 +283,7 @@ def _decode(
     strings_raw = b""
     split = (0, 0)
     topic = born_host = store_host = ""
+    messages = []
     while pos < stop:
         left = end - pos
         if left < _HEADER_SIZE:
@@ -309,11 +315,12 @@ def _decode(
             store_host = strings_raw[topic_len + born_len :].decode()
         p += strings_len
         body_end = p + body_len
-        yield MessageExt(
+        messages.append(message_class(
             topic, buf[p:body_end], queue_id, queue_offset, physical_offset, None, sys_flag, born_ts, store_ts,
             reconsume_times, born_host, store_host, total, broker_name, buf[body_end : body_end + props_len],
-        )
+        ))
         pos += total
+    return messages
 
 
 def make_properties(
@@ -331,3 +338,8 @@ def make_properties(
     if trace_id:
         properties[PROPERTY_TRACE_ID] = trace_id
     return properties
+
+
+encode_properties = pick("encode_properties", encode_properties_py)
+encode_record = pick("encode_record", encode_record_py)
+decode_records = pick("decode_records", decode_records_py)

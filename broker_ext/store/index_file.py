@@ -33,6 +33,7 @@ from pathlib import Path
 from graymq.broker_ext.store.atomic_file import write_atomic
 from graymq.broker_ext.store.mapped_file import file_name, list_files
 from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
+from graymq.protocol.native import pick
 
 # One entry: key hash uint32 (top bit set), commit-log offset int64, store timestamp int64 (ms).
 ENTRY = struct.Struct(">Iqq")
@@ -50,8 +51,9 @@ def key_hash(topic: str, key: str) -> int:
     return zlib.crc32(key.encode(), _topic_seed(topic)) | HASH_TOP_BIT
 
 
-def index_entries(topic: str, properties: Mapping[str, str], physical_offset: int, store_timestamp: int) -> bytes:
-    """The entries of one message: one per distinct key and one for its msg id."""
+def index_entries_py(topic: str, properties: Mapping[str, str], physical_offset: int, store_timestamp: int) -> bytes:
+    """The entries of one message: one per distinct key and one for its msg id; the reference of the compiled
+    ``index_entries``."""
     keys = properties.get(PROPERTY_KEYS)
     msg_id = properties.get(PROPERTY_MSG_ID)
     seed = _topic_seed(topic)
@@ -67,6 +69,9 @@ def index_entries(topic: str, properties: Mapping[str, str], physical_offset: in
         for name in dict.fromkeys(names) if name
     ])
 
+
+
+index_entries = pick("index_entries", index_entries_py)
 
 class IndexFile:
     """The entries of one commit-log segment, appended through an O_APPEND descriptor; ``size`` counts the

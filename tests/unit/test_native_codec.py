@@ -1,0 +1,125 @@
+"""The compiled hot path (graymq.protocol._speedups) against its pure-Python reference: for the same input,
+byte-identical frames, records, properties sections, key-index entries and decoded batches, and the same
+error type (with the same message where the pure one names positions) on bad input."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graymq.broker_ext.store.index_file import index_entries_py
+from graymq.protocol import native
+from graymq.protocol.errors import ProtocolError
+from graymq.protocol.frame import BLOCK_SIZE, encode_frame_py, parse_frame_py
+from graymq.protocol.record import MessageExt, decode_records_py, encode_properties_py, encode_record_py
+
+pytestmark = [
+    pytest.mark.unit,
+    pytest.mark.skipif(native.SPEEDUPS is None, reason=f"no compiled hot path: {native.REASON}"),
+]
+compiled: Any = native.SPEEDUPS
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"), max_size=20)
+records = st.fixed_dictionaries({
+    "topic": st.binary(max_size=40), "body": st.binary(max_size=3000), "properties": st.binary(max_size=200),
+    "queue_id": INT32, "queue_offset": INT64, "physical_offset": INT64, "sys_flag": INT32,
+    "born_timestamp": INT64, "store_timestamp": INT64, "reconsume_times": INT32,
+    "born_host": st.binary(max_size=30), "store_host": st.binary(max_size=30),
+})
+
+
+def same_outcome(pure: Callable[..., Any], fast: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Both give equal results, or both raise the same error type (and message, for ProtocolError)."""
+    try:
+        expected = pure(*args, **kwargs)
+    except (ProtocolError, ValueError, struct.error, UnicodeError) as exc:
+        with pytest.raises(type(exc)) as raised:
+            fast(*args, **kwargs)
+        if isinstance(exc, ProtocolError):
+            assert str(raised.value) == str(exc)
+        return None
+    assert fast(*args, **kwargs) == expected
+    return expected
+
+
+@given(serial_no=st.integers(-1, 2**32), payload=st.binary(max_size=5000), limit=st.integers(0, 6000))
+def test_frames_are_byte_identical(serial_no: int, payload: bytes, limit: int) -> None:
+    same_outcome(encode_frame_py, compiled.encode_frame, serial_no, payload, limit)
+
+
+def test_a_frame_over_one_block_is_split_the_same_way() -> None:
+    for size in (BLOCK_SIZE, BLOCK_SIZE + 1, 2 * BLOCK_SIZE, 2 * BLOCK_SIZE + 7):
+        payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        assert compiled.encode_frame(9, payload) == encode_frame_py(9, payload)
+
+
+@settings(max_examples=300)
+@given(payloads=st.lists(st.binary(max_size=300), min_size=1, max_size=4), cut=st.integers(0, 2000),
+       garbage=st.binary(max_size=16), flip=st.integers(0, 12 * 8), max_blocks=st.integers(1, 3))
+def test_frame_parsing_agrees_on_whole_cut_and_damaged_streams(payloads: list[bytes], cut: int, garbage: bytes,
+                                                               flip: int, max_blocks: int) -> None:
+    stream = bytearray(b"".join(encode_frame_py(n, p) for n, p in enumerate(payloads)))
+    assert same_outcome(parse_frame_py, compiled.parse_frame, stream, 0, 1 << 20, 4096) is not None
+    same_outcome(parse_frame_py, compiled.parse_frame, stream[:cut], 0, 1 << 20, 4096)
+    same_outcome(parse_frame_py, compiled.parse_frame, bytearray(garbage), 0, 1 << 20, 4096)
+    damaged = bytearray(stream)
+    damaged[flip // 8] ^= 1 << (flip % 8)
+    same_outcome(parse_frame_py, compiled.parse_frame, damaged, 0, 200, max_blocks)
+    multi = bytearray(stream[:12]) + b"".join(struct.pack(">i", len(p)) + p for p in payloads[:1]) * 3
+    multi[8:12] = struct.pack(">I", 3)
+    assert same_outcome(parse_frame_py, compiled.parse_frame, multi, 0, 1 << 20, 4096) is not None
+
+
+@settings(max_examples=300)
+@given(fields=records)
+def test_records_are_byte_identical(fields: dict[str, Any]) -> None:
+    same_outcome(encode_record_py, compiled.encode_record, **fields)
+
+
+@given(fields=records, name=st.sampled_from(["queue_id", "queue_offset", "reconsume_times", "sys_flag"]),
+       value=st.one_of(st.integers(2**31, 2**70), st.integers(-(2**70), -(2**31) - 1), st.just(1.5)))
+def test_a_field_out_of_range_is_a_struct_error_on_both(fields: dict[str, Any], name: str, value: Any) -> None:
+    same_outcome(encode_record_py, compiled.encode_record, **{**fields, name: value})
+
+
+@given(properties=st.dictionaries(TEXT, TEXT, max_size=6), bad=st.sampled_from(["", "a\x01", "b\x02c"]))
+def test_properties_sections_are_byte_identical(properties: dict[str, str], bad: str) -> None:
+    same_outcome(encode_properties_py, compiled.encode_properties, properties)
+    same_outcome(encode_properties_py, compiled.encode_properties, {**properties, "k": bad})
+
+
+@given(topic=TEXT, keys=st.lists(TEXT, max_size=4), msg_id=TEXT, offset=INT64, stamp=INT64)
+def test_key_index_entries_are_byte_identical(topic: str, keys: list[str], msg_id: str, offset: int,
+                                               stamp: int) -> None:
+    properties = {"TAGS": "t"}
+    if keys:
+        properties["KEYS"] = " ".join(keys)
+    if msg_id:
+        properties["UNIQ_KEY"] = msg_id
+    assert compiled.index_entries(topic, properties, offset, stamp) == index_entries_py(topic, properties, offset,
+                                                                                         stamp)
+
+
+@given(batch=st.lists(records, min_size=1, max_size=5), flip=st.integers(0, 10**6), cut=st.integers(0, 10**5),
+       verify=st.booleans())
+def test_decoded_batches_are_identical(batch: list[dict[str, Any]], flip: int, cut: int, verify: bool) -> None:
+    for fields in batch:  # what a store writes: sizes in range, text fields UTF-8
+        fields.update(topic=b"T\xc3\xa9", born_host=fields["born_host"].hex().encode(), store_host=b"h:1",
+                      properties=b"TAGS\x01" + fields["properties"].hex().encode() + b"\x02")
+    data = b"".join(encode_record_py(**fields) for fields in batch)
+    whole = same_outcome(decode_records_py, compiled.decode_records, data, 0, len(data), verify, 0, "b", MessageExt)
+    assert [m.body for m in whole] == [f["body"] for f in batch]
+    assert [m.tags for m in whole] == [f["properties"][5:-1].decode() for f in batch]
+    damaged = bytearray(data)
+    damaged[flip % len(data)] ^= 0x10
+    same_outcome(decode_records_py, compiled.decode_records, bytes(damaged), 0, len(data), verify, 5, "b",
+                 MessageExt)
+    same_outcome(decode_records_py, compiled.decode_records, data[:cut], 0, min(cut, len(data)), True, 0, "",
+                 MessageExt)

@@ -37,12 +37,16 @@ def sdk_send(endpoint: str, topic: str, messages: list[dict[str, Any]], home: Pa
     return [r for r in results if "client_id" not in r]
 
 
-class StockProducer:
-    """The SDK driver as a running process: its lines as they come (``next``), ``resume`` after a pause."""
+class StockSdkProcess:
+    """An SDK driver as a running process (``host``: under that host name, in a UTS namespace of its own, as a pod):
+    its lines as they come (``next``), a line on its stdin (``resume``, which stops a consumer)."""
 
-    def __init__(self, endpoint: str, topic: str, messages: list[dict[str, Any]], home: Path) -> None:
-        self.proc = subprocess.Popen(_command(endpoint, topic, messages), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(home))
+    def __init__(self, spec: dict[str, Any], home: Path, host: str | None = None) -> None:
+        command = [sys.executable, str(DRIVER), json.dumps(spec)]
+        if host is not None:
+            command = ["unshare", "--uts", "--map-root-user", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=_env(home))
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -57,6 +61,17 @@ class StockProducer:
         assert line, f"the SDK driver exited ({self.proc.poll()}) before printing what was expected"
         return dict(json.loads(line))
 
+    def printed(self) -> list[dict[str, Any]]:
+        """Every line printed and not read yet, without waiting (the end of an exited driver is skipped)."""
+        lines = []
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return lines
+            if line:
+                lines.append(dict(json.loads(line)))
+
     def resume(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write("\n")
@@ -69,6 +84,25 @@ class StockProducer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+class StockProducer(StockSdkProcess):
+    """The SDK's Producer sending ``messages`` (``{"pause": true}`` waits for ``resume``)."""
+
+    def __init__(self, endpoint: str, topic: str, messages: list[dict[str, Any]], home: Path, *,
+                 host: str | None = None, interval_s: float = 0.0) -> None:
+        super().__init__({"endpoint": endpoint, "topic": topic, "messages": messages, "interval_s": interval_s},
+                         home, host)
+
+
+class StockSimpleConsumer(StockSdkProcess):
+    """The SDK's SimpleConsumer receiving ``topic`` in ``group`` (acking each message unless ``ack`` is false) until
+    ``resume``."""
+
+    def __init__(self, endpoint: str, group: str, topic: str, home: Path, *, host: str | None = None,
+                 invisible_s: int = 10, ack: bool = True) -> None:
+        consume = {"group": group, "topic": topic, "invisible_s": invisible_s, "ack": ack}
+        super().__init__({"endpoint": endpoint, "consume": consume}, home, host)
 
 
 def sdk_log(home: Path) -> str:

@@ -5,13 +5,19 @@ process: the tests run this script. Argument: a JSON spec ``{"endpoint", "ak", "
 each message ``{"body", "tag", "keys", "properties", "group"}`` or ``{"pause": true}``. Prints ``{"client_id"}``
 once started, then one JSON line per message, ``{"message_id", "offset"}`` or ``{"error"}``, and
 ``{"paused": true}`` at a pause (it goes on after a line on stdin); exits 0 (1 when the producer cannot start: the
-reason on the last line).
+reason on the last line). ``"interval_s"`` paces the sends.
+
+With ``"consume": {"group", "topic", "invisible_s", "ack"}`` in place of the messages it runs a SimpleConsumer:
+``{"client_id"}`` once started, then ``{"received", "message_id", "attempt"}`` per message (acked unless ``ack`` is
+false), until a line on stdin (or its end) stops it; ``{"stopped": true}`` after its shutdown.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 
 
 def main(spec: dict) -> int:
@@ -52,10 +58,49 @@ def main(spec: dict) -> int:
                 print(json.dumps({"error": str(exc)}), flush=True)
                 continue
             print(json.dumps({"message_id": receipt.message_id, "offset": receipt.offset}), flush=True)
+            time.sleep(spec.get("interval_s", 0))
     finally:
         producer.shutdown()
     return 0
 
 
+def consume(spec: dict) -> int:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+    from rocketmq.v5.util.misc import Misc
+
+    Misc.get_local_ip = staticmethod(lambda: "127.0.0.1")
+    options = spec["consume"]
+    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
+                                 request_timeout=5)
+    consumer = SimpleConsumer(config, options["group"], {options["topic"]: FilterExpression("*")},
+                              await_duration=2, tls_enable=spec.get("tls", False))
+    try:
+        consumer.startup()
+    except Exception as exc:  # the reason is the test's to check
+        print(json.dumps({"startup_error": str(exc)}), flush=True)
+        return 1
+    print(json.dumps({"client_id": consumer.client_id}), flush=True)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    try:
+        while not stop.is_set():
+            try:
+                messages = consumer.receive(32, options.get("invisible_s", 10))
+            except Exception as exc:  # a failed receive is retried; the test sees it
+                print(json.dumps({"receive_error": str(exc)}), flush=True)
+                time.sleep(0.2)
+                continue
+            for message in messages:
+                print(json.dumps({"received": message.body.decode(), "message_id": message.message_id,
+                                  "attempt": message.delivery_attempt}), flush=True)
+                if options.get("ack", True):
+                    consumer.ack(message)
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"stopped": True}), flush=True)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(json.loads(sys.argv[1])))
+    arguments = json.loads(sys.argv[1])
+    sys.exit(consume(arguments) if "consume" in arguments else main(arguments))

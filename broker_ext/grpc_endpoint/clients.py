@@ -78,7 +78,8 @@ class ClientTable:
             await self.consumers.stream_closed(caller.client_id)
 
     async def heartbeat(self, request: v2s.HeartbeatRequest, caller: Caller) -> v2s.HeartbeatResponse:
-        """A sign of life; consumer groups' membership (and so queue assignment) will hang on it."""
+        """A sign of life. A stock client's registrations in the name server last as long as its telemetry stream
+        (or, without one, its sends and receives), so this needs no bookkeeping."""
         return v2s.HeartbeatResponse(status=OK)
 
     async def terminate(self, request: v2s.NotifyClientTerminationRequest, caller: Caller

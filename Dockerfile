@@ -11,8 +11,12 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
+# gcc builds the compiled hot path (graymq.protocol._speedups) into the wheel; the runtime stage needs no compiler.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/graymq
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY protocol ./protocol
 COPY broker_ext ./broker_ext
 COPY nameserver ./nameserver
@@ -23,6 +27,7 @@ COPY migrations ./migrations
 COPY bench ./bench
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/graymq/bin/pip install "$(ls /wheels/graymq-*.whl)[server,fast]" \
+ && /opt/graymq/bin/python -c "from graymq.protocol import native; assert native.SPEEDUPS, native.REASON" \
  && /opt/graymq/bin/python -m compileall -q /opt/graymq
 
 # --- runtime: the venv only, run as an unprivileged numeric user ---

@@ -43,10 +43,12 @@ bench: $(DEMO_STAMP)
 	$(BIN)/pip install --quiet -e '.[server,bench]'
 	$(BIN)/python -m graymq.bench $(BENCH_ARGS)
 
-# Reinstall only when the project's dependency list changes.
+# Reinstall only when the project's dependency list or the compiled hot path changes. The install builds
+# graymq.protocol._speedups (setup.py, Cython + gcc); without a compiler it says so loudly and the pure-Python
+# path runs (GRAYMQ_PURE=1 selects that path on purpose).
 $(DEMO_STAMP): EXTRAS := server
 $(TEST_STAMP): EXTRAS := server,spark,dev
-$(DEMO_STAMP) $(TEST_STAMP): pyproject.toml
+$(DEMO_STAMP) $(TEST_STAMP): pyproject.toml setup.py protocol/_speedups.pyx
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'

@@ -39,14 +39,15 @@ class Broker(Server):
     """``graymq broker`` with its store under ``store_dir``; ``address`` once ready.
 
     ``dev=False``: authentication on (needs ``nameserver`` and ``broker_token``, a principal with the broker
-    right); ``tls``: ``(cert, key)`` PEM files, the port then speaks TLS only; ``uvloop``: the same broker on uvloop.
+    right); ``tls``: ``(cert, key)`` PEM files, the port then speaks TLS only; ``uvloop``: the same broker on uvloop;
+    ``grpc``: it also serves stock RocketMQ 5 clients (``grpc_address`` once ready).
     """
 
     def __init__(self, name: str, store_dir: Path, log_dir: Path, *, flush: str = "async",
                  nameserver: str | None = None, dev: bool = True, broker_token: str = "",
-                 tls: tuple[Path, Path] | None = None, uvloop: bool = False) -> None:
+                 tls: tuple[Path, Path] | None = None, uvloop: bool = False, grpc: bool = False) -> None:
         args = ["broker", "--name", name, "--port", "0", "--store", str(store_dir), "--flush", flush,
-                "--segment-size", str(256 << 20)]
+                "--segment-size", str(256 << 20), *(["--grpc-port", "0"] if grpc else [])]
         if nameserver:
             args += ["--nameserver", nameserver]
         if tls:
@@ -54,11 +55,12 @@ class Broker(Server):
         env = {**ENV, "GRAYMQ_DEV_MODE": "true" if dev else "false", "GRAYMQ_BROKER_TOKEN": broker_token}
         command = [sys.executable, "-m", "graymq.bench.uvloop_cli", *args] if uvloop else graymq_command(*args)
         super().__init__(f"broker-{name}", command, log_dir, env=env, ready_prefix=READY)
-        self.address = ""
+        self.address = self.grpc_address = ""
 
     def wait_ready(self, timeout_s: float = 60.0) -> Self:
         super().wait_ready(timeout_s)
-        self.address = json.loads(self.ready_line)["address"]
+        ready = json.loads(self.ready_line)
+        self.address, self.grpc_address = ready["address"], ready.get("grpc", "")
         return self
 
 

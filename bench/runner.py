@@ -21,7 +21,9 @@ Parts (default: all, in this order):
 - ``nameserver`` flag flip and group lookup latency on PostgreSQL;
 - ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU);
 - ``replication`` produce on one broker vs a broker set of two replicas, sync and async: batched, awaited p50/p99;
-- ``tracing``    the client's span hooks per message and awaited sends, with OpenTelemetry off and on.
+- ``tracing``    the client's span hooks per message and awaited sends, with OpenTelemetry off and on;
+- ``stocksdk``   the stock RocketMQ 5 Python SDK on the broker's gRPC endpoint (awaited and async sends, receive
+                 and ack) beside graymq's own client.
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -51,7 +53,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication", "tracing")
+         "replication", "tracing", "stocksdk")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -331,6 +333,15 @@ def part_tracing(results: Results, args: argparse.Namespace, root: Path) -> None
             results.add("tracing", label, figures)
 
 
+def part_stocksdk(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_stock_sdk
+
+    for round_no in range(args.repeat):
+        progress(f"stocksdk (run {round_no + 1}/{args.repeat})")
+        for label, figures in bench_stock_sdk.run(2_000).items():
+            results.add("stocksdk", label, figures)
+
+
 # ---------------------------------------------------------------- rendering
 
 def fmt(value: Any, kind: str = "") -> str:
@@ -606,6 +617,10 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
     body += render_figures(results, "tracing", "Tracing: OpenTelemetry off (API installed, no provider) and on", {
         "hooks_us_per_msg": "span hooks, one send and one delivery (µs/msg, no network)",
         "awaited_sends_per_s": "awaited single sends (msg/s)", "send_us": "awaited send (µs)"})
+    body += render_figures(results, "stocksdk", "Stock RocketMQ 5 Python SDK (gRPC endpoint) beside graymq's client", {
+        "send_msgs_s": "awaited single sends (msg/s)", "send_async_msgs_s": "SDK send_async, 64 outstanding (msg/s)",
+        "consume_msgs_s": "PushConsumer, pulls of 64 (msg/s)",
+        "receive_ack_msgs_s": "SimpleConsumer receive 32 + ack each (msg/s)"})
     body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
     body += render_trust(results)
     if results.parts.get("store"):

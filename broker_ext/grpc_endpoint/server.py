@@ -17,9 +17,11 @@ import grpc
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 
+from graymq.broker_ext.grpc_endpoint.ack import AckService
 from graymq.broker_ext.grpc_endpoint.assignment import AssignmentService
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
+from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
 from graymq.broker_ext.grpc_endpoint.route import RouteService
 from graymq.broker_ext.grpc_endpoint.send import SendService
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError, status
@@ -59,6 +61,13 @@ class GrpcEndpoint:
             "QueryAssignment": AssignmentService(routes, clients.consumers.queues).query_assignment,
         }
         self._server: grpc.aio.Server | None = None
+        self._receives: ReceiveService | None = None
+
+    def serve_pop(self, receives: ReceiveService, acks: AckService) -> None:
+        """Serve pop consumption: ReceiveMessage, and the RPCs on what it delivered (call before ``start``)."""
+        self._receives = receives
+        self._unary.update(AckMessage=acks.ack_message, ChangeInvisibleDuration=acks.change_invisible_duration,
+                           ForwardMessageToDeadLetterQueue=acks.forward_message_to_dead_letter_queue)
 
     async def start(self, host: str, port: int) -> int:
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", self.max_request_size)])
@@ -79,6 +88,8 @@ class GrpcEndpoint:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
+        if self._receives is not None:
+            await self._receives.pop.close()
         await self.clients.sides.stop()
         await self.clients.consumers.stop()
 
@@ -88,6 +99,8 @@ class GrpcEndpoint:
                  "response_serializer": response_type.SerializeToString}
         if method.name == "Telemetry":
             return grpc.stream_stream_rpc_method_handler(self._telemetry, **codec)
+        if method.name == "ReceiveMessage" and self._receives is not None:
+            return grpc.unary_stream_rpc_method_handler(self._receive, **codec)
         serve = self._unary.get(method.name)
         if serve is not None:
             return grpc.unary_unary_rpc_method_handler(self._unary_call(serve, response_type), **codec)
@@ -128,3 +141,16 @@ class GrpcEndpoint:
             return
         async for command in self.clients.telemetry(commands, caller):
             yield command
+
+    async def _receive(self, request: v2s.ReceiveMessageRequest, context: grpc.aio.ServicerContext
+                       ) -> AsyncIterator[v2s.ReceiveMessageResponse]:
+        """A refusal is the stream's only response, as for a unary call."""
+        assert self._receives is not None
+        try:
+            caller = self.credentials.authenticate(_metadata(context))
+            async for response in self._receives.receive_message(request, caller, context.time_remaining()):
+                yield response
+        except RocketMQStatusError as refused:
+            if refused.code == v2.UNAUTHORIZED:
+                self._log_refusal(context.peer(), refused)
+            yield v2s.ReceiveMessageResponse(status=refused.to_status())

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from graymq.broker_ext.grpc_endpoint.ack import AckService
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides
 from graymq.broker_ext.grpc_endpoint.credentials import Credentials
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
+from graymq.broker_ext.grpc_endpoint.receive import ReceiveService, every_queue
 from graymq.broker_ext.grpc_endpoint.route import ClusterRoutes, RouteService
 from graymq.broker_ext.grpc_endpoint.send import SendService
 from graymq.broker_ext.grpc_endpoint.server import GrpcEndpoint
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
+from graymq.broker_ext.pop.receipt import ReceiptSigner, load_secret
+from graymq.broker_ext.pop.service import PopService
+from graymq.protocol.constants import PROPERTY_ORIGIN_MSG_ID, PROPERTY_RETRY_TOPIC
+from graymq.protocol.record import MessageExt
 
 if TYPE_CHECKING:
     from graymq.broker_ext.broker_controller import BrokerController
@@ -44,6 +50,7 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
         max_request_size=max_body_size + HEADROOM, tls=tls,
     )
+    endpoint.serve_pop(*pop_services(broker, settings, endpoint.clients, limits))
     bound = await endpoint.start(settings.host, port)
     address = f"{broker.address.rpartition(':')[0]}:{bound}"
     return endpoint, address
@@ -60,3 +67,22 @@ def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers
     view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_gray_clients)
     return ConsumerSides(settings.nameserver_urls, view, broker_name=broker.name, claim=producers.claim,
                          interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s)
+
+
+def pop_services(broker: BrokerController, settings: BrokerSettings, clients: ClientTable, limits: EndpointLimits
+                 ) -> tuple[ReceiveService, AckService]:
+    """Pop consumption on the broker's store: handles signed with the broker's secret, acks journaled in its config
+    directory, dead letters through its send-back path, queues leased by graymq push consumers skipped (and a lease
+    refused on a queue pop consumers use)."""
+    config_dir = settings.store_dir / "config"
+
+    def dead_letter(group: str, message: MessageExt, attempts: int) -> None:
+        properties = {PROPERTY_RETRY_TOPIC: message.topic, PROPERTY_ORIGIN_MSG_ID: message.msg_id,
+                      **message.properties}
+        broker.send_back_processor.dead_letter(group, message, properties, attempts + 1)
+
+    pop = PopService(broker.store, broker.offsets, broker.holds, ReceiptSigner(load_secret(config_dir / "pop_secret")),
+                     dead_letter, broker.locks.owner)
+    pop.open_journal(config_dir / "pop_acks.journal")
+    broker.locks.pop_busy = pop.busy
+    return ReceiveService(pop, broker.topics.get, clients, every_queue, limits, broker.name), AckService(pop)

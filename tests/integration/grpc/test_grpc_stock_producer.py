@@ -124,10 +124,10 @@ def test_rpcs_not_served_yet_answer_not_implemented_at_once(shared: Cluster) -> 
     async def call() -> None:
         async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
-            ack = await stub.AckMessage(v2s.AckMessageRequest(), timeout=10)
-            assert ack.status.code == v2.NOT_IMPLEMENTED and "AckMessage" in ack.status.message
-            received = [r async for r in stub.ReceiveMessage(v2s.ReceiveMessageRequest(), timeout=10)]
-            assert [r.status.code for r in received] == [v2.NOT_IMPLEMENTED]
+            ended = await stub.EndTransaction(v2s.EndTransactionRequest(), timeout=10)
+            assert ended.status.code == v2.NOT_IMPLEMENTED and "EndTransaction" in ended.status.message
+            pulled = [r async for r in stub.PullMessage(v2s.PullMessageRequest(), timeout=10)]
+            assert [r.status.code for r in pulled] == [v2.NOT_IMPLEMENTED]
 
     asyncio.run(call())
 

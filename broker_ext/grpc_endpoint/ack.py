@@ -1,0 +1,71 @@
+"""AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: what a stock consumer does with a
+message it received, by its receipt handle.
+
+An ack is answered once durable (``broker_ext.pop``'s journal), per entry. A handle this broker did not sign, or of
+another group or topic, and a stale one (acked, delivered again since, or its invisible time over) are
+``INVALID_RECEIPT_HANDLE``, as the RocketMQ proxy answers. ChangeInvisibleDuration answers a new handle; the old
+one is stale from then on. A message forwarded to the dead-letter queue goes to ``%DLQ%group`` and counts as acked.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.receive import check_consume, checked_invisible_ms
+from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, status
+from graymq.broker_ext.pop.receipt import InvalidReceiptHandle
+from graymq.broker_ext.pop.service import PopService
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+
+log = logging.getLogger(__name__)
+
+
+class AckService:
+    """The three RPCs on one ``PopService``."""
+
+    def __init__(self, pop: PopService) -> None:
+        self.pop = pop
+
+    async def ack_message(self, request: v2s.AckMessageRequest, caller: Caller) -> v2s.AckMessageResponse:
+        group, topic = request.group.name, request.topic.name
+        check_consume(caller, group, topic)
+        if not request.entries:
+            raise RocketMQStatusError(v2.BAD_REQUEST, "no entry to ack")
+        entries = []
+        for entry in request.entries:
+            try:
+                await self.pop.ack(group, topic, entry.receipt_handle)
+                result = OK
+            except InvalidReceiptHandle as refused:
+                result = status(v2.INVALID_RECEIPT_HANDLE, str(refused))
+            except OSError as exc:  # the journal could not be written: not durable, so not acked for the client
+                log.error("ack of %s in group %s not durable: %s", entry.message_id, group, exc)
+                result = status(v2.INTERNAL_SERVER_ERROR, f"the ack could not be stored: {exc}")
+            entries.append(v2s.AckMessageResultEntry(message_id=entry.message_id,
+                                                     receipt_handle=entry.receipt_handle, status=result))
+        codes = {entry.status.code for entry in entries}
+        overall = entries[0].status if len(codes) == 1 else status(v2.MULTIPLE_RESULTS, "results differ by entry")
+        return v2s.AckMessageResponse(status=overall, entries=entries)
+
+    async def change_invisible_duration(self, request: v2s.ChangeInvisibleDurationRequest, caller: Caller
+                                        ) -> v2s.ChangeInvisibleDurationResponse:
+        group, topic = request.group.name, request.topic.name
+        check_consume(caller, group, topic)
+        invisible_ms = checked_invisible_ms(request.invisible_duration)
+        try:
+            handle = await self.pop.change_invisible(group, topic, request.receipt_handle, invisible_ms)
+        except InvalidReceiptHandle as refused:
+            raise RocketMQStatusError(v2.INVALID_RECEIPT_HANDLE, str(refused)) from None
+        return v2s.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
+
+    async def forward_message_to_dead_letter_queue(self, request: v2s.ForwardMessageToDeadLetterQueueRequest,
+                                                   caller: Caller) -> v2s.ForwardMessageToDeadLetterQueueResponse:
+        group, topic = request.group.name, request.topic.name
+        check_consume(caller, group, topic)
+        try:
+            await self.pop.forward_to_dead_letter(group, topic, request.receipt_handle)
+        except InvalidReceiptHandle as refused:
+            raise RocketMQStatusError(v2.INVALID_RECEIPT_HANDLE, str(refused)) from None
+        return v2s.ForwardMessageToDeadLetterQueueResponse(status=OK)

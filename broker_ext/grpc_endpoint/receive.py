@@ -1,0 +1,164 @@
+"""ReceiveMessage: a stock simple consumer's long poll, served from the broker's pop state (``broker_ext.pop``).
+
+As the RocketMQ proxy does, the broker receives from every readable queue of the topic on this broker that the
+client may receive from now (``queue_filter``: the gray split, decided elsewhere) and ignores the queue the client
+named. The answer streams the status, then each message (RocketMQ's system properties, an MD5 body digest: the
+SDKs' CRC32 formats differ), then the delivery timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the
+SDKs read as an empty receive. ``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the
+endpoint's limit and the call's own deadline; a batch by ``MAX_BATCH_SIZE``; concurrent receives per client by
+``MAX_STREAMS_PER_CLIENT`` (``TOO_MANY_REQUESTS``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from graymq.broker_ext.grpc_endpoint.clients import ClientTable
+from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.send import PROPERTY_MESSAGE_GROUP
+from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, EndpointLimits
+from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
+from graymq.broker_ext.pop.service import Popped, PopRequest, PopService
+from graymq.broker_ext.topic_config import TopicConfig
+from graymq.protocol import constants as c
+from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
+
+QueueFilter = Callable[[Caller, str, str], Awaitable["frozenset[int] | None"]]  # (caller, group, topic) -> ids
+MAX_BATCH_SIZE = 32  # RocketMQ's limit of one pop
+MAX_STREAMS_PER_CLIENT = 16
+MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600_000
+DEADLINE_MARGIN_S = 1.0  # the answer leaves this long before the call's deadline
+# graymq's own properties, carried as RocketMQ system properties or not at all
+SYSTEM_PROPERTIES = frozenset({
+    c.PROPERTY_TAGS, c.PROPERTY_KEYS, c.PROPERTY_MSG_ID, c.PROPERTY_TRACE_ID, c.PROPERTY_PRODUCER_GROUP,
+    c.PROPERTY_PRODUCER_SEQUENCE, c.PROPERTY_DELAY_LEVEL, c.PROPERTY_REAL_TOPIC, c.PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_MESSAGE_GROUP})
+
+
+async def every_queue(caller: Caller, group: str, topic: str) -> frozenset[int] | None:
+    """The queue filter without a gray split: every queue."""
+    return None
+
+
+def _timestamp(ms: int) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromMilliseconds(ms)
+    return stamp
+
+
+def to_rocketmq_message(popped: Popped, store_host: str) -> v2.Message:
+    """A stored message as a stock consumer gets it, with its receipt handle."""
+    msg = popped.message
+    properties = msg.properties
+    group = properties.get(PROPERTY_MESSAGE_GROUP)
+    system = v2.SystemProperties(
+        keys=msg.keys, message_id=msg.msg_id or f"{msg.topic}-{msg.queue_id}-{msg.queue_offset}",
+        body_digest=v2.Digest(type=v2.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()),
+        body_encoding=v2.IDENTITY, message_type=v2.FIFO if group else v2.NORMAL,
+        born_timestamp=_timestamp(msg.born_timestamp), born_host=msg.born_host or "unknown",
+        store_timestamp=_timestamp(msg.store_timestamp), store_host=msg.store_host or store_host,
+        receipt_handle=popped.receipt_handle, queue_id=msg.queue_id, queue_offset=msg.queue_offset,
+        delivery_attempt=popped.attempt)
+    system.invisible_duration.FromMilliseconds(popped.invisible_ms)
+    if msg.tags:
+        system.tag = msg.tags
+    if group:
+        system.message_group = group
+    user = {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES}
+    return v2.Message(topic=v2.Resource(name=msg.topic), user_properties=user, system_properties=system,
+                      body=msg.body)
+
+
+class ReceiveService:
+    """``receive_message(request, caller, time_left_s)``: the response stream of one ReceiveMessage call."""
+
+    def __init__(self, pop: PopService, topic_of: Callable[[str], TopicConfig | None], clients: ClientTable,
+                 queue_filter: QueueFilter, limits: EndpointLimits, broker_name: str) -> None:
+        self.pop = pop
+        self._topic_of = topic_of
+        self.clients = clients
+        self.queue_filter = queue_filter
+        self.limits = limits
+        self.broker_name = broker_name
+        self.streams: Counter[str] = Counter()  # client id -> receives under way
+
+    async def receive_message(self, request: v2s.ReceiveMessageRequest, caller: Caller, time_left_s: float | None
+                              ) -> AsyncIterator[v2s.ReceiveMessageResponse]:
+        if self.streams[caller.client_id] >= MAX_STREAMS_PER_CLIENT:
+            raise RocketMQStatusError(v2.TOO_MANY_REQUESTS, f"client {caller.client_id} has "
+                                      f"{MAX_STREAMS_PER_CLIENT} receives under way already")
+        self.streams[caller.client_id] += 1
+        try:
+            popped = await self.pop.receive(await self._pop_request(request, caller, time_left_s))
+        finally:
+            self.streams[caller.client_id] -= 1
+            if not self.streams[caller.client_id]:
+                del self.streams[caller.client_id]
+        if not popped:
+            yield v2s.ReceiveMessageResponse(status=status(v2.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield v2s.ReceiveMessageResponse(status=OK)
+        for item in popped:
+            yield v2s.ReceiveMessageResponse(message=to_rocketmq_message(item, self.broker_name))
+        delivered = Timestamp()
+        delivered.GetCurrentTime()
+        yield v2s.ReceiveMessageResponse(delivery_timestamp=delivered)
+
+    async def _pop_request(self, request: v2s.ReceiveMessageRequest, caller: Caller, time_left_s: float | None
+                           ) -> PopRequest:
+        group, topic = request.group.name, request.message_queue.topic.name
+        config = self._readable(group, topic, caller)
+        if not request.HasField("invisible_duration"):
+            raise RocketMQStatusError(v2.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required")
+        invisible_ms = checked_invisible_ms(request.invisible_duration)
+        if request.batch_size < 1:
+            raise RocketMQStatusError(v2.BAD_REQUEST, f"batch_size {request.batch_size} is not positive")
+        wait_s = self.limits.long_polling_timeout_s
+        if request.HasField("long_polling_timeout"):
+            wait_s = min(wait_s, request.long_polling_timeout.ToMilliseconds() / 1000)
+        if time_left_s is not None:
+            wait_s = min(wait_s, time_left_s - DEADLINE_MARGIN_S)
+        allowed = await self.queue_filter(caller, group, topic)
+        queue_ids = tuple(q for q in range(config.queue_nums) if allowed is None or q in allowed)
+        client = self.clients.clients.get(caller.client_id)
+        return PopRequest(group, topic, queue_ids, min(request.batch_size, MAX_BATCH_SIZE), invisible_ms,
+                          tags=_tags(request.filter_expression),
+                          fifo=client is not None and client.settings.subscription.fifo,
+                          max_attempts=CONSUMER_MAX_ATTEMPTS, timeout_s=max(0.0, wait_s))
+
+    def _readable(self, group: str, topic: str, caller: Caller) -> TopicConfig:
+        check_consume(caller, group, topic)
+        config = existing_topic(self._topic_of, topic, self.broker_name)
+        if not config.readable:
+            raise RocketMQStatusError(v2.FORBIDDEN, f"topic {topic} is not readable on broker {self.broker_name}")
+        return config
+
+
+def check_consume(caller: Caller, group: str, topic: str) -> None:
+    """``ILLEGAL_CONSUMER_GROUP`` without a group, ``FORBIDDEN`` unless ``caller`` may consume ``topic`` in it."""
+    if not group:
+        raise RocketMQStatusError(v2.ILLEGAL_CONSUMER_GROUP, "the consumer group is empty")
+    if not caller.principal.rights.may_consume_topic(group, topic):
+        raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not consume topic {topic} "
+                                  f"in group {group}")
+
+
+def checked_invisible_ms(duration: Duration) -> int:
+    """``duration`` in ms, or ``ILLEGAL_INVISIBLE_TIME`` outside [1 s, 12 h]."""
+    invisible_ms = duration.ToMilliseconds()
+    if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+        raise RocketMQStatusError(v2.ILLEGAL_INVISIBLE_TIME, f"invisible_duration {invisible_ms} ms is not within "
+                                  f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+    return int(invisible_ms)
+
+
+def _tags(expression: v2.FilterExpression) -> frozenset[str] | None:
+    if expression.type not in (v2.FILTER_TYPE_UNSPECIFIED, v2.TAG):
+        raise RocketMQStatusError(v2.ILLEGAL_FILTER_EXPRESSION, "only TAG filter expressions are supported")
+    return c.parse_sub_expression(expression.expression)

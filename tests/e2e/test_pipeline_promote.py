@@ -19,13 +19,13 @@ import pytest
 
 from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import gray_status, graymq, json_lines, start_consumer, wait_for
+from tests.support.cli import graymq, json_lines, start_consumer, wait_for
 from tests.support.clients import FAST, run_scenario, wait_until
 
 pytestmark = pytest.mark.e2e
 TOPIC_A, TOPIC_B = "PIPE_A", "PIPE_B"
 SOURCE, STAGE, STAGE_OUT, SINK = "PIPE_IN", "STAGE", "STAGE_OUT", "SINK"
-COUNT = 800  # per producer
+COUNT = 600  # per producer
 
 
 class Relay:
@@ -81,8 +81,9 @@ def pipeline(cluster, graymq_process):
     return cluster, sinks
 
 
-def test_promote_across_a_pipeline_under_load_loses_and_doubles_nothing(pipeline, graymq_process):
-    cluster, sinks = pipeline
+def run_pipeline(cluster, sinks: dict[str, GraymqProcess], graymq_process, *operation: str) -> dict[str, Any]:
+    """Producers sending, ``graymq gray OPERATION STAGE --producer-group PIPE_IN --then SINK`` once gray messages
+    flow through STAGE; returns the report, what reached PIPE_A, what STAGE relayed and the gray clients left."""
     ns = cluster.ns_url
     relays = [Relay(ns, "v1"), Relay(ns, "v2")]
     outcome: dict[str, Any] = {}
@@ -93,28 +94,30 @@ def test_promote_across_a_pipeline_under_load_loses_and_doubles_nothing(pipeline
         try:
             sources = [start_source(graymq_process, ns, "v1"), start_source(graymq_process, ns, "v2")]
             await wait_until(lambda: sum(s["gray"] for s in relays[1].sent) > 50, 60, "gray messages through STAGE")
-            result = await asyncio.to_thread(graymq, ns, "gray", "promote", STAGE, "--producer-group", SOURCE,
+            result = await asyncio.to_thread(graymq, ns, "gray", *operation, STAGE, "--producer-group", SOURCE,
                                              "--then", SINK, "--timeout", "60", "--json", timeout=90)
             outcome["report"] = json.loads(result.stdout)
             for p in sources:
                 await asyncio.to_thread(p.proc.wait, 90)
             sent = outcome["sent"] = sent_to_a(*sources)
             await wait_until(lambda: set(sent) <= {s["key"] for r in relays for s in r.sent}, 60, "STAGE relayed all")
+            outcome["relayed"] = Counter(s["key"] for r in relays for s in r.sent)
             outcome["gray_left"] = {group: [c["client_id"] for c in (await asyncio.to_thread(
-                gray_status, ns, group))["clients"] if c["gray"]] for group in (SOURCE, STAGE, STAGE_OUT, SINK)}
+                cluster.ns_call, lambda c, g=group: c.group_clients(g)))["clients"] if c["gray"]]
+                for group in (SOURCE, STAGE, STAGE_OUT, SINK)}
         finally:
             for relay in relays:
                 await relay.stop()
 
     run_scenario(scenario, timeout=200)
-    report, sent = outcome["report"], outcome["sent"]
-    assert report["state"] == "SUCCEEDED" and report["groups_done"] == [STAGE, SINK], report
-    assert [s["group"] for s in report["stages"]] == [STAGE, SINK]
-    first, second = report["stages"]
-    assert first["consumers_flipped"] == ["stage-v2"] and "source-v2" in " ".join(first["producers_flipped"])
-    assert second["consumers_flipped"] == ["sink-v2"] and second["gray_backlog"] == 0
-    assert len(sent) == 2 * COUNT and any(s["gray"] for s in sent.values())
+    return outcome
 
+
+def check_end_to_end(outcome: dict[str, Any], sinks: dict[str, GraymqProcess]) -> list[dict[str, Any]]:
+    """Every PIPE_A message reached SINK once (counted by key), STAGE handled each once, gray ones reached v2 only;
+    returns what SINK consumed."""
+    sent = outcome["sent"]
+    assert len(sent) == 2 * COUNT and any(s["gray"] for s in sent.values())
     wait_for(lambda: set(sent) <= set(consumed_keys(sinks)), 60, "every message at SINK")
     for p in sinks.values():
         assert p.terminate() == 0, p.output[-2000:]
@@ -122,15 +125,39 @@ def test_promote_across_a_pipeline_under_load_loses_and_doubles_nothing(pipeline
     lost = set(sent) - set(keys)
     doubled = {k: n for k, n in keys.items() if n > 1}
     assert not lost and not doubled, f"{len(lost)} lost, {len(doubled)} consumed twice at SINK"
-    relayed = Counter(s["key"] for r in relays for s in r.sent)
-    assert not [k for k, n in relayed.items() if n > 1], "STAGE handled a message twice"
+    assert not [k for k, n in outcome["relayed"].items() if n > 1], "STAGE handled a message twice"
     at_sink = [m for p in sinks.values() for m in json_lines(p)]
     assert any(m["gray"] for m in at_sink)
     assert all(m["client_id"] == "sink-v2" for m in at_sink if m["gray"]), "a gray message reached v1 at SINK"
+    return at_sink
+
+
+def test_promote_across_a_pipeline_under_load_loses_and_doubles_nothing(pipeline, graymq_process):
+    cluster, sinks = pipeline
+    outcome = run_pipeline(cluster, sinks, graymq_process, "promote")
+    report = outcome["report"]
+    assert report["state"] == "SUCCEEDED" and report["groups_done"] == [STAGE, SINK], report
+    first, second = report["stages"]
+    assert first["consumers_flipped"] == ["stage-v2"] and "source-v2" in " ".join(first["producers_flipped"])
+    assert second["consumers_flipped"] == ["sink-v2"] and second["gray_backlog"] == 0
+    at_sink = check_end_to_end(outcome, sinks)
     assert not any(outcome["gray_left"].values()), outcome["gray_left"]
-    print(f"pipeline promote: sent {len(sent)} ({sum(s['gray'] for s in sent.values())} gray), "
-          f"{sum(m['gray'] for m in at_sink)} gray at SINK, stage timings "
+    print(f"pipeline promote: sent {len(outcome['sent'])} ({sum(s['gray'] for s in outcome['sent'].values())} "
+          f"gray), {sum(m['gray'] for m in at_sink)} gray at SINK, stage timings "
           f"{[s['timings_s'] for s in report['stages']]}")
+
+
+def test_rollback_across_a_pipeline_under_load_drains_every_stage(pipeline, graymq_process):
+    """Rollback --drain, same order: the v2 consumers of STAGE then SINK finish their gray backlog and stay gray
+    (safe to stop); no producer is left gray."""
+    cluster, sinks = pipeline
+    outcome = run_pipeline(cluster, sinks, graymq_process, "rollback", "--drain")
+    report = outcome["report"]
+    assert report["state"] == "SUCCEEDED" and report["groups_done"] == [STAGE, SINK], report
+    assert [(s["gray_backlog"], s["gray_consumers_left"]) for s in report["stages"]] == [
+        (0, ["stage-v2"]), (0, ["sink-v2"])]
+    check_end_to_end(outcome, sinks)
+    assert outcome["gray_left"] == {SOURCE: [], STAGE: ["stage-v2"], STAGE_OUT: [], SINK: ["sink-v2"]}
 
 
 @pytest.fixture

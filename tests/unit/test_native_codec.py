@@ -26,7 +26,7 @@ compiled: Any = native.SPEEDUPS
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
-TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"), max_size=20)
+TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=20)
 records = st.fixed_dictionaries({
     "topic": st.binary(max_size=40), "body": st.binary(max_size=3000), "properties": st.binary(max_size=200),
     "queue_id": INT32, "queue_offset": INT64, "physical_offset": INT64, "sys_flag": INT32,

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled hot path (issue 30): the per-message and per-request byte work of the broker and the client.
+"""The compiled hot path: the per-message and per-request byte work of the broker and the client.
 
 Each function here has a pure-Python twin of the same name and behaviour (frame.py, record.py,
 index_file.py), which stays the reference: tests/unit/test_native_*.py check that both give

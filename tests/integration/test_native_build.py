@@ -1,5 +1,5 @@
 """The install builds the compiled hot path and the process uses it; ``GRAYMQ_PURE=1`` turns it off, and a
-missing extension falls back to the pure path with one warning line naming why (issue 30).
+missing extension falls back to the pure path with one warning line naming why.
 
 The wheel holding the extension is checked by test_packaging.py's wheel test."""
 

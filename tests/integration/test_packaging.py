@@ -40,7 +40,7 @@ def test_the_wheel_holds_only_graymq_and_its_dist_info_and_builds_without_a_warn
     assert "graymq/client/producer.py" in names
     assert "graymq/protocol/proto/graymq.proto" in names
     assert "graymq/migrations/alembic.ini" in names
-    assert any(n.startswith("graymq/protocol/_speedups.") and n.endswith(".so") for n in names)  # issue 30
+    assert any(n.startswith("graymq/protocol/_speedups.") and n.endswith(".so") for n in names)  # the compiled hot path
 
 
 def test_the_client_library_imports_without_server_or_spark_packages() -> None:

@@ -16,7 +16,9 @@ sequence above ``floor`` is kept, so one above ``floor`` and not kept was never 
 
 Memory is bounded by producers × queues, not by the message rate: whenever an entry is made, those unused for
 ``WINDOW_S`` leave, and at most ``MAX_ENTRIES`` stay (the least recently used leave first). A retry arriving after its
-entry left is stored again: at least once, as a request without a producer id always is.
+entry left is stored again: at least once, as a request without a producer id always is. A producer id may be
+given rather than drawn (the Spark sink derives one per query and partition, so another attempt of a task is
+recognised as the same producer).
 
 The table survives a restart: a request's first record carries ``PROPERTY_PRODUCER_SEQUENCE``
 (``<producer id hex>:<sequence>:<messages>``) and ``rebuild`` reads it back from the records stored within
@@ -39,7 +41,9 @@ from graymq.protocol.record import RECORD_HEADER, find_property
 log = logging.getLogger(__name__)
 
 SEQUENCES_KEPT = 5  # per (producer, topic, queue), as Kafka keeps the last 5 batches per producer and partition
-WINDOW_S = 60.0  # an entry unused this long leaves; rebuild reads the records stored this far back
+# An entry unused this long leaves; rebuild reads the records stored this far back. Long enough for a Spark
+# sink's micro-batch to be run again after its driver restarts from the checkpoint (client/spark/sink_task.py).
+WINDOW_S = 300.0
 MAX_ENTRIES = 20_000  # (producer, topic, queue) entries, up to about 2 KiB each: 40 MiB at most
 _unpack_header = RECORD_HEADER.unpack_from
 _HEADER_SIZE = RECORD_HEADER.size

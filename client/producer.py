@@ -53,7 +53,7 @@ from graymq.client.send_retry import RetryState, Step, after_failure, attempt_ti
 from graymq.client.tracing import send_span, tracer
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
-from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
+from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, ServiceNotAvailableError
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -225,10 +225,22 @@ class Producer:
         req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=messages,
                                   producer_id=self.producer_id)
         mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
-        first = resp.first_queue_offset
-        if first < 0:  # a duplicate stored longer ago than the broker remembers where
-            return [SendResult(SendStatus.SEND_OK, msg_id, mq, -1, gray) for msg_id in resp.msg_ids]
-        return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
+        return _batch_results(mq, resp, gray)
+
+    async def send_batch_to(self, mq: MessageQueue, messages: Sequence[Message], sequence: int, *, gray: bool,
+                            msg_ids: Sequence[str], timeout_s: float | None = None) -> list[SendResult]:
+        """A replayable request: ``messages`` (with ``msg_ids``) to ``mq`` numbered ``sequence``, every attempt to
+        that queue under that number, so the same call repeated under the same ``producer_id`` — by this producer
+        or another one given that id — is stored once. The caller picks ``mq`` among the side's queues
+        (``selector.candidates``) and numbers its requests per queue in ascending order."""
+        born_ms = int(time.time() * 1000)
+        fields = [self._fields(m, gray, born_ms, None, m.properties) for m in messages]
+        for one, msg_id in zip(fields, msg_ids, strict=True):
+            one["msg_id"] = msg_id
+        req = pb.SendBatchRequest(producer_group=self.group, topic=mq.topic, messages=fields,
+                                  producer_id=self.producer_id, queue_id=mq.queue_id, sequence=sequence)
+        _, resp = await self._with_retries(mq.topic, gray, None, req, timeout_s, pinned=mq)
+        return _batch_results(mq, resp, gray)
 
     async def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
         """All messages go to one queue of one topic in one request (same gray side, same key)."""
@@ -297,13 +309,14 @@ class Producer:
         return sequence
 
     async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
-                            timeout_s: float | None) -> tuple[MessageQueue, Any]:
+                            timeout_s: float | None, pinned: MessageQueue | None = None) -> tuple[MessageQueue, Any]:
         """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side until it is answered, the
         retry decision (``send_retry.after_failure``) stops or the timeout passes. Returns the queue and response.
 
         Before each attempt the step says where it goes: a new queue (the route as cached; read again from the
         name server after a broker did not know the topic, so a deleted topic fails at once), the same queue and
-        sequence, or the same queue and sequence at its broker set's new leader (the route read again).
+        sequence, or the same queue and sequence at its broker set's new leader (the route read again). A
+        ``pinned`` request (``send_batch_to``) keeps its queue and sequence on every attempt.
         """
         if not self.started:
             raise BadRequestError("producer not started: await producer.start() first")
@@ -319,7 +332,7 @@ class Producer:
                         route = await self._route(topic, state, remaining)
                     except TimeoutError:  # a hung name server must not outlast the timeout
                         break
-                mq, address = self._target(route, req, state, gray, sharding_key, mq, address)
+                mq, address = self._target(route, req, state, gray, sharding_key, mq, address, pinned)
             try:
                 timeout = attempt_timeout(state, deadline - time.monotonic(), self.retry_times)
                 return mq, await send(address, req, timeout)  # type: ignore[arg-type]
@@ -339,11 +352,16 @@ class Producer:
         return await with_timeout(self.routes.get(topic, refresh=refresh), remaining_s)
 
     def _target(self, route: TopicRoute, req: _SendRequest, state: RetryState, gray: bool,
-                sharding_key: str | None, mq: MessageQueue, address: str) -> tuple[MessageQueue, str]:
+                sharding_key: str | None, mq: MessageQueue, address: str,
+                pinned: MessageQueue | None = None) -> tuple[MessageQueue, str]:
         """The queue and broker address of the next attempt: the same queue at its set's leader, or a queue
         selected (away from ``state.avoid_broker``) under that queue's next sequence, set on ``req``."""
         if state.step is Step.NEW_LEADER:
             return mq, route.address_of(mq.broker_name) or address
+        if pinned is not None:
+            if (pinned_address := route.address_of(pinned.broker_name)) is None:
+                raise ServiceNotAvailableError(f"broker {pinned.broker_name} is not in the route of {pinned.topic}")
+            return pinned, pinned_address
         mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=state.avoid_broker,
                                   sharding_key=sharding_key)
         found = route.address_of(mq.broker_name)
@@ -369,6 +387,15 @@ class Producer:
                 self.routes.invalidate(mq.topic)
             log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
                      f"the same queue (sequence {sequence})" if state.resending else "on another broker")
+
+
+def _batch_results(mq: MessageQueue, resp: Any, gray: bool) -> list[SendResult]:
+    """One ``SendResult`` per message of a SEND_BATCH answer (offsets -1: a duplicate stored longer ago than the
+    broker remembers where)."""
+    first = resp.first_queue_offset
+    if first < 0:
+        return [SendResult(SendStatus.SEND_OK, msg_id, mq, -1, gray) for msg_id in resp.msg_ids]
+    return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
 
 
 def _replicated(route: TopicRoute | None, broker_name: str) -> bool:

@@ -33,7 +33,7 @@ def parse_bool(name: str, value: str) -> bool:
     raise ConfigError(f"option {name}={value!r} is not a boolean (true/false)")
 
 
-def _positive_int(name: str, value: str) -> int:
+def positive_int(name: str, value: str) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -93,14 +93,14 @@ class SourceOptions:
         if starting not in STARTING_OFFSETS:
             raise ConfigError(f"option startingOffsets={starting!r} must be one of {', '.join(STARTING_OFFSETS)}")
         limit = raw.get("maxrecordspertrigger")
-        batch = _positive_int("pullBatchSize", raw.get("pullbatchsize", str(MAX_PULL_BATCH)))
+        batch = positive_int("pullBatchSize", raw.get("pullbatchsize", str(MAX_PULL_BATCH)))
         if batch > MAX_PULL_BATCH:
             raise ConfigError(f"option pullBatchSize={batch} exceeds {MAX_PULL_BATCH}")
         return cls(
             nameserver=nameserver, topics=topics, group=group,
             gray=parse_bool("grayFlag", raw.get("grayflag", "false")),
             expression=raw.get("expression", "*").strip() or "*",
-            max_records_per_trigger=_positive_int("maxRecordsPerTrigger", limit) if limit is not None else None,
+            max_records_per_trigger=positive_int("maxRecordsPerTrigger", limit) if limit is not None else None,
             starting_offsets=starting, pull_batch_size=batch, token=raw.get("token") or None,
         )
 

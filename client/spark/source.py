@@ -11,13 +11,15 @@ from graymq.client.spark.options import SourceOptions
 from graymq.client.spark.partition import QueueRange, read_range
 from graymq.client.spark.planner import Planner
 from graymq.client.spark.schema import SCHEMA
+from graymq.client.spark.sink import GraymqBatchWriter, GraymqStreamWriter, parse_write
 from graymq.client.spark.stream import GraymqStreamReader
 from graymq.client.sync import SyncFacade
 from graymq.protocol.errors import ConfigError
 
 
 class GraymqDataSource(DataSource):
-    """``spark.read.format("graymq")`` / ``spark.readStream.format("graymq")``; options in ``SourceOptions``."""
+    """``spark.read`` / ``spark.readStream`` (options: ``SourceOptions``), ``df.write`` / ``df.writeStream``
+    (options: ``SinkOptions``, columns: ``SinkColumns``) ``.format("graymq")``."""
 
     @classmethod
     def name(cls) -> str:
@@ -37,9 +39,15 @@ class GraymqDataSource(DataSource):
     def streamReader(self, schema: StructType) -> GraymqStreamReader:
         return GraymqStreamReader(self._options(schema))
 
+    def writer(self, schema: StructType, overwrite: bool) -> GraymqBatchWriter:
+        return GraymqBatchWriter(*parse_write(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> GraymqStreamWriter:
+        return GraymqStreamWriter(*parse_write(self.options, schema))
+
 
 def register(spark: Any) -> None:
-    """Make ``spark.read.format("graymq")`` and ``spark.readStream.format("graymq")`` available."""
+    """Make ``format("graymq")`` available to ``spark.read``/``readStream`` and ``df.write``/``writeStream``."""
     spark.dataSource.register(GraymqDataSource)
 
 

@@ -145,3 +145,26 @@ def test_rebuild_enters_the_requests_stored_within_the_window_and_only_those(tmp
     assert (result.requests, result.entries) == (10, 2)
     # every record of the window is read once (queue 0: 10, the copy: 1), but of the batch only its first
     assert result.records == 10 + 1 + 1
+
+
+def test_a_spark_sink_batch_replayed_minutes_later_is_recognised_within_the_default_window() -> None:
+    """The sink numbers a task's requests ``batch id << 24 | n`` under one producer id per query and partition;
+    a micro-batch run again after a driver restart repeats them, however many were stored the first time."""
+    from graymq.broker_ext.producer_table import WINDOW_S
+    from graymq.client.spark.sink_task import TaskIdentity
+
+    clock = Clock()
+    table = ProducerTable(clock=clock)
+    earlier, failed = TaskIdentity("query", 6, 1), TaskIdentity("query", 7, 1)
+    assert earlier.producer_id == failed.producer_id, "one producer id per query and partition"
+    table.record(failed.producer_id, "T", 2, stored(earlier.sequence(0)))
+    first_run = [failed.sequence(n) for n in range(8)]  # 8 requests stored, then the driver died
+    for sequence in first_run:
+        table.record(failed.producer_id, "T", 2, stored(sequence, 7))
+    clock.now += WINDOW_S - 60  # the restart took minutes
+    table.record(PID, "OTHER", 0, stored(0))  # a new entry: idle ones are expired now
+    assert all(table.lookup(failed.producer_id, "T", 2, s) is not None for s in first_run), "replays recognised"
+    assert table.lookup(failed.producer_id, "T", 2, failed.sequence(8)) is None, "the rest is new"
+    clock.now += 61
+    table.record(PID, "OTHER", 1, stored(0))
+    assert table.lookup(failed.producer_id, "T", 2, first_run[0]) is None, "beyond the window: stored again"

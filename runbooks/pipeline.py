@@ -147,8 +147,8 @@ class PipelineRunner:
             return (await runner.rollback(self.report.mode)).to_json()
         except CutoverFailed as exc:
             return exc.report
-        except GrayMQError as exc:  # refused before the stage's operation started (a conflict, an unreachable server)
+        except GrayMQError as exc:  # no cutover report: refused (a conflict) or the name server did not answer
             return {"group": stage.group, "kind": self.report.kind, "state": CutoverState.FAILED,
-                    "message": exc.message}
+                    "message": f"{exc.message} (an operation it started stays RUNNING: the same command resumes it)"}
         finally:
             await runner.close()

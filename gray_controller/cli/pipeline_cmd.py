@@ -77,7 +77,7 @@ async def run(ns: Any, args: argparse.Namespace) -> int:
 
 def cutover_lines(result: dict[str, Any], prefix: str = "") -> list[str]:
     """A promote or rollback report (its JSON) as the lines ``graymq gray promote|rollback`` prints."""
-    if "operation_id" not in result:  # refused before its operation started
+    if "operation_id" not in result:  # a stage that ended without a cutover report (pipeline.py)
         return [f"{prefix}{result['kind']} of {result['group']} {result['state']}: {result['message']}"]
     timings = result.get("timings_s") or {}
     steps = format_timings(timings)

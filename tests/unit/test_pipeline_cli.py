@@ -3,12 +3,15 @@ done and not done, and every invalid combination refused in one line with exit 2
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 
 from graymq.gray_controller.cli import build_parser, main
 from graymq.gray_controller.cli.pipeline_cmd import cutover_lines
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
+from graymq.runbooks import pipeline
 from graymq.runbooks.pipeline import PipelineReport, PipelineStage, check_stages
 
 NOWHERE = "http://127.0.0.1:9"  # nothing listens: a request would fail with exit 1, not 2
@@ -78,3 +81,7 @@ def test_a_stage_refused_before_its_operation_started_prints_one_line() -> None:
             "timings_s": {"producers": 0.1, "drain": 0.2}, "nothing_to_promote": True}
     assert cutover_lines(done) == ["promote #4 of A SUCCEEDED in 0.30 s (producers 0.10 s, drain 0.20 s)",
                                    "nothing to promote: A has no gray client and no gray rule"]
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(pipeline).failed == 0

@@ -4,8 +4,9 @@
 //   mode "send": "messages", each {"body", "tag", "keys", "properties", "group"}; prints {"client_id"} once
 //     started, then per message {"message_id", "offset"} or {"error"}.
 //   mode "receive": "group", "expect", "wait_s", "invisible_s", "ack"; prints {"client_id"}, then per message
-//     received {"message_id", "body", "tag", "keys", "properties", "message_group", "delivery_attempt",
-//     "corrupted"}, acked unless "ack" is false, until "expect" messages or "wait_s" seconds.
+//     received {"message_id", "body", "tag", "keys", "properties", "group", "attempt", "corrupted"} (the fields of
+//     the Python SDK's driver, stock_sdk_consumer_driver.py), acked unless "ack" is false, until "expect" messages
+//     or "wait_s" seconds.
 // A client that cannot start prints {"startup_error"} and exits 1.
 'use strict';
 
@@ -53,8 +54,8 @@ async function send(spec) {
 
 function asLine(view) {
   return { message_id: view.messageId, body: view.body.toString(), tag: view.tag || null, keys: view.keys,
-    properties: Object.fromEntries(view.properties), message_group: view.messageGroup || null,
-    delivery_attempt: view.deliveryAttempt, corrupted: Boolean(view.corrupted) };
+    properties: Object.fromEntries(view.properties), group: view.messageGroup || null, attempt: view.deliveryAttempt,
+    corrupted: Boolean(view.corrupted) };
 }
 
 async function receive(spec) {

@@ -28,12 +28,12 @@ from typing import Any
 from graymq.client.blocking_brokers import BlockingBrokers
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
-from graymq.client.gray_side import send_side
 from graymq.client.loop_thread import LoopThread
 from graymq.client.membership import Membership, new_client_id
-from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from graymq.client.message import Message, MessageQueue, SendResult, SendStatus
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.producer import LEADER_WAIT_S, TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
+from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
@@ -51,7 +51,7 @@ _NO_QUEUE = MessageQueue("", "", -1)
 REFRESH_ASK_S = 1.0  # a route due for refresh: the loop is asked at most this often per topic
 
 
-class BlockingProducer:
+class BlockingProducer(ProducerFlags):
     """Blocking producer: ``start()``, ``send``/``send_batch``, ``stop()``, or ``with BlockingProducer(...) as p``.
 
     Arguments as ``Producer``'s (``settings``/keywords: ``retry_times``, ``send_timeout_s``,
@@ -129,26 +129,7 @@ class BlockingProducer:
                  traceback: TracebackType | None) -> None:
         self.stop()
 
-    def _report(self) -> dict[str, Any]:
-        gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
-        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
-                "gray_marks": self.gray_marks}
-
-    async def _on_update(self, response: dict[str, Any]) -> None:
-        desired = bool(response.get("desired_gray", self.gray))
-        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
-        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
-        if (desired, marks) != (self.gray, self.gray_marks):
-            log.info("blocking producer %s of %s: gray flag %s -> %s, gray marks honoured %s -> %s",
-                     self.client_id, self.group, self.gray, desired, self.gray_marks, marks)
-            self.gray, self.gray_marks = desired, marks
-            self.membership.poke()  # report the applied values at once
-
     # -- sending ----------------------------------------------------------------------------
-    def _side(self, message: Message, handling: MessageExt | None) -> bool:
-        return send_side(self.gray, message.gray, None if handling is None else handling.gray,
-                         marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
-
     def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         """Store one message (one SEND_MESSAGE), retried within ``timeout_s`` (default ``send_timeout_s``)."""
         handling = current_message()

@@ -41,10 +41,10 @@ from typing import Any, TypeAlias
 from graymq.client.accumulator import MessageAccumulator
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
-from graymq.client.gray_side import send_side
 from graymq.client.instance import ClientInstance
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.selector import GrayQueueSelector, MemoSelector
@@ -87,7 +87,7 @@ class MessageIds:
         return f"{self._trace_prefix}{next(self._counter) & 0xFFFF_FFFF:08x}"
 
 
-class Producer:
+class Producer(ProducerFlags):
     """Async producer. ``await start()`` before sending, ``await stop()`` at the end (it sends the open batches).
 
     ``auto_batch`` (default on) joins the sends of one loop turn into SEND_BATCH requests of at most
@@ -150,21 +150,6 @@ class Producer:
     def auto_batch(self) -> bool:
         return self.settings.auto_batch
 
-    def _report(self) -> dict[str, Any]:
-        gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
-        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
-                "gray_marks": self.gray_marks}
-
-    async def _on_update(self, response: dict[str, Any]) -> None:
-        desired = bool(response.get("desired_gray", self.gray))
-        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
-        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
-        if desired != self.gray or marks != self.gray_marks:
-            log.info("producer %s of %s: gray flag %s -> %s, gray marks honoured %s -> %s", self.client_id,
-                     self.group, self.gray, desired, self.gray_marks, marks)
-            self.gray, self.gray_marks = desired, marks
-            self.membership.poke()  # report the applied values at once
-
     async def start(self) -> None:
         await self.membership.beat()
         self.membership.start()
@@ -184,13 +169,6 @@ class Producer:
             await self.client.leave()
 
     # -- sending ---------------------------------------------------------------------------
-    def _side(self, message: Message, handling: MessageExt | None) -> bool:
-        """Gray or not (``gray_side.send_side``): while the name server lets this producer honour marks, the
-        message's explicit mark, else that of the message being handled (``handling``, from ``current_message()``),
-        else the producer's flag; otherwise the producer's flag alone."""
-        return send_side(self.gray, message.gray, None if handling is None else handling.gray,
-                         marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
-
     def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None,
                 properties: dict[str, str]) -> dict[str, Any]:
         return message_fields(message, gray, born_ms, handling, properties, self.ids)

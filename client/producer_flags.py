@@ -1,0 +1,56 @@
+"""What a producer tells the name server and what it takes from the answer: its gray flag, whether it honours
+messages' gray marks, and the group's gray switch. Shared by ``Producer`` and ``BlockingProducer``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from graymq.client.gray_side import send_side
+from graymq.client.message import Message, MessageExt
+
+log = logging.getLogger(__name__)
+
+
+class _Topics(Protocol):
+    def topics(self) -> list[str]: ...
+
+
+class _Poke(Protocol):
+    def poke(self) -> None: ...
+
+
+class ProducerFlags:
+    """Mixin: ``_report`` (the heartbeat's body), ``_on_update`` (the answer applied) and ``_side`` (a send's side
+    under them), for a producer holding these attributes."""
+
+    group: str
+    client_id: str
+    gray: bool
+    gray_switch: bool
+    gray_marks: bool
+    started: bool
+    routes: _Topics
+    membership: _Poke
+
+    def _report(self) -> dict[str, Any]:
+        gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
+        return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
+                "gray_marks": self.gray_marks}
+
+    async def _on_update(self, response: dict[str, Any]) -> None:
+        desired = bool(response.get("desired_gray", self.gray))
+        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
+        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+        if desired != self.gray or marks != self.gray_marks:
+            log.info("producer %s of %s: gray flag %s -> %s, gray marks honoured %s -> %s", self.client_id,
+                     self.group, self.gray, desired, self.gray_marks, marks)
+            self.gray, self.gray_marks = desired, marks
+            self.membership.poke()  # report the applied values at once
+
+    def _side(self, message: Message, handling: MessageExt | None) -> bool:
+        """Gray or not (``gray_side.send_side``): while the name server lets this producer honour marks, the
+        message's explicit mark, else that of the message being handled (``handling``, from ``current_message()``),
+        else the producer's flag; otherwise the producer's flag alone."""
+        return send_side(self.gray, message.gray, None if handling is None else handling.gray,
+                         marks_honoured=self.gray_marks, gray_switch=self.gray_switch)

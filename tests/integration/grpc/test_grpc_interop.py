@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,23 +14,13 @@ import pytest
 
 from graymq.client import Message, Producer
 from tests.support.cli import produce
-from tests.support.cluster import Cluster, module_processes
+from tests.support.cluster import Cluster
 from tests.support.node_sdk import node_sdk
 from tests.support.stock_sdk_consumer import DrivenSimpleConsumer
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "INTEROP"
-
-
-@pytest.fixture(scope="module")
-def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_processes(tmp_path_factory.mktemp("grpc_interop")) as start:
-        cluster = Cluster(start, pg_url, tmp_path_factory.mktemp("grpc_interop_stores"))
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a", "--grpc-port", "0")
-        cluster.create_topic(TOPIC, 4, 2)
-        yield cluster
 
 
 def send_with_properties(ns_url: str) -> None:
@@ -49,11 +38,12 @@ def send_with_properties(ns_url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def sent(shared: Cluster) -> dict[str, str]:
+def sent(grpc_cluster: Cluster) -> dict[str, str]:
     """Body -> message id of what graymq's producers sent."""
-    by_cli = produce(shared.ns_url, TOPIC, "--body", "from-cli", "--tag", "TagA", "--key", "k-1", "--key", "k-2")
-    by_cli += produce(shared.ns_url, TOPIC, "--body", "plain")
-    send_with_properties(shared.ns_url)
+    grpc_cluster.create_topic(TOPIC, 4, 2)
+    by_cli = produce(grpc_cluster.ns_url, TOPIC, "--body", "from-cli", "--tag", "TagA", "--key", "k-1", "--key", "k-2")
+    by_cli += produce(grpc_cluster.ns_url, TOPIC, "--body", "plain")
+    send_with_properties(grpc_cluster.ns_url)
     return {"from-cli": by_cli[0]["msg_id"], "plain": by_cli[1]["msg_id"]}
 
 
@@ -70,22 +60,16 @@ def check_intact(received: list[dict[str, Any]], sent: dict[str, str]) -> None:
     assert by_body["grouped"]["group"] == "order-9"
 
 
-def endpoint(cluster: Cluster) -> str:
-    info = cluster.brokers["broker-a"].ready_info
-    assert info is not None
-    return str(info["grpc"])
-
-
-def test_the_node_sdk_receives_what_graymq_sent_intact(shared: Cluster, sent: dict[str, str], node_sdk_dir: Path,
+def test_the_node_sdk_receives_what_graymq_sent_intact(grpc_endpoint: str, sent: dict[str, str], node_sdk_dir: Path,
                                                        tmp_path: Path) -> None:
-    spec = {"endpoint": endpoint(shared), "topic": TOPIC, "mode": "receive", "group": "GID_INTEROP_NODE",
+    spec = {"endpoint": grpc_endpoint, "topic": TOPIC, "mode": "receive", "group": "GID_INTEROP_NODE",
             "expect": 4, "wait_s": 30}
     check_intact(node_sdk(spec, tmp_path, sdk=node_sdk_dir), sent)
 
 
-def test_the_python_sdk_receives_what_graymq_sent_intact(shared: Cluster, sent: dict[str, str],
+def test_the_python_sdk_receives_what_graymq_sent_intact(grpc_endpoint: str, sent: dict[str, str],
                                                          tmp_path: Path) -> None:
-    consumer = DrivenSimpleConsumer(endpoint(shared), "GID_INTEROP_PYTHON", TOPIC, tmp_path)
+    consumer = DrivenSimpleConsumer(grpc_endpoint, "GID_INTEROP_PYTHON", TOPIC, tmp_path)
     received: list[dict[str, Any]] = []
     try:
         assert "client_id" in consumer.started, consumer.started

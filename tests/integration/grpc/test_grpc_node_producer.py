@@ -6,7 +6,6 @@ the gray queues, another host's to the normal ones."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +13,13 @@ import pytest
 
 from graymq.protocol.gray import gray_queue_ids
 from tests.support.cli import graymq
-from tests.support.cluster import Cluster, module_processes
+from tests.support.cluster import Cluster
 from tests.support.node_sdk import node_sdk
 from tests.support.stock_reads import stored_messages
 
 pytestmark = pytest.mark.integration
 
 QUEUES, GRAY = 6, 2
-
-
-@pytest.fixture(scope="module")
-def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_processes(tmp_path_factory.mktemp("grpc_node")) as start:
-        cluster = Cluster(start, pg_url, tmp_path_factory.mktemp("grpc_node_stores"))
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a", "--grpc-port", "0")
-        yield cluster
-
-
-def endpoint(cluster: Cluster) -> str:
-    info = cluster.brokers["broker-a"].ready_info
-    assert info is not None
-    return str(info["grpc"])
 
 
 def consumed(cluster: Cluster, topic: str, count: int) -> dict[str, dict[str, Any]]:
@@ -47,24 +31,24 @@ def consumed(cluster: Cluster, topic: str, count: int) -> dict[str, dict[str, An
 
 
 def test_node_producer_messages_reach_graymq_consume_with_tag_keys_properties_and_group_order(
-        shared: Cluster, node_sdk_dir: Path, tmp_path: Path) -> None:
+        grpc_cluster: Cluster, grpc_endpoint: str, node_sdk_dir: Path, tmp_path: Path) -> None:
     topic = "NODE_PLAIN"
-    shared.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
     messages: list[dict[str, Any]] = [{"body": "plain"}, {"body": "tagged", "tag": "TagA"},
                 {"body": "keyed", "tag": "TagB", "keys": ["order-17", "user-3"],
                  "properties": {"region": "eu", "n": "1"}},
                 *({"body": f"{group}-{i}", "group": group} for i in range(4) for group in ("order-1", "order-2"))]
-    sent = node_sdk({"endpoint": endpoint(shared), "topic": topic, "messages": messages}, tmp_path, sdk=node_sdk_dir)
+    sent = node_sdk({"endpoint": grpc_endpoint, "topic": topic, "messages": messages}, tmp_path, sdk=node_sdk_dir)
     assert len(sent) == len(messages) and all("message_id" in r for r in sent), sent
 
-    got = consumed(shared, topic, len(messages))
+    got = consumed(grpc_cluster, topic, len(messages))
     assert set(got) == {m["body"] for m in messages}
     assert [got[m["body"]]["msg_id"] for m in messages] == [r["message_id"] for r in sent]
     assert got["tagged"]["tags"] == "TagA" and got["keyed"]["tags"] == "TagB"
     assert sorted(got["keyed"]["keys"]) == ["order-17", "user-3"]
     assert not any(line["gray"] for line in got.values())
 
-    stored = {m.body.decode(): m for m in stored_messages(shared.ns_url, topic, QUEUES, GRAY, len(messages))}
+    stored = {m.body.decode(): m for m in stored_messages(grpc_cluster.ns_url, topic, QUEUES, GRAY, len(messages))}
     assert {k: stored["keyed"].properties[k] for k in ("region", "n")} == {"region": "eu", "n": "1"}
     for group in ("order-1", "order-2"):
         mine = sorted((m for m in stored.values() if m.properties.get("__SHARDINGKEY") == group),
@@ -74,19 +58,19 @@ def test_node_producer_messages_reach_graymq_consume_with_tag_keys_properties_an
 
 
 def test_a_node_producer_on_an_orders_v2_pod_sends_to_the_gray_queues_by_a_glob_host_rule(
-        shared: Cluster, node_sdk_dir: Path, tmp_path: Path) -> None:
+        grpc_cluster: Cluster, grpc_endpoint: str, node_sdk_dir: Path, tmp_path: Path) -> None:
     topic = "NODE_GRAY"  # a stock producer's producer group is named after its topic
-    shared.create_topic(topic, QUEUES, GRAY)
-    shared.ns_call(lambda ns: ns.set_switch(topic, True))
-    shared.ns_call(lambda ns: ns.add_rule(topic, {"host": "orders-v2-*"}, True))
-    spec = {"endpoint": endpoint(shared), "topic": topic, "messages": [{"body": f"m-{i}"} for i in range(4)]}
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.ns_call(lambda ns: ns.set_switch(topic, True))
+    grpc_cluster.ns_call(lambda ns: ns.add_rule(topic, {"host": "orders-v2-*"}, True))
+    spec = {"endpoint": grpc_endpoint, "topic": topic, "messages": [{"body": f"m-{i}"} for i in range(4)]}
     v2 = node_sdk(spec, tmp_path / "v2", sdk=node_sdk_dir, hostname="orders-v2-7f9c")
     v1 = node_sdk({**spec, "messages": [{"body": f"n-{i}"} for i in range(4)]}, tmp_path / "v1", sdk=node_sdk_dir,
                   hostname="orders-v1-5d2a")
     assert all("message_id" in r for r in v1 + v2), v1 + v2
 
     gray_ids = set(gray_queue_ids(QUEUES, GRAY))
-    stored = stored_messages(shared.ns_url, topic, QUEUES, GRAY, 8)
+    stored = stored_messages(grpc_cluster.ns_url, topic, QUEUES, GRAY, 8)
     assert sorted(m.body.decode() for m in stored) == [*(f"m-{i}" for i in range(4)), *(f"n-{i}" for i in range(4))]
     assert all((m.queue_id in gray_ids) == m.body.startswith(b"m-") == m.gray for m in stored), \
         [(m.body, m.queue_id, m.gray) for m in stored]

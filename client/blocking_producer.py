@@ -32,13 +32,14 @@ from graymq.client.loop_thread import LoopThread
 from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import Message, MessageQueue, SendResult, SendStatus
 from graymq.client.nameserver_client import NameServerClient
-from graymq.client.producer import LEADER_WAIT_S, TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
+from graymq.client.producer import TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
 from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.client.selector import MemoSelector
 from graymq.client.send_fields import message_fields
+from graymq.client.send_pause import pause_s
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
@@ -229,18 +230,7 @@ class BlockingProducer(ProducerFlags):
 
     def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff,
                deadline: float) -> None:
-        """Between a failed attempt and the next: the route marked stale, a backoff, a log line."""
-        assert state.error is not None
-        left = max(deadline - time.monotonic(), 0.0)
-        if state.step is Step.RECHECK_TOPIC:
-            backoff_s = topic_wait.next()
-            log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, mq.topic, backoff_s)
-            time.sleep(min(backoff_s, left))
-        elif state.step is Step.NEW_LEADER:
-            self.routes.invalidate(mq.topic)
-            time.sleep(min(LEADER_WAIT_S, left))
-        elif state.step is not Step.STOP:
-            if state.step is Step.NEW_QUEUE:
-                self.routes.invalidate(mq.topic)
-            log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
-                     f"the same queue (sequence {sequence})" if state.resending else "on another broker")
+        """Between a failed attempt and the next (``send_pause.pause_s``): a stale route, a log line, a wait."""
+        delay_s = pause_s(state, mq, sequence, topic_wait, self.routes, max(deadline - time.monotonic(), 0.0))
+        if delay_s > 0:
+            time.sleep(delay_s)

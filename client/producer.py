@@ -49,6 +49,7 @@ from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.selector import GrayQueueSelector, MemoSelector
 from graymq.client.send_fields import message_fields
+from graymq.client.send_pause import pause_s
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.tracing import send_span, tracer
 from graymq.protocol import graymq_pb2 as pb
@@ -63,7 +64,6 @@ TOPIC_WAIT_FIRST_S = 0.05
 TOPIC_WAIT_MAX_S = 0.5
 _FIRST_ATTEMPT = RetryState()  # frozen: every send starts from the same state
 _NO_QUEUE = MessageQueue("", "", -1)  # before the first attempt chose one
-LEADER_WAIT_S = 0.2  # between asking the name server who leads a broker set that lost its leader
 
 
 def new_msg_id() -> str:
@@ -350,22 +350,10 @@ class Producer(ProducerFlags):
 
     async def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff,
                      deadline: float) -> None:
-        """What happens between a failed attempt and the next: the route marked stale, a backoff, a log line."""
-        assert state.error is not None
-        left = max(deadline - time.monotonic(), 0.0)
-        if state.step is Step.RECHECK_TOPIC:
-            backoff_s = topic_wait.next()
-            log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, mq.topic, backoff_s)
-            await asyncio.sleep(min(backoff_s, left))
-        elif state.step is Step.NEW_LEADER:  # it may be stored on that broker set: only its new leader can say
-            self.routes.invalidate(mq.topic)
-            await asyncio.sleep(min(LEADER_WAIT_S, left))
-        elif state.step is not Step.STOP:
-            if state.step is Step.NEW_QUEUE:
-                self.routes.invalidate(mq.topic)
-            log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
-                     f"the same queue (sequence {sequence})" if state.resending else "on another broker")
-
+        """Between a failed attempt and the next (``send_pause.pause_s``): a stale route, a log line, a wait."""
+        delay_s = pause_s(state, mq, sequence, topic_wait, self.routes, max(deadline - time.monotonic(), 0.0))
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
 
 def _batch_results(mq: MessageQueue, resp: Any, gray: bool) -> list[SendResult]:
     """One ``SendResult`` per message of a SEND_BATCH answer (offsets -1: a duplicate stored longer ago than the

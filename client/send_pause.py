@@ -1,0 +1,39 @@
+"""What a producer does between a failed send attempt and the next, after ``send_retry.after_failure`` chose the
+step: the route marked stale, a log line, and how long to wait. The waiting itself is the caller's
+(``asyncio.sleep`` in ``Producer``, ``time.sleep`` in ``BlockingProducer``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from graymq.client.message import MessageQueue
+from graymq.client.send_retry import RetryState, Step
+from graymq.protocol.retry import Backoff
+
+log = logging.getLogger(__name__)
+LEADER_WAIT_S = 0.2  # between asking the name server who leads a broker set that lost its leader
+
+
+class _Invalidate(Protocol):
+    def invalidate(self, topic: str) -> None: ...
+
+
+def pause_s(state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff, routes: _Invalidate,
+            left_s: float) -> float:
+    """Seconds to wait before the attempt ``state`` describes (at most ``left_s``), the route of ``mq``'s topic
+    marked for refresh when the step reads it again; ``sequence``: the failed attempt's, for the log."""
+    assert state.error is not None
+    if state.step is Step.RECHECK_TOPIC:
+        backoff_s = topic_wait.next()
+        log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, mq.topic, backoff_s)
+        return min(backoff_s, left_s)
+    if state.step is Step.NEW_LEADER:  # it may be stored on that broker set: only its new leader can say
+        routes.invalidate(mq.topic)
+        return min(LEADER_WAIT_S, left_s)
+    if state.step is not Step.STOP:
+        if state.step is Step.NEW_QUEUE:
+            routes.invalidate(mq.topic)
+        log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
+                 f"the same queue (sequence {sequence})" if state.resending else "on another broker")
+    return 0.0

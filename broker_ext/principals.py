@@ -1,10 +1,11 @@
 """The principals a broker authenticates connections against: token digests and rights, from the name server.
 
-The name server lists them at ``GET /v1/principals/digests`` (the SHA-256 of each token, never the token);
-the registry fetches that list every registration round. The table is written to
-``config/principals.json`` whenever it changes, so a broker restarted while every name server is down
-still authenticates its clients; an unreadable file is logged and treated as empty (every connection is
-then refused until a name server answers), never as "allow everyone".
+The name server lists them at ``GET /v1/principals/digests`` (the SHA-256 of each token, never the token, and
+the access key and secret key of those that have one: stock RocketMQ 5 clients sign with them, and an HMAC can
+only be checked with its secret); the registry fetches that list every registration round. The table is written
+to ``config/principals.json`` (created owner-only, as every atomic write is) whenever it changes, so a broker
+restarted while every name server is down still authenticates its clients; an unreadable file is logged and
+treated as empty (every connection is then refused until a name server answers), never as "allow everyone".
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ def token_digest(token: str) -> str:
 
 
 class PrincipalTable:
-    """Token digest -> principal; ``version`` is the name server's version of the list (``""``: none yet)."""
+    """Token digest -> principal, access key -> (secret key, principal); ``version`` is the name server's version of
+    the list (``""``: none yet)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.version = ""
         self._by_digest: dict[str, Principal] = {}
+        self._by_access_key: dict[str, tuple[str, Principal]] = {}
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -52,10 +55,14 @@ class PrincipalTable:
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.error("ignoring the cached principals in %s (%s): connections are refused until a name server "
                       "lists them", self.path, exc)
-            self.version, self._by_digest = "", {}
+            self.version, self._by_digest, self._by_access_key = "", {}, {}
 
     def get(self, digest: str) -> Principal | None:
         return self._by_digest.get(digest)
+
+    def by_access_key(self, access_key: str) -> tuple[str, Principal] | None:
+        """The secret key and principal of ``access_key``, or ``None``."""
+        return self._by_access_key.get(access_key)
 
     def apply(self, answer: Any) -> bool:
         """Take the name server's list (``ValueError`` if malformed); persists it. Returns whether it changed."""
@@ -71,11 +78,13 @@ class PrincipalTable:
         return True
 
     def _replace(self, answer: dict[str, Any]) -> None:
-        table = {}
+        table, access_keys = {}, {}
         for raw in answer["principals"]:
             # a name server from before broker names were bound lists none: its broker tokens acted as any broker
             rights = Rights.of(list(raw.get("produce", [])), list(raw.get("consume", [])),
                                bool(raw.get("admin", False)), bool(raw.get("broker", False)),
                                list(raw.get("broker_names", ["*"])))
-            table[str(raw["token_sha256"])] = Principal(str(raw["name"]), rights)
-        self.version, self._by_digest = str(answer.get("version", "")), table
+            principal = table[str(raw["token_sha256"])] = Principal(str(raw["name"]), rights)
+            if raw.get("access_key") and raw.get("secret_key"):
+                access_keys[str(raw["access_key"])] = (str(raw["secret_key"]), principal)
+        self.version, self._by_digest, self._by_access_key = str(answer.get("version", "")), table, access_keys

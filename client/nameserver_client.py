@@ -232,11 +232,13 @@ class NameServerClient:
                 for op in await self.request("GET", f"/v1/groups/{group}/cutovers", params=params)]
 
     async def add_principal(self, name: str, produce: list[str], consume: list[str], admin: bool,
-                            broker: bool, broker_names: list[str] | None = None) -> dict[str, Any]:
+                            broker: bool, broker_names: list[str] | None = None, access_key: bool = False
+                            ) -> dict[str, Any]:
         """Create a principal; the answer ``{"name", "token"}`` holds its token, shown this once. ``broker_names``
-        (with ``broker``): the broker names it may register as; ``None``: the name server's default (its own)."""
+        (with ``broker``): the broker names it may register as; ``None``: the name server's default (its own).
+        ``access_key``: also issue an access key and secret key for stock RocketMQ 5 clients (in the answer)."""
         body: dict[str, Any] = {"name": name, "produce": produce, "consume": consume, "admin": admin,
-                                "broker": broker}
+                                "broker": broker, "access_key": access_key}
         if broker_names is not None:
             body["broker_names"] = broker_names
         return dict(await self.request("POST", "/v1/principals", json=body, admin=True))

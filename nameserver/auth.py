@@ -3,8 +3,10 @@
 Tokens come from three places: the bootstrap admin tokens (``GRAYMQ_ADMIN_TOKENS``, name=secret,
 compared in constant time), the bootstrap broker tokens (``GRAYMQ_BROKER_TOKENS``, alike, the broker
 right only) and the principals table (the SHA-256 of the token is looked up; the token itself is
-never stored). In dev mode authentication is off: a valid token still names the
-caller (the audit actor), anything else acts as ``dev`` with every right.
+never stored). A principal's access key and secret key (for stock RocketMQ 5 clients) also authenticate, as
+the bearer ``ACCESS_KEY:SECRET_KEY``: a broker registers such a client with the name server that way. In dev
+mode authentication is off: a valid token still names the caller (the audit actor), anything else acts as
+``dev`` with every right.
 """
 
 from __future__ import annotations
@@ -33,11 +35,18 @@ _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 BOOTSTRAP_BROKER_NAMES = ("*",)
 BROKER_RIGHTS = Rights(broker=True, brokers=ANY_BROKER)
 TOKEN_PREFIX = "gmq_"
+ACCESS_KEY_PREFIX = "GMQAK"
 
 
 def new_token() -> str:
     """A fresh random token (32 random bytes)."""
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_access_key() -> tuple[str, str]:
+    """A fresh access key and secret key for stock RocketMQ 5 clients (neither holds ``:``, which joins them in
+    the bearer credential ``ACCESS_KEY:SECRET_KEY``)."""
+    return ACCESS_KEY_PREFIX + secrets.token_hex(10), secrets.token_urlsafe(30)
 
 
 def token_sha256(token: str) -> str:
@@ -74,11 +83,17 @@ def _principal(request: Request, token: str) -> Caller | None:
     broker = actor_for(state.broker_token_actors, token)
     if broker is not None:
         return Caller(broker, BROKER_RIGHTS)
+    access_key, colon, secret_key = token.partition(":")
     digest = token_sha256(token)
     with state.read_sessions() as session:
-        found = PrincipalRepository(session).by_token_sha256(digest)
-        if found is None or not hmac.compare_digest(found.token_sha256, digest):
-            return None
+        if colon:  # ACCESS_KEY:SECRET_KEY, as a broker registers a stock client signed with an access key
+            found = PrincipalRepository(session).by_access_key(access_key)
+            if found is None or not hmac.compare_digest((found.secret_key or "").encode(), secret_key.encode()):
+                return None
+        else:
+            found = PrincipalRepository(session).by_token_sha256(digest)
+            if found is None or not hmac.compare_digest(found.token_sha256, digest):
+                return None
         return Caller(found.name, Rights.of(found.produce, found.consume, found.admin, found.broker,
                                             found.broker_names))
 

@@ -298,5 +298,9 @@ class Principal(Base):
     admin: Mapped[bool] = mapped_column(Boolean)
     broker: Mapped[bool] = mapped_column(Boolean)
     broker_names: Mapped[list[str]] = mapped_column(JsonType, default=list)  # NAME_PATTERN[:REPLICA_ID_PATTERN]
+    # Stock RocketMQ 5 clients sign with an access key and secret (HMAC-SHA1); a signature can only be checked with
+    # the secret itself, so it is kept (the token, as before, only as its digest). None: no access key issued.
+    access_key: Mapped[str | None] = mapped_column(String(64), index=True, unique=True, default=None)
+    secret_key: Mapped[str | None] = mapped_column(String(128), default=None)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)

@@ -540,6 +540,8 @@ class PrincipalCreate(BaseModel):
         default=None, max_length=100,
         description="with broker: the broker names (and replica ids) it may register as; absent: the broker named "
                     "like the principal, any replica id (\"*\": any broker)")
+    access_key: bool = Field(default=False, description="also issue an access key and secret key, with the same "
+                             "rights, for stock RocketMQ 5 clients (their SDKs sign calls with them)")
 
     @model_validator(mode="after")
     def _bind_broker_names(self) -> PrincipalCreate:
@@ -558,6 +560,8 @@ class PrincipalView(BaseModel):
     broker: bool
     broker_names: list[str] = Field(description="the broker names (NAME_PATTERN[:REPLICA_ID_PATTERN]) it may "
                                     "register as")
+    access_key: str | None = Field(default=None, description="its access key for stock RocketMQ 5 clients (never "
+                                   "the secret); None: none issued")
     created_at: datetime
     updated_at: datetime
 
@@ -572,6 +576,9 @@ class PrincipalDigest(BaseModel):
     admin: bool
     broker: bool
     broker_names: list[str]
+    access_key: str | None = None
+    secret_key: str | None = Field(default=None, description="the access key's secret: a broker checks the HMAC "
+                                   "signatures of stock clients with it (only brokers and admins read this list)")
 
 
 class PrincipalDigests(BaseModel):
@@ -581,7 +588,10 @@ class PrincipalDigests(BaseModel):
 
 
 class PrincipalToken(BaseModel):
-    """The principal's token, shown this once (the name server keeps only its SHA-256)."""
+    """The principal's token, shown this once (the name server keeps only its SHA-256), and its access key and
+    secret key when it has them (the secret shown this once too)."""
 
     name: str
     token: str
+    access_key: str | None = None
+    secret_key: str | None = None

@@ -120,7 +120,7 @@ class GrpcEndpoint:
                     ) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]:
         async def call(request: Message, context: grpc.aio.ServicerContext) -> Message:
             try:
-                return await serve(request, self.credentials.authenticate(_metadata(context)))
+                return await serve(request, await self.credentials.authenticate(_metadata(context), context.peer()))
             except RocketMQStatusError as refused:
                 if refused.code == v2.UNAUTHORIZED:
                     self._log_refusal(context.peer(), refused)
@@ -134,7 +134,7 @@ class GrpcEndpoint:
     async def _telemetry(self, commands: AsyncIterator[v2s.TelemetryCommand], context: grpc.aio.ServicerContext
                          ) -> AsyncIterator[v2s.TelemetryCommand]:
         try:
-            caller = self.credentials.authenticate(_metadata(context))
+            caller = await self.credentials.authenticate(_metadata(context), context.peer())
         except RocketMQStatusError as refused:
             self._log_refusal(context.peer(), refused)
             yield v2s.TelemetryCommand(status=refused.to_status())
@@ -147,7 +147,7 @@ class GrpcEndpoint:
         """A refusal is the stream's only response, as for a unary call."""
         assert self._receives is not None
         try:
-            caller = self.credentials.authenticate(_metadata(context))
+            caller = await self.credentials.authenticate(_metadata(context), context.peer())
             async for response in self._receives.receive_message(request, caller, context.time_remaining()):
                 yield response
         except RocketMQStatusError as refused:

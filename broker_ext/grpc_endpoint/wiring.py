@@ -44,7 +44,8 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     address = ""  # the route's endpoint: known once bound, read at each QueryRoute
     cluster = ClusterRoutes(settings.nameserver_urls, settings.token.strip()) if settings.nameserver_urls else None
     endpoint = GrpcEndpoint(
-        Credentials(broker.principals.get, dev_mode=settings.dev_mode),
+        Credentials(broker.principals, dev_mode=settings.dev_mode, throttle=broker.access.throttle,
+                    refresh=lambda: _refresh_principals(broker)),
         RouteService(broker.name, lambda: address, broker.topics.get, cluster),
         ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
@@ -86,3 +87,10 @@ def pop_services(broker: BrokerController, settings: BrokerSettings, clients: Cl
     pop.open_journal(config_dir / "pop_acks.journal")
     broker.locks.pop_busy = pop.busy
     return ReceiveService(pop, broker.topics.get, clients, every_queue, limits, broker.name), AckService(pop)
+
+
+async def _refresh_principals(broker: BrokerController) -> None:
+    """Read the principals now, through the broker port's refresh (one read per interval for both ports); nothing
+    without a name server."""
+    if broker.access.refresh is not None:
+        await broker.access.refresh()

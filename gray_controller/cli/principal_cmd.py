@@ -30,14 +30,20 @@ def register(subparsers: Any) -> None:
     add.add_argument("--broker-name", action="append", default=None, metavar="NAME_PATTERN[:REPLICA_ID_PATTERN]",
                      help="with --broker: may register as matching broker names (and replica ids; default any), e.g. "
                           "broker-b or broker-b:1 or 'broker-*' (repeatable)")
-    add.add_argument("--json", action="store_true", help='print {"name": ..., "token": ...}')
+    add.add_argument("--access-key", action="store_true",
+                     help="also issue an access key and secret key with the same rights, for stock RocketMQ 5 "
+                          "clients (the SDK's credentials); shown this once")
+    add.add_argument("--json", action="store_true",
+                     help='print {"name": ..., "token": ...} (with --access-key also "access_key", "secret_key")')
     listing = sub.add_parser("list", help="every principal and its rights (never a token)")
     listing.add_argument("--json", action="store_true", help="print JSON")
     remove = sub.add_parser("remove", help="remove a principal: its token stops working at once")
     remove.add_argument("name")
-    rotate = sub.add_parser("rotate", help="give a principal a new token: the old one stops working at once")
+    rotate = sub.add_parser("rotate", help="give a principal a new token (and a new secret key for its access key): "
+                                           "the old ones stop working at once")
     rotate.add_argument("name")
-    rotate.add_argument("--json", action="store_true", help='print {"name": ..., "token": ...}')
+    rotate.add_argument("--json", action="store_true",
+                        help='print {"name": ..., "token": ...} (with an access key also "access_key", "secret_key")')
     for q in (add, listing, remove, rotate):
         add_nameserver_arg(q)
     p.set_defaults(handler=run)
@@ -59,12 +65,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_token(answer: dict[str, Any], as_json: bool, what: str) -> None:
+    keys = {k: answer[k] for k in ("access_key", "secret_key") if answer.get(k)}
     if as_json:
-        print_json({"name": answer["name"], "token": answer["token"]})
+        print_json({"name": answer["name"], "token": answer["token"], **keys})
         return
     print(answer["token"])
     print(f"{what} principal {answer['name']}: the token above is shown this once; clients send it as "
           "GRAYMQ_TOKEN, brokers as GRAYMQ_BROKER_TOKEN", file=sys.stderr)
+    if keys:
+        print(f"access key: {keys['access_key']}\nsecret key: {keys['secret_key']}")
+        print("stock RocketMQ 5 clients sign with this access key and secret key (the SDK's credentials); the "
+              "secret key is shown this once", file=sys.stderr)
 
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
@@ -74,10 +85,10 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     try:
         if command == "add":
             answer = await ns.add_principal(args.name, args.produce, args.consume, args.admin, args.broker,
-                                            args.broker_name)
+                                            args.broker_name, access_key=args.access_key)
             _print_token(answer, args.json, "added")
         elif command == "rotate":
-            _print_token(await ns.rotate_principal(args.name), args.json, "rotated the token of")
+            _print_token(await ns.rotate_principal(args.name), args.json, "rotated the credentials of")
         elif command == "remove":
             await ns.remove_principal(args.name)
             print(f"principal {args.name} removed: its token no longer works")
@@ -95,6 +106,7 @@ def _list(principals: list[dict[str, Any]], as_json: bool) -> None:
         print_json(principals)
         return
     rows = [[p["name"], ",".join(p["produce"]) or "-", ",".join(p["consume"]) or "-",
-             "yes" if p["admin"] else "no", "yes" if p["broker"] else "no", ",".join(p.get("broker_names", [])) or "-"]
+             "yes" if p["admin"] else "no", "yes" if p["broker"] else "no", ",".join(p.get("broker_names", [])) or "-",
+             p.get("access_key") or "-"]
             for p in principals]
-    print(table(rows, ["principal", "produce", "consume", "admin", "broker", "broker names"]))
+    print(table(rows, ["principal", "produce", "consume", "admin", "broker", "broker names", "access key"]))

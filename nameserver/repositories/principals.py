@@ -20,6 +20,9 @@ class PrincipalRepository:
     def by_token_sha256(self, digest: str) -> Principal | None:
         return self.session.scalars(select(Principal).where(Principal.token_sha256 == digest)).one_or_none()
 
+    def by_access_key(self, access_key: str) -> Principal | None:
+        return self.session.scalars(select(Principal).where(Principal.access_key == access_key)).one_or_none()
+
     def all(self) -> Sequence[Principal]:
         return self.session.scalars(select(Principal).order_by(Principal.name)).all()
 

@@ -3,8 +3,11 @@ settings stock clients get back."""
 
 from __future__ import annotations
 
+import asyncio
 import doctest
+import tempfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -12,9 +15,10 @@ from graymq.broker_ext.grpc_endpoint import credentials, route, settings
 from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, MAX_SKEW_S, Credentials, signature
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, merged_settings
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, token_digest
+from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol.acl import Rights
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from graymq.protocol.throttle import FailedAuthThrottle
 
 pytestmark = pytest.mark.unit
 
@@ -30,8 +34,21 @@ def metadata(token: str, at: datetime = NOW, secret: str | None = None, client_i
                              f"Signature={signature(secret or token, date_time)}"}
 
 
-def check(dev_mode: bool = False) -> Credentials:
-    return Credentials({token_digest(TOKEN): ORDERS}.get, dev_mode=dev_mode, now=lambda: NOW)
+class Check:
+    """``authenticate`` run to completion, against a table holding the orders principal."""
+
+    def __init__(self, dev_mode: bool) -> None:
+        table = PrincipalTable(Path(tempfile.mkdtemp()) / "principals.json")
+        table.apply({"version": "1", "principals": [{"name": "orders", "token_sha256": token_digest(TOKEN),
+                                                     "produce": ["ORDER_*"], "consume": [], "broker_names": []}]})
+        self.credentials = Credentials(table, dev_mode=dev_mode, throttle=FailedAuthThrottle(20, 60), now=lambda: NOW)
+
+    def authenticate(self, meta: dict) -> credentials.Caller:
+        return asyncio.run(self.credentials.authenticate(meta, "ipv4:127.0.0.1:5000"))
+
+
+def check(dev_mode: bool = False) -> Check:
+    return Check(dev_mode)
 
 
 def test_doctests() -> None:

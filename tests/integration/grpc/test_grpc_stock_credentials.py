@@ -6,6 +6,7 @@ used it first."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -49,11 +50,13 @@ def query_route(address: str, metadata: list[tuple[str, str]]) -> v2.Status:
     return call(address, "QueryRoute", v2s.QueryRouteRequest(topic=v2.Resource(name=TOPIC)), metadata)
 
 
-def signed(token: str, at: datetime, client_id: str = "test@1@0@x") -> list[tuple[str, str]]:
+def signed(token: str, at: datetime, client_id: str = "test@1@0@x", secret: str | None = None
+           ) -> list[tuple[str, str]]:
+    """Metadata signed as the SDK signs: with ``token`` as access key and secret key, or with ``secret``."""
     date_time = at.strftime(DATE_TIME_FORMAT)
     return [("x-mq-client-id", client_id), ("x-mq-date-time", date_time),
             ("authorization", f"MQv2-HMAC-SHA1 Credential={token}, SignedHeaders=x-mq-date-time, "
-                              f"Signature={signature(token, date_time)}")]
+                              f"Signature={signature(secret or token, date_time)}")]
 
 
 def test_a_principals_token_signs_stock_sends_and_bad_credentials_are_refused_as_unauthorized(
@@ -100,3 +103,47 @@ def test_a_principals_token_signs_stock_sends_and_bad_credentials_are_refused_as
     assert hijack.code == v2.FORBIDDEN and f"client id {pod} is in use by principal orders" in hijack.message
     assert call(endpoint, "NotifyClientTermination", v2s.NotifyClientTerminationRequest(),
                 signed(orders, now, pod)).code == v2.OK
+
+
+def test_an_access_key_signs_stock_sends_at_once_and_its_rotated_secret_replaces_the_old(
+        graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path) -> None:
+    ns_url = start_secure_nameserver(graymq_process, fresh_pg_url)
+    broker_token = add_principal(ns_url, "broker-a", "--broker")
+    # registering once a minute: a principal added or rotated later is learned by the refresh a signature causes
+    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a",
+                                 GRAYMQ_BROKER_GRPC_PORT="0", GRAYMQ_BROKER_REGISTER_INTERVAL_S="60")
+    assert broker.ready_info is not None
+    endpoint = str(broker.ready_info["grpc"])
+    assert cli(ns_url, "topic", "create", TOPIC, "--queues", "4", "--gray-queues", "2").returncode == 0
+
+    added = cli(ns_url, "principal", "add", "orders", "--produce", "ORDER_*", "--access-key", "--json")
+    assert added.returncode == 0, added.stderr
+    issued = json.loads(added.stdout)
+    assert set(issued) == {"name", "token", "access_key", "secret_key"}
+    ak, sk = issued["access_key"], issued["secret_key"]
+    wait_for(lambda: TOPIC in _carried(ns_url), 20, f"{TOPIC} on broker-a")
+    sent = sdk_send(endpoint, TOPIC, [{"body": "paid-1"}], tmp_path / "first", ak=ak, sk=sk)
+    assert all("message_id" in r for r in sent), sent
+
+    (wrong,) = sdk_send(endpoint, TOPIC, [{"body": "x"}], tmp_path / "wrong", ak=ak, sk="not-the-secret")
+    assert "message_id" not in wrong
+    assert "40100, invalid credentials: the signature does not match" in sdk_log(tmp_path / "wrong")
+
+    rotated = cli(ns_url, "principal", "rotate", "orders", "--json")
+    assert rotated.returncode == 0, rotated.stderr
+    new_sk = json.loads(rotated.stdout)["secret_key"]
+    assert json.loads(rotated.stdout)["access_key"] == ak and new_sk != sk
+    sent = sdk_send(endpoint, TOPIC, [{"body": "paid-2"}], tmp_path / "rotated", ak=ak, sk=new_sk)
+    assert all("message_id" in r for r in sent), sent
+    now = datetime.now(UTC)
+    old = query_route(endpoint, signed(ak, now, secret=sk))
+    assert old.code == v2.UNAUTHORIZED and "signature does not match" in old.message
+    assert "principals from name server" in broker.output
+    # the broker registered the stock producer with the name server as the principal, with ACCESS_KEY:SECRET_KEY
+    assert "cannot register in producer group" not in broker.output, broker.output[-3000:]
+
+
+def _carried(ns_url: str) -> set[str]:
+    brokers = httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN), timeout=5).json()
+    return {topic for b in brokers for topic in b["topics"]}
+

@@ -1,7 +1,7 @@
 """ReceiveMessage: a stock simple consumer's long poll, served from the broker's pop state (``broker_ext.pop``).
 
 As the RocketMQ proxy does, the broker receives from every readable queue of the topic on this broker that the
-client may receive from now (``queue_filter``: the gray split, decided elsewhere) and ignores the queue the client
+client may receive from now (``queue_filter``: the gray split, ``consumer_sides``) and ignores the queue the client
 named. The answer streams the status, then each message (RocketMQ's system properties, an MD5 body digest: the
 SDKs' CRC32 formats differ), then the delivery timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the
 SDKs read as an empty receive. ``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from graymq.broker_ext.grpc_endpoint.assignment import QueueFilter
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.send import PROPERTY_MESSAGE_GROUP
@@ -29,7 +30,6 @@ from graymq.protocol import constants as c
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
-QueueFilter = Callable[[Caller, str, str], Awaitable["frozenset[int] | None"]]  # (caller, group, topic) -> ids
 MAX_BATCH_SIZE = 32  # RocketMQ's limit of one pop
 MAX_STREAMS_PER_CLIENT = 16
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600_000
@@ -39,11 +39,6 @@ SYSTEM_PROPERTIES = frozenset({
     c.PROPERTY_TAGS, c.PROPERTY_KEYS, c.PROPERTY_MSG_ID, c.PROPERTY_TRACE_ID, c.PROPERTY_PRODUCER_GROUP,
     c.PROPERTY_PRODUCER_SEQUENCE, c.PROPERTY_DELAY_LEVEL, c.PROPERTY_REAL_TOPIC, c.PROPERTY_REAL_QUEUE_ID,
     PROPERTY_MESSAGE_GROUP})
-
-
-async def every_queue(caller: Caller, group: str, topic: str) -> frozenset[int] | None:
-    """The queue filter without a gray split: every queue."""
-    return None
 
 
 def _timestamp(ms: int) -> Timestamp:

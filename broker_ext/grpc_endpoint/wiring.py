@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graymq.broker_ext.grpc_endpoint.ack import AckService
@@ -9,7 +10,7 @@ from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides
 from graymq.broker_ext.grpc_endpoint.credentials import Credentials
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
-from graymq.broker_ext.grpc_endpoint.receive import ReceiveService, every_queue
+from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
 from graymq.broker_ext.grpc_endpoint.route import ClusterRoutes, RouteService
 from graymq.broker_ext.grpc_endpoint.send import SendService
 from graymq.broker_ext.grpc_endpoint.server import GrpcEndpoint
@@ -44,8 +45,7 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     address = ""  # the route's endpoint: known once bound, read at each QueryRoute
     cluster = ClusterRoutes(settings.nameserver_urls, settings.token.strip()) if settings.nameserver_urls else None
     endpoint = GrpcEndpoint(
-        Credentials(broker.principals, dev_mode=settings.dev_mode, throttle=broker.access.throttle,
-                    refresh=lambda: _refresh_principals(broker)),
+        Credentials(broker.principals.get, dev_mode=settings.dev_mode),
         RouteService(broker.name, lambda: address, broker.topics.get, cluster),
         ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
@@ -86,11 +86,6 @@ def pop_services(broker: BrokerController, settings: BrokerSettings, clients: Cl
                      dead_letter, broker.locks.owner)
     pop.open_journal(config_dir / "pop_acks.journal")
     broker.locks.pop_busy = pop.busy
-    return ReceiveService(pop, broker.topics.get, clients, every_queue, limits, broker.name), AckService(pop)
-
-
-async def _refresh_principals(broker: BrokerController) -> None:
-    """Read the principals now, through the broker port's refresh (one read per interval for both ports); nothing
-    without a name server."""
-    if broker.access.refresh is not None:
-        await broker.access.refresh()
+    clients.consumers.broker = replace(clients.consumers.broker, in_flight=pop.in_flight)  # a drain waits for them
+    receives = ReceiveService(pop, broker.topics.get, clients, clients.consumers.queues, limits, broker.name)
+    return receives, AckService(pop)

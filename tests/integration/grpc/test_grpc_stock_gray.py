@@ -1,13 +1,19 @@
 """Stock consumers in a gray release, decided on the broker: a consumer talking RocketMQ 5's gRPC protocol (a
 telemetry stream with its settings, as the SDKs open one) is a client of its group in the name server (role
 ``consumer``, ``protocol: rocketmq5``, its host as a label for the rules), QueryAssignment gives a gray one the gray
-queues and a normal one the others, and a promote makes the gray one drain the gray queues before it turns normal."""
+queues and a normal one the others, and a promote makes the gray one drain the gray queues before it turns normal.
+
+Then the release as users run it, with the stock clients unchanged: the Python SDK's producers and simple consumers in
+processes of their own under the host names of v1 and v2 pods (``unshare --uts``), one rule ``host=orders-v2-*``:
+v2's messages reach only v2's consumer, v1's only v1's; ``graymq gray promote`` while both produce loses nothing, and
+afterwards v2's messages go to normal queues."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +26,17 @@ from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
-from tests.support.cli import gray_status, graymq, produce
+from tests.support.cli import gray_status, graymq, produce, wait_for
 from tests.support.cluster import Cluster, module_processes
+from tests.support.stock_sdk import StockProducer, StockSdkProcess, StockSimpleConsumer
 
 pytestmark = pytest.mark.integration
 
 QUEUES, GRAY = 6, 2
 GRAY_QUEUES = set(gray_queue_ids(QUEUES, GRAY))
 NORMAL_QUEUES = set(range(QUEUES)) - GRAY_QUEUES
+TOPIC, GROUP = "GRPC_CANARY", "GID_CANARY"  # the SDK test's; a stock producer's producer group is its topic
+V1_HOST, V2_HOST = "orders-v1-6b7c9", "orders-v2-9d4e1"
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +186,151 @@ def test_a_promote_waits_for_the_gray_stock_consumer_to_drain_the_gray_queues_th
             await v2_.close()
 
     asyncio.run(scenario())
+
+
+class Received:
+    """What a running SDK consumer printed, gathered in the background: message bodies in order of arrival."""
+
+    def __init__(self, consumer: StockSdkProcess) -> None:
+        self.consumer = consumer
+        self.client_id = str(consumer.next()["client_id"])
+        self.bodies: list[str] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._gather, daemon=True)
+        self._thread.start()
+
+    def _gather(self) -> None:
+        while not self._stop.wait(0.2):
+            for line in self.consumer.printed():
+                if "received" in line:
+                    self.bodies.append(line["received"])
+                elif "receive_error" in line:
+                    self.errors.append(line["receive_error"])
+
+    def stop(self) -> None:
+        """Stop gathering, then the consumer (a line on its stdin ends its receive loop; it shuts down)."""
+        self._stop.set()
+        self._thread.join(5)
+        if self.consumer.proc.poll() is None:
+            self.consumer.resume()
+            self.consumer.wait(30)
+
+
+def sends(producer: StockProducer, count: int) -> list[str]:
+    """The message ids of a producer's ``count`` sends (each must succeed)."""
+    assert "client_id" in producer.next()
+    results = [producer.next() for _ in range(count)]
+    assert all("message_id" in r for r in results), results
+    assert producer.wait(60) == 0
+    return [r["message_id"] for r in results]
+
+
+class Acked:
+    """A running producer's results as they come: ``take`` gathers what it printed, ``at_least`` waits for more."""
+
+    def __init__(self, producer: StockProducer, prefix: str) -> None:
+        self.producer = producer
+        self.prefix = prefix
+        self.results: list[dict[str, Any]] = []
+
+    def take(self) -> list[str]:
+        """The bodies of every send the broker took so far (the driver prints results in send order)."""
+        for line in self.producer.printed():
+            if "client_id" not in line:
+                self.results.append(line)
+        assert all("message_id" in r for r in self.results), [r for r in self.results if "message_id" not in r]
+        return [f"{self.prefix}-{i}" for i in range(len(self.results))]
+
+    def at_least(self, count: int) -> None:
+        until(f"{count} sends", lambda: len(self.take()) >= count, timeout=30)
+
+
+def sdk_producer(cluster: Cluster, home: Path, host: str, prefix: str, count: int, interval_s: float = 0.0
+            ) -> StockProducer:
+    return StockProducer(grpc_address(cluster), TOPIC, [{"body": f"{prefix}-{i}"} for i in range(count)],
+                         home / f"{prefix}-producer", host=host, interval_s=interval_s)
+
+
+def stored_queues(ns_url: str, message_ids: set[str]) -> dict[str, int]:
+    """message id -> the queue it is stored in, for ``message_ids`` (read back by graymq's PullConsumer)."""
+
+    async def read() -> dict[str, int]:
+        readers = {gray: PullConsumer("GID_CANARY_READER", ns_url, gray=gray, register=False) for gray in (False, True)}
+        try:
+            found: dict[str, int] = {}
+            for queue_id in range(QUEUES):
+                mq, offset = MessageQueue(TOPIC, "broker-a", queue_id), 0
+                while True:
+                    pulled = await readers[queue_id in GRAY_QUEUES].pull(mq, offset, max_nums=64)
+                    if not pulled.messages:
+                        break
+                    found.update({m.msg_id: queue_id for m in pulled.messages if m.msg_id in message_ids})
+                    offset = pulled.next_begin_offset
+            return found
+        finally:
+            for reader in readers.values():
+                await reader.stop()
+
+    return asyncio.run(read())
+
+
+def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    wait_for(check, timeout, what, interval=0.3)
+
+
+def test_v2_pods_get_v2_messages_only_and_a_promote_while_both_produce_loses_nothing(
+        shared: Cluster, tmp_path: Path) -> None:
+    shared.create_topic(TOPIC, QUEUES, GRAY)
+    for group in (GROUP, TOPIC):  # the consumers' group, and the stock producers' (named after their topic)
+        shared.ns_call(lambda ns, g=group: ns.set_switch(g, True))
+        shared.ns_call(lambda ns, g=group: ns.add_rule(g, {"host": "orders-v2-*"}, True))
+    address = grpc_address(shared)
+    v1 = Received(StockSimpleConsumer(address, GROUP, TOPIC, tmp_path / "v1-consumer", host=V1_HOST))
+    v2 = Received(StockSimpleConsumer(address, GROUP, TOPIC, tmp_path / "v2-consumer", host=V2_HOST))
+    producers: dict[int, StockProducer] = {}
+    try:
+        assert v1.client_id.startswith(f"{V1_HOST}@") and v2.client_id.startswith(f"{V2_HOST}@")
+        clients = {c["client_id"]: c for c in gray_status(shared.ns_url, GROUP)["clients"]}
+        assert (clients[v2.client_id]["gray"], clients[v1.client_id]["gray"]) == (True, False)
+        assert clients[v2.client_id]["labels"]["protocol"] == "rocketmq5"
+
+        # the split: each version's messages reach its own consumer only
+        for host, version in ((V1_HOST, "v1"), (V2_HOST, "v2")):
+            sends(sdk_producer(shared, tmp_path, host, version, 20), 20)
+        until("both consumers to receive the 40 messages", lambda: len(v1.bodies) + len(v2.bodies) >= 40)
+        assert sorted(v1.bodies) == sorted(f"v1-{i}" for i in range(20)), v1.bodies
+        assert sorted(v2.bodies) == sorted(f"v2-{i}" for i in range(20)), v2.bodies
+
+        # a promote while both produce: every message the broker took is received
+        producers = {v: sdk_producer(shared, tmp_path, host, f"p{v}", 5000, 0.02)
+                     for v, host in ((1, V1_HOST), (2, V2_HOST))}
+        acked = {v: Acked(producer, f"p{v}") for v, producer in producers.items()}
+        for taken in acked.values():
+            taken.at_least(10)
+        promote = graymq(shared.ns_url, "gray", "promote", GROUP, "--producer-group", TOPIC, "--timeout", "90",
+                         "--json", check=False)
+        assert promote.returncode == 0, promote.stdout + promote.stderr
+        assert json.loads(promote.stdout)["state"] == "SUCCEEDED"
+        before = {v: len(taken.take()) for v, taken in acked.items()}  # sent before the promote ended
+        for taken in acked.values():
+            taken.at_least(len(taken.results) + 20)  # and after: the producers went on through the promote
+        for producer in producers.values():
+            producer.kill()
+        expected = {body for taken in acked.values() for body in taken.take()}
+        until(f"the {len(expected)} messages sent during and after the promote to be received",
+              lambda: expected <= set(v1.bodies) | set(v2.bodies))
+        clients = {c["client_id"]: c for c in gray_status(shared.ns_url, GROUP)["clients"]}
+        assert (clients[v2.client_id]["gray"], clients[v2.client_id]["state"]) == (False, "NORMAL")
+
+        # afterwards v2's messages go to normal queues
+        after = {r["message_id"] for r in acked[2].results[before[2]:]}
+        placed = stored_queues(shared.ns_url, after)
+        assert set(placed) == after and not set(placed.values()) & GRAY_QUEUES, placed
+        assert not v1.errors and not v2.errors, (v1.errors, v2.errors)
+    finally:
+        for producer in producers.values():
+            producer.kill()
+        for consumer in (v1, v2):
+            consumer.stop()
+            consumer.consumer.kill()

@@ -45,7 +45,8 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     address = ""  # the route's endpoint: known once bound, read at each QueryRoute
     cluster = ClusterRoutes(settings.nameserver_urls, settings.token.strip()) if settings.nameserver_urls else None
     endpoint = GrpcEndpoint(
-        Credentials(broker.principals.get, dev_mode=settings.dev_mode),
+        Credentials(broker.principals, dev_mode=settings.dev_mode, throttle=broker.access.throttle,
+                    refresh=lambda: _refresh_principals(broker)),
         RouteService(broker.name, lambda: address, broker.topics.get, cluster),
         ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
@@ -89,3 +90,10 @@ def pop_services(broker: BrokerController, settings: BrokerSettings, clients: Cl
     clients.consumers.broker = replace(clients.consumers.broker, in_flight=pop.in_flight)  # a drain waits for them
     receives = ReceiveService(pop, broker.topics.get, clients, clients.consumers.queues, limits, broker.name)
     return receives, AckService(pop)
+
+
+async def _refresh_principals(broker: BrokerController) -> None:
+    """Read the principals now, through the broker port's refresh (one read per interval for both ports); nothing
+    without a name server."""
+    if broker.access.refresh is not None:
+        await broker.access.refresh()

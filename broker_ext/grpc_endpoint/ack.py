@@ -9,6 +9,7 @@ one is stale from then on. A message forwarded to the dead-letter queue goes to 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
@@ -33,21 +34,23 @@ class AckService:
         check_consume(caller, group, topic)
         if not request.entries:
             raise RocketMQStatusError(v2.BAD_REQUEST, "no entry to ack")
-        entries = []
-        for entry in request.entries:
-            try:
-                await self.pop.ack(group, topic, entry.receipt_handle)
-                result = OK
-            except InvalidReceiptHandle as refused:
-                result = status(v2.INVALID_RECEIPT_HANDLE, str(refused))
-            except OSError as exc:  # the journal could not be written: not durable, so not acked for the client
-                log.error("ack of %s in group %s not durable: %s", entry.message_id, group, exc)
-                result = status(v2.INTERNAL_SERVER_ERROR, f"the ack could not be stored: {exc}")
-            entries.append(v2s.AckMessageResultEntry(message_id=entry.message_id,
-                                                     receipt_handle=entry.receipt_handle, status=result))
+        entries = await asyncio.gather(*(self._ack_entry(group, topic, entry) for entry in request.entries))
         codes = {entry.status.code for entry in entries}
         overall = entries[0].status if len(codes) == 1 else status(v2.MULTIPLE_RESULTS, "results differ by entry")
         return v2s.AckMessageResponse(status=overall, entries=entries)
+
+    async def _ack_entry(self, group: str, topic: str, entry: v2s.AckMessageEntry) -> v2s.AckMessageResultEntry:
+        """One entry's result; the entries of a request share the journal's fsync."""
+        try:
+            await self.pop.ack(group, topic, entry.receipt_handle)
+            result = OK
+        except InvalidReceiptHandle as refused:
+            result = status(v2.INVALID_RECEIPT_HANDLE, str(refused))
+        except OSError as exc:  # the journal could not be written: not durable, so not acked for the client
+            log.error("ack of %s in group %s not durable: %s", entry.message_id, group, exc)
+            result = status(v2.INTERNAL_SERVER_ERROR, f"the ack could not be stored: {exc}")
+        return v2s.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
+                                         status=result)
 
     async def change_invisible_duration(self, request: v2s.ChangeInvisibleDurationRequest, caller: Caller
                                         ) -> v2s.ChangeInvisibleDurationResponse:

@@ -128,7 +128,7 @@ def test_a_message_not_acked_comes_again_with_the_next_attempt_then_is_in_the_de
     send(shared, topic, [Message(topic, b"poison", keys=["poison-1"])])
     consumer = consumer_of(group, topic)
 
-    attempts = []
+    attempts: list[int] = []
     deadline = time.monotonic() + 120
     while len(attempts) < CONSUMER_MAX_ATTEMPTS and time.monotonic() < deadline:
         attempts.extend(m["attempt"] for m in consumer.receive(32, 1, ack=False))  # 1 s invisible, never acked

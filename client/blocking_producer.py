@@ -90,7 +90,9 @@ class BlockingProducer(ProducerFlags):
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> BlockingProducer:
         """Register in the name server (its answer sets the gray flag) and start heartbeating; a refusal (bad token,
-        missing right) raises its error and leaves nothing running."""
+        missing right) raises its error and leaves nothing running. Started already: nothing more."""
+        if self.started:
+            return self
         self._loop.start()
         try:
             self._loop.run(self.membership.beat())

@@ -191,3 +191,12 @@ def test_after_a_restart_acked_messages_stay_acked_and_unacked_ones_come_again(b
         return [p.message for p in again]
 
     assert sorted(m.body.decode() for m in asyncio.run(run())) == ["m1", "m3", "m4"]
+
+
+def test_a_receive_that_may_use_no_queue_answers_empty_at_once(broker: Broker) -> None:
+    broker.put(0, "elsewhere")
+
+    async def run() -> list[str]:
+        return bodies(await asyncio.wait_for(broker.pop.receive(request(queues=(), timeout_s=30.0)), 5))
+
+    assert asyncio.run(run()) == []

@@ -4,8 +4,9 @@
 concern: ``server`` (the grpc.aio server and the table of RPCs), ``credentials`` (RocketMQ's signature, mapped to
 graymq principals), ``route`` (QueryRoute), ``clients`` and ``settings`` (Heartbeat, Telemetry,
 NotifyClientTermination), ``send`` (SendMessage through the broker's put-message path), ``producer_sides`` (the
-gray split of a stock producer's sends, decided here from the name server's flag for its client id) and
-``status`` (RocketMQ's status codes); ``wiring`` builds it from a broker. Every RPC not served yet answers
+gray split of a stock producer's sends, decided here from the name server's flag for its client id), ``receive``
+and ``ack`` (ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue on the broker's
+pop state, ``broker_ext.pop``) and ``status`` (RocketMQ's status codes); ``wiring`` builds it from a broker. Every RPC not served yet answers
 ``NOT_IMPLEMENTED`` at once.
 
 A stock client needs only the endpoint and, outside dev mode, a principal's token as access key and secret

@@ -109,7 +109,9 @@ def test_a_broker_restarted_mid_sends_loses_nothing_the_sends_retry_on_the_other
     acked = {o.msg_id for o in outcomes if isinstance(o, SendResult)} | {after.msg_id}
     counts = stored(shared.ns_url, topic)
     assert acked <= set(counts)  # 0 lost
-    assert max(counts.values()) == 1
+    # A request the broker stored as it went down, whose retry then moved to the other broker, may be stored twice
+    # (README: at least once across brokers); only a thread's one request in flight at that moment can be.
+    assert sum(n - 1 for n in counts.values()) <= 4
 
 
 def test_a_gray_producer_sends_to_gray_queues_until_an_operator_flips_it(shared: Cluster) -> None:

@@ -13,6 +13,18 @@ expression, maxRecordsPerTrigger, startingOffsets, pullBatchSize). The side can 
 the Spark conf ``spark.graymq.grayFlag``: ``with_conf_gray_flag(spark, options)`` reads it on the
 driver and passes it on as the option (``StreamingJob`` does this). Schema: ``schema.SCHEMA``.
 
+Writing (``graymq.client.spark.sink``)::
+
+    (frame.writeStream.format("graymq")                  # or frame.write for a batch
+     .option("nameserver", "http://ns:9876").option("topic", "ORDERS_ENRICHED")
+     .option("grayFlag", "true").option("checkpointLocation", "/cp").start())
+
+Options in ``SinkOptions``, columns (``body`` required; ``topic``, ``tag``, ``keys``, ``properties``,
+``sharding_key``) in ``SinkColumns``, both checked on the driver before a row is sent. A gray
+write goes to the gray queues, a normal one to the normal queues; every task is one producer of
+``producerGroup`` with an identity derived from (query or write id, batch, partition), so a
+repeated task or micro-batch is stored once (``graymq.client.spark.sink_task``).
+
 Queue set: a gray job reads the gray queues of every broker, a normal job the normal ones (and
 every queue while the group's gray switch is off), one input partition per (broker, queue) —
 per queue with new offsets in a micro-batch.
@@ -39,6 +51,9 @@ from __future__ import annotations
 
 from graymq.client.spark.job import StreamingJob
 from graymq.client.spark.options import GRAY_FLAG_CONF, SourceOptions, with_conf_gray_flag
+from graymq.client.spark.sink_options import SinkOptions
+from graymq.client.spark.sink_schema import SinkColumns
 from graymq.client.spark.source import GraymqDataSource, register
 
-__all__ = ["GRAY_FLAG_CONF", "GraymqDataSource", "SourceOptions", "StreamingJob", "register", "with_conf_gray_flag"]
+__all__ = ["GRAY_FLAG_CONF", "GraymqDataSource", "SinkColumns", "SinkOptions", "SourceOptions", "StreamingJob",
+           "register", "with_conf_gray_flag"]

@@ -43,6 +43,20 @@ def positive_int(name: str, value: str) -> int:
     return number
 
 
+def checked_options(options: Mapping[str, str], known: set[str], what: str) -> tuple[dict[str, str], str]:
+    """The options under lower-case names and the name server URL(s); ``ConfigError`` on an unknown option
+    (``what``: "graymq" or "graymq sink", for the message) or a missing or malformed name server."""
+    raw = {key.lower(): str(value) for key, value in options.items()}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"unknown {what} option(s): {', '.join(unknown)}")
+    nameserver = raw.get("nameserver", "")
+    if not nameserver.strip():
+        raise ConfigError("option nameserver is required (name server URL, e.g. http://127.0.0.1:9876)")
+    parse_urls(nameserver)
+    return raw, nameserver
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     """What a ``graymq`` read needs; picklable, so it travels with the reader to the executors.
@@ -71,14 +85,7 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        raw = {key.lower(): str(value) for key, value in options.items()}
-        unknown = sorted(set(raw) - _KNOWN)
-        if unknown:
-            raise ConfigError(f"unknown graymq option(s): {', '.join(unknown)}")
-        nameserver = raw.get("nameserver", "")
-        if not nameserver.strip():
-            raise ConfigError("option nameserver is required (name server URL, e.g. http://127.0.0.1:9876)")
-        parse_urls(nameserver)
+        raw, nameserver = checked_options(options, _KNOWN, "graymq")
         topics = tuple(t.strip() for t in (raw.get("topics") or raw.get("topic") or "").split(",") if t.strip())
         if not topics:
             raise ConfigError("option topic (or topics, comma-separated) is required")

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from graymq.client.nameserver_client import parse_urls
-from graymq.client.spark.options import parse_bool, positive_int
+from graymq.client.spark.options import checked_options, parse_bool, positive_int
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.names import check_topic_name
 
@@ -54,14 +53,7 @@ class SinkOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
-        raw = {key.lower(): str(value) for key, value in options.items()}
-        unknown = sorted(set(raw) - _KNOWN)
-        if unknown:
-            raise ConfigError(f"unknown graymq sink option(s): {', '.join(unknown)}")
-        nameserver = raw.get("nameserver", "")
-        if not nameserver.strip():
-            raise ConfigError("option nameserver is required (name server URL, e.g. http://127.0.0.1:9876)")
-        parse_urls(nameserver)
+        raw, nameserver = checked_options(options, _KNOWN, "graymq sink")
         topic = raw.get("topic", "").strip() or None
         if topic is not None and (problem := check_topic_name(topic)):
             raise ConfigError(f"option topic: {problem}: {topic!r}")

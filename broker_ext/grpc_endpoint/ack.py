@@ -17,6 +17,7 @@ from graymq.broker_ext.grpc_endpoint.receive import check_consume, checked_invis
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, status
 from graymq.broker_ext.pop.receipt import InvalidReceiptHandle
 from graymq.broker_ext.pop.service import PopService
+from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
@@ -46,6 +47,8 @@ class AckService:
             result = OK
         except InvalidReceiptHandle as refused:
             result = status(v2.INVALID_RECEIPT_HANDLE, str(refused))
+        except GrayMQError as error:  # not this broker's to change now (a follower)
+            result = RocketMQStatusError.from_graymq(error).to_status()
         except OSError as exc:  # the journal could not be written: not durable, so not acked for the client
             log.error("ack of %s in group %s not durable: %s", entry.message_id, group, exc)
             result = status(v2.INTERNAL_SERVER_ERROR, f"the ack could not be stored: {exc}")
@@ -61,6 +64,8 @@ class AckService:
             handle = await self.pop.change_invisible(group, topic, request.receipt_handle, invisible_ms)
         except InvalidReceiptHandle as refused:
             raise RocketMQStatusError(v2.INVALID_RECEIPT_HANDLE, str(refused)) from None
+        except GrayMQError as error:
+            raise RocketMQStatusError.from_graymq(error) from None
         return v2s.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
 
     async def forward_message_to_dead_letter_queue(self, request: v2s.ForwardMessageToDeadLetterQueueRequest,
@@ -71,4 +76,6 @@ class AckService:
             await self.pop.forward_to_dead_letter(group, topic, request.receipt_handle)
         except InvalidReceiptHandle as refused:
             raise RocketMQStatusError(v2.INVALID_RECEIPT_HANDLE, str(refused)) from None
+        except GrayMQError as error:
+            raise RocketMQStatusError.from_graymq(error) from None
         return v2s.ForwardMessageToDeadLetterQueueResponse(status=OK)

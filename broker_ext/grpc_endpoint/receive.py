@@ -27,6 +27,7 @@ from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, exis
 from graymq.broker_ext.pop.service import Popped, PopRequest, PopService
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import constants as c
+from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
@@ -91,6 +92,8 @@ class ReceiveService:
         self.streams[caller.client_id] += 1
         try:
             popped = await self.pop.receive(await self._pop_request(request, caller, time_left_s))
+        except GrayMQError as error:  # not this broker's to serve now (a follower)
+            raise RocketMQStatusError.from_graymq(error) from None
         finally:
             self.streams[caller.client_id] -= 1
             if not self.streams[caller.client_id]:

@@ -77,6 +77,8 @@ class PopService:
         self._rotation = itertools.count()
         self._wakers: dict[tuple[str, str], set[asyncio.Future[None]]] = {}
         self.journal: AckJournal | None = None
+        # raises unless this broker may change consumption state (a broker set's leader within its lease)
+        self.fence: Callable[[], None] = lambda: None
 
     def open_journal(self, path: Path, *, compact_bytes: int = COMPACT_BYTES) -> None:
         """Rebuild the queues from the journal at ``path`` (with the committed offsets); acks go to it from now."""
@@ -118,6 +120,7 @@ class PopService:
 
     async def receive(self, request: PopRequest) -> list[Popped]:
         """Up to ``batch_size`` messages, waiting at most ``timeout_s`` for one."""
+        self.fence()
         if not request.queue_ids:  # this client may receive from no queue here now: an empty answer at once
             return []
         deadline = self._clock() + request.timeout_s
@@ -241,6 +244,7 @@ class PopService:
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         """Ack one delivery; returns once the ack is durable."""
+        self.fence()
         handle, state, _ = self._current(group, topic, receipt_handle)
         await self._done(handle, state)
 
@@ -254,6 +258,7 @@ class PopService:
 
     async def change_invisible(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
         """The delivery stays invisible ``invisible_ms`` from now: a new handle (the old one is stale from now)."""
+        self.fence()
         handle, state, flight = self._current(group, topic, receipt_handle)
         flight.serial = next(self._serials)
         flight.deadline = self._clock() + invisible_ms / 1000
@@ -264,6 +269,7 @@ class PopService:
 
     async def forward_to_dead_letter(self, group: str, topic: str, receipt_handle: str) -> None:
         """The delivered message goes to ``%DLQ%group`` and counts as acked."""
+        self.fence()
         handle, state, flight = self._current(group, topic, receipt_handle)
         message = self._read((group, topic, handle.queue_id), handle.offset)
         if message is not None:

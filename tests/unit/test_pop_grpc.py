@@ -28,6 +28,7 @@ from graymq.broker_ext.principals import DEV_PRINCIPAL
 from graymq.broker_ext.pull_hold import PullRequestHoldService
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
 from graymq.broker_ext.topic_config import TopicConfig
+from graymq.protocol.errors import NotLeaderError
 from graymq.protocol.record import MessageExt, make_properties
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
@@ -123,3 +124,17 @@ def test_an_ack_answers_each_entry_and_a_repeated_handle_is_stale(pop: PopServic
     answer = asyncio.run(run())
     assert answer.status.code == v2.MULTIPLE_RESULTS
     assert [e.status.code for e in answer.entries] == [v2.OK, v2.INVALID_RECEIPT_HANDLE, v2.INVALID_RECEIPT_HANDLE]
+
+
+def test_a_broker_that_may_not_change_consumption_state_refuses_receives_and_acks(pop: PopService) -> None:
+    def not_leader() -> None:
+        raise NotLeaderError("broker-a replica 1 does not lead")
+
+    pop.fence = not_leader
+    with pytest.raises(RocketMQStatusError) as refused:
+        asyncio.run(answers(receives(pop), request()))
+    assert refused.value.code == v2.HA_NOT_AVAILABLE
+    answer = asyncio.run(AckService(pop).ack_message(v2s.AckMessageRequest(
+        group=v2.Resource(name="G"), topic=v2.Resource(name="T"),
+        entries=[v2s.AckMessageEntry(message_id="m", receipt_handle="any")]), CALLER))
+    assert [e.status.code for e in answer.entries] == [v2.HA_NOT_AVAILABLE]

@@ -53,7 +53,7 @@ class ClientTable:
         except RocketMQStatusError as refused:
             yield v2s.TelemetryCommand(status=refused.to_status())
             return
-        self.consumers.stream_opened(caller.client_id)
+        self.consumers.registrations.stream_opened(caller.client_id)
         try:
             async for command in commands:
                 if not command.HasField("settings"):
@@ -75,7 +75,7 @@ class ClientTable:
         finally:
             self.clients.pop(caller.client_id, None)
             await self.sides.stream_closed(caller.client_id)
-            await self.consumers.stream_closed(caller.client_id)
+            await self.consumers.registrations.stream_closed(caller.client_id)
 
     async def heartbeat(self, request: v2s.HeartbeatRequest, caller: Caller) -> v2s.HeartbeatResponse:
         """A sign of life. A stock client's registrations in the name server last as long as its telemetry stream
@@ -89,5 +89,5 @@ class ClientTable:
             self.sides.claim(caller)
             self.clients.pop(caller.client_id, None)
             await self.sides.forget(caller.client_id)
-            await self.consumers.forget(caller.client_id)
+            await self.consumers.registrations.forget(caller.client_id)
         return v2s.NotifyClientTerminationResponse(status=OK)

@@ -27,6 +27,7 @@ from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.registrations import Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
@@ -87,6 +88,16 @@ class StockConsumer:
     def state(self) -> ClientState:
         return ClientState.RETIRED if self.retired else self.flip.gray_state.state
 
+    async def close(self) -> None:
+        """Stop following the name server and leave the group there."""
+        await self.ready.wait()
+        if self.drain is not None:
+            await cancel_and_wait(self.drain)
+        if self.membership is not None:
+            await self.membership.stop()
+            await self.membership.unregister()
+        await self.nameserver.close()
+
 
 def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
     """Messages of ``group`` not yet acked on the gray queues of ``topics`` and of its retry topic, plus those in
@@ -119,10 +130,7 @@ class ConsumerSides:
         self.broker_name = broker_name
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
-        self.expiry_s = expiry_s
-        self._registrations: dict[tuple[str, str], StockConsumer] = {}  # (client id, group) ->
-        self._streams: dict[str, int] = {}  # client id -> telemetry streams open
-        self._sweeper: asyncio.Task[None] | None = None
+        self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s)
 
     @property
     def enabled(self) -> bool:
@@ -130,13 +138,10 @@ class ConsumerSides:
 
     def start(self) -> None:
         if self.enabled:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="grpc consumer sides")
+            self.registrations.start()
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            await cancel_and_wait(self._sweeper)
-        for client_id in {client_id for client_id, _ in self._registrations}:
-            await self.forget(client_id)
+        await self.registrations.stop()
 
     async def queues(self, caller: Caller, group: str, topic: str) -> frozenset[int] | None:
         """The ids of ``topic``'s queues on this broker ``caller`` may receive from in ``group`` (None: every one,
@@ -156,7 +161,7 @@ class ConsumerSides:
 
     def _group_has_gray(self, group: str) -> bool:
         return self.broker.graymq_gray_clients(group) > 0 or any(
-            c.group == group and c.gray and not c.retired for c in self._registrations.values())
+            c.group == group and c.gray and not c.retired for c in self.registrations.items.values())
 
     async def register(self, caller: Caller, group: str, topics: Iterable[str]) -> StockConsumer:
         """The registration of ``caller`` in consumer group ``group`` (made with one heartbeat on first use); topics
@@ -166,9 +171,9 @@ class ConsumerSides:
             raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not consume in group "
                                       f"{group}")
         key = (caller.client_id, group)
-        consumer = self._registrations.get(key)
+        consumer = self.registrations.items.get(key)
         if consumer is None:
-            consumer = self._registrations[key] = StockConsumer(
+            consumer = self.registrations.items[key] = StockConsumer(
                 group, caller.client_id, NameServerClient(self.nameserver_urls, token=caller.token), set(topics))
             await self._join(consumer, {**caller.labels, **PROTOCOL_LABEL})
         await consumer.ready.wait()
@@ -256,36 +261,3 @@ class ConsumerSides:
                           consumer.client_id, consumer.group)
         finally:
             consumer.drain = None
-
-    def stream_opened(self, client_id: str) -> None:
-        self._streams[client_id] = self._streams.get(client_id, 0) + 1
-
-    async def stream_closed(self, client_id: str) -> None:
-        left = self._streams.pop(client_id, 0) - 1
-        if left > 0:
-            self._streams[client_id] = left
-        else:
-            await self.forget(client_id)
-
-    async def forget(self, client_id: str) -> None:
-        """Stop and unregister every registration of ``client_id`` (it terminated or went away)."""
-        for key in [k for k in self._registrations if k[0] == client_id]:
-            consumer = self._registrations.pop(key)
-            await consumer.ready.wait()
-            if consumer.drain is not None:
-                await cancel_and_wait(consumer.drain)
-            if consumer.membership is not None:
-                await consumer.membership.stop()
-                await consumer.membership.unregister()
-            await consumer.nameserver.close()
-
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(self.expiry_s / 2)
-            idle_since = time.monotonic() - self.expiry_s
-            idle = {client_id for (client_id, _), c in self._registrations.items()
-                    if c.used_at < idle_since and client_id not in self._streams}
-            for client_id in idle:
-                log.info("stock consumer %s: no stream and no receive for %.0f s: unregistered", client_id,
-                         self.expiry_s)
-                await self.forget(client_id)

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.registrations import Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
 from graymq.client.membership import Membership
 from graymq.client.nameserver_client import NameServerClient
-from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
@@ -57,6 +57,14 @@ class _Registration:
     used_at: float = field(default_factory=time.monotonic)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
+    async def close(self) -> None:
+        """Stop following the name server and leave the producer group there."""
+        await self.ready.wait()
+        if self.membership is not None:
+            await self.membership.stop()
+            await self.membership.unregister()
+        await self.nameserver.close()
+
     def report(self) -> dict[str, Any]:
         return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [self.topic], "queues": [],
                 "gray_marks": self.gray_marks}
@@ -76,11 +84,9 @@ class ProducerSides:
     def __init__(self, nameserver_urls: list[str], *, interval_s: float, expiry_s: float) -> None:
         self.nameserver_urls = nameserver_urls
         self.interval_s = interval_s
-        self.expiry_s = expiry_s
-        self._registrations: dict[tuple[str, str], _Registration] = {}  # (client id, topic) ->
-        self._streams: dict[str, int] = {}  # client id -> telemetry streams open
         self._owners: dict[str, str] = {}  # client id -> the principal it belongs to
-        self._sweeper: asyncio.Task[None] | None = None
+        self.registrations: Registrations[_Registration] = Registrations(  # (client id, topic) ->
+            "producer", expiry_s=expiry_s, gone=lambda client_id: self._owners.pop(client_id, None))
 
     @property
     def enabled(self) -> bool:
@@ -88,13 +94,10 @@ class ProducerSides:
 
     def start(self) -> None:
         if self.enabled:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="grpc producer sides")
+            self.registrations.start()
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            await cancel_and_wait(self._sweeper)
-        for client_id in {client_id for client_id, _ in self._registrations}:
-            await self.forget(client_id)
+        await self.registrations.stop()
 
     def claim(self, caller: Caller) -> None:
         """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it."""
@@ -115,9 +118,9 @@ class ProducerSides:
         """The registration of ``caller`` in producer group ``topic``, made (one heartbeat) on first use."""
         self.claim(caller)
         key = (caller.client_id, topic)
-        registration = self._registrations.get(key)
+        registration = self.registrations.items.get(key)
         if registration is None:
-            registration = self._registrations[key] = _Registration(
+            registration = self.registrations.items[key] = _Registration(
                 topic, NameServerClient(self.nameserver_urls, token=caller.token))
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
@@ -137,35 +140,11 @@ class ProducerSides:
 
     def stream_opened(self, caller: Caller) -> None:
         self.claim(caller)
-        self._streams[caller.client_id] = self._streams.get(caller.client_id, 0) + 1
+        self.registrations.stream_opened(caller.client_id)
 
     async def stream_closed(self, client_id: str) -> None:
-        left = self._streams.get(client_id, 0) - 1
-        if left > 0:
-            self._streams[client_id] = left
-            return
-        self._streams.pop(client_id, None)
-        await self.forget(client_id)
+        await self.registrations.stream_closed(client_id)
 
     async def forget(self, client_id: str) -> None:
         """Stop and unregister every registration of ``client_id`` (it terminated or went away)."""
-        for key in [k for k in self._registrations if k[0] == client_id]:
-            registration = self._registrations.pop(key)
-            await registration.ready.wait()
-            if registration.membership is not None:
-                await registration.membership.stop()
-                await registration.membership.unregister()
-            await registration.nameserver.close()
-        if client_id not in self._streams:
-            self._owners.pop(client_id, None)
-
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(self.expiry_s / 2)
-            idle_since = time.monotonic() - self.expiry_s
-            idle = {client_id for (client_id, _), r in self._registrations.items()
-                    if r.used_at < idle_since and client_id not in self._streams}
-            for client_id in idle:
-                log.info("stock producer %s: no stream and no send for %.0f s: unregistered", client_id,
-                         self.expiry_s)
-                await self.forget(client_id)
+        await self.registrations.forget(client_id)

@@ -113,7 +113,7 @@ def stock_consumer(table: ConsumerSides, client_id: str) -> StockConsumer:
     consumer.membership = FakeMembership()  # type: ignore[assignment]
     consumer.flip.follow_changes()
     consumer.ready.set()
-    table._registrations[(client_id, GROUP)] = consumer
+    table.registrations.items[(client_id, GROUP)] = consumer
     return consumer
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
 from tests.support.cli import gray_status, graymq, produce, wait_for
-from tests.support.cluster import Cluster, module_processes
+from tests.support.cluster import Cluster
 from tests.support.stock_sdk import StockProducer, StockSdkProcess, StockSimpleConsumer
 
 pytestmark = pytest.mark.integration
@@ -37,21 +37,6 @@ GRAY_QUEUES = set(gray_queue_ids(QUEUES, GRAY))
 NORMAL_QUEUES = set(range(QUEUES)) - GRAY_QUEUES
 TOPIC, GROUP = "GRPC_CANARY", "GID_CANARY"  # the SDK test's; a stock producer's producer group is its topic
 V1_HOST, V2_HOST = "orders-v1-6b7c9", "orders-v2-9d4e1"
-
-
-@pytest.fixture(scope="module")
-def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_processes(tmp_path_factory.mktemp("grpc_gray")) as start:
-        cluster = Cluster(start, pg_url, tmp_path_factory.mktemp("grpc_gray_stores"))
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a", "--grpc-port", "0")
-        yield cluster
-
-
-def grpc_address(cluster: Cluster) -> str:
-    info = cluster.brokers["broker-a"].ready_info
-    assert info is not None
-    return str(info["grpc"])
 
 
 class RawStockConsumer:
@@ -103,34 +88,36 @@ async def eventually(check: Any, what: str, timeout: float = 30.0) -> Any:
         await asyncio.sleep(0.3)
 
 
-def test_stock_consumers_are_clients_of_their_group_and_receive_from_their_side(shared: Cluster) -> None:
+def test_stock_consumers_are_clients_of_their_group_and_receive_from_their_side(
+        grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     topic, group = "GRPC_SPLIT", "GID_STOCK_SPLIT"
-    shared.create_topic(topic, QUEUES, GRAY)
-    shared.ns_call(lambda ns: ns.set_switch(group, True))
-    shared.ns_call(lambda ns: ns.add_rule(group, {"host": "orders-v2-*"}, True))
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.ns_call(lambda ns: ns.set_switch(group, True))
+    grpc_cluster.ns_call(lambda ns: ns.add_rule(group, {"host": "orders-v2-*"}, True))
 
     async def scenario() -> None:
-        v1 = RawStockConsumer(grpc_address(shared), "orders-v1-5d8f@11@0@a1", group, topic)
-        v2_ = RawStockConsumer(grpc_address(shared), "orders-v2-7f9c@12@0@b2", group, topic)
+        v1 = RawStockConsumer(grpc_endpoint, "orders-v1-5d8f@11@0@a1", group, topic)
+        v2_ = RawStockConsumer(grpc_endpoint, "orders-v2-7f9c@12@0@b2", group, topic)
         try:
             for consumer in (v1, v2_):
                 assert (await consumer.open()).status.code == v2.OK
             assert await v2_.assigned() == GRAY_QUEUES
             assert await v1.assigned() == NORMAL_QUEUES
-            clients = await asyncio.to_thread(clients_of, shared.ns_url, group)
+            clients = await asyncio.to_thread(clients_of, grpc_cluster.ns_url, group)
             assert clients[v2_.client_id]["labels"] == {"host": "orders-v2-7f9c", "language": "python",
                                                         "protocol": "rocketmq5"}
             assert (clients[v2_.client_id]["role"], clients[v2_.client_id]["state"]) == ("consumer", "GRAY")
             assert clients[v1.client_id]["gray"] is False and clients[v1.client_id]["state"] == "NORMAL"
             assert sorted(clients[v2_.client_id]["queues"]) == [f"broker-a:{topic}:{q}" for q in sorted(GRAY_QUEUES)]
 
-            await asyncio.to_thread(shared.ns_call, lambda ns: ns.set_flag(group, v1.client_id, True, reason="test"))
-            await eventually(lambda: clients_of(shared.ns_url, group)[v1.client_id]["gray"], "v1 to apply gray")
+            await asyncio.to_thread(grpc_cluster.ns_call,
+                                    lambda ns: ns.set_flag(group, v1.client_id, True, reason="test"))
+            await eventually(lambda: clients_of(grpc_cluster.ns_url, group)[v1.client_id]["gray"], "v1 to apply gray")
             assert await v1.assigned() == GRAY_QUEUES  # normal -> gray: at once, nothing to drain
         finally:
             await v1.close()
             await v2_.close()
-        await eventually(lambda: not clients_of(shared.ns_url, group), "both to leave the group when their "
+        await eventually(lambda: not clients_of(grpc_cluster.ns_url, group), "both to leave the group when their "
                          "streams close")
 
     asyncio.run(scenario())
@@ -152,34 +139,34 @@ def commit_gray_queues(ns_url: str, group: str, topic: str) -> None:
 
 
 def test_a_promote_waits_for_the_gray_stock_consumer_to_drain_the_gray_queues_then_it_is_normal(
-        shared: Cluster, tmp_path: Path) -> None:
+        grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     topic, group = "GRPC_DRAIN", "GID_STOCK_DRAIN"
-    shared.create_topic(topic, QUEUES, GRAY)
-    shared.ns_call(lambda ns: ns.set_switch(group, True))
-    shared.ns_call(lambda ns: ns.add_rule(group, {"host": "orders-v2-*"}, True))
-    produce(shared.ns_url, topic, "--gray", "--count", "8", "--size", "16")  # 8 gray messages nobody consumed
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.ns_call(lambda ns: ns.set_switch(group, True))
+    grpc_cluster.ns_call(lambda ns: ns.add_rule(group, {"host": "orders-v2-*"}, True))
+    produce(grpc_cluster.ns_url, topic, "--gray", "--count", "8", "--size", "16")  # 8 gray messages nobody consumed
 
     async def scenario() -> None:
-        v2_ = RawStockConsumer(grpc_address(shared), "orders-v2-0a1b@21@0@c3", group, topic)
+        v2_ = RawStockConsumer(grpc_endpoint, "orders-v2-0a1b@21@0@c3", group, topic)
         promoted: dict[str, Any] = {}
         try:
             assert (await v2_.open()).status.code == v2.OK
             assert await v2_.assigned() == GRAY_QUEUES
             promote = threading.Thread(target=lambda: promoted.update(result=graymq(
-                shared.ns_url, "gray", "promote", group, "--timeout", "60", "--json", check=False)))
+                grpc_cluster.ns_url, "gray", "promote", group, "--timeout", "60", "--json", check=False)))
             promote.start()
-            await eventually(lambda: clients_of(shared.ns_url, group)[v2_.client_id]["state"] == "DRAINING",
+            await eventually(lambda: clients_of(grpc_cluster.ns_url, group)[v2_.client_id]["state"] == "DRAINING",
                              "the gray stock consumer to drain")
             await asyncio.sleep(1.0)  # draining goes on while the gray backlog is there
-            assert clients_of(shared.ns_url, group)[v2_.client_id]["state"] == "DRAINING"
+            assert clients_of(grpc_cluster.ns_url, group)[v2_.client_id]["state"] == "DRAINING"
             assert await v2_.assigned() == GRAY_QUEUES  # it still receives from the gray queues
             assert promote.is_alive()
 
-            await asyncio.to_thread(commit_gray_queues, shared.ns_url, group, topic)
+            await asyncio.to_thread(commit_gray_queues, grpc_cluster.ns_url, group, topic)
             await asyncio.to_thread(promote.join, 60)
             result = promoted["result"]
             assert result.returncode == 0, result.stdout + result.stderr
-            client = clients_of(shared.ns_url, group)[v2_.client_id]
+            client = clients_of(grpc_cluster.ns_url, group)[v2_.client_id]
             assert (client["gray"], client["state"]) == (False, "NORMAL")
             assert await v2_.assigned() == NORMAL_QUEUES
         finally:
@@ -246,9 +233,9 @@ class Acked:
         until(f"{count} sends", lambda: len(self.take()) >= count, timeout=30)
 
 
-def sdk_producer(cluster: Cluster, home: Path, host: str, prefix: str, count: int, interval_s: float = 0.0
+def sdk_producer(endpoint: str, home: Path, host: str, prefix: str, count: int, interval_s: float = 0.0
             ) -> StockProducer:
-    return StockProducer(grpc_address(cluster), TOPIC, [{"body": f"{prefix}-{i}"} for i in range(count)],
+    return StockProducer(endpoint, TOPIC, [{"body": f"{prefix}-{i}"} for i in range(count)],
                          home / f"{prefix}-producer", host=host, interval_s=interval_s)
 
 
@@ -280,35 +267,35 @@ def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 def test_v2_pods_get_v2_messages_only_and_a_promote_while_both_produce_loses_nothing(
-        shared: Cluster, tmp_path: Path) -> None:
-    shared.create_topic(TOPIC, QUEUES, GRAY)
+        grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
+    grpc_cluster.create_topic(TOPIC, QUEUES, GRAY)
     for group in (GROUP, TOPIC):  # the consumers' group, and the stock producers' (named after their topic)
-        shared.ns_call(lambda ns, g=group: ns.set_switch(g, True))
-        shared.ns_call(lambda ns, g=group: ns.add_rule(g, {"host": "orders-v2-*"}, True))
-    address = grpc_address(shared)
+        grpc_cluster.ns_call(lambda ns, g=group: ns.set_switch(g, True))
+        grpc_cluster.ns_call(lambda ns, g=group: ns.add_rule(g, {"host": "orders-v2-*"}, True))
+    address = grpc_endpoint
     v1 = Received(StockSimpleConsumer(address, GROUP, TOPIC, tmp_path / "v1-consumer", host=V1_HOST))
     v2 = Received(StockSimpleConsumer(address, GROUP, TOPIC, tmp_path / "v2-consumer", host=V2_HOST))
     producers: dict[int, StockProducer] = {}
     try:
         assert v1.client_id.startswith(f"{V1_HOST}@") and v2.client_id.startswith(f"{V2_HOST}@")
-        clients = {c["client_id"]: c for c in gray_status(shared.ns_url, GROUP)["clients"]}
+        clients = {c["client_id"]: c for c in gray_status(grpc_cluster.ns_url, GROUP)["clients"]}
         assert (clients[v2.client_id]["gray"], clients[v1.client_id]["gray"]) == (True, False)
         assert clients[v2.client_id]["labels"]["protocol"] == "rocketmq5"
 
         # the split: each version's messages reach its own consumer only
         for host, version in ((V1_HOST, "v1"), (V2_HOST, "v2")):
-            sends(sdk_producer(shared, tmp_path, host, version, 20), 20)
+            sends(sdk_producer(grpc_endpoint, tmp_path, host, version, 20), 20)
         until("both consumers to receive the 40 messages", lambda: len(v1.bodies) + len(v2.bodies) >= 40)
         assert sorted(v1.bodies) == sorted(f"v1-{i}" for i in range(20)), v1.bodies
         assert sorted(v2.bodies) == sorted(f"v2-{i}" for i in range(20)), v2.bodies
 
         # a promote while both produce: every message the broker took is received
-        producers = {v: sdk_producer(shared, tmp_path, host, f"p{v}", 5000, 0.02)
+        producers = {v: sdk_producer(grpc_endpoint, tmp_path, host, f"p{v}", 5000, 0.02)
                      for v, host in ((1, V1_HOST), (2, V2_HOST))}
         acked = {v: Acked(producer, f"p{v}") for v, producer in producers.items()}
         for taken in acked.values():
             taken.at_least(10)
-        promote = graymq(shared.ns_url, "gray", "promote", GROUP, "--producer-group", TOPIC, "--timeout", "90",
+        promote = graymq(grpc_cluster.ns_url, "gray", "promote", GROUP, "--producer-group", TOPIC, "--timeout", "90",
                          "--json", check=False)
         assert promote.returncode == 0, promote.stdout + promote.stderr
         assert json.loads(promote.stdout)["state"] == "SUCCEEDED"
@@ -320,12 +307,12 @@ def test_v2_pods_get_v2_messages_only_and_a_promote_while_both_produce_loses_not
         expected = {body for taken in acked.values() for body in taken.take()}
         until(f"the {len(expected)} messages sent during and after the promote to be received",
               lambda: expected <= set(v1.bodies) | set(v2.bodies))
-        clients = {c["client_id"]: c for c in gray_status(shared.ns_url, GROUP)["clients"]}
+        clients = {c["client_id"]: c for c in gray_status(grpc_cluster.ns_url, GROUP)["clients"]}
         assert (clients[v2.client_id]["gray"], clients[v2.client_id]["state"]) == (False, "NORMAL")
 
         # afterwards v2's messages go to normal queues
         after = {r["message_id"] for r in acked[2].results[before[2]:]}
-        placed = stored_queues(shared.ns_url, after)
+        placed = stored_queues(grpc_cluster.ns_url, after)
         assert set(placed) == after and not set(placed.values()) & GRAY_QUEUES, placed
         assert not v1.errors and not v2.errors, (v1.errors, v2.errors)
     finally:

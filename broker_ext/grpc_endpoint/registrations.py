@@ -1,0 +1,82 @@
+"""Stock clients' registrations in the name server, kept as long as the client is there.
+
+A registration is one client in one group (a producer in its topic's producer group, a consumer in its consumer
+group). The client's registrations last while one of its telemetry streams is open; without a stream, until it has
+not used them (a send, a receive) for ``expiry_s``. NotifyClientTermination and the last stream's end drop them at
+once, and each registration closes itself: it stops heartbeating and leaves its group in the name server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+from graymq.protocol.aio import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+
+class Registration(Protocol):
+    used_at: float  # monotonic seconds of its last use
+
+    async def close(self) -> None: ...
+
+
+R = TypeVar("R", bound=Registration)
+
+
+class Registrations(Generic[R]):
+    """``items``: (client id, group) -> registration; ``forget(client_id)`` closes a client's; ``start`` sweeps the
+    idle ones away every ``expiry_s / 2``; ``gone(client_id)`` hears of a client forgotten with no stream left."""
+
+    def __init__(self, role: str, *, expiry_s: float, gone: Callable[[str], None] = lambda client_id: None) -> None:
+        self.role = role
+        self.expiry_s = expiry_s
+        self.gone = gone
+        self.items: dict[tuple[str, str], R] = {}
+        self._streams: dict[str, int] = {}  # client id -> telemetry streams open
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name=f"grpc {self.role} registrations")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            await cancel_and_wait(self._sweeper)
+        for client_id in {client_id for client_id, _ in self.items}:
+            await self.forget(client_id)
+
+    def has_stream(self, client_id: str) -> bool:
+        return client_id in self._streams
+
+    def stream_opened(self, client_id: str) -> None:
+        self._streams[client_id] = self._streams.get(client_id, 0) + 1
+
+    async def stream_closed(self, client_id: str) -> None:
+        """One stream of ``client_id`` ended; with its last one its registrations go."""
+        left = self._streams.pop(client_id, 0) - 1
+        if left > 0:
+            self._streams[client_id] = left
+        else:
+            await self.forget(client_id)
+
+    async def forget(self, client_id: str) -> None:
+        """Close every registration of ``client_id`` (it terminated or went away)."""
+        for key in [k for k in self.items if k[0] == client_id]:
+            await self.items.pop(key).close()
+        if client_id not in self._streams:
+            self.gone(client_id)
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.expiry_s / 2)
+            idle_since = time.monotonic() - self.expiry_s
+            idle = {client_id for (client_id, _), r in self.items.items()
+                    if r.used_at < idle_since and client_id not in self._streams}
+            for client_id in idle:
+                log.info("stock %s %s: no stream and no use for %.0f s: unregistered", self.role, client_id,
+                         self.expiry_s)
+                await self.forget(client_id)

@@ -193,3 +193,56 @@ def test_a_forged_receipt_handle_is_refused_and_a_queue_in_pop_use_refuses_a_pus
 
     answer = broker_call(shared, lock)
     assert len(answer.held) == 1 and answer.held[0].client_id == POP_CONSUMERS
+
+
+def test_a_fifo_consumer_gets_a_queues_next_message_only_once_the_one_before_is_acked(shared: Cluster) -> None:
+    topic, group, client_id = "POP_FIFO", "GID_POP_FIFO", "fifo-host@1@0@fifo"
+    shared.create_topic(topic, 1, GRAY)
+    send(shared, topic, [Message(topic, f"step-{i}".encode(), properties={"__SHARDINGKEY": "order-1"})
+                         for i in range(3)])
+    metadata = (("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"))
+
+    async def run() -> list[list[v2.Message]]:
+        async with grpc.aio.insecure_channel(info(shared, "grpc")) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            commands: asyncio.Queue[v2s.TelemetryCommand | None] = asyncio.Queue()
+            settings = v2.Settings(client_type=v2.SIMPLE_CONSUMER, subscription=v2.Subscription(
+                group=v2.Resource(name=group), fifo=True,
+                subscriptions=[v2.SubscriptionEntry(topic=v2.Resource(name=topic))]))
+            await commands.put(v2s.TelemetryCommand(settings=settings))
+
+            async def outgoing() -> Any:
+                while (command := await commands.get()) is not None:
+                    yield command
+
+            telemetry = stub.Telemetry(outgoing(), metadata=metadata)
+            assert (await telemetry.read()).status.code == v2.OK
+            async def receive() -> list[v2.Message]:
+                request = v2s.ReceiveMessageRequest(group=v2.Resource(name=group), batch_size=8,
+                                                    message_queue=v2.MessageQueue(topic=v2.Resource(name=topic)))
+                request.invisible_duration.FromSeconds(30)
+                request.long_polling_timeout.FromSeconds(1)
+                answers = [r async for r in stub.ReceiveMessage(request, metadata=metadata, timeout=10)]
+                return [r.message for r in answers if r.HasField("message")]
+
+            async def ack(messages: list[v2.Message]) -> None:
+                entries = [v2s.AckMessageEntry(message_id=m.system_properties.message_id,
+                                               receipt_handle=m.system_properties.receipt_handle) for m in messages]
+                answer = await stub.AckMessage(v2s.AckMessageRequest(
+                    group=v2.Resource(name=group), topic=v2.Resource(name=topic), entries=entries),
+                    metadata=metadata, timeout=10)
+                assert answer.status.code == v2.OK, answer
+
+            rounds = [await receive()]
+            rounds.append(await receive())  # step-0 in flight: nothing more from its queue
+            await ack(rounds[0])
+            rounds.append(await receive())
+            await ack(rounds[2])
+            rounds.append(await receive())
+            await commands.put(None)
+            telemetry.cancel()
+            return rounds
+
+    rounds = asyncio.run(run())
+    assert [[m.body.decode() for m in r] for r in rounds] == [["step-0"], [], ["step-1"], ["step-2"]]
+    assert rounds[0][0].system_properties.message_group == "order-1"

@@ -28,6 +28,7 @@ from graymq.broker_ext.pull_hold import PullRequestHoldService
 from graymq.broker_ext.store import GetStatus, MessageStore
 from graymq.protocol.record import MessageExt, decode_record
 
+MIN_WAIT_S = 0.05
 DeadLetter = Callable[[str, MessageExt, int], None]  # (group, message, attempts made): store it in %DLQ%group
 OwnerOf = Callable[[str, str, int], "str | None"]  # (group, topic, queue id) -> the push consumer holding its lease
 
@@ -132,8 +133,8 @@ class PopService:
             wait = deadline - now
             expiries = [d for q in request.queue_ids if (s := self._queues.get((request.group, request.topic, q)))
                         and (d := s.earliest_deadline()) is not None]
-            if expiries:
-                wait = max(0.0, min(wait, min(expiries) - now))
+            if expiries:  # at least MIN_WAIT_S: an expired message this request cannot take must not spin it
+                wait = min(wait, max(MIN_WAIT_S, min(expiries) - now))
             await self._wait(request, wait)
 
     async def _wait(self, request: PopRequest, timeout_s: float) -> None:

@@ -1,7 +1,9 @@
 """Awaited single sends, one message per request, each send waiting for its answer before the next: graymq's
 ``BlockingProducer`` (plain sockets, no event loop), graymq's async ``Producer`` (awaited ``send``) and
 redis-py's blocking client with hiredis (XADD to a stream, AOF ``everysec`` as graymq's async flush), each
-against a server of its own started for the case, 1 KiB bodies.
+against a server of its own started for the case, 1 KiB bodies. Then the same blocking clients shared by
+``THREADS`` threads, each thread sending awaited: one ``BlockingProducer`` (each thread borrows a connection of its
+own) beside one ``redis.Redis`` (its pool does the same).
 
 Per case: msg/s, p50 / p99 of one send (µs), CPU µs per message of the server and of this process, the
 1-minute load average when the case ended, and the run's loopback echo round trip (the floor under any
@@ -14,6 +16,7 @@ import asyncio
 import itertools
 import os
 import statistics
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,7 +28,9 @@ from graymq.bench.graymq_servers import Broker, NameServer, create_topic
 
 QUEUES = 8
 WARM_UP = 200
-CASES = ("graymq BlockingProducer", "graymq Producer (async)", "redis-py blocking + hiredis")
+THREADS = 8  # the threaded cases: one client shared by this many threads, each sending awaited
+CASES = ("graymq BlockingProducer", "graymq Producer (async)", "redis-py blocking + hiredis",
+         f"graymq BlockingProducer, {THREADS} threads", f"redis-py blocking + hiredis, {THREADS} threads")
 _case_ids = itertools.count()
 
 
@@ -34,14 +39,26 @@ def _figures(latencies_ns: list[int], seconds: float) -> Figures:
     return {"msgs_s": len(latencies_ns) / seconds, "p50_us": cuts[49] / 1000, "p99_us": cuts[98] / 1000}
 
 
-def timed_sends(count: int, send: Callable[[int], Any]) -> Figures:
-    """``send(seq)`` ``count`` times, one after the other: rate and per-send latency."""
-    latencies = []
+def timed_sends(count: int, send: Callable[[int], Any], threads: int = 1) -> Figures:
+    """``send(seq)`` ``count`` times, one after the other in each of ``threads`` threads: rate and per-send
+    latency."""
+    latencies: list[int] = []
+
+    def sender(first: int, last: int) -> None:
+        mine = []
+        for seq in range(first, last):
+            start = time.perf_counter_ns()
+            send(seq)
+            mine.append(time.perf_counter_ns() - start)
+        latencies.extend(mine)
+
+    share = count // threads
+    workers = [threading.Thread(target=sender, args=(n * share, (n + 1) * share)) for n in range(threads)]
     began = time.perf_counter()
-    for seq in range(count):
-        start = time.perf_counter_ns()
-        send(seq)
-        latencies.append(time.perf_counter_ns() - start)
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
     return _figures(latencies, time.perf_counter() - began)
 
 
@@ -66,13 +83,13 @@ def with_cpu(server: Server, count: int, measure: Callable[[], Figures]) -> Figu
     return figures
 
 
-def _blocking(ns_url: str, topic: str, group: str, count: int) -> Figures:
+def _blocking(ns_url: str, topic: str, group: str, count: int, threads: int) -> Figures:
     from graymq.client import BlockingProducer, Message
 
     with BlockingProducer(group, ns_url) as producer:
         for seq in range(WARM_UP):  # route, connection
             producer.send(Message(topic, payload(seq)))
-        return timed_sends(count, lambda seq: producer.send(Message(topic, payload(seq))))
+        return timed_sends(count, lambda seq: producer.send(Message(topic, payload(seq))), threads)
 
 
 async def _async(ns_url: str, topic: str, group: str, count: int) -> Figures:
@@ -88,7 +105,8 @@ async def _async(ns_url: str, topic: str, group: str, count: int) -> Figures:
         await producer.stop()
 
 
-def graymq_case(ns: NameServer, root: Path, log_dir: Path, count: int, *, blocking: bool) -> Figures:
+def graymq_case(ns: NameServer, root: Path, log_dir: Path, count: int, *, blocking: bool, threads: int = 1
+                ) -> Figures:
     case = next(_case_ids)
     name, topic, group = f"awaited{case}", f"BenchAwaited{case}", f"bench_awaited_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()
@@ -102,25 +120,25 @@ def graymq_case(ns: NameServer, root: Path, log_dir: Path, count: int, *, blocki
 
         asyncio.run(setup())
         if blocking:
-            return with_cpu(broker, count, lambda: _blocking(ns.url, topic, group, count))
+            return with_cpu(broker, count, lambda: _blocking(ns.url, topic, group, count, threads))
         return with_cpu(broker, count, lambda: asyncio.run(_async(ns.url, topic, group, count)))
     finally:
         broker.stop()
 
 
-def redis_case(root: Path, log_dir: Path, count: int) -> Figures:
+def redis_case(root: Path, log_dir: Path, count: int, threads: int = 1) -> Figures:
     import redis
 
     from graymq.bench.bench_peers import hiredis_in_use
 
     with bench_redis.RedisServer(root / f"redis-awaited{next(_case_ids)}", log_dir) as server:
         server.wait_ready()
-        r = redis.Redis(host="127.0.0.1", port=server.port or 0)
+        r = redis.Redis(host="127.0.0.1", port=server.port or 0)  # its pool lends each thread a connection
         try:
             for seq in range(WARM_UP):
                 r.xadd(bench_redis.STREAM, {b"d": payload(seq)})
             figures = with_cpu(server, count, lambda: timed_sends(
-                count, lambda seq: r.xadd(bench_redis.STREAM, {b"d": payload(seq)})))
+                count, lambda seq: r.xadd(bench_redis.STREAM, {b"d": payload(seq)}), threads))
         finally:
             r.close()
         figures["hiredis"] = hiredis_in_use()
@@ -134,26 +152,29 @@ def cases(ns: NameServer, root: Path, log_dir: Path, count: int, with_redis: boo
         (CASES[0], lambda tmp: graymq_case(ns, tmp, log_dir, count, blocking=True)),
         (CASES[1], lambda tmp: graymq_case(ns, tmp, log_dir, count, blocking=False)),
         *([(CASES[2], lambda tmp: redis_case(tmp, log_dir, count))] if with_redis else []),
+        (CASES[3], lambda tmp: graymq_case(ns, tmp, log_dir, count, blocking=True, threads=THREADS)),
+        *([(CASES[4], lambda tmp: redis_case(tmp, log_dir, count, THREADS))] if with_redis else []),
     ]
 
 
 def render(medians: dict[str, Figures], table: Callable[[list[str], list[list[str]]], str],
            fmt: Callable[..., str], echo_rtt_us: float | None) -> list[str]:
-    """The part's table (one row per case), each graymq row's rate against Redis's."""
+    """The part's table (one row per case), each graymq row's rate against Redis's with as many threads."""
     if not medians:
         return []
-    redis_rate = medians.get(CASES[2], {}).get("msgs_s")
     rows = []
     for case, f in medians.items():
         if "error" in f:
             rows.append([case, f"FAILED: {f['error']}", *[""] * 6])
             continue
-        ratio = f["msgs_s"] / redis_rate if redis_rate and case != CASES[2] else None
+        redis_rate = medians.get(CASES[4] if case == CASES[3] else CASES[2], {}).get("msgs_s")
+        ratio = f["msgs_s"] / redis_rate if redis_rate and not case.startswith("redis") else None
         rows.append([case, fmt(f["msgs_s"], "rate"), fmt(ratio, "ratio"), fmt(f["p50_us"]), fmt(f["p99_us"]),
                      fmt(f["server_cpu_us"]), fmt(f["client_cpu_us"]), fmt(f["load_1m"])])
     headers = ["client", "msg/s", "× Redis", "p50 µs", "p99 µs", "server CPU µs/msg", "client CPU µs/msg", "load 1m"]
     rtt = f" Loopback echo round trip of the run: {fmt(echo_rtt_us)} µs." if echo_rtt_us else ""
     return ["### Awaited single sends: BlockingProducer, Producer and redis-py's blocking client", "",
-            "Each send waits for its answer before the next; one message per request, 1 KiB." + rtt, "",
+            "Each send waits for its answer before the next (in each thread: one client shared by "
+            f"{THREADS} threads in the threaded rows); one message per request, 1 KiB." + rtt, "",
             table(headers, rows), ""]
 

@@ -24,21 +24,12 @@ from graymq.protocol.record import MessageExt, iter_records
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
-from tests.support.cluster import Cluster, module_processes
+from tests.support.cluster import Cluster
 from tests.support.stock_sdk_consumer import DrivenSimpleConsumer
 
 pytestmark = pytest.mark.integration
 
 QUEUES, GRAY = 4, 0
-
-
-@pytest.fixture(scope="module")
-def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_processes(tmp_path_factory.mktemp("grpc_pop")) as start:
-        cluster = Cluster(start, pg_url, tmp_path_factory.mktemp("grpc_pop_stores"))
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a", "--grpc-port", "0")
-        yield cluster
 
 
 def info(cluster: Cluster, key: str) -> str:
@@ -88,11 +79,11 @@ def receive_all(consumer: DrivenSimpleConsumer, expected: int, *, ack: bool, inv
 
 
 @pytest.fixture
-def consumer_of(shared: Cluster, tmp_path: Path) -> Iterator[Any]:
+def consumer_of(grpc_cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
     consumers: list[DrivenSimpleConsumer] = []
 
     def make(group: str, topic: str) -> DrivenSimpleConsumer:
-        consumer = DrivenSimpleConsumer(info(shared, "grpc"), group, topic, tmp_path / group)
+        consumer = DrivenSimpleConsumer(info(grpc_cluster, "grpc"), group, topic, tmp_path / group)
         consumers.append(consumer)
         assert "client_id" in consumer.started, consumer.started
         return consumer
@@ -103,10 +94,10 @@ def consumer_of(shared: Cluster, tmp_path: Path) -> Iterator[Any]:
 
 
 def test_messages_of_graymq_are_received_intact_by_the_sdk_and_acks_move_the_committed_offset(
-        shared: Cluster, consumer_of: Any) -> None:
+        grpc_cluster: Cluster, consumer_of: Any) -> None:
     topic, group = "POP_PLAIN", "GID_POP_PLAIN"
-    shared.create_topic(topic, QUEUES, GRAY)
-    send(shared, topic, [Message(topic, b"tagged", tags="TagA", keys=["order-1", "user-2"],
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    send(grpc_cluster, topic, [Message(topic, b"tagged", tags="TagA", keys=["order-1", "user-2"],
                                  properties={"region": "eu"}),
                          *(Message(topic, f"plain-{i}".encode()) for i in range(7))])
     consumer = consumer_of(group, topic)
@@ -117,15 +108,15 @@ def test_messages_of_graymq_are_received_intact_by_the_sdk_and_acks_move_the_com
     assert tagged["tag"] == "TagA" and tagged["keys"] == ["order-1", "user-2"]
     assert tagged["properties"] == {"region": "eu"} and not tagged["corrupted"]  # the MD5 digest checks out
     assert {m["attempt"] for m in received} == {1}
-    assert sum(committed(shared, group, topic)) == 8  # every message acked: nothing left to consume
+    assert sum(committed(grpc_cluster, group, topic)) == 8  # every message acked: nothing left to consume
     assert consumer.receive(32, 10, ack=True) == []
 
 
 def test_a_message_not_acked_comes_again_with_the_next_attempt_then_is_in_the_dead_letter_queue(
-        shared: Cluster, consumer_of: Any) -> None:
+        grpc_cluster: Cluster, consumer_of: Any) -> None:
     topic, group = "POP_UNACKED", "GID_POP_UNACKED"
-    shared.create_topic(topic, QUEUES, GRAY)
-    send(shared, topic, [Message(topic, b"poison", keys=["poison-1"])])
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    send(grpc_cluster, topic, [Message(topic, b"poison", keys=["poison-1"])])
     consumer = consumer_of(group, topic)
 
     attempts: list[int] = []
@@ -142,17 +133,17 @@ def test_a_message_not_acked_comes_again_with_the_next_attempt_then_is_in_the_de
             sub_expression="*", client_id="dlq-reader", commit_offset=-1))
         return list(iter_records(response.records))
 
-    dead = broker_call(shared, pull_dlq)
+    dead = broker_call(grpc_cluster, pull_dlq)
     assert [m.body for m in dead] == [b"poison"] and dead[0].keys == ["poison-1"]
     assert dead[0].properties["RETRY_TOPIC"] == topic
-    assert sum(committed(shared, group, topic)) == 1
+    assert sum(committed(grpc_cluster, group, topic)) == 1
 
 
 def test_change_invisible_duration_keeps_a_message_away_and_the_new_handle_acks_it(
-        shared: Cluster, consumer_of: Any) -> None:
+        grpc_cluster: Cluster, consumer_of: Any) -> None:
     topic, group = "POP_SLOW", "GID_POP_SLOW"
-    shared.create_topic(topic, QUEUES, GRAY)
-    send(shared, topic, [Message(topic, b"slow")])
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    send(grpc_cluster, topic, [Message(topic, b"slow")])
     consumer = consumer_of(group, topic)
 
     (message,) = receive_all(consumer, 1, ack=False, invisible_s=2)
@@ -161,19 +152,19 @@ def test_change_invisible_duration_keeps_a_message_away_and_the_new_handle_acks_
     time.sleep(2.5)  # the first invisible time is over
     assert consumer.receive(32, 2, ack=False) == []
     assert consumer.call({"ack": message["message_id"]}) == {"acked": message["message_id"]}
-    assert sum(committed(shared, group, topic)) == 1
+    assert sum(committed(grpc_cluster, group, topic)) == 1
 
 
 def test_a_forged_receipt_handle_is_refused_and_a_queue_in_pop_use_refuses_a_push_consumers_lease(
-        shared: Cluster, consumer_of: Any) -> None:
+        grpc_cluster: Cluster, consumer_of: Any) -> None:
     topic, group = "POP_GUARD", "GID_POP_GUARD"
-    shared.create_topic(topic, QUEUES, GRAY)
-    send(shared, topic, [Message(topic, b"guarded")])
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    send(grpc_cluster, topic, [Message(topic, b"guarded")])
     consumer = consumer_of(group, topic)
     assert len(receive_all(consumer, 1, ack=False, invisible_s=30)) == 1
 
     async def forged() -> tuple[v2s.AckMessageResponse, v2s.ChangeInvisibleDurationResponse]:
-        async with grpc.aio.insecure_channel(info(shared, "grpc")) as channel:
+        async with grpc.aio.insecure_channel(info(grpc_cluster, "grpc")) as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
             ack = await stub.AckMessage(v2s.AckMessageRequest(
                 group=v2.Resource(name=group), topic=v2.Resource(name=topic),
@@ -191,19 +182,19 @@ def test_a_forged_receipt_handle_is_refused_and_a_queue_in_pop_use_refuses_a_pus
     async def lock(client: BrokerClient, address: str) -> pb.LockQueuesResponse:
         return await client.lock_queues(address, group, "push-client", [(topic, q) for q in range(QUEUES)])
 
-    answer = broker_call(shared, lock)
+    answer = broker_call(grpc_cluster, lock)
     assert len(answer.held) == 1 and answer.held[0].client_id == POP_CONSUMERS
 
 
-def test_a_fifo_consumer_gets_a_queues_next_message_only_once_the_one_before_is_acked(shared: Cluster) -> None:
+def test_a_fifo_consumer_gets_a_queues_next_message_only_once_the_one_before_is_acked(grpc_cluster: Cluster) -> None:
     topic, group, client_id = "POP_FIFO", "GID_POP_FIFO", "fifo-host@1@0@fifo"
-    shared.create_topic(topic, 1, GRAY)
-    send(shared, topic, [Message(topic, f"step-{i}".encode(), properties={"__SHARDINGKEY": "order-1"})
+    grpc_cluster.create_topic(topic, 1, GRAY)
+    send(grpc_cluster, topic, [Message(topic, f"step-{i}".encode(), properties={"__SHARDINGKEY": "order-1"})
                          for i in range(3)])
     metadata = (("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"))
 
     async def run() -> list[list[v2.Message]]:
-        async with grpc.aio.insecure_channel(info(shared, "grpc")) as channel:
+        async with grpc.aio.insecure_channel(info(grpc_cluster, "grpc")) as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
             commands: asyncio.Queue[v2s.TelemetryCommand | None] = asyncio.Queue()
             settings = v2.Settings(client_type=v2.SIMPLE_CONSUMER, subscription=v2.Subscription(

@@ -18,23 +18,37 @@ import json
 import sys
 import threading
 import time
+from typing import Any
 
 
-def main(spec: dict) -> int:
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+def configuration(spec: dict) -> Any:
+    """The SDK's client configuration for ``spec``'s endpoint and credentials."""
+    from rocketmq import ClientConfiguration, Credentials
     from rocketmq.v5.util.misc import Misc
 
     # The SDK finds its address with a UDP connect to a public address: a test machine may have no route.
     Misc.get_local_ip = staticmethod(lambda: "127.0.0.1")
-    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
-                                 request_timeout=5)
-    producer = Producer(config, (spec["topic"],), tls_enable=spec.get("tls", False))
+    return ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
+                               request_timeout=5)
+
+
+def started(client: Any) -> bool:
+    """Start ``client``; print its ``{"client_id"}``, or ``{"startup_error"}`` and False."""
     try:
-        producer.startup()
+        client.startup()
     except Exception as exc:  # the reason is the test's to check
         print(json.dumps({"startup_error": str(exc)}), flush=True)
+        return False
+    print(json.dumps({"client_id": client.client_id}), flush=True)
+    return True
+
+
+def main(spec: dict) -> int:
+    from rocketmq import Message, Producer
+
+    producer = Producer(configuration(spec), (spec["topic"],), tls_enable=spec.get("tls", False))
+    if not started(producer):
         return 1
-    print(json.dumps({"client_id": producer.client_id}), flush=True)
     try:
         for item in spec["messages"]:
             if item.get("pause"):
@@ -65,21 +79,13 @@ def main(spec: dict) -> int:
 
 
 def consume(spec: dict) -> int:
-    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
-    from rocketmq.v5.util.misc import Misc
+    from rocketmq import FilterExpression, SimpleConsumer
 
-    Misc.get_local_ip = staticmethod(lambda: "127.0.0.1")
     options = spec["consume"]
-    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
-                                 request_timeout=5)
-    consumer = SimpleConsumer(config, options["group"], {options["topic"]: FilterExpression("*")},
+    consumer = SimpleConsumer(configuration(spec), options["group"], {options["topic"]: FilterExpression("*")},
                               await_duration=2, tls_enable=spec.get("tls", False))
-    try:
-        consumer.startup()
-    except Exception as exc:  # the reason is the test's to check
-        print(json.dumps({"startup_error": str(exc)}), flush=True)
+    if not started(consumer):
         return 1
-    print(json.dumps({"client_id": consumer.client_id}), flush=True)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
     try:

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 ACCEPT_MESSAGE_TYPES = (v2.NORMAL, v2.FIFO)
 ROUTE_TTL_S = 5.0  # how long a topic's route from the name server is served before it is read again
+MAX_CACHED_TOPICS = 1024  # beyond, the expired routes are dropped (clients may ask for any name)
 
 
 def permission(perm: int) -> int:
@@ -97,6 +98,10 @@ class ClusterRoutes:
         self._reading: dict[str, asyncio.Task[list[BrokerQueues] | None]] = {}
         self._unreachable = False
 
+    def __len__(self) -> int:
+        """How many topics' answers are cached."""
+        return len(self._cache)
+
     async def brokers(self, topic: str) -> list[BrokerQueues] | None:
         entry = self._cache.get(topic)
         if entry is not None and time.monotonic() - entry[0] < self.ttl_s:
@@ -126,7 +131,10 @@ class ClusterRoutes:
         if brokers is not None and self._unreachable:
             self._unreachable = False
             log.info("QueryRoute answers every broker's queues again: the name server gave the route of %s", topic)
-        self._cache[topic] = (time.monotonic(), brokers)
+        now = time.monotonic()
+        if len(self._cache) >= MAX_CACHED_TOPICS:
+            self._cache = {t: entry for t, entry in self._cache.items() if now - entry[0] < self.ttl_s}
+        self._cache[topic] = (now, brokers)
         return brokers
 
 

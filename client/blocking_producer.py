@@ -29,7 +29,7 @@ from graymq.client.blocking_brokers import BlockingBrokers
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
 from graymq.client.loop_thread import LoopThread
-from graymq.client.membership import Membership, new_client_id
+from graymq.client.membership import Membership
 from graymq.client.message import Message, MessageQueue, SendResult, SendStatus
 from graymq.client.nameserver_client import NameServerClient
 from graymq.client.producer import TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
@@ -65,11 +65,7 @@ class BlockingProducer(ProducerFlags):
                  settings: ProducerSettings | None = None, config: ClientConfig | None = None,
                  **keywords: Any) -> None:
         self.settings = s = producer_settings(settings, keywords)
-        self.group = group
-        self.client_id = client_id or new_client_id("producer")
-        self.gray = bool(gray)
-        self.gray_switch = True
-        self.gray_marks = False  # honour messages' gray marks: only once the name server says so
+        self._init_flags(group, client_id, gray)
         self.config = c = client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s)
         self.nameserver = NameServerClient(list(c.nameserver), token=c.token, timeout_s=c.nameserver_timeout_s)
         self.routes = RouteCache(self.nameserver, c.route_ttl_s)

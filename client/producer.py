@@ -42,7 +42,7 @@ from graymq.client.accumulator import MessageAccumulator
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
 from graymq.client.instance import ClientInstance
-from graymq.client.membership import Membership, new_client_id
+from graymq.client.membership import Membership
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
@@ -113,11 +113,7 @@ class Producer(ProducerFlags):
         **keywords: Any,
     ) -> None:
         self.settings = s = producer_settings(settings, keywords)
-        self.group = group
-        self.client_id = client_id or new_client_id("producer")
-        self.gray = bool(gray)
-        self.gray_switch = True
-        self.gray_marks = False  # honour messages' gray marks: only once the name server says so
+        self._init_flags(group, client_id, gray)
         self.client = ClientInstance.of(client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s))
         self.nameserver = self.client.nameserver
         self.routes = self.client.route_view()

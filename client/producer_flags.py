@@ -7,6 +7,7 @@ import logging
 from typing import Any, Protocol
 
 from graymq.client.gray_side import send_side
+from graymq.client.membership import new_client_id
 from graymq.client.message import Message, MessageExt
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,15 @@ class ProducerFlags:
     started: bool
     routes: _Topics
     membership: _Poke
+
+    def _init_flags(self, group: str, client_id: str | None, gray: bool | None) -> None:
+        """The producer's identity and starting flags: gray as declared, marks not honoured until the name server
+        says so, the switch on until it says otherwise."""
+        self.group = group
+        self.client_id = client_id or new_client_id("producer")
+        self.gray = bool(gray)
+        self.gray_switch = True
+        self.gray_marks = False
 
     def _report(self) -> dict[str, Any]:
         gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray

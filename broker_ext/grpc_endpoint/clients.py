@@ -61,14 +61,17 @@ class ClientTable:
                     continue
                 settings = command.settings
                 self.clients[caller.client_id] = StockClient(caller.client_id, settings)
-                if settings.client_type in CONSUMER_TYPES and self.consumers.enabled:
+                consumer = settings.client_type in CONSUMER_TYPES and self.consumers.enabled
+                if consumer:
                     try:
-                        await self.consumers.register(caller, settings.subscription.group.name,
-                                                      [s.topic.name for s in settings.subscription.subscriptions])
+                        self.consumers.check(caller, settings.subscription.group.name)
                     except RocketMQStatusError as refused:
                         yield v2s.TelemetryCommand(status=refused.to_status())
                         continue
                 yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits))
+                if consumer:  # answered first: a name server slow to answer does not hold up the client's start
+                    await self.consumers.register(caller, settings.subscription.group.name,
+                                                  [s.topic.name for s in settings.subscription.subscriptions])
                 if settings.client_type == v2.PRODUCER and self.sides.enabled:
                     for topic in settings.publishing.topics:
                         await self.sides.register(caller, topic.name)

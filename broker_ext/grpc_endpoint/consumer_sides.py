@@ -163,13 +163,18 @@ class ConsumerSides:
         return self.broker.graymq_gray_clients(group) > 0 or any(
             c.group == group and c.gray and not c.retired for c in self.registrations.items.values())
 
-    async def register(self, caller: Caller, group: str, topics: Iterable[str]) -> StockConsumer:
-        """The registration of ``caller`` in consumer group ``group`` (made with one heartbeat on first use); topics
-        not reported yet are added and reported soon. ``FORBIDDEN`` when its principal may not consume ``group``."""
+    def check(self, caller: Caller, group: str) -> None:
+        """``FORBIDDEN`` when another principal holds ``caller``'s client id or its principal may not consume in
+        ``group``."""
         self.claim(caller)
         if not caller.principal.rights.may_consume(group):
             raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not consume in group "
                                       f"{group}")
+
+    async def register(self, caller: Caller, group: str, topics: Iterable[str]) -> StockConsumer:
+        """The registration of ``caller`` in consumer group ``group`` (made with one heartbeat on first use); topics
+        not reported yet are added and reported soon. ``FORBIDDEN`` when its principal may not consume ``group``."""
+        self.check(caller, group)
         key = (caller.client_id, group)
         consumer = self.registrations.items.get(key)
         if consumer is None:

@@ -278,7 +278,9 @@ def test_v2_pods_get_v2_messages_only_and_a_promote_while_both_produce_loses_not
     producers: dict[int, StockProducer] = {}
     try:
         assert v1.client_id.startswith(f"{V1_HOST}@") and v2.client_id.startswith(f"{V2_HOST}@")
-        clients = {c["client_id"]: c for c in gray_status(grpc_cluster.ns_url, GROUP)["clients"]}
+        until("both consumers in gray status",
+              lambda: {v1.client_id, v2.client_id} <= set(clients_of(grpc_cluster.ns_url, GROUP)))
+        clients = clients_of(grpc_cluster.ns_url, GROUP)
         assert (clients[v2.client_id]["gray"], clients[v1.client_id]["gray"]) == (True, False)
         assert clients[v2.client_id]["labels"]["protocol"] == "rocketmq5"
 
@@ -307,8 +309,8 @@ def test_v2_pods_get_v2_messages_only_and_a_promote_while_both_produce_loses_not
         expected = {body for taken in acked.values() for body in taken.take()}
         until(f"the {len(expected)} messages sent during and after the promote to be received",
               lambda: expected <= set(v1.bodies) | set(v2.bodies))
-        clients = {c["client_id"]: c for c in gray_status(grpc_cluster.ns_url, GROUP)["clients"]}
-        assert (clients[v2.client_id]["gray"], clients[v2.client_id]["state"]) == (False, "NORMAL")
+        client = clients_of(grpc_cluster.ns_url, GROUP)[v2.client_id]
+        assert (client["gray"], client["state"]) == (False, "NORMAL")
 
         # afterwards v2's messages go to normal queues
         after = {r["message_id"] for r in acked[2].results[before[2]:]}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,14 +14,14 @@ from typing import Any
 import grpc
 import pytest
 
-from graymq.client import MessageExt, PullConsumer
-from graymq.client.message import MessageQueue
+from graymq.client import MessageExt
 from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
 from tests.support.cli import wait_for
 from tests.support.cluster import Cluster, module_processes
+from tests.support.stock_reads import stored_messages
 from tests.support.stock_sdk import StockProducer, sdk_send
 
 pytestmark = pytest.mark.integration
@@ -48,25 +47,7 @@ def grpc_address(cluster: Cluster) -> str:
 
 def read_all(ns_url: str, topic: str, expected: int, timeout: float = 20.0) -> list[MessageExt]:
     """Every message of ``topic``, pulled queue by queue from offset 0 until ``expected`` are there."""
-
-    async def pull() -> list[MessageExt]:
-        readers = {gray: PullConsumer("GID_GRPC_READER", ns_url, gray=gray, register=False) for gray in (False, True)}
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                messages: list[MessageExt] = []
-                for queue_id in range(QUEUES):
-                    pulled = await readers[queue_id in GRAY_QUEUES].pull(
-                        MessageQueue(topic, "broker-a", queue_id), 0, max_nums=64)
-                    messages.extend(pulled.messages)
-                if len(messages) >= expected or time.monotonic() > deadline:
-                    return messages
-                await asyncio.sleep(0.2)
-        finally:
-            for reader in readers.values():
-                await reader.stop()
-
-    return asyncio.run(pull())
+    return stored_messages(ns_url, topic, QUEUES, GRAY, expected, timeout=timeout)
 
 
 def test_stock_producer_messages_are_read_by_graymq_with_body_tag_keys_and_properties(

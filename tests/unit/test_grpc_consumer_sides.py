@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import doctest
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from graymq.broker_ext.grpc_endpoint import assignment
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
 from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides, StockConsumer, gray_backlog
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.registrations import Registrations
 from graymq.broker_ext.principals import DEV_PRINCIPAL
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.runtime import GroupGray
@@ -157,5 +159,57 @@ def test_gray_wanted_again_during_a_drain_cancels_it_and_the_consumer_stays_gray
         await table._apply(v2, {"desired_gray": True})
         await asyncio.wait_for(_settled(v2), 5)
         assert v2.state.value == "GRAY"
+
+    asyncio.run(scenario())
+
+
+def test_a_rolled_back_gray_side_receives_nothing_and_normal_consumers_adopting_take_the_gray_queues() -> None:
+    async def scenario() -> None:
+        table = sides(FakeBroker())
+        v1, v2 = stock_consumer(table, "orders-v1-a@1@0@x"), stock_consumer(table, "orders-v2-a@1@0@x")
+        await table._apply(v1, {"desired_gray": False, "orphan_policy": "hold"})
+        await table._apply(v2, {"desired_gray": True})
+        assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == {1, 2, 3, 4}
+
+        rolled_back = {"desired_gray": True, "gray_retired": True, "orphan_policy": "adopt"}
+        await table._apply(v2, rolled_back)
+        await table._apply(v1, {"desired_gray": False, "gray_retired": True, "orphan_policy": "adopt"})
+        assert v2.state.value == "RETIRED"
+        assert await table.queues(Caller(DEV_PRINCIPAL, None, v2.client_id), GROUP, TOPIC) == set()
+        assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == set(range(6))
+
+    asyncio.run(scenario())
+
+
+class Closing:
+    """A registration that records its close."""
+
+    def __init__(self, used_at: float) -> None:
+        self.used_at = used_at
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_registrations_go_with_the_last_stream_or_when_idle_without_one() -> None:
+    async def scenario() -> None:
+        gone: list[str] = []
+        table: Registrations[Closing] = Registrations("consumer", expiry_s=0.2, gone=gone.append)
+        streamed, idle, busy = Closing(time.monotonic()), Closing(0.0), Closing(time.monotonic() + 60)
+        table.items.update({("a", GROUP): streamed, ("b", GROUP): idle, ("c", GROUP): busy})
+        table.stream_opened("a")
+        table.stream_opened("a")
+        table.start()
+        try:
+            await asyncio.sleep(0.5)
+            assert (idle.closed, streamed.closed, busy.closed) == (True, False, False)  # "a" has streams: kept
+            await table.stream_closed("a")
+            assert not streamed.closed
+            await table.stream_closed("a")
+            assert streamed.closed and gone == ["b", "a"]
+        finally:
+            await table.stop()
+        assert busy.closed  # stopping closes what is left
 
     asyncio.run(scenario())

@@ -41,21 +41,14 @@ def run_command(consumer: Any, command: dict[str, Any], held: dict[str, Any]) ->
 
 
 def main(spec: dict[str, Any]) -> int:
-    from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
-    from rocketmq.v5.util.misc import Misc
+    from rocketmq import FilterExpression, SimpleConsumer
+    from stock_sdk_driver import configuration, started  # beside this script: run as one, its folder is on the path
 
-    # The SDK finds its address with a UDP connect to a public address: a test machine may have no route.
-    Misc.get_local_ip = staticmethod(lambda: "127.0.0.1")
-    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
-                                 request_timeout=5)
-    consumer = SimpleConsumer(config, spec["group"], {spec["topic"]: FilterExpression(spec.get("tags", "*"))},
-                              await_duration=spec.get("await", 2), tls_enable=spec.get("tls", False))
-    try:
-        consumer.startup()
-    except Exception as exc:  # the reason is the test's to check
-        print(json.dumps({"startup_error": str(exc)}), flush=True)
+    subscription = {spec["topic"]: FilterExpression(spec.get("tags", "*"))}
+    consumer = SimpleConsumer(configuration(spec), spec["group"], subscription, await_duration=spec.get("await", 2),
+                              tls_enable=spec.get("tls", False))
+    if not started(consumer):
         return 1
-    print(json.dumps({"client_id": consumer.client_id}), flush=True)
     held: dict[str, Any] = {}
     try:
         for line in sys.stdin:

@@ -3,15 +3,17 @@
 ``graymq broker --grpc-port PORT`` serves it next to the broker port, on the broker's event loop. One module per
 concern: ``server`` (the grpc.aio server and the table of RPCs), ``credentials`` (RocketMQ's signature, mapped to
 graymq principals), ``route`` (QueryRoute), ``clients`` and ``settings`` (Heartbeat, Telemetry,
-NotifyClientTermination), ``send`` (SendMessage through the broker's put-message path), ``producer_sides`` (the
-gray split of a stock producer's sends, decided here from the name server's flag for its client id), ``receive``
-and ``ack`` (ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue on the broker's
-pop state, ``broker_ext.pop``) and ``status`` (RocketMQ's status codes); ``wiring`` builds it from a broker. Every RPC not served yet answers
+NotifyClientTermination), ``registrations`` (a stock client's place in the name server, held by its streams),
+``producer_sides`` and ``consumer_sides`` (the gray split of a stock client's sends and receives, decided here from
+the name server's flag for its client id), ``assignment`` (QueryAssignment), ``send`` (SendMessage through the
+broker's put-message path), ``receive`` and ``ack`` (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue on the broker's pop state, ``broker_ext.pop``) and ``status`` (RocketMQ's status
+codes); ``wiring`` builds it from a broker. Every other RPC (transactions, PullMessage, ...) answers
 ``NOT_IMPLEMENTED`` at once.
 
-A stock client needs only the endpoint and, outside dev mode, a principal's token as access key and secret
-(Python SDK)::
+A stock client needs only the endpoint and, outside dev mode, an access key and secret (``graymq principal add
+NAME --access-key``; a principal's token as both works too). Python SDK::
 
-    config = ClientConfiguration("broker-host:8081", Credentials(token, token))
+    config = ClientConfiguration("broker-host:8081", Credentials(access_key, secret_key))
     producer = Producer(config, ("ORDER_PAID",))  # tls_enable=True when the broker has --tls-cert
 """

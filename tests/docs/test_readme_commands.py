@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README_PORTS = (9876, 10911)  # what `graymq up` listens on, as the READMEs say
+README_PORTS = (9876, 10911, 8081)  # what `graymq up` listens on (8081: the gRPC endpoint), as the READMEs say
 
 pytestmark = pytest.mark.e2e
 

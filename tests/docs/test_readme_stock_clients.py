@@ -19,7 +19,7 @@ def test_the_stock_clients_examples_run_as_written(tmp_path: Path) -> None:
     readme = ROOT / "README.md"
     (tmp_path / "stock_clients.py").write_text(code_block(readme, HEADING, language="python"))
     (tmp_path / "stock_clients.js").write_text(code_block(readme, HEADING, language="javascript"))
-    require_readme_ports_free((8081,))
+    require_readme_ports_free()
     output = run_block(tmp_path, bash_block(readme, HEADING), timeout=300)
 
     assert len(re.findall(r"^sent \w+$", output, re.M)) == 2, output[-4000:]

@@ -63,7 +63,7 @@ class StockSdkProcess:
 
     def printed(self) -> list[dict[str, Any]]:
         """Every line printed and not read yet, without waiting (the end of an exited driver is skipped)."""
-        lines = []
+        lines: list[dict[str, Any]] = []
         while True:
             try:
                 line = self._lines.get_nowait()
@@ -96,13 +96,36 @@ class StockProducer(StockSdkProcess):
 
 
 class StockSimpleConsumer(StockSdkProcess):
-    """The SDK's SimpleConsumer receiving ``topic`` in ``group`` (acking each message unless ``ack`` is false) until
-    ``resume``."""
+    """The SDK's SimpleConsumer of ``topic`` in ``group``, one command at a time (the driver's ``consume`` mode):
+    ``receive``, ``call`` (any command) and ``close``; ``started`` is its first line (``client_id`` or
+    ``startup_error``)."""
 
     def __init__(self, endpoint: str, group: str, topic: str, home: Path, *, host: str | None = None,
-                 invisible_s: int = 10, ack: bool = True) -> None:
-        consume = {"group": group, "topic": topic, "invisible_s": invisible_s, "ack": ack}
+                 await_s: int = 2, tags: str = "*") -> None:
+        consume = {"group": group, "topic": topic, "await": await_s, "tags": tags}
         super().__init__({"endpoint": endpoint, "consume": consume}, home, host)
+        self.started = self.next(60.0)
+
+    def call(self, command: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.next(timeout)
+
+    def receive(self, max_messages: int = 32, invisible_s: int = 10, *, ack: bool = False) -> list[dict[str, Any]]:
+        answer = self.call({"receive": max_messages, "invisible": invisible_s, "ack": ack})
+        assert "messages" in answer, answer
+        return list(answer["messages"])
+
+    def close(self) -> None:
+        """Shut the consumer down (an empty line), or kill it when it does not end in time."""
+        try:
+            if self.proc.poll() is None:
+                self.resume()
+                self.proc.wait(20)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
 
 
 def sdk_log(home: Path) -> str:

@@ -7,16 +7,22 @@ once started, then one JSON line per message, ``{"message_id", "offset"}`` or ``
 ``{"paused": true}`` at a pause (it goes on after a line on stdin); exits 0 (1 when the producer cannot start: the
 reason on the last line). ``"interval_s"`` paces the sends.
 
-With ``"consume": {"group", "topic", "invisible_s", "ack"}`` in place of the messages it runs a SimpleConsumer:
-``{"client_id"}`` once started, then ``{"received", "message_id", "attempt"}`` per message (acked unless ``ack`` is
-false), until a line on stdin (or its end) stops it; ``{"stopped": true}`` after its shutdown.
+With ``"consume": {"group", "topic", "tags", "await"}`` in place of the messages it runs a SimpleConsumer:
+``{"client_id"}`` once started, then one JSON line answering each JSON command line on stdin (``{"error"}`` when the
+SDK raised):
+
+- ``{"receive": n, "invisible": s, "ack": bool}`` -> ``{"messages": [...]}`` (each acked at once when ``ack``,
+  else held for the commands below);
+- ``{"ack": message_id}`` -> ``{"acked": message_id}``;
+- ``{"change_invisible": message_id, "invisible": s}`` -> ``{"changed": message_id}``.
+
+An empty line or the end of stdin shuts the consumer down.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from typing import Any
 
@@ -78,32 +84,50 @@ def main(spec: dict) -> int:
     return 0
 
 
+def received(message: Any) -> dict[str, Any]:
+    """A received message as the tests read it."""
+    return {"message_id": message.message_id, "body": message.body.decode(), "tag": message.tag,
+            "keys": sorted(message.keys), "properties": dict(message.properties), "attempt": message.delivery_attempt,
+            "group": message.message_group, "corrupted": message.corrupted}
+
+
+def run_command(consumer: Any, command: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+    """One consumer command's answer (the messages received and not acked are kept in ``held``)."""
+    if "receive" in command:
+        messages = consumer.receive(command["receive"], command.get("invisible", 10)) or []
+        for message in messages:
+            held[message.message_id] = message
+            if command.get("ack"):
+                consumer.ack(message)
+        return {"messages": [received(m) for m in messages]}
+    if "ack" in command:
+        consumer.ack(held[command["ack"]])
+        return {"acked": command["ack"]}
+    consumer.change_invisible_duration(held[command["change_invisible"]], command["invisible"])
+    return {"changed": command["change_invisible"]}
+
+
 def consume(spec: dict) -> int:
     from rocketmq import FilterExpression, SimpleConsumer
 
     options = spec["consume"]
-    consumer = SimpleConsumer(configuration(spec), options["group"], {options["topic"]: FilterExpression("*")},
-                              await_duration=2, tls_enable=spec.get("tls", False))
+    subscription = {options["topic"]: FilterExpression(options.get("tags", "*"))}
+    consumer = SimpleConsumer(configuration(spec), options["group"], subscription,
+                              await_duration=options.get("await", 2), tls_enable=spec.get("tls", False))
     if not started(consumer):
         return 1
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    held: dict[str, Any] = {}
     try:
-        while not stop.is_set():
+        for line in sys.stdin:
+            if not line.strip():
+                break
             try:
-                messages = consumer.receive(32, options.get("invisible_s", 10))
-            except Exception as exc:  # a failed receive is retried; the test sees it
-                print(json.dumps({"receive_error": str(exc)}), flush=True)
-                time.sleep(0.2)
-                continue
-            for message in messages:
-                print(json.dumps({"received": message.body.decode(), "message_id": message.message_id,
-                                  "attempt": message.delivery_attempt}), flush=True)
-                if options.get("ack", True):
-                    consumer.ack(message)
+                answer = run_command(consumer, json.loads(line), held)
+            except Exception as exc:  # a refused call is the test's to check
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            print(json.dumps(answer), flush=True)
     finally:
         consumer.shutdown()
-    print(json.dumps({"stopped": True}), flush=True)
     return 0
 
 

@@ -16,7 +16,7 @@ from graymq.client import Message, Producer
 from tests.support.cli import produce
 from tests.support.cluster import Cluster
 from tests.support.node_sdk import node_sdk
-from tests.support.stock_sdk_consumer import DrivenSimpleConsumer
+from tests.support.stock_sdk import StockSimpleConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def test_the_node_sdk_receives_what_graymq_sent_intact(grpc_endpoint: str, sent:
 
 def test_the_python_sdk_receives_what_graymq_sent_intact(grpc_endpoint: str, sent: dict[str, str],
                                                          tmp_path: Path) -> None:
-    consumer = DrivenSimpleConsumer(grpc_endpoint, "GID_INTEROP_PYTHON", TOPIC, tmp_path)
+    consumer = StockSimpleConsumer(grpc_endpoint, "GID_INTEROP_PYTHON", TOPIC, tmp_path)
     received: list[dict[str, Any]] = []
     try:
         assert "client_id" in consumer.started, consumer.started

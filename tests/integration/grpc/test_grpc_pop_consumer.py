@@ -25,7 +25,7 @@ from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
 from tests.support.cluster import Cluster
-from tests.support.stock_sdk_consumer import DrivenSimpleConsumer
+from tests.support.stock_sdk import StockSimpleConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def committed(cluster: Cluster, group: str, topic: str) -> list[int]:
     return list(broker_call(cluster, query))
 
 
-def receive_all(consumer: DrivenSimpleConsumer, expected: int, *, ack: bool, invisible_s: int = 10,
+def receive_all(consumer: StockSimpleConsumer, expected: int, *, ack: bool, invisible_s: int = 10,
                 timeout: float = 30.0) -> list[dict[str, Any]]:
     received: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
@@ -80,10 +80,10 @@ def receive_all(consumer: DrivenSimpleConsumer, expected: int, *, ack: bool, inv
 
 @pytest.fixture
 def consumer_of(grpc_cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
-    consumers: list[DrivenSimpleConsumer] = []
+    consumers: list[StockSimpleConsumer] = []
 
-    def make(group: str, topic: str) -> DrivenSimpleConsumer:
-        consumer = DrivenSimpleConsumer(info(grpc_cluster, "grpc"), group, topic, tmp_path / group)
+    def make(group: str, topic: str) -> StockSimpleConsumer:
+        consumer = StockSimpleConsumer(info(grpc_cluster, "grpc"), group, topic, tmp_path / group)
         consumers.append(consumer)
         assert "client_id" in consumer.started, consumer.started
         return consumer

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
 from tests.support.cli import wait_for
-from tests.support.cluster import Cluster, module_processes
+from tests.support.cluster import Cluster
 from tests.support.stock_reads import stored_messages
 from tests.support.stock_sdk import StockProducer, sdk_send
 
@@ -30,37 +29,22 @@ QUEUES, GRAY = 6, 2
 GRAY_QUEUES = set(gray_queue_ids(QUEUES, GRAY))
 
 
-@pytest.fixture(scope="module")
-def shared(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_processes(tmp_path_factory.mktemp("grpc_stock")) as start:
-        cluster = Cluster(start, pg_url, tmp_path_factory.mktemp("grpc_stock_stores"))
-        cluster.start_nameserver()
-        cluster.add_broker("broker-a", "--grpc-port", "0")
-        yield cluster
-
-
-def grpc_address(cluster: Cluster) -> str:
-    info = cluster.brokers["broker-a"].ready_info
-    assert info is not None
-    return str(info["grpc"])
-
-
 def read_all(ns_url: str, topic: str, expected: int, timeout: float = 20.0) -> list[MessageExt]:
     """Every message of ``topic``, pulled queue by queue from offset 0 until ``expected`` are there."""
     return stored_messages(ns_url, topic, QUEUES, GRAY, expected, timeout=timeout)
 
 
 def test_stock_producer_messages_are_read_by_graymq_with_body_tag_keys_and_properties(
-        shared: Cluster, tmp_path: Path) -> None:
+        grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
     topic = "GRPC_PLAIN"
-    shared.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
     sent = [{"body": "plain"},
             {"body": "tagged", "tag": "TagA"},
             {"body": "keyed", "tag": "TagB", "keys": ["order-17", "user-3"], "properties": {"region": "eu", "n": "1"}}]
-    results = sdk_send(grpc_address(shared), topic, sent, tmp_path)
+    results = sdk_send(grpc_endpoint, topic, sent, tmp_path)
     assert all("message_id" in r for r in results), results
 
-    stored = {m.body.decode(): m for m in read_all(shared.ns_url, topic, len(sent))}
+    stored = {m.body.decode(): m for m in read_all(grpc_cluster.ns_url, topic, len(sent))}
     assert set(stored) == {"plain", "tagged", "keyed"}
     assert [stored[s["body"]].msg_id for s in sent] == [r["message_id"] for r in results]
     assert stored["tagged"].tags == "TagA"
@@ -71,14 +55,15 @@ def test_stock_producer_messages_are_read_by_graymq_with_body_tag_keys_and_prope
     assert all(m.queue_id not in GRAY_QUEUES and not m.gray for m in stored.values())
 
 
-def test_a_message_groups_messages_share_one_queue_in_send_order(shared: Cluster, tmp_path: Path) -> None:
+def test_a_message_groups_messages_share_one_queue_in_send_order(
+        grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
     topic = "GRPC_FIFO"
-    shared.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
     sent = [{"body": f"{group}-{i}", "group": group} for i in range(5) for group in ("order-1", "order-2", "order-3")]
-    results = sdk_send(grpc_address(shared), topic, sent, tmp_path)
+    results = sdk_send(grpc_endpoint, topic, sent, tmp_path)
     assert all("message_id" in r for r in results), results
 
-    stored = read_all(shared.ns_url, topic, len(sent))
+    stored = read_all(grpc_cluster.ns_url, topic, len(sent))
     for group in ("order-1", "order-2", "order-3"):
         mine = [m for m in stored if m.properties.get("__SHARDINGKEY") == group]
         assert len({m.queue_id for m in mine}) == 1, f"{group} spread over queues {[m.queue_id for m in mine]}"
@@ -88,22 +73,22 @@ def test_a_message_groups_messages_share_one_queue_in_send_order(shared: Cluster
 
 
 def test_a_stock_producer_a_gray_rule_matches_by_host_sends_to_the_gray_queues(
-        shared: Cluster, tmp_path: Path) -> None:
+        grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
     topic = "GRPC_GRAY"  # a stock producer's producer group is named after the topic, as in RocketMQ's proxy
-    shared.create_topic(topic, QUEUES, GRAY)
-    shared.ns_call(lambda ns: ns.set_switch(topic, True))
-    shared.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
-    results = sdk_send(grpc_address(shared), topic, [{"body": f"v2-{i}"} for i in range(6)], tmp_path)
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.ns_call(lambda ns: ns.set_switch(topic, True))
+    grpc_cluster.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
+    results = sdk_send(grpc_endpoint, topic, [{"body": f"v2-{i}"} for i in range(6)], tmp_path)
     assert all("message_id" in r for r in results), results
 
-    stored = read_all(shared.ns_url, topic, 6)
+    stored = read_all(grpc_cluster.ns_url, topic, 6)
     assert sorted(m.body.decode() for m in stored) == [f"v2-{i}" for i in range(6)]
     assert all(m.queue_id in GRAY_QUEUES and m.gray for m in stored), [(m.queue_id, m.gray) for m in stored]
 
 
-def test_rpcs_not_served_yet_answer_not_implemented_at_once(shared: Cluster) -> None:
+def test_rpcs_not_served_yet_answer_not_implemented_at_once(grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     async def call() -> None:
-        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+        async with grpc.aio.insecure_channel(grpc_endpoint) as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
             ended = await stub.EndTransaction(v2s.EndTransactionRequest(), timeout=10)
             assert ended.status.code == v2.NOT_IMPLEMENTED and "EndTransaction" in ended.status.message
@@ -113,16 +98,16 @@ def test_rpcs_not_served_yet_answer_not_implemented_at_once(shared: Cluster) -> 
     asyncio.run(call())
 
 
-def test_a_delayed_message_is_refused_as_unsupported(shared: Cluster) -> None:
+def test_a_delayed_message_is_refused_as_unsupported(grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     async def call() -> v2s.SendMessageResponse:
-        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+        async with grpc.aio.insecure_channel(grpc_endpoint) as channel:
             properties = v2.SystemProperties(message_id="01DELAYED", message_type=v2.DELAY, body_encoding=v2.IDENTITY)
             message = v2.Message(topic=v2.Resource(name="GRPC_PLAIN"), body=b"later", system_properties=properties)
             message.system_properties.delivery_timestamp.GetCurrentTime()
             return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
                 v2s.SendMessageRequest(messages=[message]), timeout=10)
 
-    shared.create_topic("GRPC_PLAIN", QUEUES, GRAY)
+    grpc_cluster.create_topic("GRPC_PLAIN", QUEUES, GRAY)
     response = asyncio.run(call())
     assert response.status.code == v2.UNSUPPORTED and "DELAY" in response.status.message
 
@@ -133,68 +118,70 @@ def producer_view(cluster: Cluster, group: str, client_id: str) -> dict[str, Any
 
 
 def test_a_running_stock_producer_is_a_client_of_its_topics_producer_group_and_a_flip_moves_its_sends(
-        shared: Cluster, tmp_path: Path) -> None:
+        grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
     topic = "GRPC_FLIP"
-    shared.create_topic(topic, QUEUES, GRAY)
-    shared.ns_call(lambda ns: ns.set_switch(topic, True))
-    shared.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.ns_call(lambda ns: ns.set_switch(topic, True))
+    grpc_cluster.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
     steps = [*({"body": f"before-{i}"} for i in range(3)), {"pause": True}, *({"body": f"after-{i}"} for i in range(3))]
-    producer = StockProducer(grpc_address(shared), topic, steps, tmp_path)
+    producer = StockProducer(grpc_endpoint, topic, steps, tmp_path)
     try:
         client_id = producer.next()["client_id"]
         assert all("message_id" in producer.next() for _ in range(3))
         assert producer.next() == {"paused": True}
-        view = producer_view(shared, topic, client_id)
+        view = producer_view(grpc_cluster, topic, client_id)
         assert view is not None and view["gray"] and view["desired_gray"]
         assert view["labels"] == {"host": socket.gethostname(), "language": "python"}
 
-        shared.ns_call(lambda ns: ns.set_flag(topic, client_id, False, reason="v2 is normal now"))
-        wait_for(lambda: not (producer_view(shared, topic, client_id) or {"gray": True})["gray"], 20,
+        grpc_cluster.ns_call(lambda ns: ns.set_flag(topic, client_id, False, reason="v2 is normal now"))
+        wait_for(lambda: not (producer_view(grpc_cluster, topic, client_id) or {"gray": True})["gray"], 20,
                  "the broker to apply and report the stock producer's normal flag")
         producer.resume()
         assert all("message_id" in producer.next() for _ in range(3))
         assert producer.wait() == 0
     finally:
         producer.kill()
-    wait_for(lambda: producer_view(shared, topic, client_id) is None, 20,
+    wait_for(lambda: producer_view(grpc_cluster, topic, client_id) is None, 20,
              "the stock producer to leave its group at shutdown")
 
-    stored = {m.body.decode(): m for m in read_all(shared.ns_url, topic, 6)}
+    stored = {m.body.decode(): m for m in read_all(grpc_cluster.ns_url, topic, 6)}
     assert all(stored[f"before-{i}"].queue_id in GRAY_QUEUES and stored[f"before-{i}"].gray for i in range(3))
     assert all(stored[f"after-{i}"].queue_id not in GRAY_QUEUES and not stored[f"after-{i}"].gray for i in range(3))
 
 
-def test_a_body_over_the_limit_is_refused_with_its_size_and_a_huge_request_before_it_is_read(shared: Cluster) -> None:
+def test_a_body_over_the_limit_is_refused_with_its_size_and_a_huge_request_before_it_is_read(
+        grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     limit = 4 << 20  # publishing.max_body_size the broker gives stock clients
 
     async def send(size: int) -> v2s.SendMessageResponse:
-        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+        async with grpc.aio.insecure_channel(grpc_endpoint) as channel:
             properties = v2.SystemProperties(message_id=f"01BIG{size}", message_type=v2.NORMAL)
             message = v2.Message(topic=v2.Resource(name="GRPC_BIG"), body=b"x" * size, system_properties=properties)
             return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
                 v2s.SendMessageRequest(messages=[message]), timeout=10)
 
-    shared.create_topic("GRPC_BIG", QUEUES, GRAY)
+    grpc_cluster.create_topic("GRPC_BIG", QUEUES, GRAY)
     too_large = asyncio.run(send(limit + 1)).status
     assert too_large.code == v2.MESSAGE_BODY_TOO_LARGE and f"{limit + 1} bytes" in too_large.message
     with pytest.raises(grpc.aio.AioRpcError) as huge:
         asyncio.run(send(2 * limit))
     assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert read_all(shared.ns_url, "GRPC_BIG", 1, timeout=0) == []
+    assert read_all(grpc_cluster.ns_url, "GRPC_BIG", 1, timeout=0) == []
 
 
-def test_a_client_that_only_sends_is_unregistered_after_the_client_expiry(shared: Cluster) -> None:
+def test_a_client_that_only_sends_is_unregistered_after_the_client_expiry(
+        grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     topic, client_id = "GRPC_PLAIN", "raw-sender@1@0@x"
 
     async def send() -> v2s.SendMessageResponse:
-        async with grpc.aio.insecure_channel(grpc_address(shared)) as channel:
+        async with grpc.aio.insecure_channel(grpc_endpoint) as channel:
             properties = v2.SystemProperties(message_id="01RAW", message_type=v2.NORMAL)
             message = v2.Message(topic=v2.Resource(name=topic), body=b"raw", system_properties=properties)
             return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
                 v2s.SendMessageRequest(messages=[message]), metadata=[("x-mq-client-id", client_id)], timeout=10)
 
-    shared.create_topic(topic, QUEUES, GRAY)
+    grpc_cluster.create_topic(topic, QUEUES, GRAY)
     assert asyncio.run(send()).status.code == v2.OK
-    assert producer_view(shared, topic, client_id) is not None  # registered by its send, no telemetry stream
-    wait_for(lambda: producer_view(shared, topic, client_id) is None, 25,
+    assert producer_view(grpc_cluster, topic, client_id) is not None  # registered by its send, no telemetry stream
+    wait_for(lambda: producer_view(grpc_cluster, topic, client_id) is None, 25,
              "the broker to unregister a stock producer without a stream once idle for the client expiry (10 s)")

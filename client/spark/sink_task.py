@@ -120,8 +120,8 @@ class PartitionWriter:
                 self._flush(mq)
         except Exception as exc:  # re-raised with what was stored, whatever the cause (a row, a broker, a UDF)
             raise SinkTaskError(f"graymq sink: partition {self.identity.partition_id} of batch "
-                                f"{self.identity.batch_id} stopped after {self.stored} of its rows were stored: "
-                                f"{exc}") from exc
+                                f"{self.identity.batch_id} stopped after {self.stored} of its rows were stored "
+                                f"(write or query id {self.identity.write_id}): {exc}") from exc
         finally:
             self._producer.stop()
         return self.stored

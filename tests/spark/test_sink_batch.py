@@ -45,8 +45,8 @@ def test_a_failed_write_says_what_it_stored_and_its_rerun_under_the_write_id_sto
     broken = rows.selectExpr("case when id = 150 then null else concat('r', id) end as body")  # a bad row
     fixed = rows.selectExpr("concat('r', id) as body")
     options = {"nameserver": cluster.ns_url, "topic": TOPIC, "batchMaxMessages": "10", "writeId": "orders-day-1"}
-    with pytest.raises(Exception, match=r"partition 1 of batch 0 stopped after 50 of its rows were stored: "
-                                        r"graymq sink: a row has a null body"):
+    with pytest.raises(Exception, match=r"partition 1 of batch 0 stopped after 50 of its rows were stored "
+                                        r"\(write or query id orders-day-1\): graymq sink: a row has a null body"):
         write(broken, **options)
     first = bodies(stored_rows(spark, cluster.ns_url, TOPIC, gray=False))
     assert 50 <= sum(first.values()) <= 150, "partition 1's first 50 rows, and partition 0's unless it was cancelled"

@@ -1,10 +1,11 @@
 """AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: what a stock consumer does with a
 message it received, by its receipt handle.
 
-An ack is answered once durable (``broker_ext.pop``'s journal), per entry. A handle this broker did not sign, or of
-another group or topic, and a stale one (acked, delivered again since, or its invisible time over) are
-``INVALID_RECEIPT_HANDLE``, as the RocketMQ proxy answers. ChangeInvisibleDuration answers a new handle; the old
-one is stale from then on. A message forwarded to the dead-letter queue goes to ``%DLQ%group`` and counts as acked.
+An ack is answered once as durable as the broker's messages (``broker_ext.pop``'s journal, by ``flush``), per
+entry. A handle this broker did not sign, or of another group or topic, and a stale one (acked, delivered again
+since, or its invisible time over) are ``INVALID_RECEIPT_HANDLE``, as the RocketMQ proxy answers.
+ChangeInvisibleDuration answers a new handle; the old one is stale from then on. A message forwarded to the
+dead-letter queue goes to ``%DLQ%group`` and counts as acked.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class AckService:
         return v2s.AckMessageResponse(status=overall, entries=entries)
 
     async def _ack_entry(self, group: str, topic: str, entry: v2s.AckMessageEntry) -> v2s.AckMessageResultEntry:
-        """One entry's result; the entries of a request share the journal's fsync."""
+        """One entry's result; with ``flush`` sync the entries of a request share the journal's fsync."""
         try:
             await self.pop.ack(group, topic, entry.receipt_handle)
             result = OK

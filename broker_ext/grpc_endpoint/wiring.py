@@ -85,7 +85,8 @@ def pop_services(broker: BrokerController, settings: BrokerSettings, clients: Cl
 
     pop = PopService(broker.store, broker.offsets, broker.holds, ReceiptSigner(load_secret(config_dir / "pop_secret")),
                      dead_letter, broker.locks.owner)
-    pop.open_journal(config_dir / "pop_acks.journal")
+    pop.open_journal(config_dir / "pop_acks.journal", sync=settings.flush == "sync",  # acks as durable as messages
+                     interval_s=settings.flush_interval_ms / 1000)
     pop.fence = broker.role.fence  # a broker set's follower refuses: its pop state would not survive a failover
     broker.locks.pop_busy = pop.busy
     clients.consumers.broker = replace(clients.consumers.broker, in_flight=pop.in_flight)  # a drain waits for them

@@ -1,10 +1,14 @@
-"""Acks made durable before they are answered: an append-only journal, fsynced in groups, compacted.
+"""Acks made as durable as the broker's messages: an append-only journal following the store's ``flush`` mode.
 
 Each line is a JSON object: an ack ``{"g", "t", "q", "o"}`` (group, topic, queue id, offset) or, written by a
-compaction, a floor ``{"g", "t", "q", "floor"}`` (every offset below it is acked). Acks arriving while a write is
-under way wait for the next one, so one fsync answers every ack of a burst (group commit). A line cut short by a
-crash is the last one and is ignored on replay. Once the journal is larger than ``compact_bytes`` it is
-rewritten atomically from the acks' current state (floors and the acks above them).
+compaction, a floor ``{"g", "t", "q", "floor"}`` (every offset below it is acked). A line cut short by a crash is
+the last one and is ignored on replay. Once the journal is larger than ``compact_bytes`` it is rewritten
+atomically from the acks' current state (floors and the acks above them).
+
+- sync (``sync=True``): an append returns once its lines are fsynced. Acks arriving while a write is under way
+  wait for the next one, so one fsync answers every ack of a burst (group commit).
+- async: an append returns once its lines are written to the file (the page cache: they survive kill -9 of the
+  process, not a power cut); the journal is fsynced every ``interval_s``, as the commit log is.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graymq.broker_ext.store.atomic_file import write_atomic
+from graymq.protocol.aio import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +77,30 @@ def replay(path: Path) -> dict[QueueKey, QueueAcks]:
 
 
 class AckJournal:
-    """``await append(lines)`` returns once ``lines`` are on disk; ``snapshot`` gives the state to compact to."""
+    """``await append(lines)`` returns once ``lines`` are as durable as the mode says (see the module doc);
+    ``snapshot`` gives the state to compact to."""
 
-    def __init__(self, path: Path, snapshot: Snapshot, *, compact_bytes: int = COMPACT_BYTES) -> None:
+    def __init__(self, path: Path, snapshot: Snapshot, *, sync: bool = True, interval_s: float = 0.2,
+                 compact_bytes: int = COMPACT_BYTES) -> None:
         self.path = path
         self._snapshot = snapshot
+        self.sync = sync
+        self.interval_s = interval_s
         self.compact_bytes = compact_bytes
         self._file = open(path, "ab")  # noqa: SIM115 - held for the journal's life, closed by close()
         self._buffer: list[bytes] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._writer: asyncio.Task[None] | None = None
-        self.fsyncs = 0  # writes made (each one fsync): acks / fsyncs is the group commit's batching
+        self._dirty = False  # async mode: written since the last fsync
+        self._failed: OSError | None = None  # async mode: a periodic fsync failed; no append is accepted since
+        self._compacting = False  # async mode: the flush loop rewrites the file; appends wait for it
+        self._closing = asyncio.Event()
+        self.fsyncs = 0  # fsyncs made: acks / fsyncs is the batching (group commit, or the flush interval)
 
     async def append(self, lines: list[bytes]) -> None:
+        if not self.sync:
+            await self._append_written(b"".join(lines))
+            return
         waiter = asyncio.get_running_loop().create_future()
         self._buffer.extend(lines)
         self._waiters.append(waiter)
@@ -110,11 +126,43 @@ class AckJournal:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    async def _append_written(self, data: bytes) -> None:
+        """Async mode: write ``data`` to the file now (after a compaction under way); the flush loop fsyncs it."""
+        while self._writer is not None and not self._writer.done() and self._compacting:
+            await asyncio.shield(self._writer)
+        if self._failed is not None:
+            raise self._failed
+        self._file.write(data)
+        self._file.flush()  # one os.write: in the page cache before the ack is answered
+        self._dirty = True
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._flush_loop(), name="pop ack journal flush")
+
+    async def _flush_loop(self) -> None:
+        """Async mode: fsync what was written every ``interval_s``, compact when due; ends once nothing is left."""
+        while self._dirty and self._failed is None:
+            await wait_event(self._closing, self.interval_s)  # close() cuts the interval short
+            self._dirty = False
+            try:
+                await asyncio.to_thread(self._fsync)
+                if self._file.tell() > self.compact_bytes:
+                    self._compacting = True  # appends wait: their lines go to the compacted file
+                    try:
+                        await asyncio.to_thread(self._compact, self._snapshot())
+                    finally:
+                        self._compacting = False
+            except OSError as exc:
+                log.error("ack journal %s: %s; acks are refused from now", self.path, exc)
+                self._failed = exc
+
+    def _fsync(self) -> None:
+        os.fsync(self._file.fileno())
+        self.fsyncs += 1
+
     def _write(self, data: bytes) -> None:
         self._file.write(data)
         self._file.flush()
-        os.fsync(self._file.fileno())
-        self.fsyncs += 1
+        self._fsync()
 
     def _compact(self, snapshot: dict[QueueKey, QueueAcks]) -> None:
         lines = []
@@ -127,6 +175,8 @@ class AckJournal:
         self._file = open(self.path, "ab")  # noqa: SIM115
 
     async def close(self) -> None:
+        """Let the writes under way finish (async mode: fsynced now, without waiting for the interval), close."""
+        self._closing.set()
         if self._writer is not None:
             await asyncio.shield(self._writer)
         self._file.close()

@@ -6,7 +6,8 @@ ones; with nothing to serve it waits for an append to one of its queues (the bro
 that frees a FIFO queue, or the next invisible time to run out, at most the request's timeout. A queue whose
 lease a graymq push consumer of the group holds is skipped; a FIFO group gets one message in flight per queue.
 
-An ack changes the state first, then waits for its journal line to be fsynced: it is answered only once durable.
+An ack changes the state first, then waits for its journal line: it is answered once as durable as a message sent
+to this broker (``flush`` sync: fsynced; async: written to the file, fsynced within the flush interval).
 After a restart the journal's acks and floors (with the committed offsets) rebuild each queue: acked messages are
 not handed out again; everything else from the committed offset on is delivered again (first attempt).
 """
@@ -81,8 +82,10 @@ class PopService:
         # raises unless this broker may change consumption state (a broker set's leader within its lease)
         self.fence: Callable[[], None] = lambda: None
 
-    def open_journal(self, path: Path, *, compact_bytes: int = COMPACT_BYTES) -> None:
-        """Rebuild the queues from the journal at ``path`` (with the committed offsets); acks go to it from now."""
+    def open_journal(self, path: Path, *, sync: bool = True, interval_s: float = 0.2,
+                     compact_bytes: int = COMPACT_BYTES) -> None:
+        """Rebuild the queues from the journal at ``path`` (with the committed offsets); acks go to it from now,
+        fsynced before the answer (``sync``) or every ``interval_s``."""
         for key, acks in replay(path).items():
             floor = max(acks.floor, self._offsets.query(*key))
             if floor < 0:
@@ -91,7 +94,7 @@ class PopService:
             for offset in acks.offsets:
                 state.ack(offset)
             self._offsets.commit(*key, state.committed)
-        self.journal = AckJournal(path, self.snapshot, compact_bytes=compact_bytes)
+        self.journal = AckJournal(path, self.snapshot, sync=sync, interval_s=interval_s, compact_bytes=compact_bytes)
 
     def snapshot(self) -> dict[QueueKey, QueueAcks]:
         """Each queue's committed offset and acks above it (what the journal compacts to)."""
@@ -244,7 +247,7 @@ class PopService:
         return handle, state, flight
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
-        """Ack one delivery; returns once the ack is durable."""
+        """Ack one delivery; returns once the ack is as durable as the journal's mode says."""
         self.fence()
         handle, state, _ = self._current(group, topic, receipt_handle)
         await self._done(handle, state)

@@ -107,3 +107,28 @@ def test_journal_appends_are_group_committed_and_compaction_keeps_the_state(tmp_
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0] == {"g": "G", "t": "T", "q": 0, "floor": 100}
     assert replay(path)[key].floor == 100 and replay(path)[key].offsets == {102, 104}
+
+
+def test_async_journal_writes_each_ack_before_answering_and_fsyncs_on_the_interval(tmp_path: Path) -> None:
+    path = tmp_path / "acks"
+    key = ("G", "T", 0)
+    state = {key: QueueAcks(0, set())}
+
+    async def run() -> AckJournal:
+        journal = AckJournal(path, lambda: state, sync=False, interval_s=0.05, compact_bytes=1 << 20)
+        for offset in range(100):
+            await journal.append([ack_line(key, offset)])
+            assert replay(path)[key].offsets == set(range(offset + 1))  # in the file when answered
+        assert journal.fsyncs == 0  # none yet: the interval has not passed
+        while journal.fsyncs == 0:
+            await asyncio.sleep(0.01)
+        state[key] = QueueAcks(100, {100})  # the service changes its state before it appends
+        journal.compact_bytes = 1  # the next interval compacts
+        await journal.append([ack_line(key, 100)])
+        await journal.close()  # fsyncs now and ends the flush loop
+        return journal
+
+    journal = asyncio.run(run())
+    assert journal.fsyncs >= 2
+    assert json.loads(path.read_text().splitlines()[0])["floor"] == 100  # compacted
+    assert replay(path)[key].floor == 100 and replay(path)[key].offsets == {100}

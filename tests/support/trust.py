@@ -75,3 +75,21 @@ def start_secure_broker(start: StartProcess, ns_url: str, name: str, token: str,
 
     wait_for(registered, 30, f"{name} registered with its broker token")
     return proc
+
+
+def carried_topics(ns_url: str) -> set[str]:
+    """Every topic the name server's brokers carry."""
+    brokers = httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN), timeout=5).json()
+    return {topic for b in brokers for topic in b["topics"]}
+
+
+def start_secure_grpc_broker(start: StartProcess, ns_url: str, token: str, store: object, topic: str,
+                             **env: str) -> tuple[GraymqProcess, str]:
+    """``broker-a`` outside dev mode serving gRPC on a free port, with ``topic`` created (4 queues, 2 gray) and
+    carried by it; the broker and its gRPC endpoint."""
+    broker = start_secure_broker(start, ns_url, "broker-a", token, store, GRAYMQ_BROKER_GRPC_PORT="0", **env)
+    assert broker.ready_info is not None
+    created = cli(ns_url, "topic", "create", topic, "--queues", "4", "--gray-queues", "2")
+    assert created.returncode == 0, created.stderr
+    wait_for(lambda: topic in carried_topics(ns_url), 20, f"{topic} on {ns_url}'s broker-a")
+    return broker, str(broker.ready_info["grpc"])

@@ -7,18 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support.cli import wait_for
 from tests.support.node_sdk import node_sdk
 from tests.support.trust import (
-    ADMIN,
     StartProcess,
     add_principal,
-    bearer,
     cli,
-    start_secure_broker,
+    start_secure_grpc_broker,
     start_secure_nameserver,
 )
 
@@ -36,14 +32,8 @@ def test_a_principals_credentials_sign_node_sends_and_bad_ones_are_refused(
     assert issued.returncode == 0, issued.stderr
     keys = json.loads(issued.stdout)
     other = add_principal(ns_url, "other", "--produce", "OTHER_*")
-    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a",
-                                 GRAYMQ_BROKER_GRPC_PORT="0")
-    assert broker.ready_info is not None
-    created = cli(ns_url, "topic", "create", TOPIC, "--queues", "4", "--gray-queues", "2")
-    assert created.returncode == 0, created.stderr
-    wait_for(lambda: any(TOPIC in b["topics"] for b in httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN),
-                                                                 timeout=5).json()), 20, f"{TOPIC} on broker-a")
-    spec = {"endpoint": str(broker.ready_info["grpc"]), "topic": TOPIC, "messages": [{"body": "shipped-1"}]}
+    endpoint = start_secure_grpc_broker(graymq_process, ns_url, broker_token, tmp_path / "broker-a", TOPIC)[1]
+    spec = {"endpoint": endpoint, "topic": TOPIC, "messages": [{"body": "shipped-1"}]}
 
     for name, (ak, sk) in {"token": (orders, orders), "access-key": (keys["access_key"], keys["secret_key"])}.items():
         sent = node_sdk({**spec, "ak": ak, "sk": sk}, tmp_path / name, sdk=node_sdk_dir)

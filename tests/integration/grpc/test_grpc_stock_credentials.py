@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
-import httpx
 import pytest
 from google.protobuf.message import Message
 
@@ -19,15 +18,12 @@ from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, signat
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
-from tests.support.cli import wait_for
 from tests.support.stock_sdk import sdk_log, sdk_send
 from tests.support.trust import (
-    ADMIN,
     StartProcess,
     add_principal,
-    bearer,
     cli,
-    start_secure_broker,
+    start_secure_grpc_broker,
     start_secure_nameserver,
 )
 
@@ -65,14 +61,7 @@ def test_a_principals_token_signs_stock_sends_and_bad_credentials_are_refused_as
     broker_token = add_principal(ns_url, "broker-a", "--broker")
     orders = add_principal(ns_url, "orders", "--produce", "ORDER_*")
     other = add_principal(ns_url, "other", "--produce", "OTHER_*")
-    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a",
-                                 GRAYMQ_BROKER_GRPC_PORT="0")
-    assert broker.ready_info is not None
-    endpoint = str(broker.ready_info["grpc"])
-    created = cli(ns_url, "topic", "create", TOPIC, "--queues", "4", "--gray-queues", "2")
-    assert created.returncode == 0, created.stderr
-    wait_for(lambda: any(TOPIC in b["topics"] for b in httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN),
-                                                                 timeout=5).json()), 20, f"{TOPIC} on broker-a")
+    endpoint = start_secure_grpc_broker(graymq_process, ns_url, broker_token, tmp_path / "broker-a", TOPIC)[1]
 
     sent = sdk_send(endpoint, TOPIC, [{"body": "paid-1"}, {"body": "paid-2"}], tmp_path, ak=orders, sk=orders)
     assert all("message_id" in r for r in sent), sent
@@ -110,18 +99,14 @@ def test_an_access_key_signs_stock_sends_at_once_and_its_rotated_secret_replaces
     ns_url = start_secure_nameserver(graymq_process, fresh_pg_url)
     broker_token = add_principal(ns_url, "broker-a", "--broker")
     # registering once a minute: a principal added or rotated later is learned by the refresh a signature causes
-    broker = start_secure_broker(graymq_process, ns_url, "broker-a", broker_token, tmp_path / "broker-a",
-                                 GRAYMQ_BROKER_GRPC_PORT="0", GRAYMQ_BROKER_REGISTER_INTERVAL_S="60")
-    assert broker.ready_info is not None
-    endpoint = str(broker.ready_info["grpc"])
-    assert cli(ns_url, "topic", "create", TOPIC, "--queues", "4", "--gray-queues", "2").returncode == 0
+    broker, endpoint = start_secure_grpc_broker(graymq_process, ns_url, broker_token, tmp_path / "broker-a", TOPIC,
+                                                GRAYMQ_BROKER_REGISTER_INTERVAL_S="60")
 
     added = cli(ns_url, "principal", "add", "orders", "--produce", "ORDER_*", "--access-key", "--json")
     assert added.returncode == 0, added.stderr
     issued = json.loads(added.stdout)
     assert set(issued) == {"name", "token", "access_key", "secret_key"}
     ak, sk = issued["access_key"], issued["secret_key"]
-    wait_for(lambda: TOPIC in _carried(ns_url), 20, f"{TOPIC} on broker-a")
     sent = sdk_send(endpoint, TOPIC, [{"body": "paid-1"}], tmp_path / "first", ak=ak, sk=sk)
     assert all("message_id" in r for r in sent), sent
 
@@ -141,9 +126,3 @@ def test_an_access_key_signs_stock_sends_at_once_and_its_rotated_secret_replaces
     assert "principals from name server" in broker.output
     # the broker registered the stock producer with the name server as the principal, with ACCESS_KEY:SECRET_KEY
     assert "cannot register in producer group" not in broker.output, broker.output[-3000:]
-
-
-def _carried(ns_url: str) -> set[str]:
-    brokers = httpx.get(f"{ns_url}/v1/brokers", headers=bearer(ADMIN), timeout=5).json()
-    return {topic for b in brokers for topic in b["topics"]}
-

@@ -27,7 +27,7 @@ from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.registrations import Registrations
+from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
@@ -120,7 +120,7 @@ def _step(consumer: StockConsumer, decide: Callable[[Any, float], FlipAction], o
     return action
 
 
-class ConsumerSides:
+class ConsumerSides(RegisteredSides[StockConsumer]):
     """``await queues(caller, group, topic)``: the queue ids of ``topic`` the caller receives from right now."""
 
     def __init__(self, nameserver_urls: list[str], broker: BrokerView, *, broker_name: str,
@@ -131,17 +131,6 @@ class ConsumerSides:
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
         self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s)
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.nameserver_urls)
-
-    def start(self) -> None:
-        if self.enabled:
-            self.registrations.start()
-
-    async def stop(self) -> None:
-        await self.registrations.stop()
 
     async def queues(self, caller: Caller, group: str, topic: str) -> frozenset[int] | None:
         """The ids of ``topic``'s queues on this broker ``caller`` may receive from in ``group`` (None: every one,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.registrations import Registrations
+from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
 from graymq.client.membership import Membership
@@ -78,7 +78,7 @@ class _Registration:
                 self.membership.poke()  # report the applied flag at once: a promote waits for it
 
 
-class ProducerSides:
+class ProducerSides(RegisteredSides[_Registration]):
     """``await side(caller, topic)``: where this send of ``caller`` to ``topic`` goes."""
 
     def __init__(self, nameserver_urls: list[str], *, interval_s: float, expiry_s: float) -> None:
@@ -87,17 +87,6 @@ class ProducerSides:
         self._owners: dict[str, str] = {}  # client id -> the principal it belongs to
         self.registrations: Registrations[_Registration] = Registrations(  # (client id, topic) ->
             "producer", expiry_s=expiry_s, gone=lambda client_id: self._owners.pop(client_id, None))
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.nameserver_urls)
-
-    def start(self) -> None:
-        if self.enabled:
-            self.registrations.start()
-
-    async def stop(self) -> None:
-        await self.registrations.stop()
 
     def claim(self, caller: Caller) -> None:
         """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it."""

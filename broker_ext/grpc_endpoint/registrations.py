@@ -80,3 +80,22 @@ class Registrations(Generic[R]):
                 log.info("stock %s %s: no stream and no use for %.0f s: unregistered", self.role, client_id,
                          self.expiry_s)
                 await self.forget(client_id)
+
+
+class RegisteredSides(Generic[R]):
+    """The producers' and consumers' sides alike: ``enabled`` with name servers to register in, and then their
+    ``registrations`` swept from ``start`` until ``stop`` (which closes those left)."""
+
+    nameserver_urls: list[str]
+    registrations: Registrations[R]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.nameserver_urls)
+
+    def start(self) -> None:
+        if self.enabled:
+            self.registrations.start()
+
+    async def stop(self) -> None:
+        await self.registrations.stop()

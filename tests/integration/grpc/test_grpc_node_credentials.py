@@ -10,13 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.node_sdk import node_sdk
-from tests.support.trust import (
-    StartProcess,
-    add_principal,
-    cli,
-    start_secure_grpc_broker,
-    start_secure_nameserver,
-)
+from tests.support.trust import StartProcess, add_principal, cli, start_secure_grpc_broker, start_secure_nameserver
 
 pytestmark = pytest.mark.integration
 

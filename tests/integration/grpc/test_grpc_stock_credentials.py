@@ -19,13 +19,7 @@ from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
 from tests.support.stock_sdk import sdk_log, sdk_send
-from tests.support.trust import (
-    StartProcess,
-    add_principal,
-    cli,
-    start_secure_grpc_broker,
-    start_secure_nameserver,
-)
+from tests.support.trust import StartProcess, add_principal, cli, start_secure_grpc_broker, start_secure_nameserver
 
 pytestmark = pytest.mark.integration
 

@@ -88,12 +88,19 @@ async def eventually(check: Any, what: str, timeout: float = 30.0) -> Any:
         await asyncio.sleep(0.3)
 
 
+def gray_for_v2_pods(cluster: Cluster, topic: str, *groups: str) -> None:
+    """``topic`` with its gray queues, and in each of ``groups`` the gray switch on and one rule:
+    ``host=orders-v2-*``."""
+    cluster.create_topic(topic, QUEUES, GRAY)
+    for group in groups:
+        cluster.ns_call(lambda ns, g=group: ns.set_switch(g, True))
+        cluster.ns_call(lambda ns, g=group: ns.add_rule(g, {"host": "orders-v2-*"}, True))
+
+
 def test_stock_consumers_are_clients_of_their_group_and_receive_from_their_side(
         grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     topic, group = "GRPC_SPLIT", "GID_STOCK_SPLIT"
-    grpc_cluster.create_topic(topic, QUEUES, GRAY)
-    grpc_cluster.ns_call(lambda ns: ns.set_switch(group, True))
-    grpc_cluster.ns_call(lambda ns: ns.add_rule(group, {"host": "orders-v2-*"}, True))
+    gray_for_v2_pods(grpc_cluster, topic, group)
 
     async def scenario() -> None:
         v1 = RawStockConsumer(grpc_endpoint, "orders-v1-5d8f@11@0@a1", group, topic)
@@ -141,9 +148,7 @@ def commit_gray_queues(ns_url: str, group: str, topic: str) -> None:
 def test_a_promote_waits_for_the_gray_stock_consumer_to_drain_the_gray_queues_then_it_is_normal(
         grpc_cluster: Cluster, grpc_endpoint: str) -> None:
     topic, group = "GRPC_DRAIN", "GID_STOCK_DRAIN"
-    grpc_cluster.create_topic(topic, QUEUES, GRAY)
-    grpc_cluster.ns_call(lambda ns: ns.set_switch(group, True))
-    grpc_cluster.ns_call(lambda ns: ns.add_rule(group, {"host": "orders-v2-*"}, True))
+    gray_for_v2_pods(grpc_cluster, topic, group)
     produce(grpc_cluster.ns_url, topic, "--gray", "--count", "8", "--size", "16")  # 8 gray messages nobody consumed
 
     async def scenario() -> None:
@@ -266,10 +271,8 @@ def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
 
 def test_v2_pods_get_v2_messages_only_and_a_promote_while_both_produce_loses_nothing(
         grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
-    grpc_cluster.create_topic(TOPIC, QUEUES, GRAY)
-    for group in (GROUP, TOPIC):  # the consumers' group, and the stock producers' (named after their topic)
-        grpc_cluster.ns_call(lambda ns, g=group: ns.set_switch(g, True))
-        grpc_cluster.ns_call(lambda ns, g=group: ns.add_rule(g, {"host": "orders-v2-*"}, True))
+    # the consumers' group, and the stock producers' (named after their topic)
+    gray_for_v2_pods(grpc_cluster, TOPIC, GROUP, TOPIC)
     address = grpc_endpoint
     v1 = Received(StockSimpleConsumer(address, GROUP, TOPIC, tmp_path / "v1-consumer", host=V1_HOST))
     v2 = Received(StockSimpleConsumer(address, GROUP, TOPIC, tmp_path / "v2-consumer", host=V2_HOST))

@@ -201,6 +201,13 @@ class NameServerClient:
         return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/weight",
                                                           json={"weight": weight, "reason": reason}, admin=True))
 
+    async def set_consumption(self, group: str, fifo: bool | None, max_attempts: int | None,
+                              reason: str = "") -> GroupSettings:
+        """How the group's stock pop consumers consume: FIFO, and deliveries before the DLQ (None: unchanged)."""
+        body = {"fifo": fifo, "max_attempts": max_attempts, "reason": reason}
+        return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/consumption", json=body,
+                                                          admin=True))
+
     async def list_brokers(self) -> list[dict[str, Any]]:
         """Live brokers, each with its broker set (``replica_set``: leader, epoch, in-sync, replicas) if it has one."""
         return list(await self.request("GET", "/v1/brokers"))

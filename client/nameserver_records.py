@@ -93,17 +93,21 @@ class GroupSettings:
     gray_retired: bool
     created_at: datetime
     updated_at: datetime
+    fifo: bool = False  # stock pop consumers: one message in flight per queue, in order
+    max_attempts: int = 16  # stock pop consumers: deliveries before the dead-letter queue
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GroupSettings:
         return cls(group=data["group"], gray_switch=bool(data["gray_switch"]), orphan_policy=data["orphan_policy"],
                    gray_weight=int(data["gray_weight"]), gray_retired=bool(data.get("gray_retired", False)),
                    created_at=datetime.fromisoformat(data["created_at"]),
-                   updated_at=datetime.fromisoformat(data["updated_at"]))
+                   updated_at=datetime.fromisoformat(data["updated_at"]), fifo=bool(data.get("fifo", False)),
+                   max_attempts=int(data.get("max_attempts", 16)))
 
     def to_json(self) -> dict[str, Any]:
         return {"group": self.group, "gray_switch": self.gray_switch, "orphan_policy": self.orphan_policy,
-                "gray_weight": self.gray_weight, "gray_retired": self.gray_retired,
+                "gray_weight": self.gray_weight, "gray_retired": self.gray_retired, "fifo": self.fifo,
+                "max_attempts": self.max_attempts,
                 "created_at": _text(self.created_at), "updated_at": _text(self.updated_at)}
 
 

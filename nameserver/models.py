@@ -137,6 +137,9 @@ class Group(Base):
     """A consumer or producer group: its gray switch, the policy for gray queues no gray client serves, and its
     weight (the percent of each topic's normal queues its gray consumers take, see ``protocol.gray``).
 
+    ``fifo`` and ``max_attempts``: how stock (RocketMQ 5) pop consumers of the group consume, as RocketMQ's
+    subscription group says it (one message in flight per queue; deliveries before the dead-letter queue).
+
     ``gray_retired``: the gray side was rolled back by a rollout: its consumers hold and consume nothing (state
     ``RETIRED``) and the normal consumers adopt the gray queues, until a new rollout or an operator clears it.
     """
@@ -145,6 +148,7 @@ class Group(Base):
     __table_args__ = (
         CheckConstraint(_one_of("orphan_policy", ORPHAN_POLICIES), name="orphan_policy"),
         CheckConstraint("gray_weight >= 0 AND gray_weight <= 100", name="gray_weight_range"),
+        CheckConstraint("max_attempts >= 1 AND max_attempts <= 1000", name="max_attempts_range"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -153,6 +157,8 @@ class Group(Base):
     orphan_policy: Mapped[str] = mapped_column(String(16), default="hold")
     gray_weight: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     gray_retired: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    fifo: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))  # stock pop consumers: in order
+    max_attempts: Mapped[int] = mapped_column(Integer, server_default=text("16"))  # deliveries before the DLQ
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
 

@@ -88,6 +88,7 @@ Text = Annotated[str, AfterValidator(_no_nul)]
 Reason = Annotated[Text | None, Field(default=None, max_length=2000)]
 Labels = dict[LabelKey, LabelValue]
 GrayWeight = Annotated[int, Field(strict=True, ge=0, le=100)]  # percent of a topic's normal queues
+MaxAttempts = Annotated[int, Field(strict=True, ge=1, le=1000)]  # deliveries of a message before the DLQ
 
 # RocketMQ permission bits: READ 4, WRITE 2, INHERIT 1.
 DEFAULT_PERM = 6
@@ -333,6 +334,8 @@ class ClientHeartbeatResponse(BaseModel):
                              "propagated); false while the switch is off, a promote/rollback covering the producer "
                              "group runs, the client has an explicit normal flag, or its principal has no right "
                              "naming the group")
+    fifo: bool = Field(default=False, description="stock pop consumers: one message in flight per queue, in order")
+    max_attempts: int = Field(default=16, description="stock pop consumers: deliveries before the dead-letter queue")
     topics: dict[str, QueueCounts]
 
 
@@ -410,6 +413,14 @@ class OrphanPolicyPut(BaseModel):
     reason: Reason
 
 
+class ConsumptionPut(BaseModel):
+    fifo: bool | None = Field(default=None, strict=True, description="stock pop consumers get one message in "
+                              "flight per queue, in order; null: unchanged")
+    max_attempts: MaxAttempts | None = Field(default=None, description="deliveries of a message before it goes "
+                                             "to %DLQ%group; null: unchanged")
+    reason: Reason
+
+
 class WeightPut(BaseModel):
     weight: GrayWeight = Field(description="percent (0..100) of each topic's normal queues the gray consumers take")
     reason: Reason
@@ -444,6 +455,8 @@ class GroupView(BaseModel):
     orphan_policy: OrphanPolicy
     gray_weight: int
     gray_retired: bool = False
+    fifo: bool = False
+    max_attempts: int = 16
     created_at: datetime
     updated_at: datetime
 

@@ -28,6 +28,7 @@ from typing import Any
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
@@ -131,6 +132,11 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
         self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s)
+        self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
+
+    def consumption_of(self, group: str) -> GroupConsumption:
+        """How ``group``'s stock consumers consume (the defaults until the name server answered for it)."""
+        return self.consumption.get(group, GroupConsumption())
 
     async def queues(self, caller: Caller, group: str, topic: str) -> frozenset[int] | None:
         """The ids of ``topic``'s queues on this broker ``caller`` may receive from in ``group`` (None: every one,
@@ -209,6 +215,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         consumer.group_gray = GroupGray(
             switch=bool(answer.get("gray_switch", gg.switch)), weight=int(answer.get("gray_weight") or 0),
             orphan_policy=answer.get("orphan_policy") or "hold", retired=bool(answer.get("gray_retired")))
+        self.consumption[consumer.group] = GroupConsumption(
+            bool(answer.get("fifo")), int(answer.get("max_attempts") or CONSUMER_MAX_ATTEMPTS))
         action = consumer.flip.follow(bool(answer.get("desired_gray", consumer.gray)),
                                       draining=consumer.drain is not None)
         if action is FlipAction.BECOME_GRAY:

@@ -22,7 +22,7 @@ from graymq.broker_ext.grpc_endpoint.assignment import QueueFilter
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.send import PROPERTY_MESSAGE_GROUP
-from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, EndpointLimits
+from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
 from graymq.broker_ext.pop.service import Popped, PopRequest, PopService
 from graymq.broker_ext.topic_config import TopicConfig
@@ -125,10 +125,11 @@ class ReceiveService:
         allowed = await self.queue_filter(caller, group, topic)
         queue_ids = tuple(q for q in range(config.queue_nums) if allowed is None or q in allowed)
         client = self.clients.clients.get(caller.client_id)
+        consumption = self.clients.consumers.consumption_of(group)  # the group's, as the name server says
         return PopRequest(group, topic, queue_ids, min(request.batch_size, MAX_BATCH_SIZE), invisible_ms,
                           tags=_tags(request.filter_expression),
-                          fifo=client is not None and client.settings.subscription.fifo,
-                          max_attempts=CONSUMER_MAX_ATTEMPTS, timeout_s=max(0.0, wait_s))
+                          fifo=consumption.fifo or (client is not None and client.settings.subscription.fifo),
+                          max_attempts=consumption.max_attempts, timeout_s=max(0.0, wait_s))
 
     def _readable(self, group: str, topic: str, caller: Caller) -> TopicConfig:
         check_consume(caller, group, topic)

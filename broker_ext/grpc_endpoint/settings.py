@@ -4,10 +4,11 @@ Stock clients wait for this answer before their first send or receive (and fail 
 backoff policy or a body limit). The broker sets:
 
 - ``backoff_policy``: producers, ``PRODUCER_MAX_ATTEMPTS`` with exponential backoff; consumers, redelivery after
-  the broker's delay levels (the same ``%RETRY%`` schedule graymq's consumers get), ``CONSUMER_MAX_ATTEMPTS``;
+  the broker's delay levels (the same ``%RETRY%`` schedule graymq's consumers get) and their group's maximum
+  attempts (``GroupConsumption``: the name server's group, as RocketMQ's subscription group; 16 by default);
 - producers: ``publishing.max_body_size`` (``EndpointLimits.max_body_size``) and message-type validation;
-- consumers: ``subscription.receive_batch_size`` and ``long_polling_timeout`` (at most the broker's long-poll
-  limit), the rest of their subscription kept.
+- consumers: ``subscription.receive_batch_size``, ``long_polling_timeout`` (at most the broker's long-poll
+  limit) and ``fifo`` when their group is FIFO, the rest of their subscription kept.
 """
 
 from __future__ import annotations
@@ -30,13 +31,23 @@ class EndpointLimits:
     delay_levels_s: tuple[float, ...] = (1.0, 5.0, 10.0, 30.0)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupConsumption:
+    """How a group's stock consumers consume, as the name server's group record says (RocketMQ keeps it in the
+    subscription group): one message in flight per queue (``fifo``), deliveries before the dead-letter queue."""
+
+    fifo: bool = False
+    max_attempts: int = CONSUMER_MAX_ATTEMPTS
+
+
 def _duration(seconds: float) -> Duration:
     duration = Duration()
     duration.FromNanoseconds(int(seconds * 1e9))
     return duration
 
 
-def merged_settings(client: v2.Settings, limits: EndpointLimits) -> v2.Settings:
+def merged_settings(client: v2.Settings, limits: EndpointLimits,
+                    consumption: GroupConsumption = GroupConsumption()) -> v2.Settings:
     """``client``'s settings as the broker answers them.
 
     >>> s = merged_settings(v2.Settings(client_type=v2.PRODUCER), EndpointLimits(max_body_size=1024))
@@ -51,7 +62,7 @@ def merged_settings(client: v2.Settings, limits: EndpointLimits) -> v2.Settings:
             exponential_backoff=v2.ExponentialBackoff(initial=_duration(0.01), max=_duration(1.0), multiplier=2.0)))
     else:
         merged.backoff_policy.CopyFrom(v2.RetryPolicy(
-            max_attempts=CONSUMER_MAX_ATTEMPTS,
+            max_attempts=consumption.max_attempts,
             customized_backoff=v2.CustomizedBackoff(next=[_duration(s) for s in limits.delay_levels_s])))
     if client.client_type == v2.PRODUCER:  # publishing and subscription are one oneof: set only the client's
         merged.publishing.max_body_size = limits.max_body_size
@@ -59,4 +70,5 @@ def merged_settings(client: v2.Settings, limits: EndpointLimits) -> v2.Settings:
     else:
         merged.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
         merged.subscription.long_polling_timeout.CopyFrom(_duration(limits.long_polling_timeout_s))
+        merged.subscription.fifo = client.subscription.fifo or consumption.fifo
     return merged

@@ -11,6 +11,7 @@ from graymq.nameserver.deps import Clients, Groups
 from graymq.nameserver.schemas import (
     ID_MAX,
     ClientIdPath,
+    ConsumptionPut,
     FlagPut,
     FlagResult,
     GroupClients,
@@ -90,6 +91,14 @@ def set_switch(group: GroupPath, body: SwitchPut, actor: AdminActor, groups: Gro
 @router.put("/{group}/orphan-policy")
 def set_orphan_policy(group: GroupPath, body: OrphanPolicyPut, actor: AdminActor, groups: Groups) -> GroupView:
     return groups.set_orphan_policy(group, body, actor)
+
+
+@router.put("/{group}/consumption")
+def set_consumption(group: GroupPath, body: ConsumptionPut, actor: AdminActor, groups: Groups) -> GroupView:
+    """How the group's stock (RocketMQ 5) pop consumers consume, as RocketMQ's subscription group says it: ``fifo``
+    and ``max_attempts`` (creates the group when missing). Audited; brokers apply it at the consumers' next
+    registration and tell the clients in their settings."""
+    return groups.set_consumption(group, body, actor)
 
 
 @router.put("/{group}/weight")

@@ -168,6 +168,8 @@ class ClientService:
             gray_weight=group.gray_weight,
             gray_retired=group.gray_retired,
             gray_marks=group.gray_switch and client.explicit_gray is not False and group.name not in frozen,
+            fifo=group.fifo,
+            max_attempts=group.max_attempts,
             topics={
                 t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)
                 for t in topics

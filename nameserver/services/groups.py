@@ -17,6 +17,7 @@ from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.rules import RuleRepository
 from graymq.nameserver.schemas import (
+    ConsumptionPut,
     GroupDetail,
     GroupSummary,
     GroupView,
@@ -126,6 +127,16 @@ class GroupService:
     def set_weight(self, name: str, body: WeightPut, actor: str) -> GroupView:
         """The percent of each topic's normal queues the group's gray consumers take (0: none)."""
         return self._set_setting(name, "gray_weight", body.weight, "set_weight", body.reason, actor)
+
+    def set_consumption(self, name: str, body: ConsumptionPut, actor: str) -> GroupView:
+        """How stock pop consumers of the group consume: FIFO and the deliveries before the dead-letter queue."""
+        view = group_view(self._existing(name)) if body.fifo is None and body.max_attempts is None else None
+        if body.fifo is not None:
+            view = self._set_setting(name, "fifo", body.fifo, "set_fifo", body.reason, actor)
+        if body.max_attempts is not None:
+            view = self._set_setting(name, "max_attempts", body.max_attempts, "set_max_attempts", body.reason, actor)
+        assert view is not None
+        return view
 
     def set_retired(self, name: str, body: RetiredPut, actor: str) -> GroupView:
         """Retire the group's gray side (its consumers hold nothing; normal consumers adopt) or bring it back."""

@@ -28,6 +28,8 @@ def group_view(group: Group) -> GroupView:
         orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
         gray_weight=group.gray_weight,
         gray_retired=group.gray_retired,
+        fifo=group.fifo,
+        max_attempts=group.max_attempts,
         created_at=group.created_at,
         updated_at=group.updated_at,
     )

@@ -94,3 +94,11 @@ def test_a_consumer_gets_the_brokers_redelivery_schedule_batch_size_and_long_pol
     assert merged.subscription.receive_batch_size == settings.RECEIVE_BATCH_SIZE
     assert merged.subscription.long_polling_timeout.ToTimedelta().total_seconds() == 15.0
     assert merged.WhichOneof("pub_sub") == "subscription"
+    assert not merged.subscription.fifo
+
+
+def test_a_consumer_is_told_its_groups_fifo_and_max_attempts() -> None:
+    client = v2.Settings(client_type=v2.SIMPLE_CONSUMER, subscription=v2.Subscription(
+        group=v2.Resource(name="GID_ORDERS")))
+    merged = merged_settings(client, EndpointLimits(), settings.GroupConsumption(fifo=True, max_attempts=3))
+    assert merged.subscription.fifo and merged.backoff_policy.max_attempts == 3

@@ -19,7 +19,7 @@ from graymq.broker_ext.grpc_endpoint.receive import (
     ReceiveService,
     to_rocketmq_message,
 )
-from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
+from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.pop.receipt import ReceiptSigner
@@ -69,7 +69,8 @@ async def every_queue(caller: Caller, group: str, topic: str) -> frozenset[int] 
 
 
 def receives(pop: PopService) -> ReceiveService:
-    clients: Any = SimpleNamespace(clients={})  # no telemetry stream: not FIFO
+    # no telemetry stream, no name server: the group's defaults (not FIFO, 16 attempts)
+    clients: Any = SimpleNamespace(clients={}, consumers=SimpleNamespace(consumption_of=lambda g: GroupConsumption()))
     return ReceiveService(pop, lambda topic: TopicConfig(topic, 2, 0) if topic == "T" else None, clients,
                           every_queue, EndpointLimits(), "broker-a")
 

@@ -10,9 +10,21 @@ from graymq.client.message import MessageQueue
 from graymq.protocol.gray import gray_queue_ids
 
 
+async def _whole_queue(reader: PullConsumer, mq: MessageQueue) -> list[MessageExt]:
+    """Every message stored in ``mq``, from offset 0 to its end."""
+    messages: list[MessageExt] = []
+    offset = 0
+    while True:
+        pulled = await reader.pull(mq, offset, max_nums=64)
+        if not pulled.messages:
+            return messages
+        messages.extend(pulled.messages)
+        offset = pulled.next_begin_offset
+
+
 def stored_messages(ns_url: str, topic: str, queues: int, gray: int, expected: int, broker: str = "broker-a",
                     timeout: float = 20.0) -> list[MessageExt]:
-    """Every message of ``topic`` on ``broker``, pulled queue by queue from offset 0 until ``expected`` are there
+    """Every message of ``topic`` on ``broker``, each queue read from offset 0 to its end, until ``expected`` are there
     (or ``timeout`` passes)."""
     gray_ids = set(gray_queue_ids(queues, gray))
 
@@ -23,9 +35,8 @@ def stored_messages(ns_url: str, topic: str, queues: int, gray: int, expected: i
             while True:
                 messages: list[MessageExt] = []
                 for queue_id in range(queues):
-                    pulled = await readers[queue_id in gray_ids].pull(MessageQueue(topic, broker, queue_id), 0,
-                                                                      max_nums=64)
-                    messages.extend(pulled.messages)
+                    mq = MessageQueue(topic, broker, queue_id)
+                    messages.extend(await _whole_queue(readers[queue_id in gray_ids], mq))
                 if len(messages) >= expected or time.monotonic() > deadline:
                     return messages
                 await asyncio.sleep(0.2)

@@ -22,12 +22,14 @@ import pytest
 
 from graymq.client import PullConsumer
 from graymq.client.message import MessageQueue
+from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
 from tests.support.cli import gray_status, graymq, produce, wait_for
 from tests.support.cluster import Cluster
+from tests.support.stock_reads import stored_messages
 from tests.support.stock_sdk import StockProducer, StockSimpleConsumer
 
 pytestmark = pytest.mark.integration
@@ -92,9 +94,13 @@ def gray_for_v2_pods(cluster: Cluster, topic: str, *groups: str) -> None:
     """``topic`` with its gray queues, and in each of ``groups`` the gray switch on and one rule:
     ``host=orders-v2-*``."""
     cluster.create_topic(topic, QUEUES, GRAY)
-    for group in groups:
-        cluster.ns_call(lambda ns, g=group: ns.set_switch(g, True))
-        cluster.ns_call(lambda ns, g=group: ns.add_rule(g, {"host": "orders-v2-*"}, True))
+
+    async def switch_and_rule(ns: NameServerClient) -> None:
+        for group in groups:
+            await ns.set_switch(group, True)
+            await ns.add_rule(group, {"host": "orders-v2-*"}, True)
+
+    cluster.ns_call(switch_and_rule)
 
 
 def test_stock_consumers_are_clients_of_their_group_and_receive_from_their_side(
@@ -244,25 +250,8 @@ def sdk_producer(endpoint: str, home: Path, host: str, prefix: str, count: int, 
 
 def stored_queues(ns_url: str, message_ids: set[str]) -> dict[str, int]:
     """message id -> the queue it is stored in, for ``message_ids`` (read back by graymq's PullConsumer)."""
-
-    async def read() -> dict[str, int]:
-        readers = {gray: PullConsumer("GID_CANARY_READER", ns_url, gray=gray, register=False) for gray in (False, True)}
-        try:
-            found: dict[str, int] = {}
-            for queue_id in range(QUEUES):
-                mq, offset = MessageQueue(TOPIC, "broker-a", queue_id), 0
-                while True:
-                    pulled = await readers[queue_id in GRAY_QUEUES].pull(mq, offset, max_nums=64)
-                    if not pulled.messages:
-                        break
-                    found.update({m.msg_id: queue_id for m in pulled.messages if m.msg_id in message_ids})
-                    offset = pulled.next_begin_offset
-            return found
-        finally:
-            for reader in readers.values():
-                await reader.stop()
-
-    return asyncio.run(read())
+    stored = stored_messages(ns_url, TOPIC, QUEUES, GRAY, len(message_ids))
+    return {m.msg_id: m.queue_id for m in stored if m.msg_id in message_ids}
 
 
 def until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:

@@ -38,9 +38,10 @@ def test_stock_producer_messages_are_read_by_graymq_with_body_tag_keys_and_prope
         grpc_cluster: Cluster, grpc_endpoint: str, tmp_path: Path) -> None:
     topic = "GRPC_PLAIN"
     grpc_cluster.create_topic(topic, QUEUES, GRAY)
-    sent = [{"body": "plain"},
-            {"body": "tagged", "tag": "TagA"},
-            {"body": "keyed", "tag": "TagB", "keys": ["order-17", "user-3"], "properties": {"region": "eu", "n": "1"}}]
+    sent: list[dict[str, Any]] = [
+        {"body": "plain"},
+        {"body": "tagged", "tag": "TagA"},
+        {"body": "keyed", "tag": "TagB", "keys": ["order-17", "user-3"], "properties": {"region": "eu", "n": "1"}}]
     results = sdk_send(grpc_endpoint, topic, sent, tmp_path)
     assert all("message_id" in r for r in results), results
 
@@ -123,7 +124,8 @@ def test_a_running_stock_producer_is_a_client_of_its_topics_producer_group_and_a
     grpc_cluster.create_topic(topic, QUEUES, GRAY)
     grpc_cluster.ns_call(lambda ns: ns.set_switch(topic, True))
     grpc_cluster.ns_call(lambda ns: ns.add_rule(topic, {"host": socket.gethostname()}, True))
-    steps = [*({"body": f"before-{i}"} for i in range(3)), {"pause": True}, *({"body": f"after-{i}"} for i in range(3))]
+    steps: list[dict[str, Any]] = [*({"body": f"before-{i}"} for i in range(3)), {"pause": True},
+                                   *({"body": f"after-{i}"} for i in range(3))]
     producer = StockProducer(grpc_endpoint, topic, steps, tmp_path)
     try:
         client_id = producer.next()["client_id"]

@@ -2,7 +2,8 @@
 process: what graymq's producer sends is received intact and acked (the group's committed offset follows), a
 message not acked comes again after its invisible time with the next attempt and, past the maximum attempts, is in
 ``%DLQ%GROUP``; ChangeInvisibleDuration keeps a message away longer; a forged receipt handle is refused, and a
-queue pop consumers use refuses a graymq push consumer's lease."""
+queue pop consumers use refuses a graymq push consumer's lease. A group's FIFO and maximum attempts are the name
+server's (``graymq group update``), as RocketMQ keeps them in the subscription group."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from graymq.protocol.record import MessageExt, iter_records
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc
+from tests.support.cli import graymq
 from tests.support.cluster import Cluster
 from tests.support.stock_sdk import StockSimpleConsumer
 
@@ -67,6 +69,17 @@ def committed(cluster: Cluster, group: str, topic: str) -> list[int]:
         return [await client.query_offset(address, group, topic, q) for q in range(QUEUES)]
 
     return list(broker_call(cluster, query))
+
+
+def dead_letters(cluster: Cluster, group: str) -> list[MessageExt]:
+    """The messages in ``%DLQ%group``."""
+    async def pull(client: BrokerClient, address: str) -> list[MessageExt]:
+        response = await client.pull(address, pb.PullRequest(
+            consumer_group=group, topic=f"%DLQ%{group}", queue_id=0, queue_offset=0, max_msg_nums=32,
+            sub_expression="*", client_id="dlq-reader", commit_offset=-1))
+        return list(iter_records(response.records))
+
+    return list(broker_call(cluster, pull))
 
 
 def receive_all(consumer: StockSimpleConsumer, expected: int, *, ack: bool, invisible_s: int = 10,
@@ -127,13 +140,7 @@ def test_a_message_not_acked_comes_again_with_the_next_attempt_then_is_in_the_de
     time.sleep(1.2)
     assert consumer.receive(32, 1, ack=False) == []  # past the maximum: dead-lettered, not delivered
 
-    async def pull_dlq(client: BrokerClient, address: str) -> list[MessageExt]:
-        response = await client.pull(address, pb.PullRequest(
-            consumer_group=group, topic=f"%DLQ%{group}", queue_id=0, queue_offset=0, max_msg_nums=32,
-            sub_expression="*", client_id="dlq-reader", commit_offset=-1))
-        return list(iter_records(response.records))
-
-    dead = broker_call(grpc_cluster, pull_dlq)
+    dead = dead_letters(grpc_cluster, group)
     assert [m.body for m in dead] == [b"poison"] and dead[0].keys == ["poison-1"]
     assert dead[0].properties["RETRY_TOPIC"] == topic
     assert sum(committed(grpc_cluster, group, topic)) == 1
@@ -237,3 +244,43 @@ def test_a_fifo_consumer_gets_a_queues_next_message_only_once_the_one_before_is_
     rounds = asyncio.run(run())
     assert [[m.body.decode() for m in r] for r in rounds] == [["step-0"], [], ["step-1"], ["step-2"]]
     assert rounds[0][0].system_properties.message_group == "order-1"
+
+
+def test_a_fifo_groups_consumer_gets_one_message_at_a_time_per_queue_in_order(
+        grpc_cluster: Cluster, consumer_of: Any) -> None:
+    """The group is FIFO on the name server (``graymq group update``); the SDK itself never says so."""
+    topic, group = "POP_FIFO_GROUP", "GID_POP_FIFO_GROUP"
+    grpc_cluster.create_topic(topic, 1, 0)
+    updated = graymq(grpc_cluster.ns_url, "group", "update", group, "--fifo", "on", "--reason", "orders in order")
+    assert "fifo on" in updated.stdout
+    bodies = [f"step-{i}" for i in range(5)]
+    send(grpc_cluster, topic, [Message(topic, body.encode()) for body in bodies])
+    consumer = consumer_of(group, topic)
+
+    batches: list[list[str]] = []
+    deadline = time.monotonic() + 60
+    while sum(map(len, batches)) < len(bodies) and time.monotonic() < deadline:
+        batch = [m["body"] for m in consumer.receive(32, 10, ack=True)]
+        if batch:
+            batches.append(batch)
+    assert batches == [[body] for body in bodies]  # a batch of 32 asked, one in flight at a time, in order
+
+
+def test_the_groups_max_attempts_three_dead_letters_after_the_third_delivery_and_bad_values_are_refused(
+        grpc_cluster: Cluster, consumer_of: Any) -> None:
+    topic, group = "POP_ATTEMPTS_GROUP", "GID_POP_ATTEMPTS_GROUP"
+    grpc_cluster.create_topic(topic, 2, 0)
+    refused = graymq(grpc_cluster.ns_url, "group", "update", group, "--max-attempts", "0", check=False)
+    assert refused.returncode != 0 and "--max-attempts 0 is out of range" in refused.stderr
+    graymq(grpc_cluster.ns_url, "group", "update", group, "--max-attempts", "3")
+    send(grpc_cluster, topic, [Message(topic, b"poison")])
+    consumer = consumer_of(group, topic)
+
+    attempts: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(attempts) < 3 and time.monotonic() < deadline:
+        attempts.extend(m["attempt"] for m in consumer.receive(32, 1, ack=False))  # 1 s invisible, never acked
+    assert attempts == [1, 2, 3]
+    time.sleep(1.2)
+    assert consumer.receive(32, 1, ack=False) == []  # past the group's maximum: dead-lettered
+    assert [m.body for m in dead_letters(grpc_cluster, group)] == [b"poison"]

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.support.stock_sdk import in_pod, printed_results
+
 SOURCE = Path(__file__).with_name("stock_sdk_node")
 TARGET = Path(__file__).resolve().parents[2] / ".venv" / "stock-sdk-node"
 
@@ -47,13 +49,10 @@ def node_sdk(spec: dict[str, Any], home: Path, *, sdk: Path = TARGET, hostname: 
     host name (a pod's, as the name server's rules see it)."""
     command = ["node", str(SOURCE / "driver.js"), json.dumps(spec)]
     if hostname:
-        command = ["unshare", "--map-root-user", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname,
-                   *command]
+        command = in_pod(hostname, command)
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "NODE_PATH": str(sdk / "node_modules")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"the Node.js SDK driver printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
-    return [line for line in lines if "client_id" not in line]
+    return printed_results(done, "Node.js SDK")
 
 
 def node_sdk_log(home: Path) -> str:

@@ -13,10 +13,21 @@ from typing import Any
 DRIVER = Path(__file__).with_name("stock_sdk_driver.py")
 
 
-def _command(endpoint: str, topic: str, messages: list[dict[str, Any]], ak: str = "", sk: str = "",
-             tls: bool = False) -> list[str]:
-    spec = {"endpoint": endpoint, "topic": topic, "messages": messages, "ak": ak, "sk": sk, "tls": tls}
-    return [sys.executable, str(DRIVER), json.dumps(spec)]
+def _command(spec: dict[str, Any], host: str | None = None) -> list[str]:
+    command = [sys.executable, str(DRIVER), json.dumps(spec)]
+    return command if host is None else in_pod(host, command)
+
+
+def in_pod(host: str, command: list[str]) -> list[str]:
+    """``command`` run under the host name ``host``, in a UTS namespace of its own (as a pod's)."""
+    return ["unshare", "--uts", "--map-root-user", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
+
+
+def printed_results(done: subprocess.CompletedProcess[str], driver: str) -> list[dict[str, Any]]:
+    """The JSON lines a finished SDK driver printed after its ``client_id`` (or its one ``startup_error``)."""
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"the {driver} driver printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
+    return [line for line in lines if "client_id" not in line]
 
 
 def _env(home: Path, tls_ca: Path | None = None) -> dict[str, str]:
@@ -30,11 +41,9 @@ def sdk_send(endpoint: str, topic: str, messages: list[dict[str, Any]], home: Pa
              sk: str = "", tls_ca: Path | None = None, timeout: float = 60.0) -> list[dict[str, Any]]:
     """Send ``messages`` with the SDK's Producer; one result per message (``message_id``/``offset`` or ``error``),
     or a single ``startup_error``. ``home`` takes the SDK's log files; ``tls_ca``: connect over TLS trusting it."""
-    done = subprocess.run(_command(endpoint, topic, messages, ak, sk, tls_ca is not None), capture_output=True,
-                          text=True, timeout=timeout, env=_env(home, tls_ca))
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert results, f"the SDK driver printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
-    return [r for r in results if "client_id" not in r]
+    spec = {"endpoint": endpoint, "topic": topic, "messages": messages, "ak": ak, "sk": sk, "tls": tls_ca is not None}
+    done = subprocess.run(_command(spec), capture_output=True, text=True, timeout=timeout, env=_env(home, tls_ca))
+    return printed_results(done, "Python SDK")
 
 
 class StockSdkProcess:
@@ -42,10 +51,7 @@ class StockSdkProcess:
     its lines as they come (``next``), a line on its stdin (``resume``, which stops a consumer)."""
 
     def __init__(self, spec: dict[str, Any], home: Path, host: str | None = None) -> None:
-        command = [sys.executable, str(DRIVER), json.dumps(spec)]
-        if host is not None:
-            command = ["unshare", "--uts", "--map-root-user", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(_command(spec, host), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=_env(home))
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -6,8 +6,8 @@ index_file.py), which stays the reference: tests/unit/test_native_*.py check tha
 byte-identical output and raise the same error types for the same input. ``graymq.protocol.native``
 picks this module or the twins (``GRAYMQ_PURE=1`` forces the twins).
 
-CRC32 is the zlib module's own ``crc32`` called on a view of the bytes in place: the same code as the
-pure path (zlib folds with PCLMULQDQ on x86), so the stored checksum cannot drift between the two.
+A record's CRC32 is protocol/crc.py's ``crc32`` (ISA-L's, else zlib's) called on a view of the bytes in place:
+the same function as the pure path, so the stored checksum cannot drift between the two.
 
 Cython was chosen over mypyc by a measured prototype (1 KiB bodies, CPython 3.11, shared 2-core
 machine): see the module docstring of ``graymq.protocol.native`` for the figures.
@@ -18,6 +18,7 @@ import zlib
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.number cimport PyNumber_Index
 from cpython.buffer cimport PyBUF_READ
@@ -25,9 +26,11 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
+from graymq.protocol.crc import crc32
 from graymq.protocol.errors import ProtocolError
 
-cdef object _crc32 = zlib.crc32
+cdef object _crc32 = zlib.crc32  # key-index hashes of short strings
+cdef object _record_crc = crc32  # records: protocol/crc.py's choice, the pure path's too
 cdef object _struct_error = struct.error
 
 # frame.py's constants, repeated as C values (the tests compare both modules' outputs)
@@ -170,31 +173,84 @@ def encode_record(*, topic, body, properties, queue_id, queue_offset, physical_o
     """record.encode_record: one record, CRC32 over everything after the CRC field."""
     cdef bytes t = _as_bytes(topic), b = _as_bytes(body), pr = _as_bytes(properties)
     cdef bytes bh = _as_bytes(born_host), sh = _as_bytes(store_host)
+    cdef _Header h
+    _check(&h, t, b, pr, bh, sh, queue_id, queue_offset, physical_offset, sys_flag, born_timestamp,
+           store_timestamp, reconsume_times)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, h.total)
+    _write(PyBytes_AS_STRING(out), &h, t, b, pr, bh, sh)
+    return out
+
+
+def encode_puts(puts, queue_offsets, physical_offset, store_timestamp, store_host):
+    """record.encode_puts: the records of ``puts`` (each checked before the next is read, as the reference
+    does) laid end to end from ``physical_offset`` into one bytes, and each record's size."""
+    cdef Py_ssize_t n = len(puts), i = 0, total = 0
+    cdef bytes sh = _as_bytes(store_host)
+    cdef list texts = []  # per record: topic, body, properties, born host
+    cdef list sizes = []
+    cdef bytes t, b, pr, bh, out
+    cdef char* p
+    cdef _Header* headers = <_Header*>PyMem_Malloc(max(n, 1) * sizeof(_Header))
+    if headers == NULL:
+        raise MemoryError()
+    try:
+        for put, queue_offset in zip(puts, queue_offsets, strict=True):
+            t, b, pr, bh = put.topic.encode(), _as_bytes(put.body), _properties(put.properties), put.born_host.encode()
+            _check(&headers[i], t, b, pr, bh, sh, put.queue_id, queue_offset, physical_offset + total,
+                   put.sys_flag, put.born_timestamp, store_timestamp, put.reconsume_times)
+            texts.append((t, b, pr, bh))
+            sizes.append(headers[i].total)
+            total += headers[i].total
+            i += 1
+        out = PyBytes_FromStringAndSize(NULL, total)
+        p = PyBytes_AS_STRING(out)
+        for i in range(n):
+            t, b, pr, bh = texts[i]
+            _write(p, &headers[i], t, b, pr, bh, sh)
+            p += headers[i].total
+    finally:
+        PyMem_Free(headers)
+    return out, sizes
+
+
+cdef struct _Header:
+    Py_ssize_t total
+    int64_t qid, flag, qoff, poff, born, stored, times
+
+
+cdef int _check(_Header* h, bytes t, bytes b, bytes pr, bytes bh, bytes sh, queue_id, queue_offset, physical_offset,
+                sys_flag, born_timestamp, store_timestamp, reconsume_times) except -1:
+    """A record's header fields into ``h``, ``struct.error`` on a field out of range (as ``struct.pack``)."""
     cdef Py_ssize_t tl = len(t), bl = len(b), pl = len(pr), bhl = len(bh), shl = len(sh)
     if tl > 0xFFFF or bhl > 0xFFFF or shl > 0xFFFF:
         raise _struct_error("a topic or host longer than 65535 bytes (uint16 length)")
     if bl > 0xFFFFFFFF or pl > 0xFFFFFFFF:
         raise _struct_error("a body or properties section longer than uint32")
-    cdef Py_ssize_t total = HEADER_SIZE + tl + bhl + shl + bl + pl
-    if total > 0xFFFFFFFF:
-        raise _struct_error(f"record of {total} bytes is larger than uint32")
-    cdef int64_t qid = _signed(queue_id, 32, "queue_id"), flag = _signed(sys_flag, 32, "sys_flag")
-    cdef int64_t qoff = _signed(queue_offset, 64, "queue_offset")
-    cdef int64_t poff = _signed(physical_offset, 64, "physical_offset")
-    cdef int64_t born = _signed(born_timestamp, 64, "born_timestamp")
-    cdef int64_t stored = _signed(store_timestamp, 64, "store_timestamp")
-    cdef int64_t times = _signed(reconsume_times, 32, "reconsume_times")
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
-    cdef char* p = PyBytes_AS_STRING(out)
+    h.total = HEADER_SIZE + tl + bhl + shl + bl + pl
+    if h.total > 0xFFFFFFFF:
+        raise _struct_error(f"record of {h.total} bytes is larger than uint32")
+    h.qid = _signed(queue_id, 32, "queue_id")
+    h.flag = _signed(sys_flag, 32, "sys_flag")
+    h.qoff = _signed(queue_offset, 64, "queue_offset")
+    h.poff = _signed(physical_offset, 64, "physical_offset")
+    h.born = _signed(born_timestamp, 64, "born_timestamp")
+    h.stored = _signed(store_timestamp, 64, "store_timestamp")
+    h.times = _signed(reconsume_times, 32, "reconsume_times")
+    return 0
+
+
+cdef void _write(char* p, _Header* h, bytes t, bytes b, bytes pr, bytes bh, bytes sh) except *:
+    """The record of ``h`` and its texts at ``p`` (``h.total`` bytes), its CRC last."""
+    cdef Py_ssize_t total = h.total, tl = len(t), bl = len(b), pl = len(pr), bhl = len(bh), shl = len(sh)
     _put32(p, total)
     _put32(p + 4, RECORD_MAGIC)
-    _put32(p + 12, <uint64_t>qid)
-    _put32(p + 16, <uint64_t>flag)
-    _put64(p + 20, <uint64_t>qoff)
-    _put64(p + 28, <uint64_t>poff)
-    _put64(p + 36, <uint64_t>born)
-    _put64(p + 44, <uint64_t>stored)
-    _put32(p + 52, <uint64_t>times)
+    _put32(p + 12, <uint64_t>h.qid)
+    _put32(p + 16, <uint64_t>h.flag)
+    _put64(p + 20, <uint64_t>h.qoff)
+    _put64(p + 28, <uint64_t>h.poff)
+    _put64(p + 36, <uint64_t>h.born)
+    _put64(p + 44, <uint64_t>h.stored)
+    _put32(p + 52, <uint64_t>h.times)
     _put16(p + 56, tl)
     _put16(p + 58, bhl)
     _put16(p + 60, shl)
@@ -210,13 +266,16 @@ def encode_record(*, topic, body, properties, queue_id, queue_offset, physical_o
     memcpy(p + pos, PyBytes_AS_STRING(b), bl)
     pos += bl
     memcpy(p + pos, PyBytes_AS_STRING(pr), pl)
-    crc = _crc32(PyMemoryView_FromMemory(p + CRC_START, total - CRC_START, PyBUF_READ))
+    crc = _record_crc(PyMemoryView_FromMemory(p + CRC_START, total - CRC_START, PyBUF_READ))
     _put32(p + 8, <uint64_t>crc)
-    return out
 
 
 def encode_properties(properties):
     """record.encode_properties: ``name \\x01 value \\x02`` pairs in UTF-8; ValueError on a separator inside."""
+    return _properties(properties)
+
+
+cdef bytes _properties(properties):
     if not properties:
         return b""
     cdef list parts = []
@@ -291,7 +350,7 @@ def decode_records(bytes buf, Py_ssize_t pos, Py_ssize_t stop, bint verify_crc, 
             if HEADER_SIZE + strings_len + body_len + props_len != total:
                 raise ProtocolError(f"record at {origin + pos}: field lengths do not add up to {total}")
             crc = _get32(p + pos + 8)
-            computed = _crc32(PyMemoryView_FromMemory(<char*>p + pos + CRC_START, total - CRC_START, PyBUF_READ))
+            computed = _record_crc(PyMemoryView_FromMemory(<char*>p + pos + CRC_START, total - CRC_START, PyBUF_READ))
             if computed != crc:
                 raise ProtocolError(
                     f"record at {origin + pos}: CRC mismatch (stored 0x{crc:08x}, computed 0x{computed:08x})")

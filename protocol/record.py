@@ -27,10 +27,11 @@ either separator.
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
 from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS, PROPERTY_TRACE_ID
+from graymq.protocol.crc import crc32
 from graymq.protocol.errors import ProtocolError
 from graymq.protocol.native import pick
 
@@ -223,7 +224,38 @@ def encode_record_py(
         len(topic), len(born_host), len(store_host), len(body), len(properties),
     )
     tail = b"".join((after_crc, topic, born_host, store_host, body, properties))
-    return b"".join((_RECORD_PREFIX.pack(total, RECORD_MAGIC, zlib.crc32(tail)), tail))
+    return b"".join((_RECORD_PREFIX.pack(total, RECORD_MAGIC, crc32(tail)), tail))
+
+
+class PutFields(Protocol):
+    """What ``encode_puts`` reads of a message to store (the store's ``PutMessage``)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str]
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    reconsume_times: int
+
+
+def encode_puts_py(puts: Sequence[PutFields], queue_offsets: Sequence[int], physical_offset: int,
+                   store_timestamp: int, store_host: bytes) -> tuple[bytes, list[int]]:
+    """The records of ``puts`` at ``queue_offsets``, laid end to end from ``physical_offset``, as one bytes, and
+    each record's size; the reference of the compiled ``encode_puts`` (one call a batch, the records written
+    straight into one buffer)."""
+    records = []
+    for put, queue_offset in zip(puts, queue_offsets, strict=True):
+        record = encode_record_py(
+            topic=put.topic.encode(), body=put.body, properties=encode_properties_py(put.properties),
+            queue_id=put.queue_id, queue_offset=queue_offset, physical_offset=physical_offset,
+            sys_flag=put.sys_flag, born_timestamp=put.born_timestamp, store_timestamp=store_timestamp,
+            reconsume_times=put.reconsume_times, born_host=put.born_host.encode(), store_host=store_host,
+        )
+        records.append(record)
+        physical_offset += len(record)
+    return b"".join(records), [len(record) for record in records]
 
 
 def record_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
@@ -246,7 +278,7 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     fields = RECORD_HEADER.unpack_from(buf, pos)
     if RECORD_HEADER.size + sum(fields[10:15]) != total:
         raise ProtocolError(f"record at {pos}: field lengths do not add up to {total}")
-    crc = zlib.crc32(memoryview(buf)[pos + CRC_START : pos + total])
+    crc = crc32(memoryview(buf)[pos + CRC_START : pos + total])
     if crc != fields[2]:
         raise ProtocolError(f"record at {pos}: CRC mismatch (stored 0x{fields[2]:08x}, computed 0x{crc:08x})")
     return total
@@ -302,7 +334,7 @@ def decode_records_py(
         if verify_crc:
             if _HEADER_SIZE + strings_len + body_len + props_len != total:
                 raise ProtocolError(f"record at {origin + pos}: field lengths do not add up to {total}")
-            computed = zlib.crc32(view[pos + CRC_START : pos + total])
+            computed = crc32(view[pos + CRC_START : pos + total])
             if computed != crc:
                 raise ProtocolError(
                     f"record at {origin + pos}: CRC mismatch (stored 0x{crc:08x}, computed 0x{computed:08x})")
@@ -342,4 +374,5 @@ def make_properties(
 
 encode_properties = pick("encode_properties", encode_properties_py)
 encode_record = pick("encode_record", encode_record_py)
+encode_puts = pick("encode_puts", encode_puts_py)
 decode_records = pick("decode_records", decode_records_py)

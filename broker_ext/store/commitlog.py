@@ -16,12 +16,12 @@ however much of the log consumers and followers read.
 from __future__ import annotations
 
 import struct
-import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 from graymq.broker_ext.store.mapped_file import MappedFile, file_name, list_files
 from graymq.protocol.constants import PROPERTY_TAGS
+from graymq.protocol.crc import crc32
 from graymq.protocol.errors import MessageTooLargeError
 from graymq.protocol.record import CRC_START, MAX_RECORD_SIZE, RECORD_HEADER, RECORD_MAGIC, find_property
 
@@ -88,7 +88,7 @@ def frame_fields(buf: memoryview, pos: int, physical_offset: int, room: int) -> 
         return f"field lengths do not add up to the size {total}"
     if fields[6] != physical_offset:
         return f"physical offset field {fields[6]} is not the record's offset {physical_offset}"
-    crc = zlib.crc32(buf[pos + CRC_START : pos + total])
+    crc = crc32(buf[pos + CRC_START : pos + total])
     if crc != fields[2]:
         return f"CRC mismatch (stored 0x{fields[2]:08x}, computed 0x{crc:08x})"
     return fields
@@ -120,7 +120,7 @@ def unit_damage(record: memoryview, physical_offset: int, queue_id: int, queue_o
         total, magic, crc, record_queue_id, _, record_queue_offset, record_physical_offset = _unpack_check(record)
         if (total == len(record) and magic == RECORD_MAGIC and record_queue_id == queue_id
                 and record_queue_offset == queue_offset and record_physical_offset == physical_offset
-                and zlib.crc32(record[CRC_START:]) == crc):
+                and crc32(record[CRC_START:]) == crc):
             return None
     fields = frame_fields(record, 0, physical_offset, len(record))
     if isinstance(fields, str):

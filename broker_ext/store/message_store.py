@@ -50,7 +50,7 @@ from graymq.broker_ext.store.stats import StoreStats
 from graymq.protocol.constants import PROPERTY_TAGS, tag_hash
 from graymq.protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
 from graymq.protocol.names import check_topic_name
-from graymq.protocol.record import MAX_RECORD_SIZE, decode_record, encode_properties, encode_record
+from graymq.protocol.record import MAX_RECORD_SIZE, decode_record, encode_puts
 
 log = logging.getLogger(__name__)
 
@@ -341,8 +341,9 @@ class MessageStore:
         assign queue offsets and dispatch to consume queues and key index before returning. No fsync.
 
         Everything is validated and encoded before the first byte is written, so a bad message
-        fails the whole batch and leaves the store untouched. Per batch, not per message: topic and
-        host encodings, tag hashes, index seeds, the room check, one commit-log copy, one index write.
+        fails the whole batch and leaves the store untouched. One call (``encode_puts``) writes the batch's
+        records into one buffer; per batch, not per message: tag hashes, index seeds, the room check, one
+        commit-log copy, one index write.
         """
         if not messages:
             return []
@@ -352,13 +353,13 @@ class MessageStore:
                 f"watermark {self.config.disk_critical_ratio:.0%}: writes are refused"
             )
         store_timestamp = max(self._clock_ms(), self._last_store_timestamp)
-        records, queue_offsets, batch_ends, total = self._encode(messages, self.commitlog.max_offset, store_timestamp)
-        if total > self.commitlog.room_left():
-            self.commitlog.roll(total)
+        data, sizes, queue_offsets, batch_ends = self._encode(messages, self.commitlog.max_offset, store_timestamp)
+        if len(data) > self.commitlog.room_left():
+            self.commitlog.roll(len(data))
             self.stats.segments = len(self.commitlog.segments)
             self.disk_usage_ratio()
-            records, queue_offsets, batch_ends, total = self._encode(messages, self.commitlog.max_offset,
-                                                                     store_timestamp)
+            data, sizes, queue_offsets, batch_ends = self._encode(messages, self.commitlog.max_offset,
+                                                                  store_timestamp)
         start = self.commitlog.max_offset
         queues = {}
         for key, end in batch_ends.items():
@@ -366,15 +367,14 @@ class MessageStore:
             queue.prepare(end - queue.max_offset)
             queues[key] = queue
         segment_start = self.commitlog.segments[-1].start
-        self.commitlog.append(records[0] if len(records) == 1 else b"".join(records))
+        self.commitlog.append(data)
         self._flush.appended(start, self.commitlog.max_offset)
 
         results = []
         entries = []
         tag_hashes: dict[str, int] = {}
         physical_offset = start
-        for message, queue_offset, record in zip(messages, queue_offsets, records, strict=True):
-            size = len(record)
+        for message, queue_offset, size in zip(messages, queue_offsets, sizes, strict=True):
             properties = message.properties
             tags = properties.get(PROPERTY_TAGS, "")
             hashed = tag_hashes.get(tags)
@@ -393,23 +393,18 @@ class MessageStore:
                 log.exception("key index write failed at %d; these messages cannot be found by key", start)
         self._last_store_timestamp = store_timestamp
         self.stats.put_count += len(messages)
-        self.stats.put_bytes += total
+        self.stats.put_bytes += len(data)
         return results
 
     def _encode(
         self, messages: Sequence[PutMessage], start: int, store_timestamp: int
-    ) -> tuple[list[bytes], list[int], dict[tuple[str, int], int], int]:
-        """Validate and encode the batch as if written at ``start``: the records, each one's queue offset,
-        per queue the offset after the batch, and the batch's total size. Run again after a segment roll."""
-        records = []
+    ) -> tuple[bytes, list[int], list[int], dict[tuple[str, int], int]]:
+        """Validate and encode the batch as if written at ``start``: the records end to end, each one's size and
+        queue offset, and per queue the offset after the batch. Run again after a segment roll."""
         offsets = []
         ends: dict[tuple[str, int], int] = {}
-        encoded: dict[str, bytes] = {}  # topics and born hosts repeat within a batch
         limit = self.config.max_message_size
-        record_limit = self._record_limit
-        store_host = self._store_host
-        physical_offset = start
-        for i, message in enumerate(messages):
+        for message in messages:
             key = (message.topic, message.queue_id)
             offset = ends.get(key)
             if offset is None:
@@ -417,34 +412,21 @@ class MessageStore:
                 if queue is None:
                     _check_new_queue(*key)
                 offset = queue.max_offset if queue else 0
-            body = message.body
-            if len(body) > limit:
-                raise MessageTooLargeError(f"message body of {len(body)} bytes exceeds {limit} bytes")
+            if len(message.body) > limit:
+                raise MessageTooLargeError(f"message body of {len(message.body)} bytes exceeds {limit} bytes")
             ends[key] = offset + 1
-            topic = encoded.get(message.topic)
-            if topic is None:
-                topic = encoded[message.topic] = message.topic.encode()
-            born_host = encoded.get(message.born_host)
-            if born_host is None:
-                born_host = encoded[message.born_host] = message.born_host.encode()
-            try:
-                record = encode_record(
-                    topic=topic, body=body, properties=encode_properties(message.properties),
-                    queue_id=message.queue_id, queue_offset=offset, physical_offset=physical_offset,
-                    sys_flag=message.sys_flag, born_timestamp=message.born_timestamp, store_timestamp=store_timestamp,
-                    reconsume_times=message.reconsume_times, born_host=born_host, store_host=store_host,
-                )
-            except struct.error as exc:
-                raise ValueError(f"message {i} of the batch has a field out of range: {exc}") from exc
-            if len(record) > record_limit:
-                raise MessageTooLargeError(
-                    f"message {i} of the batch is a {len(record)}-byte record, over the {record_limit}-byte "
-                    f"limit (commit log segment size {self.config.segment_size})"
-                )
-            records.append(record)
             offsets.append(offset)
-            physical_offset += len(record)
-        return records, offsets, ends, physical_offset - start
+        try:
+            data, sizes = encode_puts(messages, offsets, start, store_timestamp, self._store_host)
+        except struct.error as exc:
+            raise ValueError(f"a message of the batch has a field out of range: {exc}") from exc
+        if max(sizes) > self._record_limit:
+            i = next(i for i, size in enumerate(sizes) if size > self._record_limit)
+            raise MessageTooLargeError(
+                f"message {i} of the batch is a {sizes[i]}-byte record, over the {self._record_limit}-byte "
+                f"limit (commit log segment size {self.config.segment_size})"
+            )
+        return data, sizes, offsets, ends
 
     def delete_topic(self, topic: str) -> int:
         """Delete ``topic``'s consume queues, so nothing of it is served and a topic created again under that name

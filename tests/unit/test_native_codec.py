@@ -13,10 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graymq.broker_ext.store.index_file import index_entries_py
+from graymq.broker_ext.store.message_store import PutMessage
 from graymq.protocol import native
 from graymq.protocol.errors import ProtocolError
 from graymq.protocol.frame import BLOCK_SIZE, encode_frame_py, parse_frame_py
-from graymq.protocol.record import MessageExt, decode_records_py, encode_properties_py, encode_record_py
+from graymq.protocol.record import (
+    MessageExt,
+    decode_records_py,
+    encode_properties_py,
+    encode_puts_py,
+    encode_record_py,
+)
 
 pytestmark = [
     pytest.mark.unit,
@@ -87,6 +94,29 @@ def test_records_are_byte_identical(fields: dict[str, Any]) -> None:
        value=st.one_of(st.integers(2**31, 2**70), st.integers(-(2**70), -(2**31) - 1), st.just(1.5)))
 def test_a_field_out_of_range_is_a_struct_error_on_both(fields: dict[str, Any], name: str, value: Any) -> None:
     same_outcome(encode_record_py, compiled.encode_record, **{**fields, name: value})
+
+
+ANY_TEXT = st.text(max_size=20)  # separators and lone surrogates included: both must refuse them alike
+puts = st.builds(
+    PutMessage, topic=st.one_of(TEXT, ANY_TEXT), queue_id=st.one_of(INT32, st.just(2**31)),
+    body=st.binary(max_size=2000),
+    properties=st.dictionaries(st.one_of(TEXT, ANY_TEXT), TEXT, max_size=4), sys_flag=INT32,
+    born_timestamp=st.one_of(INT64, st.just(-(2**63) - 1)), born_host=TEXT, reconsume_times=INT32,
+)
+
+
+@settings(max_examples=300)
+@given(batch=st.lists(puts, min_size=1, max_size=6), start=st.one_of(st.integers(0, 2**40), st.just(2**63 - 100)),
+       stamp=INT64, host=st.binary(max_size=30), extra_offset=st.booleans())
+def test_batches_of_put_messages_are_byte_identical(batch: list[PutMessage], start: int, stamp: int, host: bytes,
+                                                    extra_offset: bool) -> None:
+    """One buffer and the sizes, or the same error type first (a bad field, a surrogate, a separator, an offset
+    past int64, one queue offset too many)."""
+    offsets = list(range(len(batch) + extra_offset))
+    outcome = same_outcome(encode_puts_py, compiled.encode_puts, batch, offsets, start, stamp, host)
+    if outcome is not None:
+        data, sizes = outcome
+        assert len(data) == sum(sizes)
 
 
 @given(properties=st.dictionaries(TEXT, TEXT, max_size=6), bad=st.sampled_from(["", "a\x01", "b\x02c"]))

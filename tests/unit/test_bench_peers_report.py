@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from graymq.bench import peers_report
+from graymq.bench.bench_awaited import CASES
 from graymq.bench.runner import Results, table
 
 pytestmark = pytest.mark.unit
@@ -30,6 +31,8 @@ def a_run() -> Results:
     results.add("peers", "nats", {"error": "RuntimeError: nats-server not found"})
     results.add("peers e2e", "graymq", e2e(4_990, 0.3, 1.5))
     results.add("peers e2e", "redis hiredis", e2e(5_000, 0.2, 1.8))
+    for case, rate in zip(CASES, (9_000, 5_000, 8_000, 20_000, 30_000), strict=True):  # blocking, async, redis, x8
+        results.add("awaited", case, {"msgs_s": rate})
     results.add("groupscale", "500 consumers", {
         "consumers": 500, "processes": 5, "start_to_converged_s": 4.0, "converge_after_join_s": 1.5,
         "converge_after_leave_s": 1.2, "join_broker_cpu_s": 0.1, "join_nameserver_cpu_s": 0.4,
@@ -44,6 +47,8 @@ def test_targets_are_decided_by_the_figures_of_the_run() -> None:
         "awaited single send ≥ 1.0× Redis (hiredis)": "not met",
         "batched produce ≥ 1.2× Redis (hiredis)": "met",
         "consume ≥ 1.5× Redis (hiredis)": "met",
+        "awaited single send ≥ 1.0× Redis (hiredis): graymq BlockingProducer": "met",
+        "awaited single send ≥ 1.0× Redis (hiredis): graymq BlockingProducer, 8 threads": "not met",
         "5,000 msg/s e2e reached with awaited sends": "met",
         "e2e p99 ≤ Redis's p99 of the run": "met",
         "sync flush (group commit) ≥ 60 % of async, batched": "not met",

@@ -97,11 +97,15 @@ async def graymq_e2e_consume(params: dict[str, Any], recorder: Recorder, ready: 
 
 
 async def graymq_e2e_produce(params: dict[str, Any], rate: float, count: int) -> int:
-    from graymq.client import Message, Producer
+    from graymq.client import BlockingProducer, Message, Producer
 
+    topic = params["topic"]
+    if params.get("blocking"):  # the synchronous client, as redis-py's below: each send returns when acked
+        with BlockingProducer(params["group"], params["ns_url"]) as blocking:
+            blocking.send(Message(topic, payload(count)))  # warm-up (seq past the end: ignored)
+            return await paced_awaited(rate, count, lambda seq: blocking.send(Message(topic, payload(seq))))
     producer = Producer(params["group"], params["ns_url"])
     await producer.start()
-    topic = params["topic"]
     try:
         await producer.send(Message(topic, payload(count)))  # warm-up (seq past the end: ignored)
         return await paced_awaited(rate, count, lambda seq: producer.send(Message(topic, payload(seq))))
@@ -109,8 +113,8 @@ async def graymq_e2e_produce(params: dict[str, Any], rate: float, count: int) ->
         await producer.stop()
 
 
-def graymq_e2e_case(ns: NameServer, root: Path, log_dir: Path, duration_s: float, *, uvloop: bool = False
-                    ) -> Figures:
+def graymq_e2e_case(ns: NameServer, root: Path, log_dir: Path, duration_s: float, *, uvloop: bool = False,
+                    blocking: bool = False) -> Figures:
     case = next(_case_ids)
     name, topic, group = f"peerslat{case}", f"BenchPeersE2E{case}", f"bench_peers_e2e_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url, uvloop=uvloop).wait_ready()
@@ -123,7 +127,8 @@ def graymq_e2e_case(ns: NameServer, root: Path, log_dir: Path, duration_s: float
                 await admin.close()
 
         asyncio.run(setup())
-        params = {"ns_url": ns.url, "topic": topic, "group": group, "uvloop": uvloop, "roles": "graymq"}
+        params = {"ns_url": ns.url, "topic": topic, "group": group, "uvloop": uvloop, "roles": "graymq",
+                  "blocking": blocking}
         figures = measure(__name__, params, E2E_RATE, duration_s, broker.pid)
         figures["broker_peak_rss_mib"] = broker.peak_rss_mib()
         return figures

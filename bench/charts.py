@@ -14,6 +14,7 @@ from typing import Any
 from graymq.bench.peers_report import E2E_SYSTEMS, PHASES, SYSTEMS
 
 SHORT = {"graymq": "graymq", "graymq uvloop": "graymq\nuvloop", "graymq sync flush": "graymq\nsync flush",
+         "graymq BlockingProducer": "graymq\nblocking",
          "redis hiredis": "Redis\nhiredis", "redis asyncio": "Redis\nasyncio", "nats": "NATS\nnats-py"}
 COLORS = {"graymq": "#2b6cb0", "graymq uvloop": "#63b3ed", "graymq sync flush": "#90cdf4",
           "redis hiredis": "#c53030", "redis asyncio": "#fc8181", "nats": "#2f855a"}

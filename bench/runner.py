@@ -153,6 +153,7 @@ def part_peers(results: Results, args: argparse.Namespace, root: Path) -> None:
         e2e_cases = [
             ("graymq", lambda tmp: peers.graymq_e2e_case(ns, tmp, root, duration)),
             ("graymq uvloop", lambda tmp: peers.graymq_e2e_case(ns, tmp, root, duration, uvloop=True)),
+            ("graymq BlockingProducer", lambda tmp: peers.graymq_e2e_case(ns, tmp, root, duration, blocking=True)),
             *([("redis hiredis", lambda tmp: peers.redis_e2e_case(tmp, root, duration)),
                ("nats", lambda tmp: peers.nats_e2e_case(tmp, root, duration))] if not args.only_graymq else []),
         ]

@@ -1,7 +1,10 @@
 """Consumer send-back: failed messages go to ``%RETRY%<group>`` after a delay, then to ``%DLQ%<group>``.
 
 A delayed message is first stored in ``SCHEDULE_TOPIC_XXXX`` (queue = delay level - 1) and
-moved to its real topic by ``ScheduleMessageService`` once due. A gray client's retries land
+moved to its real topic by ``ScheduleMessageService`` once due. A message due at a given time (a stock producer's
+``delivery_timestamp``) rides the same levels as a hierarchical wheel: it waits in the largest level that fits the
+time left, and when that level hands it out it goes to its real topic if due, else to the next level that fits
+(each level keeps its one fixed delay, so its queue stays in due order). A gray client's retries land
 in the gray queues of the retry topic, so they stay on the gray side.
 """
 
@@ -13,11 +16,12 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from graymq.broker_ext.consumer_manager import ConsumerManager
 from graymq.broker_ext.put_message_service import PutMessageService
-from graymq.broker_ext.store import MessageStore, PutMessage
+from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.store.background import BlockingWork
 from graymq.broker_ext.topic_config import TopicConfigManager
@@ -30,6 +34,7 @@ from graymq.protocol.constants import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_START_DELIVER_TIME,
     SCHEDULE_TOPIC,
     dlq_topic,
     retry_topic,
@@ -47,8 +52,9 @@ class ScheduleMessageService:
     """Holds delayed messages in the schedule topic's per-level queues and moves each to its real topic and queue
     once due; counts, per real queue, those not delivered yet (a drain counts them as backlog)."""
 
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, append: Callable[[list[PutMessage]], object],
-                 file_work: BlockingWork, delay_levels_s: Sequence[float], config_dir: Path,
+    def __init__(self, store: MessageStore, topics: TopicConfigManager,
+                 append: Callable[[list[PutMessage]], list[AppendResult]], file_work: BlockingWork,
+                 delay_levels_s: Sequence[float], config_dir: Path,
                  interval_s: float = 0.05) -> None:
         self._store = store
         self._topics = topics
@@ -68,12 +74,21 @@ class ScheduleMessageService:
 
     def schedule(self, put: PutMessage, level: int) -> None:
         """Store ``put`` (addressed to its real topic and queue) until delay ``level`` (1-based) has passed."""
+        self._hold(put, level, {})
+
+    def schedule_at(self, put: PutMessage, deliver_at_ms: int, now_ms: int) -> AppendResult:
+        """Store ``put`` until ``deliver_at_ms`` (after ``now_ms``): delivered no earlier, and at most the
+        smallest level's delay (plus a delivery round) later. Returns where it waits."""
+        level = level_for(self._levels, deliver_at_ms - now_ms)
+        return self._hold(put, level, {PROPERTY_START_DELIVER_TIME: str(deliver_at_ms)})
+
+    def _hold(self, put: PutMessage, level: int, extra: dict[str, str]) -> AppendResult:
         self._topics.ensure(SCHEDULE_TOPIC, len(self._levels), 0)
         properties = {**put.properties, PROPERTY_REAL_TOPIC: put.topic, PROPERTY_REAL_QUEUE_ID: str(put.queue_id),
-                      PROPERTY_DELAY_LEVEL: str(level)}
-        self._append([PutMessage(SCHEDULE_TOPIC, level - 1, put.body, properties, put.sys_flag, put.born_timestamp,
-                                 put.born_host, put.reconsume_times)])
+                      PROPERTY_DELAY_LEVEL: str(level), **extra}
+        (result,) = self._append([replace(put, topic=SCHEDULE_TOPIC, queue_id=level - 1, properties=properties)])
         self._pending[(put.topic, put.queue_id)] += 1
+        return result
 
     def pending(self, topic: str, queue_id: int) -> int:
         """Delayed messages on their way to this queue, not delivered yet."""
@@ -157,13 +172,7 @@ class ScheduleMessageService:
                 if msg.store_timestamp + delay_s * 1000 > now_ms:
                     break
                 next_offset = msg.queue_offset + 1
-                properties = dict(msg.properties)
-                topic = properties.pop(PROPERTY_REAL_TOPIC)
-                queue_id = int(properties.pop(PROPERTY_REAL_QUEUE_ID))
-                properties.pop(PROPERTY_DELAY_LEVEL, None)
-                self._pending[(topic, queue_id)] -= 1
-                due.append(PutMessage(topic, queue_id, msg.body, properties, msg.sys_flag, msg.born_timestamp,
-                                      msg.born_host, msg.reconsume_times))
+                due.append(self._next_hop(msg, now_ms))
             if due:
                 self._append(due)
                 moved += len(due)
@@ -171,6 +180,30 @@ class ScheduleMessageService:
                 self._offsets[index] = next_offset
                 return moved
             offset = self._offsets[index] = result.next_begin_offset
+
+    def _next_hop(self, msg: MessageExt, now_ms: int) -> PutMessage:
+        """Where a message its level hands out goes: its real topic and queue, or (a due time not reached yet)
+        the next level that fits the time left, still counted as pending."""
+        properties = dict(msg.properties)
+        deliver_at = properties.get(PROPERTY_START_DELIVER_TIME)
+        if deliver_at is not None and int(deliver_at) > now_ms:
+            properties[PROPERTY_DELAY_LEVEL] = str(level := level_for(self._levels, int(deliver_at) - now_ms))
+            return PutMessage(SCHEDULE_TOPIC, level - 1, msg.body, properties, msg.sys_flag, msg.born_timestamp,
+                              msg.born_host, msg.reconsume_times)
+        topic = properties.pop(PROPERTY_REAL_TOPIC)
+        queue_id = int(properties.pop(PROPERTY_REAL_QUEUE_ID))
+        properties.pop(PROPERTY_DELAY_LEVEL, None)
+        properties.pop(PROPERTY_START_DELIVER_TIME, None)
+        self._pending[(topic, queue_id)] -= 1
+        return PutMessage(topic, queue_id, msg.body, properties, msg.sys_flag, msg.born_timestamp, msg.born_host,
+                          msg.reconsume_times)
+
+
+def level_for(levels_s: Sequence[float], left_ms: int) -> int:
+    """The delay level (1-based) a message due in ``left_ms`` waits in: the largest whose delay fits the time left,
+    the smallest when none does (it is then delivered late by at most that level's delay)."""
+    fitting = [index for index, delay_s in enumerate(levels_s) if delay_s * 1000 <= left_ms]
+    return (fitting[-1] if fitting else 0) + 1
 
 
 class SendBackProcessor:

@@ -16,6 +16,7 @@ PROPERTY_ORIGIN_MSG_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DELAY_LEVEL = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"  # a delayed message's topic and queue, while it waits in SCHEDULE_TOPIC
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"  # ms since the epoch a delayed message is due (RocketMQ's name)
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_PRODUCER_SEQUENCE = "PSEQ"  # "<producer id hex>:<sequence>:<messages>" on a request's first record
 KEY_SEPARATOR = " "

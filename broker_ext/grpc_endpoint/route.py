@@ -7,7 +7,7 @@ gRPC address is left out (stock clients cannot reach it). When no name server an
 the answer is this broker's own queues, as a lone broker has them; the outage is logged once, its end once.
 
 Every queue is listed, gray and normal alike, with the topic's permission and the message types the endpoint
-takes (normal and FIFO). A stock producer's queue choice does not matter: the broker picks the queue of each
+takes (normal, FIFO and delayed). A stock producer's queue choice does not matter: the broker picks the queue of each
 send (``send``). Consumers are told their queues by QueryAssignment instead of choosing from this list: the
 assignment is where the gray split of receiving goes, so this answer can stay the same for every client.
 """
@@ -31,7 +31,7 @@ from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
 log = logging.getLogger(__name__)
 
-ACCEPT_MESSAGE_TYPES = (v2.NORMAL, v2.FIFO)
+ACCEPT_MESSAGE_TYPES = (v2.NORMAL, v2.FIFO, v2.DELAY)
 ROUTE_TTL_S = 5.0  # how long a topic's route from the name server is served before it is read again
 MAX_CACHED_TOPICS = 1024  # beyond, the expired routes are dropped (clients may ask for any name)
 

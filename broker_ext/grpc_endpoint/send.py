@@ -7,39 +7,55 @@ graymq send request handed to the broker's ``send`` (validation, append, sync fl
 for graymq's own producers); tags, keys and user properties are kept as graymq properties, the message group as
 RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
 
-Refused: an empty or too large body, a topic this principal may not produce to, and message types not served
-yet — delayed (``delivery_timestamp``), transactional, lite and priority messages answer ``UNSUPPORTED``.
+A delayed message (``delivery_timestamp`` in the future) is put on the same side's queue, then held by the
+broker's schedule service until that time (``ScheduleMessageService.schedule_at``); one already due is sent at
+once. Refused: an empty or too large body, a topic this principal may not produce to, a delivery time more than
+``MAX_DELAY_MS`` ahead or on a FIFO message (``ILLEGAL_DELIVERY_TIME``, as RocketMQ), and message types not served
+yet — transactional, lite and priority messages answer ``UNSUPPORTED``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
+from graymq.broker_ext.send_processor import to_put_message
+from graymq.broker_ext.store import AppendResult, PutMessage
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import GrayMQError
+from graymq.protocol.constants import PROPERTY_MSG_ID
+from graymq.protocol.errors import GrayMQError, NoPermissionError
 from graymq.protocol.remoting import parse_body, parse_envelope
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 
 PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"  # RocketMQ's name for an ordered message's sharding key
 
+MAX_DELAY_MS = 24 * 3600_000  # RocketMQ's default maximum delay of a timed message
+# Seconds of a delivery_timestamp past this (the year 5138) are milliseconds: rocketmq-python-client 5.1 documents
+# its Message.delivery_timestamp in ms and copies it into the Timestamp's seconds as it is.
+SECONDS_THAT_ARE_MS = 10**11
+
 SendFn = Callable[[pb.SendRequest], "bytes | asyncio.Future[bytes]"]
+DelayFn = Callable[[PutMessage, int, int], AppendResult]  # (put, deliver at ms, now ms) -> where it waits
 
 
 class SendService:
     """``send_message``: each message of the request stored, one result entry per message."""
 
     def __init__(self, broker_name: str, send: SendFn, topic_of: Callable[[str], TopicConfig | None],
-                 sides: ProducerSides, max_body_size: int) -> None:
+                 sides: ProducerSides, max_body_size: int, delay: DelayFn | None = None) -> None:
         self.broker_name = broker_name
         self._send = send
+        self._delay = delay
         self._topic_of = topic_of
         self.sides = sides
         self.max_body_size = max_body_size
@@ -75,18 +91,33 @@ class SendService:
         queue = self.selector.select(route, side.gray, gray_switch=side.gray_switch, sharding_key=group)
         request = pb.SendRequest(producer_group=topic, queue_id=queue.queue_id,
                                  message=to_graymq_message(message, side.gray))
+        now_ms = int(time.time() * 1000)
+        if props.HasField("delivery_timestamp") and (deliver_at := delivery_ms(props)) > now_ms:
+            return self._hold(request, config, deliver_at, now_ms)
         answer = self._send(request)
         payload = answer if isinstance(answer, bytes) else await answer
         return parse_body(parse_envelope(payload), response=True)  # type: ignore[return-value]
 
+    def _hold(self, request: pb.SendRequest, config: TopicConfig, deliver_at: int, now_ms: int) -> pb.SendResponse:
+        """A delayed message stored in the schedule topic until ``deliver_at`` (ms), then on its queue."""
+        if self._delay is None:
+            raise RocketMQStatusError(v2.UNSUPPORTED, "delayed messages are not served by this endpoint")
+        if not config.writable:
+            raise NoPermissionError(f"topic {config.topic} is not writable (perm {config.perm})")
+        put = to_put_message(request.message, request.queue_id, request.producer_group)
+        where = self._delay(put, deliver_at, now_ms)
+        return pb.SendResponse(status=pb.SEND_OK, msg_id=put.properties[PROPERTY_MSG_ID],
+                               broker_name=self.broker_name, queue_id=request.queue_id,
+                               queue_offset=where.queue_offset, commit_log_offset=where.physical_offset)
+
     def _check(self, message: v2.Message, caller: Caller) -> TopicConfig:
         topic = message.topic.name
         props = message.system_properties
-        if props.message_type not in (v2.MESSAGE_TYPE_UNSPECIFIED, v2.NORMAL, v2.FIFO) or props.HasField(
-                "delivery_timestamp"):
+        if props.message_type not in (v2.MESSAGE_TYPE_UNSPECIFIED, v2.NORMAL, v2.FIFO, v2.DELAY):
             kind = v2.MessageType.Name(props.message_type)
             raise RocketMQStatusError(v2.UNSUPPORTED, f"{kind} messages are not supported by graymq's gRPC endpoint "
-                                      "yet (normal and FIFO are)")
+                                      "yet (normal, FIFO and delayed are)")
+        check_delivery_time(props)
         if not message.body:
             raise RocketMQStatusError(v2.MESSAGE_BODY_EMPTY, "the message body is empty")
         if len(message.body) > self.max_body_size:
@@ -105,8 +136,33 @@ def to_graymq_message(message: v2.Message, gray: bool) -> pb.Message:
     properties = dict(message.user_properties)
     if props.HasField("message_group"):
         properties[PROPERTY_MESSAGE_GROUP] = props.message_group
-    born = props.born_timestamp
     return pb.Message(topic=message.topic.name, body=message.body, tags=props.tag if props.HasField("tag") else "",
                       keys=list(props.keys), properties=properties, msg_id=props.message_id,
-                      born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000, born_host=props.born_host,
+                      born_timestamp=_ms(props.born_timestamp), born_host=props.born_host,
                       gray=gray)
+
+
+def _ms(stamp: Timestamp) -> int:
+    return stamp.seconds * 1000 + stamp.nanos // 1_000_000
+
+
+def delivery_ms(props: v2.SystemProperties) -> int:
+    """A message's delivery time in ms since the epoch (seconds that can only be ms read as ms)."""
+    stamp = props.delivery_timestamp
+    return stamp.seconds if stamp.seconds > SECONDS_THAT_ARE_MS else _ms(stamp)
+
+
+def check_delivery_time(props: v2.SystemProperties) -> None:
+    """Refuse a delivery time RocketMQ refuses: on a FIFO message, or more than ``MAX_DELAY_MS`` ahead (a DELAY
+    message needs one)."""
+    if not props.HasField("delivery_timestamp"):
+        if props.message_type == v2.DELAY:
+            raise RocketMQStatusError(v2.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery_timestamp")
+        return
+    if props.message_type == v2.FIFO or props.HasField("message_group"):
+        raise RocketMQStatusError(v2.ILLEGAL_DELIVERY_TIME, "a FIFO message (with a message_group) cannot have a "
+                                  "delivery_timestamp")
+    ahead_ms = delivery_ms(props) - int(time.time() * 1000)
+    if ahead_ms > MAX_DELAY_MS:
+        raise RocketMQStatusError(v2.ILLEGAL_DELIVERY_TIME, f"delivery_timestamp is {ahead_ms // 1000} s ahead, "
+                                  f"more than the {MAX_DELAY_MS // 1000} s allowed")

@@ -49,7 +49,8 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
                     refresh=lambda: _refresh_principals(broker)),
         RouteService(broker.name, lambda: address, broker.topics.get, cluster),
         ClientTable(limits, sides, consumers),
-        SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size),
+        SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size,
+                    delay=broker.schedule.schedule_at),
         max_request_size=max_body_size + HEADROOM, tls=tls,
     )
     endpoint.serve_pop(*pop_services(broker, settings, endpoint.clients, limits))

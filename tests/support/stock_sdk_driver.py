@@ -2,8 +2,9 @@
 
 The SDK's generated modules and graymq's register the same ``apache/rocketmq/v2`` protos, so they cannot share a
 process: the tests run this script. Argument: a JSON spec ``{"endpoint", "ak", "sk", "tls", "topic", "messages"}``,
-each message ``{"body", "tag", "keys", "properties", "group"}`` or ``{"pause": true}``. Prints ``{"client_id"}``
-once started, then one JSON line per message, ``{"message_id", "offset"}`` or ``{"error"}``, and
+each message ``{"body", "tag", "keys", "properties", "group", "deliver_in_s"}`` or ``{"pause": true}``. Prints
+``{"client_id"}`` once started, then one JSON line per message, ``{"message_id", "offset"}`` (with the
+``delivery_timestamp`` in ms given a ``deliver_in_s``) or ``{"error"}``, and
 ``{"paused": true}`` at a pause (it goes on after a line on stdin); exits 0 (1 when the producer cannot start: the
 reason on the last line). ``"interval_s"`` paces the sends.
 
@@ -72,12 +73,17 @@ def main(spec: dict) -> int:
                 message.add_property(key, value)
             if item.get("group"):
                 message.message_group = item["group"]
+            if "deliver_in_s" in item:  # ms since the epoch, as the SDK documents it
+                message.delivery_timestamp = int((time.time() + item["deliver_in_s"]) * 1000)
             try:
                 receipt = producer.send(message)
             except Exception as exc:  # one refused send is the test's to check
                 print(json.dumps({"error": str(exc)}), flush=True)
                 continue
-            print(json.dumps({"message_id": receipt.message_id, "offset": receipt.offset}), flush=True)
+            result = {"message_id": receipt.message_id, "offset": receipt.offset}
+            if message.delivery_timestamp:
+                result["delivery_timestamp"] = message.delivery_timestamp
+            print(json.dumps(result), flush=True)
             time.sleep(spec.get("interval_s", 0))
     finally:
         producer.shutdown()

@@ -99,20 +99,6 @@ def test_rpcs_not_served_yet_answer_not_implemented_at_once(grpc_cluster: Cluste
     asyncio.run(call())
 
 
-def test_a_delayed_message_is_refused_as_unsupported(grpc_cluster: Cluster, grpc_endpoint: str) -> None:
-    async def call() -> v2s.SendMessageResponse:
-        async with grpc.aio.insecure_channel(grpc_endpoint) as channel:
-            properties = v2.SystemProperties(message_id="01DELAYED", message_type=v2.DELAY, body_encoding=v2.IDENTITY)
-            message = v2.Message(topic=v2.Resource(name="GRPC_PLAIN"), body=b"later", system_properties=properties)
-            message.system_properties.delivery_timestamp.GetCurrentTime()
-            return await service_pb2_grpc.MessagingServiceStub(channel).SendMessage(
-                v2s.SendMessageRequest(messages=[message]), timeout=10)
-
-    grpc_cluster.create_topic("GRPC_PLAIN", QUEUES, GRAY)
-    response = asyncio.run(call())
-    assert response.status.code == v2.UNSUPPORTED and "DELAY" in response.status.message
-
-
 def producer_view(cluster: Cluster, group: str, client_id: str) -> dict[str, Any] | None:
     answer = cluster.ns_call(lambda ns: ns.group_clients(group, "producer"))
     return next((c for c in answer["clients"] if c["client_id"] == client_id), None)

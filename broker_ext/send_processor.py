@@ -13,7 +13,7 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from graymq.broker_ext.producer_table import FORGOTTEN, ProducerTable, Stored, sequence_property
 from graymq.broker_ext.put_message_service import PutMessageService
@@ -103,6 +103,23 @@ class SendProcessor:
         if producer_id:
             self.producers.record(producer_id, msg.topic, req.queue_id, Stored(
                 req.sequence, result.queue_offset, result.physical_offset, result.end_offset, 1, msg.msg_id))
+        response = pb.SendResponse(
+            status=pb.SEND_OK, msg_id=msg.msg_id, broker_name=self.broker_name, queue_id=req.queue_id,
+            queue_offset=result.queue_offset, commit_log_offset=result.physical_offset,
+        )
+        return self._ack(pb.SEND_MESSAGE, response, result.end_offset)
+
+    def send_held(self, req: pb.SendRequest, hold: Callable[[PutMessage], AppendResult]
+                  ) -> bytes | asyncio.Future[bytes]:
+        """SEND_MESSAGE for a message ``hold`` stores elsewhere until its time (the schedule topic), answered as a
+        send is: its offsets there, after the sync flush and replication waits."""
+        msg = req.message
+        self.put_service.topic_for_write(msg.topic).check_queue(req.queue_id)
+        put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times)
+        try:
+            result = hold(put)
+        except ValueError as exc:  # the store refuses a field, as in _append
+            raise BadRequestError(str(exc)) from exc
         response = pb.SendResponse(
             status=pb.SEND_OK, msg_id=msg.msg_id, broker_name=self.broker_name, queue_id=req.queue_id,
             queue_offset=result.queue_offset, commit_log_offset=result.physical_offset,

@@ -8,10 +8,11 @@ for graymq's own producers); tags, keys and user properties are kept as graymq p
 RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
 
 A delayed message (``delivery_timestamp`` in the future) is put on the same side's queue, then held by the
-broker's schedule service until that time (``ScheduleMessageService.schedule_at``); one already due is sent at
-once. Refused: an empty or too large body, a topic this principal may not produce to, a delivery time more than
-``MAX_DELAY_MS`` ahead or on a FIFO message (``ILLEGAL_DELIVERY_TIME``, as RocketMQ), and message types not served
-yet — transactional, lite and priority messages answer ``UNSUPPORTED``.
+broker's schedule service until that time (``SendProcessor.send_held``: the send's topic checks and its flush and
+replication waits; ``ScheduleMessageService.schedule_at``); one already due is sent at once. Refused: an empty or
+too large body, a topic this principal may not produce to, a delivery time more than ``MAX_DELAY_MS`` ahead or on
+a FIFO message (``ILLEGAL_DELIVERY_TIME``, as RocketMQ), and message types not served yet — transactional, lite
+and priority messages answer ``UNSUPPORTED``.
 """
 
 from __future__ import annotations
@@ -25,14 +26,11 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
-from graymq.broker_ext.send_processor import to_put_message
-from graymq.broker_ext.store import AppendResult, PutMessage
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.constants import PROPERTY_MSG_ID
-from graymq.protocol.errors import GrayMQError, NoPermissionError
+from graymq.protocol.errors import GrayMQError
 from graymq.protocol.remoting import parse_body, parse_envelope
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
@@ -45,7 +43,7 @@ MAX_DELAY_MS = 24 * 3600_000  # RocketMQ's default maximum delay of a timed mess
 SECONDS_THAT_ARE_MS = 10**11
 
 SendFn = Callable[[pb.SendRequest], "bytes | asyncio.Future[bytes]"]
-DelayFn = Callable[[PutMessage, int, int], AppendResult]  # (put, deliver at ms, now ms) -> where it waits
+DelayFn = Callable[[pb.SendRequest, int, int], "bytes | asyncio.Future[bytes]"]  # (request, due ms, now ms)
 
 
 class SendService:
@@ -93,22 +91,13 @@ class SendService:
                                  message=to_graymq_message(message, side.gray))
         now_ms = int(time.time() * 1000)
         if props.HasField("delivery_timestamp") and (deliver_at := delivery_ms(props)) > now_ms:
-            return self._hold(request, config, deliver_at, now_ms)
-        answer = self._send(request)
+            if self._delay is None:
+                raise RocketMQStatusError(v2.UNSUPPORTED, "delayed messages are not served by this endpoint")
+            answer = self._delay(request, deliver_at, now_ms)
+        else:
+            answer = self._send(request)
         payload = answer if isinstance(answer, bytes) else await answer
         return parse_body(parse_envelope(payload), response=True)  # type: ignore[return-value]
-
-    def _hold(self, request: pb.SendRequest, config: TopicConfig, deliver_at: int, now_ms: int) -> pb.SendResponse:
-        """A delayed message stored in the schedule topic until ``deliver_at`` (ms), then on its queue."""
-        if self._delay is None:
-            raise RocketMQStatusError(v2.UNSUPPORTED, "delayed messages are not served by this endpoint")
-        if not config.writable:
-            raise NoPermissionError(f"topic {config.topic} is not writable (perm {config.perm})")
-        put = to_put_message(request.message, request.queue_id, request.producer_group)
-        where = self._delay(put, deliver_at, now_ms)
-        return pb.SendResponse(status=pb.SEND_OK, msg_id=put.properties[PROPERTY_MSG_ID],
-                               broker_name=self.broker_name, queue_id=request.queue_id,
-                               queue_offset=where.queue_offset, commit_log_offset=where.physical_offset)
 
     def _check(self, message: v2.Message, caller: Caller) -> TopicConfig:
         topic = message.topic.name

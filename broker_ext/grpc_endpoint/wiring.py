@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -12,11 +13,12 @@ from graymq.broker_ext.grpc_endpoint.credentials import Credentials
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
 from graymq.broker_ext.grpc_endpoint.route import ClusterRoutes, RouteService
-from graymq.broker_ext.grpc_endpoint.send import SendService
+from graymq.broker_ext.grpc_endpoint.send import DelayFn, SendService
 from graymq.broker_ext.grpc_endpoint.server import GrpcEndpoint
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.pop.receipt import ReceiptSigner, load_secret
 from graymq.broker_ext.pop.service import PopService
+from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_ORIGIN_MSG_ID, PROPERTY_RETRY_TOPIC
 from graymq.protocol.record import MessageExt
 
@@ -50,13 +52,24 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
         RouteService(broker.name, lambda: address, broker.topics.get, cluster),
         ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size,
-                    delay=broker.schedule.schedule_at),
+                    delay=delayed_send(broker)),
         max_request_size=max_body_size + HEADROOM, tls=tls,
     )
     endpoint.serve_pop(*pop_services(broker, settings, endpoint.clients, limits))
     bound = await endpoint.start(settings.host, port)
     address = f"{broker.address.rpartition(':')[0]}:{bound}"
     return endpoint, address
+
+
+def delayed_send(broker: BrokerController) -> DelayFn:
+    """A delayed message sent through the broker's send path (topic checks, flush and replication waits), stored in
+    its schedule service until due."""
+
+    def send(request: pb.SendRequest, deliver_at_ms: int, now_ms: int) -> bytes | asyncio.Future[bytes]:
+        return broker.send_processor.send_held(
+            request, lambda put: broker.schedule.schedule_at(put, deliver_at_ms, now_ms))
+
+    return send
 
 
 def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers: ProducerSides) -> ConsumerSides:

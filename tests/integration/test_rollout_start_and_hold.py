@@ -43,13 +43,26 @@ def with_traffic(cluster, graymq_process, *brokers: str) -> GraymqProcess:
                           "0.01", "--nameserver", cluster.ns_url, wait=False)
 
 
+def progress_until(proc: subprocess.Popen[str], text: str) -> str:
+    """The rollout's progress lines up to the first containing ``text`` (the whole output if it ends first)."""
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if text in line:
+            break
+    return "".join(lines)
+
+
 def test_a_rollout_started_before_its_gray_consumer_registers_waits_for_it(cluster, graymq_process) -> None:
     with_traffic(cluster, graymq_process, "broker-a")
     started = rollout(cluster.ns_url)
+    waiting = f"waiting up to 30 s for a gray consumer of {GROUP}"
+    before = progress_until(started, waiting)  # the gray consumer starts only once the rollout says it waits for one
     start_consumer(graymq_process, cluster.ns_url, GROUP, "v2", TOPIC, "*", "--label", "version=v2")
     code, report, progress = finished(started)
-    assert (code, report["outcome"]) == (0, "HELD"), (report, progress)
-    assert f"waiting up to 30 s for a gray consumer of {GROUP}" in progress, progress
+    assert (code, report["outcome"]) == (0, "HELD"), (report, before + progress)
+    assert waiting in before, before
 
 
 def test_a_rollout_holds_its_weight_while_a_broker_does_not_answer_then_goes_on(cluster, graymq_process) -> None:

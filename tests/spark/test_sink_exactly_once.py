@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,13 @@ SOURCE, TARGET = "SINK_ONCE_A", "SINK_ONCE_B"
 
 
 def dying_once(marker: Path, at: bytes):
-    """A UDF that kills its Python worker at the row ``at``, on the first attempt only."""
+    """A UDF that kills its Python worker at the row ``at``, on the first attempt only: after a pause, in which the
+    rows before it reach the sink and are stored (on a busy machine the UDF can run far ahead of the sink)."""
 
     def enrich(body: bytes) -> bytes:
         if body == at and not marker.exists():
             marker.touch()
+            time.sleep(5)
             os._exit(1)
         return body + b"+"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from graymq.bench import bench_redis
 from graymq.bench.common import Figures, Server, payload
-from graymq.bench.graymq_servers import Broker, NameServer, create_topic
+from graymq.bench.graymq_servers import Broker, NameServer
 
 QUEUES = 8
 WARM_UP = 200
@@ -111,14 +111,7 @@ def graymq_case(ns: NameServer, root: Path, log_dir: Path, count: int, *, blocki
     name, topic, group = f"awaited{case}", f"BenchAwaited{case}", f"bench_awaited_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()
     try:
-        async def setup() -> None:
-            admin = ns.admin()
-            try:
-                await create_topic(admin, topic, QUEUES, 0, {name})
-            finally:
-                await admin.close()
-
-        asyncio.run(setup())
+        ns.create_topic(topic, QUEUES, 0, {name})
         if blocking:
             return with_cpu(broker, count, lambda: _blocking(ns.url, topic, group, count, threads))
         return with_cpu(broker, count, lambda: asyncio.run(_async(ns.url, topic, group, count)))

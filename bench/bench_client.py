@@ -14,7 +14,6 @@ peers): ``Producer`` and ``PushConsumer`` against a name server (SQLite) and a b
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Callable
@@ -142,14 +141,7 @@ def latency_case(ns: NameServer, root: Path, log_dir: Path, rate: float, duratio
     name, topic, group = f"lat{case}", f"BenchLatency{case}", f"bench_latency_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()
     try:
-        async def setup() -> None:
-            admin = ns.admin()
-            try:
-                await create_topic(admin, topic, QUEUES, 0, {name})
-            finally:
-                await admin.close()
-
-        asyncio.run(setup())
+        ns.create_topic(topic, QUEUES, 0, {name})
         figures = measure(__name__, {"ns_url": ns.url, "topic": topic, "group": group, "auto_batch": auto_batch},
                           rate, duration_s, broker.pid)
         figures["broker_peak_rss_mib"] = broker.peak_rss_mib()

@@ -85,6 +85,17 @@ class NameServer(Server):
     def admin(self) -> NameServerClient:
         return NameServerClient(self.url, admin_token=self.admin_token, timeout_s=15.0)
 
+    def create_topic(self, topic: str, queues: int, gray: int, brokers: set[str]) -> None:
+        """``create_topic`` from outside an event loop, with an admin client of its own."""
+        async def create() -> None:
+            admin = self.admin()
+            try:
+                await create_topic(admin, topic, queues, gray, brokers)
+            finally:
+                await admin.close()
+
+        asyncio.run(create())
+
 
 async def create_topic_on_broker(address: str, topic: str, queues: int, gray: int = 0) -> None:
     """UPDATE_TOPIC straight to a standalone broker."""

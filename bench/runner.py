@@ -53,7 +53,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication", "tracing", "stocksdk")
+         "replication", "tracing", "stocksdk", "profile")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -332,6 +332,14 @@ def part_tracing(results: Results, args: argparse.Namespace, root: Path) -> None
         progress(f"tracing (run {round_no + 1}/{args.repeat})")
         for label, figures in bench_tracing.run(3_000).items():
             results.add("tracing", label, figures)
+
+
+def part_profile(results: Results, args: argparse.Namespace, root: Path) -> None:
+    """The broker's own CPU by function on the batched and awaited send paths (bench_profile.py), printed."""
+    from graymq.bench import bench_profile
+
+    for result in bench_profile.run(root):
+        results.add("profile", result["case"], result)
 
 
 def part_stocksdk(results: Results, args: argparse.Namespace, root: Path) -> None:

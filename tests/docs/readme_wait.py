@@ -1,9 +1,10 @@
 """Wait as a person reading the README would before the next line: ``python -m tests.docs.readme_wait LINE [N]``.
 
 After ``graymq up ... &`` a person waits for the "cluster up" message, after ``graymq nameserver ... &`` for its
-"listening" line, after ``graymq broker --name B [--replica-id R] ... &`` for its "serving on" line; after the N-th
-``graymq consume ... &`` (or Spark job ``run ... &``) for N members of the group to hold queues. Each is read from the
-servers, so the commands' output stays as written.
+"listening" line, after ``graymq broker --name B [--replica-id R] ... &`` for its "serving on" line (a replica of a
+set also for it to be in sync, as a person re-running ``topic route`` would); after the N-th ``graymq consume ... &``
+(or Spark job ``run ... &``) for N members of the group to hold queues. Each is read from the servers, so the
+commands' output stays as written.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _broker_listed(url: str, name: str, replica_id: int | None) -> bool:
         if broker["broker_name"] != name:
             continue
         replicas = (broker.get("replica_set") or {}).get("replicas") or []
-        if replica_id is None or any(r["replica_id"] == replica_id and r["live"] for r in replicas):
+        if replica_id is None or any(r["replica_id"] == replica_id and r["live"] and r.get("in_sync", True)
+                                     for r in replicas):
             return True
     return False
 

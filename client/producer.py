@@ -147,8 +147,10 @@ class Producer(ProducerFlags):
         return self.settings.auto_batch
 
     async def start(self) -> None:
-        await self.membership.beat()
-        self.membership.start()
+        """Register and heartbeat (unless ``register=False``: the flag stays as given, no name server hears of it)."""
+        if self.settings.register:
+            await self.membership.beat()
+            self.membership.start()
         self.started = True
 
     async def stop(self) -> None:

@@ -24,6 +24,7 @@ class ProducerSettings:
     auto_batch: bool = True  # join the sends of one loop turn into SEND_BATCH requests (client/accumulator.py)
     batch_max_messages: int = 64  # an auto batch leaves at once with this many messages
     batch_max_bytes: int = 1 << 20  # ... or this many body bytes
+    register: bool = True  # heartbeat in the name server; False: a helper sending on a side decided elsewhere
 
     def __post_init__(self) -> None:
         if self.retry_times < 0:

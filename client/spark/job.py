@@ -18,6 +18,14 @@ Life cycle (the name server holds the desired flag; the job reports its effectiv
 
 A drain that does not finish in ``drain_timeout_s`` restarts the gray query, reports GRAY and
 raises ``DrainTimeoutError`` from ``poll``; ``run`` logs it and tries again on the next poll.
+
+Writes (``producer_group``: the producer group the pipeline's ``graymq`` sink writes in): the job also registers
+once in that group, as a producer with its client id and labels (``job_producer.JobProducer``), declaring its
+side. The pipeline is given the side of the writes, which follows that producer group's flag as a producer's
+does: when a promote's producer step or ``graymq gray flag PGROUP CLIENT off`` sets it normal, the job restarts
+its query between micro-batches writing normal, then reports normal. The sink's tasks then send with
+``registerProducer=false``, on the side decided here. Without ``producer_group`` the pipeline is given the job's
+side and each sink task registers on its own.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from graymq.client.gray_state import GrayState, Step
+from graymq.client.spark.job_producer import JobProducer
 from graymq.client.spark.member import SparkMember
 from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
 from graymq.client.spark.source import GraymqDataSource, register
@@ -38,8 +47,8 @@ from graymq.protocol.membership import ClientState
 
 log = logging.getLogger(__name__)
 
-# Builds the sink of the job from the source DataFrame and the side (True: gray); the job sets
-# the checkpoint location and the trigger.
+# Builds the sink of the job from the source DataFrame and the side of its writes (True: gray); the job sets
+# the checkpoint location, the trigger and, with a ``producer_group``, the sink's producer options.
 Pipeline = Callable[[Any, bool], Any]
 
 
@@ -51,7 +60,7 @@ class StreamingJob:
     def __init__(self, spark: Any, options: Mapping[str, str], pipeline: Pipeline, checkpoint_root: str, *,
                  trigger: Mapping[str, Any] | None = None, labels: Mapping[str, str] | None = None,
                  client_id: str | None = None, heartbeat_interval_s: float = 2.0, drain_timeout_s: float = 300.0,
-                 poll_s: float = 1.0, stop_grace_s: float = 60.0) -> None:
+                 poll_s: float = 1.0, stop_grace_s: float = 60.0, producer_group: str | None = None) -> None:
         self.spark = spark
         self.options = with_conf_gray_flag(spark, options)
         self.source = SourceOptions.parse(self.options)
@@ -68,6 +77,8 @@ class StreamingJob:
         self.gray_state = GrayState(self.source.gray)
         self.query: Any = None
         self.member: Any = None
+        self.producer_group = producer_group
+        self.producer: Any = None
 
     @property
     def gray(self) -> bool:
@@ -84,6 +95,11 @@ class StreamingJob:
             self.source, labels=self.labels, client_id=self.client_id, heartbeat_interval_s=self.heartbeat_interval_s))
         self.member.start()
         self.client_id = self.member.client_id
+        if self.producer_group is not None:
+            self.producer = SyncFacade(lambda: JobProducer(
+                self.producer_group, self.source.nameserver, client_id=self.member.client_id, labels=self.labels,
+                gray=self.gray, token=self.source.token, heartbeat_interval_s=self.heartbeat_interval_s))
+            self.producer.start()
         if self.member.desired_gray == self.gray:
             self.query = self._start_query(self.gray, self.trigger)
         else:  # the name server already says otherwise (a gray rule on the labels, an explicit flag)
@@ -92,6 +108,9 @@ class StreamingJob:
     def stop(self) -> None:
         log.info("spark job %s: stopping after the running micro-batch", self.client_id)
         self._stop_query()
+        if self.producer is not None:
+            self.producer.stop()
+            self.producer = None
         if self.member is not None:
             self.member.stop()
             self.member = None
@@ -117,6 +136,11 @@ class StreamingJob:
         if self.query is not None and not self.query.isActive:
             raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from self.query.exception()
         self._follow(self.member.desired_gray)
+        if self.query is not None and self.producer is not None and self._writes_gray() != self.producer.writing:
+            log.info("spark job %s: producer group %s says write %s; restarting the query", self.client_id,
+                     self.producer_group, "gray" if not self.producer.writing else "normal")
+            self._stop_query()
+            self.query = self._start_query(self.gray, self.trigger)
 
     def _follow(self, desired: bool) -> None:
         step = self.gray_state.follow(desired)
@@ -174,10 +198,30 @@ class StreamingJob:
     def _start_query(self, gray: bool, trigger: Mapping[str, Any]) -> Any:
         options = {**self.options, "grayFlag": str(gray).lower()}
         frame = self.spark.readStream.format(GraymqDataSource.name()).options(**options).load()
-        writer = self.pipeline(frame, gray).option("checkpointLocation", self.checkpoint(gray))
+        writes_gray = self._writes_gray(gray)
+        writer = self._sink(self.pipeline(frame, writes_gray), writes_gray)
+        writer = writer.option("checkpointLocation", self.checkpoint(gray))
         query = (writer.trigger(**trigger) if trigger else writer).start()
         log.info("spark job %s: %s query started", self.client_id, "gray" if gray else "normal")
         return query
+
+    def _writes_gray(self, gray: bool | None = None) -> bool:
+        """The side of the writes of a query reading ``gray`` (default: the job's side): the job's side, or
+        with a producer group, the side that group's flag gives the job's producer (which declares ``gray``)."""
+        gray = self.gray if gray is None else gray
+        if self.producer is None:
+            return gray
+        self.producer.declare(gray)
+        return bool(self.producer.side(gray))
+
+    def _sink(self, writer: Any, writes_gray: bool) -> Any:
+        """With a producer group: the sink sends on ``writes_gray`` in it, its tasks unregistered; reported now."""
+        if self.producer is None:
+            return writer
+        if not self.producer.report_writing(writes_gray):
+            log.warning("spark job %s: name server unreachable; the heartbeat will report the side", self.client_id)
+        return (writer.option("producerGroup", self.producer_group).option("grayFlag", str(writes_gray).lower())
+                .option("registerProducer", "false"))
 
     def _stop_query(self) -> None:
         """Stop the query between micro-batches: one interrupted inside the sink spills Java stack traces.

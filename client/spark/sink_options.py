@@ -19,7 +19,7 @@ BATCH_MAX_BYTES = 1 << 20
 # Spark's own options that reach the sink: the query's checkpoint (streaming) and the save path (unused).
 _SPARK = {"checkpointlocation", "path"}
 _KNOWN = {"nameserver", "token", "topic", "grayflag", "producergroup", "batchmaxmessages", "batchmaxbytes",
-          "sendtimeoutms", "retrytimes", "writeid", *_SPARK}
+          "sendtimeoutms", "retrytimes", "writeid", "registerproducer", *_SPARK}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,10 @@ class SinkOptions:
     retryTimes        retries of a request whose outcome is unknown, to the same queue (default 2)
     writeId           batch writes: the identity of this write (default: a new one per ``save()``); the same
                       id given to a re-run of the same write makes the brokers recognise its rows
+    registerProducer  true (default): each task's producer registers in ``producerGroup`` while it sends (a batch
+                      write, or a streaming write outside a ``StreamingJob``); false: the tasks only send, on the
+                      side of ``grayFlag`` — a ``StreamingJob`` given the producer group sets it, as it reports for
+                      them once, as one producer of the group, and decides the side on the driver
     token             the principal's token (default: GRAYMQ_TOKEN where the task runs)
     """
 
@@ -49,6 +53,7 @@ class SinkOptions:
     send_timeout_s: float = 3.0
     retry_times: int = 2
     write_id: str | None = None
+    register_producer: bool = True
     token: str | None = field(default=None, repr=False)
 
     @classmethod
@@ -70,5 +75,6 @@ class SinkOptions:
             batch_max_bytes=positive_int("batchMaxBytes", raw.get("batchmaxbytes", str(BATCH_MAX_BYTES))),
             send_timeout_s=positive_int("sendTimeoutMs", raw.get("sendtimeoutms", "3000")) / 1000,
             retry_times=int(retry_times), write_id=raw.get("writeid", "").strip() or None,
+            register_producer=parse_bool("registerProducer", raw.get("registerproducer", "true")),
             token=raw.get("token") or None,
         )

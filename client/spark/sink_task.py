@@ -69,13 +69,15 @@ class TaskIdentity:
 
 
 class SinkProducer:
-    """The task's producer (registered in ``producerGroup`` on the task's side) under the task's producer id."""
+    """The task's producer (registered in ``producerGroup`` on the task's side unless ``registerProducer`` is false)
+    under the task's producer id."""
 
     def __init__(self, options: SinkOptions, identity: TaskIdentity) -> None:
         self.options = options
         self.producer = Producer(options.producer_group, options.nameserver, client_id=new_client_id("spark-sink"),
                                  gray=options.gray, token=options.token, retry_times=options.retry_times,
-                                 send_timeout_s=options.send_timeout_s, auto_batch=False)
+                                 send_timeout_s=options.send_timeout_s, auto_batch=False,
+                                 register=options.register_producer)
         self.producer.producer_id = identity.producer_id
 
     async def start(self) -> None:

@@ -80,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         StreamingJob(spark, options, pipeline(args.nameserver, args.target, args.producer_group), args.checkpoint,
-                     trigger={"processingTime": f"{args.trigger_seconds:g} seconds"}).run(stop)
+                     trigger={"processingTime": f"{args.trigger_seconds:g} seconds"},
+                     producer_group=args.producer_group).run(stop)
     finally:
         spark.stop()
     return 0

@@ -2,7 +2,7 @@
 """The compiled hot path: the per-message and per-request byte work of the broker and the client.
 
 Each function here has a pure-Python twin of the same name and behaviour (frame.py, record.py,
-index_file.py), which stays the reference: tests/unit/test_native_*.py check that both give
+index_file.py, dispatch.py), which stays the reference: tests/unit/test_native_*.py check that both give
 byte-identical output and raise the same error types for the same input. ``graymq.protocol.native``
 picks this module or the twins (``GRAYMQ_PURE=1`` forces the twins).
 
@@ -16,7 +16,7 @@ machine): see the module docstring of ``graymq.protocol.native`` for the figures
 import struct
 import zlib
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -25,7 +25,7 @@ from cpython.buffer cimport PyBUF_READ
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID
+from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS
 from graymq.protocol.crc import crc32
 from graymq.protocol.errors import ProtocolError
 
@@ -43,6 +43,8 @@ cdef Py_ssize_t CRC_START = 12
 cdef int64_t MAX_RECORD_SIZE = 64 * 1024 * 1024
 cdef uint32_t HASH_TOP_BIT = 0x80000000
 cdef dict _topic_seeds = {}
+# consume_queue.py's unit: commit-log offset int64, size int32, tag hash int64
+cdef Py_ssize_t UNIT_SIZE = 20
 
 
 cdef inline void _put32(char* p, uint64_t v) noexcept:
@@ -291,6 +293,11 @@ cdef bytes _properties(properties):
 
 def index_entries(str topic, properties, physical_offset, store_timestamp):
     """index_file.index_entries: one key-index entry per distinct key, and one for the msg id."""
+    return _index_entries(topic, properties, _signed(physical_offset, 64, "physical_offset"),
+                          _signed(store_timestamp, 64, "store_timestamp"))
+
+
+cdef bytes _index_entries(str topic, properties, int64_t offset, int64_t stamp):
     keys = properties.get(PROPERTY_KEYS)
     msg_id = properties.get(PROPERTY_MSG_ID)
     seed = _topic_seeds.get(topic)
@@ -298,14 +305,56 @@ def index_entries(str topic, properties, physical_offset, store_timestamp):
         if len(_topic_seeds) >= 4096:
             _topic_seeds.clear()
         seed = _topic_seeds[topic] = _crc32(f"{topic}\x01".encode())
-    cdef int64_t offset = _signed(physical_offset, 64, "physical_offset")
-    cdef int64_t stamp = _signed(store_timestamp, 64, "store_timestamp")
     if not keys:
         return _entry(_crc32(msg_id.encode(), seed), offset, stamp) if msg_id else b""
     names = keys.split(KEY_SEPARATOR)
     if msg_id:
         names.append(msg_id)
     return b"".join([_entry(_crc32(name.encode(), seed), offset, stamp) for name in dict.fromkeys(names) if name])
+
+
+def place_puts(puts, queue_offsets, sizes, physical_offset, store_timestamp, result_class):
+    """dispatch.place_puts: per queue the consume-queue units of ``puts`` (stored end to end from
+    ``physical_offset`` with ``sizes``), their key-index entries, and a ``result_class`` per put."""
+    cdef int64_t offset = _signed(physical_offset, 64, "physical_offset")
+    cdef int64_t stamp = _signed(store_timestamp, 64, "store_timestamp")
+    cdef int64_t size
+    cdef Py_ssize_t at
+    cdef char* p
+    cdef dict units = {}, tag_hashes = {}
+    cdef list entries = [], results = []
+    cdef bytearray block
+    for put, queue_offset, record_size in zip(puts, queue_offsets, sizes, strict=True):
+        properties = put.properties
+        tags = properties.get(PROPERTY_TAGS, "")
+        hashed = tag_hashes.get(tags)
+        if hashed is None:
+            hashed = tag_hashes[tags] = _tag_hash(tags)
+        topic = put.topic
+        key = (topic, put.queue_id)
+        block = units.get(key)
+        if block is None:
+            block = units[key] = bytearray()
+        size = _signed(record_size, 32, "size")
+        at = PyByteArray_GET_SIZE(block)
+        PyByteArray_Resize(block, at + UNIT_SIZE)
+        p = PyByteArray_AS_STRING(block) + at
+        _put64(p, <uint64_t>offset)
+        _put32(p + 8, <uint64_t>size)
+        _put64(p + 12, <uint64_t>_signed(hashed, 64, "tag hash"))
+        entry = _index_entries(topic, properties, offset, stamp)
+        if entry:
+            entries.append(entry)
+        results.append(result_class(offset, size, queue_offset, store_timestamp, offset + size))
+        offset += size
+    return units, b"".join(entries), results
+
+
+cdef object _tag_hash(str tags):
+    """constants.tag_hash: 0 for no tag, else the CRC32 of its UTF-8 (1 where that is 0)."""
+    if not tags:
+        return 0
+    return _crc32(tags.encode("utf-8")) or 1
 
 
 cdef bytes _entry(uint64_t hashed, int64_t offset, int64_t stamp):

@@ -141,6 +141,20 @@ class ConsumeQueue:
         self._pos = pos + UNIT.size
         self.max_offset += 1
 
+    def append_units(self, units: bytes | bytearray) -> None:
+        """Write the packed ``units`` from ``max_offset`` on, a copy per file they span (files exist: ``prepare``)."""
+        view = memoryview(units)
+        while view:
+            pos = self._pos
+            if pos == self.file_bytes:
+                self._active = self._file_of(self.max_offset)
+                pos = self.max_offset * UNIT.size - self._active.start
+            n = min(len(view), self.file_bytes - pos)
+            self._active.mm[pos:pos + n] = view[:n]  # type: ignore[union-attr]
+            self._pos = pos + n
+            self.max_offset += n // UNIT.size
+            view = view[n:]
+
     def put_unit(self, queue_offset: int, physical_offset: int, size: int, tag_hash: int) -> None:
         """Recovery's idempotent write: skip an offset already present, fill a gap before it with holes."""
         if queue_offset < self.max_offset:

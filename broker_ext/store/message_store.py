@@ -37,17 +37,18 @@ from graymq.broker_ext.store.checkpoint import Checkpoint
 from graymq.broker_ext.store.commitlog import CommitLog, damaged_record_start, record_tags, unit_damage
 from graymq.broker_ext.store.consume_queue import HOLE_SIZE, ConsumeQueue, ConsumeQueues
 from graymq.broker_ext.store.deleted_topics import DeletedTopics
+from graymq.broker_ext.store.dispatch import place_puts
 from graymq.broker_ext.store.fatal import FatalState
 from graymq.broker_ext.store.flush import FlushService
 from graymq.broker_ext.store.holes import HoleLog
-from graymq.broker_ext.store.index_file import KeyIndex, index_entries
+from graymq.broker_ext.store.index_file import KeyIndex
 from graymq.broker_ext.store.lock import StoreLock
 from graymq.broker_ext.store.log_scan import Hole
 from graymq.broker_ext.store.mapped_file import file_name
 from graymq.broker_ext.store.recovery import RecoveryResult, recover
 from graymq.broker_ext.store.retention import RetentionPolicy, disk_usage
 from graymq.broker_ext.store.stats import StoreStats
-from graymq.protocol.constants import PROPERTY_TAGS, tag_hash
+from graymq.protocol.constants import tag_hash
 from graymq.protocol.errors import ConfigError, DiskFullError, MessageTooLargeError
 from graymq.protocol.names import check_topic_name
 from graymq.protocol.record import MAX_RECORD_SIZE, decode_record, encode_puts
@@ -370,25 +371,12 @@ class MessageStore:
         self.commitlog.append(data)
         self._flush.appended(start, self.commitlog.max_offset)
 
-        results = []
-        entries = []
-        tag_hashes: dict[str, int] = {}
-        physical_offset = start
-        for message, queue_offset, size in zip(messages, queue_offsets, sizes, strict=True):
-            properties = message.properties
-            tags = properties.get(PROPERTY_TAGS, "")
-            hashed = tag_hashes.get(tags)
-            if hashed is None:
-                hashed = tag_hashes[tags] = tag_hash(tags)
-            queues[(message.topic, message.queue_id)].append(physical_offset, size, hashed)
-            entry = index_entries(message.topic, properties, physical_offset, store_timestamp)
-            if entry:
-                entries.append(entry)
-            results.append(AppendResult(physical_offset, size, queue_offset, store_timestamp, physical_offset + size))
-            physical_offset += size
+        units, entries, results = place_puts(messages, queue_offsets, sizes, start, store_timestamp, AppendResult)
+        for key, block in units.items():
+            queues[key].append_units(block)
         if entries:
             try:
-                self.index.add(segment_start, b"".join(entries))
+                self.index.add(segment_start, entries)
             except OSError:
                 log.exception("key index write failed at %d; these messages cannot be found by key", start)
         self._last_store_timestamp = store_timestamp

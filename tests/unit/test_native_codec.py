@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graymq.broker_ext.store.dispatch import place_puts_py
 from graymq.broker_ext.store.index_file import index_entries_py
-from graymq.broker_ext.store.message_store import PutMessage
+from graymq.broker_ext.store.message_store import AppendResult, PutMessage
 from graymq.protocol import native
 from graymq.protocol.errors import ProtocolError
 from graymq.protocol.frame import BLOCK_SIZE, encode_frame_py, parse_frame_py
@@ -144,6 +145,31 @@ def test_key_index_entries_are_byte_identical(topic: str, keys: list[str], msg_i
         properties["UNIQ_KEY"] = msg_id
     assert compiled.index_entries(topic, properties, offset, stamp) == index_entries_py(topic, properties, offset,
                                                                                          stamp)
+
+
+placed = st.builds(
+    PutMessage, topic=st.sampled_from(["T", "Ü", "T2"]), queue_id=st.integers(0, 3), body=st.just(b""),
+    properties=st.fixed_dictionaries({}, optional={"TAGS": st.sampled_from(["", "a", "b"]),
+                                                   "KEYS": st.lists(TEXT, max_size=3).map(" ".join),
+                                                   "UNIQ_KEY": TEXT}),
+)
+
+
+@settings(max_examples=300)
+@given(batch=st.lists(placed, min_size=1, max_size=8), sizes=st.lists(st.integers(70, 2**31 - 1), min_size=8,
+       max_size=8), start=st.integers(0, 2**62), stamp=st.integers(0, 2**62))
+def test_placed_batches_give_identical_units_entries_and_results(batch: list[PutMessage], sizes: list[int],
+                                                                  start: int, stamp: int) -> None:
+    """The consume-queue units per queue (in order), the key-index entries and each message's AppendResult."""
+    queue_offsets = list(range(100, 100 + len(batch)))
+    args = (batch, queue_offsets, sizes[:len(batch)], start, stamp, AppendResult)
+    units, entries, results = compiled.place_puts(*args)
+    expected_units, expected_entries, expected_results = place_puts_py(*args)
+    assert {key: bytes(block) for key, block in units.items()} == \
+        {key: bytes(block) for key, block in expected_units.items()}
+    assert list(units) == list(expected_units)
+    assert entries == expected_entries
+    assert results == expected_results and all(type(r) is AppendResult for r in results)
 
 
 @given(batch=st.lists(records, min_size=1, max_size=5), flip=st.integers(0, 10**6), cut=st.integers(0, 10**5),

@@ -1,9 +1,9 @@
 """A replica's heartbeat to the name server (``POST /v1/brokers/replicas/heartbeat``) every quarter lease, and what
 it does with the answer: lead, follow, or step down.
 
-- Elected (the answer names this replica at a new epoch): stop copying, take writes; the delay schedule is
-  recounted and resumed, the producer table rebuilt from the log (so a retry of a send the old leader stored is
-  recognized), the followers' progress starts over. Queue leases copied from the predecessor hold on (their owners
+- Elected (the answer names this replica at a new epoch): stop copying and rebuild the producer table from the
+  log (so a retry of a send the old leader stored is recognized), only then take writes; the delay schedule is
+  recounted and resumed, the followers' progress starts over. Queue leases copied from the predecessor hold on (their owners
   re-lock at once, others wait until they would have ended); a replica that copied none (it never followed this
   epoch's predecessor) grants leases only after one lease period.
 - Following (another replica leads): refuse writes, stop the delay schedule, and — when the epoch is new — move
@@ -112,12 +112,15 @@ class ReplicaLease:
         role.leader_address = str(answer.get("leader_address", ""))
         role.epoch_start_offset = int(answer.get("epoch_start_offset", 0))
         if leader == role.replica_id:
+            taking_over = new_epoch or not was_leading
+            if taking_over:  # while the role still refuses writes: a send let in meanwhile would miss the table
+                await self._prepare_to_lead()
             role.know_epoch(epoch)
             role.leader_id = leader
             role.in_sync = frozenset(int(r) for r in answer.get("in_sync", ()))
             role.lease_ends_at = sent_at + lease_s * (1 - LEASE_MARGIN)
-            if new_epoch or not was_leading:
-                await self._lead()
+            if taking_over:
+                self._lead()
             broker.feed.in_sync_confirmed()
             self._health.observe(role, answer)
             return
@@ -128,11 +131,17 @@ class ReplicaLease:
         if role.leader_address:
             broker.fetcher.follow(role.leader_address, epoch)
 
-    async def _lead(self) -> None:
+    async def _prepare_to_lead(self) -> None:
+        """Stop copying, then enter every request the log holds in the producer table — all before the role takes
+        writes, since the await lets other requests run: a producer's retry of a send the old leader stored and
+        this replica copied, reaching it then, would be stored a second time."""
+        await self.broker.fetcher.stop()
+        self.broker.producers.rebuild(self.broker.store)
+
+    def _lead(self) -> None:
+        """Take over, the role leading already (no await: nothing runs between that and the end of this)."""
         broker, role = self.broker, self.broker.role
-        await broker.fetcher.stop()
         broker.feed.reset()
-        broker.producers.rebuild(broker.store)
         broker.schedule.resume()
         if role.epoch > 1 and not broker.fetcher.leases_copied:  # its predecessor's leases are unknown here
             broker.locks.grant_after(time.monotonic() + broker.settings.queue_lease_s)

@@ -1,0 +1,89 @@
+"""A follower elected leader recognises a producer's retry from its first moment as leader: by the time it takes
+writes, its producer table holds what the old leader stored and it copied (and nothing it moved aside).
+
+A real broker (store on disk, its lease, fetcher and send processor) on one event loop; the name server's answer
+is handed to ``ReplicaLease.apply`` as its heartbeat would. The retry is sent the moment the fence lets writes in,
+as a producer polling the route for the new leader may.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.config import BrokerSettings
+from graymq.broker_ext.producer_table import sequence_property
+from graymq.broker_ext.replica_lease import ReplicaLease
+from graymq.broker_ext.send_processor import to_put_message
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.constants import PROPERTY_PRODUCER_SEQUENCE
+from graymq.protocol.errors import NotLeaderError
+
+pytestmark = pytest.mark.unit
+
+PID = 0x5EED_0000_0000_0002
+TOPIC = "T"
+UNREACHABLE = "127.0.0.1:9"  # the dead old leader: the follower's fetch loop keeps retrying it
+
+
+def follower(tmp_path) -> BrokerController:
+    settings = BrokerSettings(name="broker-t", store_dir=tmp_path, segment_size=1 << 16, cq_units_per_file=64,
+                              replica_id=1, replication="sync", nameserver="http://ns.test")
+    broker = BrokerController(settings)
+    broker.load()
+    broker.topics.ensure(TOPIC, 1, 0)
+    return broker
+
+
+def request(sequence: int) -> pb.SendRequest:
+    msg = pb.Message(topic=TOPIC, body=b"x", msg_id=f"ID{sequence}")
+    return pb.SendRequest(producer_group="pg", queue_id=0, producer_id=PID, sequence=sequence, message=msg)
+
+
+def copy_from_old_leader(broker: BrokerController, req: pb.SendRequest) -> None:
+    """What the follower's fetcher lands: the old leader's record of ``req``, its sequence on it; the follower's
+    own producer table is not told (it learns the log only when it leads)."""
+    put = to_put_message(req.message, req.queue_id, req.producer_group)
+    put.properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(PID, req.sequence, 1)
+    broker.store.put_messages([put])
+
+
+def elected(broker: BrokerController) -> dict:
+    return {"epoch": 2, "leader_replica_id": 1, "lease_seconds": 2.0, "in_sync": [1], "leader_address": "me:1",
+            "epoch_start_offset": 0}
+
+
+async def retry_once_writable(broker: BrokerController, req: pb.SendRequest) -> pb.SendResponse:
+    """Spin on the event loop until the fence lets a write in, then send ``req`` as the remoting server would."""
+    while True:
+        try:
+            broker.role.check_writable(pb.SEND_MESSAGE)
+            break
+        except NotLeaderError:
+            await asyncio.sleep(0)
+    answer = broker.send_processor.send(req)
+    envelope = await answer if isinstance(answer, asyncio.Future) else answer
+    return pb.SendResponse.FromString(pb.Envelope.FromString(envelope).body)
+
+
+def test_a_retry_reaching_the_new_leader_the_moment_it_leads_is_stored_once(tmp_path) -> None:
+    broker = follower(tmp_path)
+    copy_from_old_leader(broker, request(0))
+    lease = ReplicaLease(broker, [broker.settings.nameserver])
+
+    async def main() -> pb.SendResponse:
+        broker.fetcher.follow(UNREACHABLE, 1)
+        await asyncio.sleep(0.05)  # the fetch loop is under way, as on a follower whose leader just died
+        retry = asyncio.create_task(retry_once_writable(broker, request(0)))
+        await lease.apply(elected(broker), time.monotonic())
+        response = await asyncio.wait_for(retry, 5)
+        await lease.stop()
+        await broker.fetcher.close()
+        return response
+
+    response = asyncio.run(main())
+    assert response.duplicate and response.queue_offset == 0
+    assert broker.store.get_max_offset(TOPIC, 0) == 1  # stored once

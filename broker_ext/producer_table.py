@@ -165,11 +165,14 @@ class ProducerTable:
     # ------------------------------------------------------------------ restart
 
     def rebuild(self, store: MessageStore, now_ms: int | None = None) -> RebuildResult:
-        """Enter the requests whose first record was stored within the window (call after the store's load)."""
+        """Make the table what the log holds: the requests whose first record was stored within the window (call
+        after the store's load, and whenever the log changed under it: copied from a leader, or moved aside —
+        an entry the log no longer holds would answer a retry as stored)."""
         began = time.perf_counter()
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         now = self._clock()
         requests = 0
+        self._entries.clear()
 
         def visit(record: memoryview) -> int:
             nonlocal requests

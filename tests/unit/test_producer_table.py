@@ -168,3 +168,21 @@ def test_a_spark_sink_batch_replayed_minutes_later_is_recognised_within_the_defa
     clock.now += 61
     table.record(PID, "OTHER", 1, stored(0))
     assert table.lookup(failed.producer_id, "T", 2, first_run[0]) is None, "beyond the window: stored again"
+
+
+def test_rebuild_forgets_what_the_log_no_longer_holds(tmp_path: Path) -> None:
+    """A replica that stored a request as leader and then moved it aside (another replica's log won) must not
+    answer its retry as stored: after the rebuild the table is the log's."""
+    store = MessageStore(StoreConfig(store_dir=tmp_path, segment_size=1 << 20, cq_units_per_file=64),
+                         clock_ms=lambda: NOW_MS)
+    store.load()
+    try:
+        kept = store.put_messages(request("T", 0, 0, 1))[0]
+        table = ProducerTable(window_s=300, kept=5)
+        table.record(PID, "T", 0, Stored(0, 5, 999, 1099, 1, "elsewhere"))  # where it stood before, now moved aside
+        table.record(PID, "T", 0, stored(1))  # and one the log lost
+        table.rebuild(store, now_ms=NOW_MS)
+    finally:
+        asyncio.run(store.stop())
+    assert table.lookup(PID, "T", 0, 0) == Stored(0, 0, kept.physical_offset, kept.end_offset, 1, "T-0-0-0")
+    assert table.lookup(PID, "T", 0, 1) is None

@@ -31,6 +31,7 @@ from graymq.protocol.constants import (
     PROPERTY_TRACE_ID,
 )
 from graymq.protocol.errors import BadRequestError, NotLeaderError
+from graymq.protocol.native import pick
 from graymq.protocol.record import SYS_FLAG_GRAY
 from graymq.protocol.remoting import response_envelope
 
@@ -41,14 +42,13 @@ def new_msg_id() -> str:
     return secrets.token_hex(16).upper()
 
 
-def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsume_times: int = 0,
-                   topic: str = "") -> PutMessage:
-    """The store's view of a producer's message (``topic`` overrides the message's); a missing msg id is
-    generated here. Properties as ``make_properties`` orders them: the message's own, PGROUP, then the
-    reserved ones — built in one dict, this runs for every message stored."""
+def put_properties(msg: pb.Message, producer_group: str, new_id: Callable[[], str] = new_msg_id) -> dict[str, str]:
+    """The properties a producer's message is stored with, as ``make_properties`` orders them: the message's own,
+    PGROUP, then the reserved ones, built in one dict; a missing msg id is generated (``new_id``) and set on
+    ``msg``."""
     msg_id = msg.msg_id
     if not msg_id:
-        msg_id = msg.msg_id = new_msg_id()
+        msg_id = msg.msg_id = new_id()
     own = msg.properties
     if own:
         properties = dict(own)
@@ -64,8 +64,32 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
     properties[PROPERTY_MSG_ID] = msg_id
     if trace_id := msg.trace_id:
         properties[PROPERTY_TRACE_ID] = trace_id
-    return PutMessage(topic or msg.topic, queue_id, msg.body, properties, SYS_FLAG_GRAY if msg.gray else 0,
-                      msg.born_timestamp or int(time.time() * 1000), msg.born_host, reconsume_times)
+    return properties
+
+
+def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsume_times: int = 0,
+                   topic: str = "") -> PutMessage:
+    """The store's view of a producer's message (``topic`` overrides the message's)."""
+    return PutMessage(topic or msg.topic, queue_id, msg.body, put_properties(msg, producer_group),
+                      SYS_FLAG_GRAY if msg.gray else 0, msg.born_timestamp or int(time.time() * 1000), msg.born_host,
+                      reconsume_times)
+
+
+def to_puts_py(messages: Sequence[pb.Message], topic: str, queue_id: int, producer_group: str,
+               put_class: type[PutMessage], new_id: Callable[[], str]) -> list[PutMessage]:
+    """A batch's messages as ``put_class`` puts to ``topic`` (one naming another topic is refused); the reference
+    of the compiled ``to_puts``, one call a batch."""
+    puts = []
+    for msg in messages:
+        if msg.topic and msg.topic != topic:
+            raise BadRequestError(f"batch for topic {topic} contains a message for {msg.topic}")
+        puts.append(put_class(topic, queue_id, msg.body, put_properties(msg, producer_group, new_id),
+                              SYS_FLAG_GRAY if msg.gray else 0, msg.born_timestamp or int(time.time() * 1000),
+                              msg.born_host, 0))
+    return puts
+
+
+to_puts = pick("to_puts", to_puts_py)
 
 
 class SendProcessor:
@@ -141,11 +165,7 @@ class SendProcessor:
                     queue_id=queue_id, first_queue_offset=known.queue_offset, duplicate=True,
                 )
                 return self._ack(pb.SEND_BATCH, response, self._end_of(known))
-        puts = []
-        for msg in req.messages:
-            if msg.topic and msg.topic != topic:
-                raise BadRequestError(f"batch for topic {topic} contains a message for {msg.topic}")
-            puts.append(to_put_message(msg, queue_id, group, topic=topic))
+        puts = to_puts(req.messages, topic, queue_id, group, PutMessage, new_msg_id)
         if producer_id:
             puts[0].properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(producer_id, req.sequence, len(puts))
         results = self._append(puts)

@@ -2,7 +2,7 @@
 """The compiled hot path: the per-message and per-request byte work of the broker and the client.
 
 Each function here has a pure-Python twin of the same name and behaviour (frame.py, record.py,
-index_file.py, dispatch.py), which stays the reference: tests/unit/test_native_*.py check that both give
+index_file.py, dispatch.py, send_processor.py), which stays the reference: tests/unit/test_native_*.py check that both give
 byte-identical output and raise the same error types for the same input. ``graymq.protocol.native``
 picks this module or the twins (``GRAYMQ_PURE=1`` forces the twins).
 
@@ -25,13 +25,24 @@ from cpython.buffer cimport PyBUF_READ
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from graymq.protocol.constants import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TAGS
+import time
+
+from graymq.protocol.constants import (
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_MSG_ID,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_PRODUCER_SEQUENCE,
+    PROPERTY_TAGS,
+    PROPERTY_TRACE_ID,
+)
 from graymq.protocol.crc import crc32
-from graymq.protocol.errors import ProtocolError
+from graymq.protocol.errors import BadRequestError, MessageTooLargeError, ProtocolError
 
 cdef object _crc32 = zlib.crc32  # key-index hashes of short strings
 cdef object _record_crc = crc32  # records: protocol/crc.py's choice, the pure path's too
 cdef object _struct_error = struct.error
+cdef object _time = time.time
 
 # frame.py's constants, repeated as C values (the tests compare both modules' outputs)
 cdef uint32_t MSG_TOKEN = 0xFF7FF4FE
@@ -42,6 +53,7 @@ cdef Py_ssize_t HEADER_SIZE = 70
 cdef Py_ssize_t CRC_START = 12
 cdef int64_t MAX_RECORD_SIZE = 64 * 1024 * 1024
 cdef uint32_t HASH_TOP_BIT = 0x80000000
+cdef int SYS_FLAG_GRAY = 1  # record.py's
 cdef dict _topic_seeds = {}
 # consume_queue.py's unit: commit-log offset int64, size int32, tag hash int64
 cdef Py_ssize_t UNIT_SIZE = 20
@@ -420,3 +432,67 @@ def decode_records(bytes buf, Py_ssize_t pos, Py_ssize_t stop, bint verify_crc, 
         ))
         pos += total
     return out
+
+
+def to_puts(messages, str topic, queue_id, str producer_group, put_class, new_id):
+    """send_processor.to_puts: a batch's messages as ``put_class`` puts to ``topic``, their properties as
+    ``put_properties`` builds them; a message naming another topic is refused."""
+    cdef list puts = []
+    cdef str msg_topic
+    cdef dict properties
+    for msg in messages:
+        msg_topic = msg.topic
+        if msg_topic and msg_topic != topic:
+            raise BadRequestError(f"batch for topic {topic} contains a message for {msg_topic}")
+        msg_id = msg.msg_id
+        if not msg_id:
+            msg_id = new_id()
+            msg.msg_id = msg_id
+        own = msg.properties
+        if own:
+            properties = dict(own)
+            properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)
+        else:
+            properties = {}
+        if producer_group:
+            properties[PROPERTY_PRODUCER_GROUP] = producer_group
+        value = msg.tags
+        if value:
+            properties[PROPERTY_TAGS] = value
+        keys = msg.keys
+        if keys:
+            properties[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
+        properties[PROPERTY_MSG_ID] = msg_id
+        value = msg.trace_id
+        if value:
+            properties[PROPERTY_TRACE_ID] = value
+        born = msg.born_timestamp
+        puts.append(put_class(topic, queue_id, msg.body, properties, SYS_FLAG_GRAY if msg.gray else 0,
+                              born if born else int(_time() * 1000), msg.born_host, 0))
+    return puts
+
+
+def queue_offsets(puts, next_offset, Py_ssize_t max_body):
+    """dispatch.queue_offsets: each put's queue offset and per queue the offset after the batch; a run of puts to
+    the queue of the put before (a SEND_BATCH: all of them) skips the dict."""
+    cdef list offsets = []
+    cdef dict ends = {}
+    cdef Py_ssize_t body_len
+    cdef int64_t offset = 0
+    last_topic = last_queue = None
+    for put in puts:
+        topic, queue_id = put.topic, put.queue_id
+        if last_topic is None or not (topic is last_topic or topic == last_topic) or queue_id != last_queue:
+            if last_topic is not None:
+                ends[(last_topic, last_queue)] = offset
+            found = ends.get((topic, queue_id))
+            offset = next_offset(topic, queue_id) if found is None else found
+            last_topic, last_queue = topic, queue_id
+        body_len = len(put.body)
+        if body_len > max_body:
+            raise MessageTooLargeError(f"message body of {body_len} bytes exceeds {max_body} bytes")
+        offsets.append(offset)
+        offset += 1
+    if last_topic is not None:
+        ends[(last_topic, last_queue)] = offset
+    return offsets, ends

@@ -1,6 +1,7 @@
-"""What a batch of records just written adds beside the commit log: per queue its consume-queue units, the
-key-index entries, and where each message went. One call a batch (``place_puts``): the compiled one runs the
-per-message loop in C; ``place_puts_py`` is its reference (tests/unit/test_native_codec.py checks both agree)."""
+"""A batch's per-message bookkeeping beside its records: before encoding, each message's queue offset
+(``queue_offsets``); once written, per queue its consume-queue units, the key-index entries, and where each
+message went (``place_puts``). One call a batch each: the compiled ones run the per-message loop in C; the
+``_py`` functions are their reference (tests/unit/test_native_codec.py checks both agree)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,37 @@ from typing import Protocol, TypeVar
 from graymq.broker_ext.store.consume_queue import UNIT
 from graymq.broker_ext.store.index_file import index_entries_py
 from graymq.protocol.constants import PROPERTY_TAGS, tag_hash
+from graymq.protocol.errors import MessageTooLargeError
 from graymq.protocol.native import pick
 
 R = TypeVar("R")
 
 
 class PlacedFields(Protocol):
-    """What ``place_puts`` reads of a message stored (the store's ``PutMessage``)."""
+    """What ``queue_offsets`` and ``place_puts`` read of a message stored (the store's ``PutMessage``)."""
 
     topic: str
     queue_id: int
+    body: bytes
     properties: dict[str, str]
+
+
+def queue_offsets_py(puts: Sequence[PlacedFields], next_offset: Callable[[str, int], int], max_body: int
+                     ) -> tuple[list[int], dict[tuple[str, int], int]]:
+    """Each put's queue offset (the first put of a queue gets ``next_offset(topic, queue_id)``, the next ones
+    follow it) and per queue the offset after the batch; ``MessageTooLargeError`` for a body over ``max_body``."""
+    offsets = []
+    ends: dict[tuple[str, int], int] = {}
+    for put in puts:
+        key = (put.topic, put.queue_id)
+        offset = ends.get(key)
+        if offset is None:
+            offset = next_offset(put.topic, put.queue_id)
+        if len(put.body) > max_body:
+            raise MessageTooLargeError(f"message body of {len(put.body)} bytes exceeds {max_body} bytes")
+        ends[key] = offset + 1
+        offsets.append(offset)
+    return offsets, ends
 
 
 def place_puts_py(puts: Sequence[PlacedFields], queue_offsets: Sequence[int], sizes: Sequence[int],
@@ -52,4 +73,5 @@ def place_puts_py(puts: Sequence[PlacedFields], queue_offsets: Sequence[int], si
     return units, b"".join(entries), results
 
 
+queue_offsets = pick("queue_offsets", queue_offsets_py)
 place_puts = pick("place_puts", place_puts_py)

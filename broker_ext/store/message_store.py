@@ -37,7 +37,7 @@ from graymq.broker_ext.store.checkpoint import Checkpoint
 from graymq.broker_ext.store.commitlog import CommitLog, damaged_record_start, record_tags, unit_damage
 from graymq.broker_ext.store.consume_queue import HOLE_SIZE, ConsumeQueue, ConsumeQueues
 from graymq.broker_ext.store.deleted_topics import DeletedTopics
-from graymq.broker_ext.store.dispatch import place_puts
+from graymq.broker_ext.store.dispatch import place_puts, queue_offsets
 from graymq.broker_ext.store.fatal import FatalState
 from graymq.broker_ext.store.flush import FlushService
 from graymq.broker_ext.store.holes import HoleLog
@@ -389,21 +389,7 @@ class MessageStore:
     ) -> tuple[bytes, list[int], list[int], dict[tuple[str, int], int]]:
         """Validate and encode the batch as if written at ``start``: the records end to end, each one's size and
         queue offset, and per queue the offset after the batch. Run again after a segment roll."""
-        offsets = []
-        ends: dict[tuple[str, int], int] = {}
-        limit = self.config.max_message_size
-        for message in messages:
-            key = (message.topic, message.queue_id)
-            offset = ends.get(key)
-            if offset is None:
-                queue = self.queues.get(*key)
-                if queue is None:
-                    _check_new_queue(*key)
-                offset = queue.max_offset if queue else 0
-            if len(message.body) > limit:
-                raise MessageTooLargeError(f"message body of {len(message.body)} bytes exceeds {limit} bytes")
-            ends[key] = offset + 1
-            offsets.append(offset)
+        offsets, ends = queue_offsets(messages, self._next_queue_offset, self.config.max_message_size)
         try:
             data, sizes = encode_puts(messages, offsets, start, store_timestamp, self._store_host)
         except struct.error as exc:
@@ -415,6 +401,14 @@ class MessageStore:
                 f"limit (commit log segment size {self.config.segment_size})"
             )
         return data, sizes, offsets, ends
+
+    def _next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The offset a put to this queue gets next (0 for a queue not created yet, whose name is checked)."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            _check_new_queue(topic, queue_id)
+            return 0
+        return queue.max_offset
 
     def delete_topic(self, topic: str) -> int:
         """Delete ``topic``'s consume queues, so nothing of it is served and a topic created again under that name

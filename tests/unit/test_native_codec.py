@@ -4,7 +4,10 @@ error type (with the same message where the pure one names positions) on bad inp
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,11 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graymq.broker_ext.store.dispatch import place_puts_py
+from graymq.broker_ext.send_processor import to_puts_py
+from graymq.broker_ext.store.dispatch import place_puts_py, queue_offsets_py
 from graymq.broker_ext.store.index_file import index_entries_py
 from graymq.broker_ext.store.message_store import AppendResult, PutMessage
+from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol import native
-from graymq.protocol.errors import ProtocolError
+from graymq.protocol.errors import BadRequestError, MessageTooLargeError, ProtocolError
 from graymq.protocol.frame import BLOCK_SIZE, encode_frame_py, parse_frame_py
 from graymq.protocol.record import (
     MessageExt,
@@ -170,6 +175,65 @@ def test_placed_batches_give_identical_units_entries_and_results(batch: list[Put
     assert list(units) == list(expected_units)
     assert entries == expected_entries
     assert results == expected_results and all(type(r) is AppendResult for r in results)
+
+
+queued = st.builds(
+    PutMessage, topic=st.sampled_from(["T", "U", "bad"]), queue_id=st.integers(0, 2), body=st.binary(max_size=20),
+    properties=st.just({}),
+)
+
+
+@settings(max_examples=300)
+@given(batch=st.lists(queued, min_size=1, max_size=10), max_body=st.integers(0, 25))
+def test_queue_offsets_agree_for_runs_and_interleaved_queues(batch: list[PutMessage], max_body: int) -> None:
+    """The same offsets and per-queue ends (in the same order), or the same error first: a body too large, or
+    the one ``next_offset`` raises for a new queue it refuses."""
+    def next_offset(topic: str, queue_id: int) -> int:
+        if topic == "bad":
+            raise ValueError(f"no queue {topic}/{queue_id}")
+        return 1000 * queue_id + len(topic)
+
+    outcomes: list[Any] = []
+    for queue_offsets in (queue_offsets_py, compiled.queue_offsets):
+        try:
+            offsets, ends = queue_offsets(batch, next_offset, max_body)
+        except (ValueError, MessageTooLargeError) as exc:
+            outcomes.append((type(exc), str(exc)))
+            continue
+        outcomes.append((offsets, list(ends.items())))
+    assert outcomes[0] == outcomes[1]
+
+
+sent = st.builds(
+    pb.Message, topic=st.sampled_from(["", "T", "U"]), body=st.binary(max_size=50), tags=TEXT,
+    keys=st.lists(TEXT, max_size=3), msg_id=st.sampled_from(["", "7F00AA"]), trace_id=TEXT, gray=st.booleans(),
+    born_timestamp=st.sampled_from([0, 1, 2**62]), born_host=TEXT,
+    properties=st.dictionaries(st.sampled_from(["a", "PSEQ", "TAGS", "Ü"]), TEXT, max_size=3),
+)
+
+
+@settings(max_examples=300)
+@given(batch=st.lists(sent, min_size=1, max_size=6), group=st.sampled_from(["", "g"]), queue_id=INT32)
+def test_batches_of_sent_messages_become_identical_puts(batch: list[pb.Message], group: str, queue_id: int) -> None:
+    """The same PutMessages (properties in the same order) from the same SEND_BATCH messages, a missing msg id
+    generated and set on the message, a missing born time taken from the clock; a message for another topic is
+    refused alike."""
+    outcomes: list[Any] = []
+    for to_puts in (to_puts_py, compiled.to_puts):
+        messages = [pb.Message.FromString(m.SerializeToString()) for m in batch]
+        new_id = (f"ID{n}" for n in itertools.count()).__next__
+        before = int(time.time() * 1000)
+        try:
+            puts = to_puts(messages, "T", queue_id, group, PutMessage, new_id)
+        except BadRequestError as exc:
+            outcomes.append(str(exc))
+            continue
+        after = int(time.time() * 1000)
+        for original, put in zip(batch, puts, strict=True):
+            assert original.born_timestamp or before <= put.born_timestamp <= after
+        clocked = [dataclasses.replace(p, born_timestamp=m.born_timestamp) for p, m in zip(puts, batch, strict=True)]
+        outcomes.append((clocked, [list(p.properties.items()) for p in puts], [m.msg_id for m in messages]))
+    assert outcomes[0] == outcomes[1]
 
 
 @given(batch=st.lists(records, min_size=1, max_size=5), flip=st.integers(0, 10**6), cut=st.integers(0, 10**5),

@@ -40,7 +40,7 @@ demo: $(DEMO_STAMP)
 # Benchmarks: graymq vs Redis Streams vs NATS JetStream; `python -m graymq.bench` installs the Debian packages
 # it needs (redis-server, nats-server, postgresql) when missing. BENCH_ARGS="latency --repeat 3" etc.
 bench: $(DEMO_STAMP)
-	$(BIN)/pip install --quiet -e '.[server,bench]'
+	$(BIN)/pip install --quiet -e '.[server,bench,spark]'
 	$(BIN)/python -m graymq.bench $(BENCH_ARGS)
 
 # Reinstall only when the project's dependency list or the compiled hot path changes. The install builds
@@ -48,7 +48,7 @@ bench: $(DEMO_STAMP)
 # path runs (GRAYMQ_PURE=1 selects that path on purpose).
 $(DEMO_STAMP): EXTRAS := server
 $(TEST_STAMP): EXTRAS := server,spark,dev
-$(DEMO_STAMP) $(TEST_STAMP): pyproject.toml setup.py protocol/_speedups.pyx
+$(DEMO_STAMP) $(TEST_STAMP): pyproject.toml setup.py protocol/_speedups.pyx protocol/_client_speedups.pyx
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'

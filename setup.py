@@ -1,4 +1,5 @@
-"""Builds the compiled hot path, ``graymq.protocol._speedups`` (protocol/_speedups.pyx), with Cython and the
+"""Builds the compiled hot path, ``graymq.protocol._speedups`` (protocol/_speedups.pyx) and the blocking
+producer's request encoder ``graymq.protocol._client_speedups`` (protocol/_client_speedups.pyx), with Cython and the
 machine's C compiler; everything else is declared in pyproject.toml.
 
 The extension is optional: when Cython or the compiler is missing, or the build fails, a loud message says
@@ -12,7 +13,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCE = "protocol/_speedups.pyx"
+MODULES = ("_speedups", "_client_speedups")  # protocol/<name>.pyx: the broker's and the blocking client's
 BANNER = "=" * 100
 
 
@@ -44,8 +45,9 @@ def _extensions() -> list[Extension]:
     except ImportError as exc:
         _loud(f"Cython is not installed ({exc})")
         return []
-    extension = Extension("graymq.protocol._speedups", [SOURCE], extra_compile_args=["-O2"])
-    return cythonize([extension], compiler_directives={"language_level": "3"}, quiet=True)  # type: ignore[no-any-return]
+    extensions = [Extension(f"graymq.protocol.{name}", [f"protocol/{name}.pyx"], extra_compile_args=["-O2"])
+                  for name in MODULES]
+    return cythonize(extensions, compiler_directives={"language_level": "3"}, quiet=True)  # type: ignore[no-any-return]
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

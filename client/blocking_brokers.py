@@ -29,8 +29,9 @@ class BlockingBrokers:
         self._lock = threading.Lock()  # guards _open: connections opened and closed
         self.closed = False
 
-    def call(self, address: str, method: int, body: PbMessage, timeout_s: float) -> PbMessage:
-        """The response of the broker at ``address`` (errors as ``BlockingConnection.request`` raises them)."""
+    def call(self, address: str, method: int, body: PbMessage | bytes, timeout_s: float) -> PbMessage:
+        """The response of the broker at ``address`` to ``body`` (a request, or its envelope already written);
+        errors as ``BlockingConnection.request`` raises them."""
         idle = self._idle.get(address)
         try:
             conn = idle.pop() if idle else self._connect(address, timeout_s)

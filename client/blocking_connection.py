@@ -10,8 +10,10 @@ opens a new one (a producer's retry of the same sequence, client/send_retry.py).
 from __future__ import annotations
 
 import itertools
+import math
 import socket
 import ssl
+import struct
 import time
 
 from google.protobuf.message import Message as PbMessage
@@ -29,6 +31,9 @@ from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_f
 from graymq.protocol.remoting import method_name, parse_body, parse_envelope, request_envelope
 
 RECV_SIZE = 256 * 1024
+# struct timeval for SO_RCVTIMEO / SO_SNDTIMEO: seconds, microseconds (C longs)
+TIMEVAL = struct.Struct("@ll")
+TIMEOUT_STEP_S = 0.01  # a plain socket's kernel timeout is set in these steps (rounded up), so rarely re-set
 
 
 def connect(address: str, timeout_s: float, tls: ssl.SSLContext | None) -> socket.socket:
@@ -62,8 +67,16 @@ class BlockingConnection:
     def __init__(self, sock: socket.socket, address: str, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.sock = sock
         self.address = address
+        # A plain socket is kept blocking, each call bounded by the kernel (SO_RCVTIMEO/SO_SNDTIMEO): a Python
+        # socket timeout would poll() before every send and receive, two system calls more per request.
+        self._kernel_timeout = not isinstance(sock, ssl.SSLSocket)
+        self._timeout_s = 0.0  # the kernel timeout set now (0: none yet)
+        if self._kernel_timeout:
+            sock.settimeout(None)
         self.max_frame_size = max_frame_size
         self._decoder = FrameDecoder(max_frame_size)
+        self._received = bytearray(RECV_SIZE)
+        self._received_view = memoryview(self._received)
         self._serials = itertools.count(1)
         self.closed = False
 
@@ -79,18 +92,20 @@ class BlockingConnection:
                 raise
         return conn
 
-    def request(self, method: int, body: PbMessage, timeout_s: float) -> PbMessage:
-        """The typed response to ``body``; a wire error raises its registered class, a timeout
-        ``RequestTimeoutError`` and a lost connection ``ConnectionClosedError`` (both close the connection)."""
+    def request(self, method: int, body: PbMessage | bytes, timeout_s: float) -> PbMessage:
+        """The typed response to ``body`` (a request message, or its envelope already written); a wire error
+        raises its registered class, a timeout ``RequestTimeoutError`` and a lost connection
+        ``ConnectionClosedError`` (both close the connection)."""
         if self.closed:
             raise ConnectionClosedError(f"connection to {self.address} is closed")
         serial = next(self._serials) & 0xFFFFFFFF
+        payload = body if isinstance(body, bytes) else request_envelope(method, body)
         deadline = time.monotonic() + timeout_s
         try:
-            self.sock.settimeout(timeout_s)
-            self.sock.sendall(encode_frame(serial, request_envelope(method, body), self.max_frame_size))
+            self._bound(timeout_s)
+            self.sock.sendall(encode_frame(serial, payload, self.max_frame_size))
             envelope = self._response(serial, deadline)
-        except TimeoutError as exc:
+        except (TimeoutError, BlockingIOError) as exc:  # BlockingIOError: a kernel timeout ran out
             self.close()
             raise RequestTimeoutError(f"{method_name(method)} to {self.address}: no response in {timeout_s:g}s"
                                       ) from exc
@@ -103,19 +118,34 @@ class BlockingConnection:
         return parse_body(envelope, response=True)
 
     def _response(self, serial: int, deadline: float) -> pb.Envelope:
-        """Read until the response numbered ``serial`` arrives (other frames are pushes: skipped)."""
+        """Read until the response numbered ``serial`` arrives (other frames are pushes: skipped), into one
+        buffer kept for the connection's life."""
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            self.sock.settimeout(left)
-            data = self.sock.recv(RECV_SIZE)
-            if not data:
+            received = self.sock.recv_into(self._received)
+            if not received:
                 raise ConnectionResetError("closed by the broker")
-            for frame in self._decoder.feed(data):
+            for frame in self._decoder.feed(self._received_view[:received]):
                 envelope = parse_envelope(frame.payload)
                 if envelope.is_response and frame.serial_no == serial:
                     return envelope
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self._bound(left)
+
+    def _bound(self, timeout_s: float) -> None:
+        """Each socket call from now on gives up after ``timeout_s`` (on a plain socket at most one
+        ``TIMEOUT_STEP_S`` later: the kernel's timeout is set only when that step changes)."""
+        if not self._kernel_timeout:
+            self.sock.settimeout(timeout_s)
+            return
+        bound = math.ceil(timeout_s / TIMEOUT_STEP_S) * TIMEOUT_STEP_S
+        if bound != self._timeout_s:
+            seconds = int(bound)
+            timeval = TIMEVAL.pack(seconds, max(int((bound - seconds) * 1e6), 1 if seconds == 0 else 0))
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+            self._timeout_s = bound
 
     def close(self) -> None:
         """Close the socket; a request another thread is waiting on wakes up and fails."""

@@ -38,9 +38,10 @@ from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.client.selector import MemoSelector
-from graymq.client.send_fields import message_fields
+from graymq.client.send_fields import message_fields, message_wire
 from graymq.client.send_pause import pause_s
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
+from graymq.client.send_wire import WireSend
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
 from graymq.protocol.retry import Backoff
@@ -133,8 +134,8 @@ class BlockingProducer(ProducerFlags):
         """Store one message (one SEND_MESSAGE), retried within ``timeout_s`` (default ``send_timeout_s``)."""
         handling = current_message()
         gray = self._side(message, handling)
-        fields = message_fields(message, gray, int(time.time() * 1000), handling, message.properties, self.ids)
-        req = pb.SendRequest(producer_group=self.group, message=fields, producer_id=self.producer_id)
+        req = WireSend(self.group, message_wire(message, gray, int(time.time() * 1000), handling, self.ids),
+                       self.producer_id)
         mq, resp = self._with_retries(message.topic, gray, message.sharding_key, req, timeout_s)
         return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
 
@@ -158,15 +159,15 @@ class BlockingProducer(ProducerFlags):
                 for i, msg_id in enumerate(resp.msg_ids)]
 
     def _with_retries(self, topic: str, gray: bool, sharding_key: str | None,
-                      req: pb.SendRequest | pb.SendBatchRequest, timeout_s: float | None) -> tuple[MessageQueue, Any]:
+                      req: WireSend | pb.SendBatchRequest, timeout_s: float | None) -> tuple[MessageQueue, Any]:
         """``req`` sent until answered, the retry decision stops or the time is up (``Producer._with_retries``'s
         steps, in this thread)."""
         if not self.started:
             raise BadRequestError("producer not started: call producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.settings.send_timeout_s)
-        method = pb.SEND_BATCH if isinstance(req, pb.SendBatchRequest) else pb.SEND_MESSAGE
+        method = pb.SEND_MESSAGE if isinstance(req, WireSend) else pb.SEND_BATCH
         retry_times = self.settings.retry_times
-        state, topic_wait = _FIRST_ATTEMPT, Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
+        state, topic_wait = _FIRST_ATTEMPT, None
         mq, address = _NO_QUEUE, ""
         while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
             if state.step is not Step.SAME_QUEUE:
@@ -177,12 +178,14 @@ class BlockingProducer(ProducerFlags):
                 mq, address = self._target(route, req, state, gray, sharding_key, mq, address)
             try:
                 timeout = attempt_timeout(state, deadline - time.monotonic(), retry_times)
-                return mq, self.brokers.call(address, method, req, timeout)
+                return mq, self.brokers.call(address, method, req.envelope() if isinstance(req, WireSend) else req,
+                                             timeout)
             except GrayMQError as exc:
                 cached = self.routes.cached(topic)
                 broker = cached.broker(mq.broker_name) if cached is not None else None
                 state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=retry_times,
                                       replicated=broker is not None and broker.replicas > 1)
+                topic_wait = topic_wait or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)  # made once it is needed
                 self._pause(state, mq, req.sequence, topic_wait, deadline)
         raise state.error or RequestTimeoutError(f"send to {topic} timed out")
 
@@ -209,7 +212,7 @@ class BlockingProducer(ProducerFlags):
             self._refresh_asked[topic] = now
             self._loop.submit(self.routes.get(topic))  # starts the refresh; the cached route serves meanwhile
 
-    def _target(self, route: TopicRoute, req: pb.SendRequest | pb.SendBatchRequest, state: RetryState, gray: bool,
+    def _target(self, route: TopicRoute, req: WireSend | pb.SendBatchRequest, state: RetryState, gray: bool,
                 sharding_key: str | None, mq: MessageQueue, address: str) -> tuple[MessageQueue, str]:
         """The same queue at its set's leader, or a queue selected (away from ``state.avoid_broker``) under that
         queue's next sequence, set on ``req``."""

@@ -98,6 +98,32 @@ def test_no_answer_in_time_is_a_request_timeout_and_closes_the_connection(peer: 
         send(conn)
 
 
+def test_pushes_alone_do_not_outlast_the_timeout_on_a_blocking_socket(peer: tuple[str, list[Reply]]) -> None:
+    """A plain socket stays blocking (the kernel bounds each read): a broker that keeps sending pushes but never
+    the answer still times the request out, and an envelope written ahead goes out as a message's would."""
+    address, replies = peer
+
+    def pushes_only(conn: socket.socket, serial: int) -> None:
+        notice = request_envelope(pb.NOTIFY_GROUP_CHANGED, pb.GroupChangedNotice(consumer_group="c"), oneway=True)
+        try:
+            for _ in range(40):  # 2 s of pushes, each well inside the request's 0.3 s
+                conn.sendall(encode_frame(999, notice))
+                time.sleep(0.05)
+        except OSError:
+            pass  # the client gave up and hung up: what the test expects
+
+    replies.append(pushes_only)
+    conn = BlockingConnection.open(address, timeout_s=2, tls=None, token="")
+    assert conn.sock.gettimeout() is None
+    began = time.monotonic()
+    with pytest.raises(RequestTimeoutError):
+        send(conn, timeout_s=0.3)
+    assert time.monotonic() - began < 1.5  # the request's 0.3 s, not the 2 s the pushes go on for
+    conn = BlockingConnection.open(address, timeout_s=2, tls=None, token="")
+    envelope = request_envelope(pb.SEND_MESSAGE, pb.SendRequest(producer_group="g"))
+    assert conn.request(pb.SEND_MESSAGE, envelope, 2.0).msg_id.startswith("M")  # type: ignore[attr-defined]
+
+
 def test_a_peer_hanging_up_drops_every_idle_connection_to_it(peer: tuple[str, list[Reply]]) -> None:
     address, replies = peer
     brokers = BlockingBrokers(timeout_s=2, token="", tls=None)

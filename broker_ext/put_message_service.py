@@ -45,14 +45,17 @@ class PutMessageService:
     def append(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
         """Append to the store, count, and wake the long polls of every queue written.
 
-        Counted per queue written, not per message: a batch costs one stats update and one wake-up.
+        Counted per queue written, not per message: a batch to one queue costs one stats update and one wake-up,
+        and no loop over its messages.
         """
         results = self._store.put_messages(messages)
         if self.on_appended is not None:
             self.on_appended()
-        if len(messages) == 1:  # a plain send
-            put = messages[0]
-            self._stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), 1, results[0].size)
+        put = messages[0]
+        if len(messages) == 1 or len({(p.topic, p.queue_id) for p in messages}) == 1:  # a send, a SEND_BATCH
+            # a batch's records are contiguous: its bytes are from the first one's start to the last one's end
+            size = results[-1].end_offset - results[0].physical_offset
+            self._stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), len(messages), size)
             self._holds.notify(put.topic, put.queue_id)
             return results
         written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes]

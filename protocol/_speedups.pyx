@@ -43,6 +43,7 @@ cdef object _crc32 = zlib.crc32  # key-index hashes of short strings
 cdef object _record_crc = crc32  # records: protocol/crc.py's choice, the pure path's too
 cdef object _struct_error = struct.error
 cdef object _time = time.time
+cdef object _tuple_new = tuple.__new__
 
 # frame.py's constants, repeated as C values (the tests compare both modules' outputs)
 cdef uint32_t MSG_TOKEN = 0xFF7FF4FE
@@ -327,7 +328,8 @@ cdef bytes _index_entries(str topic, properties, int64_t offset, int64_t stamp):
 
 def place_puts(puts, queue_offsets, sizes, physical_offset, store_timestamp, result_class):
     """dispatch.place_puts: per queue the consume-queue units of ``puts`` (stored end to end from
-    ``physical_offset`` with ``sizes``), their key-index entries, and a ``result_class`` per put."""
+    ``physical_offset`` with ``sizes``), their key-index entries, and a ``result_class`` per put (a named tuple
+    class: made with ``tuple.__new__``, not its Python ``__new__``)."""
     cdef int64_t offset = _signed(physical_offset, 64, "physical_offset")
     cdef int64_t stamp = _signed(store_timestamp, 64, "store_timestamp")
     cdef int64_t size
@@ -357,7 +359,7 @@ def place_puts(puts, queue_offsets, sizes, physical_offset, store_timestamp, res
         entry = _index_entries(topic, properties, offset, stamp)
         if entry:
             entries.append(entry)
-        results.append(result_class(offset, size, queue_offset, store_timestamp, offset + size))
+        results.append(_tuple_new(result_class, (offset, size, queue_offset, store_timestamp, offset + size)))
         offset += size
     return units, b"".join(entries), results
 

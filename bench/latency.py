@@ -34,6 +34,7 @@ from graymq.protocol import loop
 WARMUP_S = 1.0
 DRAIN_TIMEOUT_S = 30.0
 PRODUCER_GRACE_S = 60.0  # beyond the schedule, for the last acks
+READY_TIMEOUT_S = 90.0  # for the consumer process to start and hold its queues
 
 
 class Recorder:
@@ -149,6 +150,20 @@ def _producer_main(module: str, params: dict[str, Any], rate: float, count: int,
         results.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
+def _wait_ready(module: str, consumer: Any, ready: Any, results: Any) -> None:
+    """Until the consumer process says it is subscribed; its own error as soon as it fails or dies first (not a
+    bare "not ready" once ``READY_TIMEOUT_S`` is over)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not ready.wait(0.2):
+        if not consumer.is_alive() or not results.empty() or time.monotonic() > deadline:
+            try:
+                status, value = results.get(timeout=5)
+            except queue.Empty:
+                status, value = "error", (f"exited with code {consumer.exitcode}" if not consumer.is_alive()
+                                          else f"not subscribed after {READY_TIMEOUT_S:g} s")
+            raise RuntimeError(f"{module}: latency consumer not ready: {value if status == 'error' else status}")
+
+
 def measure(module: str, params: dict[str, Any], rate: float, duration_s: float, server_pid: int | None = None
             ) -> Figures:
     """Run the consumer and producer processes of ``module`` against an already running server.
@@ -170,8 +185,7 @@ def measure(module: str, params: dict[str, Any], rate: float, duration_s: float,
     server_cpu = cpu_seconds(server_pid) if server_pid else math.nan
     consumer.start()
     try:
-        if not ready.wait(90):
-            raise RuntimeError(f"{module}: latency consumer not ready after 90 s")
+        _wait_ready(module, consumer, ready, consumer_results)
         producer.start()
         try:
             status, value = producer_results.get(timeout=duration_s + WARMUP_S + PRODUCER_GRACE_S)

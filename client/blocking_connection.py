@@ -102,7 +102,8 @@ class BlockingConnection:
         payload = body if isinstance(body, bytes) else request_envelope(method, body)
         deadline = time.monotonic() + timeout_s
         try:
-            self._bound(timeout_s)
+            if not self._timeout_s - TIMEOUT_STEP_S < timeout_s <= self._timeout_s:  # else: the same step, set
+                self._bound(timeout_s)
             self.sock.sendall(encode_frame(serial, payload, self.max_frame_size))
             envelope = self._response(serial, deadline)
         except (TimeoutError, BlockingIOError) as exc:  # BlockingIOError: a kernel timeout ran out
@@ -138,6 +139,7 @@ class BlockingConnection:
         ``TIMEOUT_STEP_S`` later: the kernel's timeout is set only when that step changes)."""
         if not self._kernel_timeout:
             self.sock.settimeout(timeout_s)
+            self._timeout_s = 0.0  # a TLS socket's timeout is set at every call
             return
         bound = math.ceil(timeout_s / TIMEOUT_STEP_S) * TIMEOUT_STEP_S
         if bound != self._timeout_s:

@@ -3,12 +3,14 @@
 The options (``SinkOptions``) and the columns (``SinkColumns``) are checked on the driver when the
 write is planned, before any row is sent. Each task writes its partition with one producer
 (``sink_task.PartitionWriter``) under a deterministic identity, so that a repeated attempt is
-stored once; the driver-side ``commit`` and ``abort`` only add up and log what the tasks stored.
+stored once; the driver-side ``commit`` adds up what the tasks stored, and a failed batch write's ``abort``
+counts what it stored on the brokers (``sink_tally``).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 
 from graymq.client.spark.sink_options import SinkOptions
 from graymq.client.spark.sink_schema import SinkColumns
+from graymq.client.spark.sink_tally import failed_write_line, mark_write
 from graymq.client.spark.sink_task import PartitionWriter, TaskIdentity
 from graymq.protocol.errors import ConfigError
 
@@ -55,6 +58,7 @@ class GraymqBatchWriter(DataSourceWriter):
         self.options = options
         self.columns = columns
         self.write_id = options.write_id or uuid.uuid4().hex
+        self.marks = mark_write(options)  # before any task sends: where the count of a failed write starts
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
         partition = _task().partitionId()
@@ -65,10 +69,13 @@ class GraymqBatchWriter(DataSourceWriter):
         log.info("graymq write %s: %d rows stored", self.write_id, _stored(messages))
 
     def abort(self, messages: list[Any]) -> None:
-        finished = [m for m in messages if isinstance(m, SinkCommit)]
-        log.error("graymq write %s failed: %d rows stored by the %d of %d tasks that finished (a failed task's "
-                  "error says how many of its own were stored); writing again with writeId=%s stores only the rest",
-                  self.write_id, _stored(messages), len(finished), len(messages), self.write_id)
+        """Say on stderr how many rows the write stored, counted on the brokers (the tasks Spark cancelled and the
+        failed one report nothing), and the ``writeId`` to save again with.
+
+        Printed rather than logged: ``abort`` runs in a Python worker of its own, whose logging nobody configured;
+        its stderr reaches the terminal of the job (and the driver's log).
+        """
+        print(failed_write_line(self.options, self.marks, self.write_id, messages), file=sys.stderr, flush=True)
 
 
 class GraymqStreamWriter(DataSourceStreamWriter):

@@ -40,7 +40,7 @@ demo: $(DEMO_STAMP)
 # Benchmarks: graymq vs Redis Streams vs NATS JetStream; `python -m graymq.bench` installs the Debian packages
 # it needs (redis-server, nats-server, postgresql) when missing. BENCH_ARGS="latency --repeat 3" etc.
 bench: $(DEMO_STAMP)
-	$(BIN)/pip install --quiet -e '.[server,bench]'
+	$(BIN)/pip install --quiet -e '.[server,bench,spark]'
 	$(BIN)/python -m graymq.bench $(BENCH_ARGS)
 
 # Reinstall only when the project's dependency list or the compiled hot path changes. The install builds

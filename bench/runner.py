@@ -23,7 +23,9 @@ Parts (default: all, in this order):
 - ``replication`` produce on one broker vs a broker set of two replicas, sync and async: batched, awaited p50/p99;
 - ``tracing``    the client's span hooks per message and awaited sends, with OpenTelemetry off and on;
 - ``stocksdk``   the stock RocketMQ 5 Python SDK on the broker's gRPC endpoint (awaited and async sends, receive
-                 and ack) beside graymq's own client.
+                 and ack) beside graymq's own client;
+- ``spark``      the Spark source's batch read and the Spark sink's batch write (local[2], ``--spark-count`` rows of
+                 1 KiB): rows/s side by side; without pyspark or Java it says so in one line and the run goes on.
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -53,7 +56,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication", "tracing", "stocksdk", "profile")
+         "replication", "tracing", "stocksdk", "profile", "spark")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -351,6 +354,26 @@ def part_stocksdk(results: Results, args: argparse.Namespace, root: Path) -> Non
             results.add("stocksdk", label, figures)
 
 
+def part_spark(results: Results, args: argparse.Namespace, root: Path) -> None:
+    from graymq.bench import bench_spark
+
+    reason = bench_spark.missing()
+    if reason:
+        progress(f"spark: not run: {reason}")
+        args.meta["spark_skipped"] = reason
+        return
+    settings = bench_spark.Settings(count=args.spark_count, rounds=1 + args.repeat)
+    args.meta["spark_settings"] = dataclasses.asdict(settings)
+    progress(f"spark: source and sink, {settings.count:,} rows, {settings.rounds} rounds (the first is not counted)")
+    try:
+        for case, samples in bench_spark.run(root, settings).items():
+            for figures in samples:
+                results.add("spark", case, figures)
+    except Exception as exc:  # noqa: BLE001 - a failed part is reported, the rest still run
+        progress(f"spark FAILED: {type(exc).__name__}: {exc}")
+        results.add("spark", "source and sink", {"error": f"{type(exc).__name__}: {exc}"})
+
+
 # ---------------------------------------------------------------- rendering
 
 def fmt(value: Any, kind: str = "") -> str:
@@ -630,6 +653,11 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
         "send_msgs_s": "awaited single sends (msg/s)", "send_async_msgs_s": "SDK send_async, 64 outstanding (msg/s)",
         "consume_msgs_s": "PushConsumer, pulls of 64 (msg/s)",
         "receive_ack_msgs_s": "SimpleConsumer receive 32 + ack each (msg/s)"})
+    from graymq.bench import bench_spark
+
+    body += bench_spark.render({case: e["median"] for case, e in results.parts.get("spark", {}).items()},
+                               bench_spark.Settings(**meta.get("spark_settings", {})), table, fmt,
+                               meta.get("spark_skipped"))
     body += render_throughput(results, "broker", "Broker with the raw BrokerClient (no name server, no routing)")
     body += render_trust(results)
     if results.parts.get("store"):
@@ -734,6 +762,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="peers: seconds of the 5,000 msg/s e2e with awaited sends (default 10)")
     parser.add_argument("--group-sizes", type=lambda text: [int(n) for n in text.split(",")], default=[50, 200, 500],
                         help="groupscale: group sizes, comma-separated (default 50,200,500)")
+    parser.add_argument("--spark-count", type=int, default=20_000,
+                        help="spark: rows read by the source and written by the sink per round (default 20000)")
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the JSON")
     parser.add_argument("--markdown", type=Path, default=HERE / "RESULTS.md", help="where to write RESULTS.md")
     parser.add_argument("--baseline", type=Path, default=HERE / "baseline.json",
@@ -772,7 +802,7 @@ def run(args: argparse.Namespace) -> int:
                             "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                             "settings": {k: getattr(args, k) for k in (
                                 "count", "store_count", "repeat", "rate", "duration", "gray_backlog", "consumers",
-                                "peer_count", "awaited_count", "e2e_duration", "group_sizes")}}
+                                "peer_count", "awaited_count", "e2e_duration", "group_sizes", "spark_count")}}
     args.meta = meta  # parts add run-wide figures (the peers' echo round trip and load)
     began = time.monotonic()
     results = Results()

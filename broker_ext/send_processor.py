@@ -30,7 +30,7 @@ from graymq.protocol.constants import (
     PROPERTY_TAGS,
     PROPERTY_TRACE_ID,
 )
-from graymq.protocol.errors import BadRequestError, NotLeaderError
+from graymq.protocol.errors import BadRequestError, NotLeaderError, RequestTimeoutError
 from graymq.protocol.native import pick
 from graymq.protocol.record import SYS_FLAG_GRAY
 from graymq.protocol.remoting import response_envelope
@@ -231,7 +231,8 @@ class SendProcessor:
 def _answer_after(answer: asyncio.Future[bytes], method: int, response: pb.SendResponse | pb.SendBatchResponse,
                   waits: list[asyncio.Future[None]], role: ReplicaRole, finished: asyncio.Future[None]) -> None:
     """Answer once every wait (the sync flush, the sync replication) is over: the first failure fails it, and so
-    does a leader lease that ran out meanwhile (``ReplicaRole.fence``)."""
+    does a leader lease that ran out meanwhile (``ReplicaRole.fence``) — as an outcome unknown (``TIMEOUT``), since
+    the request was written: the producer repeats it under the same sequence."""
     if answer.done():  # the connection closed and cancelled it, or an earlier wait failed
         return
     if finished.cancelled():
@@ -242,6 +243,10 @@ def _answer_after(answer: asyncio.Future[bytes], method: int, response: pb.SendR
         try:
             role.fence()
         except NotLeaderError as fenced:
-            answer.set_exception(fenced)
+            # written already: NOT_LEADER says "nothing stored" and the producer would send it again under a new
+            # sequence, a second copy once this replica renews its lease or a follower that copied it leads
+            answer.set_exception(RequestTimeoutError(
+                f"{fenced.message}; the request was stored here first, its outcome is unknown: a retry of it "
+                "(same queue and sequence) is stored once"))
             return
         answer.set_result(response_envelope(method, response))

@@ -20,7 +20,7 @@ from graymq.broker_ext.replica_lease import ReplicaLease
 from graymq.broker_ext.send_processor import to_put_message
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_PRODUCER_SEQUENCE
-from graymq.protocol.errors import NotLeaderError
+from graymq.protocol.errors import NotLeaderError, RequestTimeoutError, SendRetry
 
 pytestmark = pytest.mark.unit
 
@@ -86,4 +86,35 @@ def test_a_retry_reaching_the_new_leader_the_moment_it_leads_is_stored_once(tmp_
 
     response = asyncio.run(main())
     assert response.duplicate and response.queue_offset == 0
+    assert broker.store.get_max_offset(TOPIC, 0) == 1  # stored once
+
+
+def test_a_send_stored_before_the_lease_ran_out_is_answered_as_an_outcome_unknown_and_its_retry_stored_once(
+        tmp_path) -> None:
+    """A leader whose lease ends while a send waits for its flush must not answer NOT_LEADER (stored nothing: the
+    producer would send it again under a new sequence); it answers TIMEOUT, and the retry is recognised."""
+    settings = BrokerSettings(name="broker-t", store_dir=tmp_path, segment_size=1 << 16, cq_units_per_file=64,
+                              replica_id=0, replication="async", nameserver="http://ns.test", flush="sync")
+    broker = BrokerController(settings)
+    broker.load()
+    broker.topics.ensure(TOPIC, 1, 0)
+    role = broker.role
+    role.leader_id, role.lease_ends_at = 0, time.monotonic() + 60
+
+    async def main() -> tuple[BaseException | None, pb.SendResponse]:
+        await broker.store.start()
+        try:
+            answer = broker.send_processor.send(request(0))
+            assert isinstance(answer, asyncio.Future)  # waiting for the flush
+            role.lease_ends_at = time.monotonic() - 0.001  # the leader paused past its lease meanwhile
+            first = (await asyncio.gather(answer, return_exceptions=True))[0]
+            role.lease_ends_at = time.monotonic() + 60  # renewed: the producer's retry reaches it again
+            return first if isinstance(first, BaseException) else None, await retry_once_writable(broker, request(0))
+        finally:
+            await broker.store.stop()
+
+    first, retry = asyncio.run(main())
+    assert isinstance(first, RequestTimeoutError) and "outcome is unknown" in first.message, first
+    assert RequestTimeoutError.send_retry is SendRetry.SAME_QUEUE
+    assert retry.duplicate and retry.queue_offset == 0
     assert broker.store.get_max_offset(TOPIC, 0) == 1  # stored once

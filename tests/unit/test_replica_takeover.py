@@ -1,5 +1,6 @@
-"""A follower elected leader recognises a producer's retry from its first moment as leader: by the time it takes
-writes, its producer table holds what the old leader stored and it copied (and nothing it moved aside).
+"""A producer's retry across a change of leader is stored once: a follower elected leader recognises it from its
+first moment as leader (by the time it takes writes, its producer table holds what the old leader stored and it
+copied), and a leader whose lease ran out while a stored send waited for its answer says the outcome is unknown.
 
 A real broker (store on disk, its lease, fetcher and send processor) on one event loop; the name server's answer
 is handed to ``ReplicaLease.apply`` as its heartbeat would. The retry is sent the moment the fence lets writes in,

@@ -5,8 +5,9 @@ serialized once per send, then wrapped per attempt (a retry changes only the que
 ``Envelope`` (the frame's payload). The compiled pair (``graymq.protocol._client_speedups``, built from
 protocol/_client_speedups.pyx at install) writes each in one bytes object, fields in field-number order and
 proto3 defaults left out, as protobuf does; the pure pair lets protobuf write them (faster in Python than
-writing the fields by hand). A protobuf parser reads the same request from both
-(tests/unit/client/test_send_wire.py). ``GRAYMQ_PURE=1`` keeps the pure pair, as for ``graymq.protocol.native``.
+writing the fields by hand, even reading the message back once per attempt). A protobuf parser reads the same
+request from both (tests/unit/client/test_send_wire.py). ``GRAYMQ_PURE=1`` keeps the pure pair, as for
+``graymq.protocol.native``.
 """
 
 from __future__ import annotations
@@ -23,20 +24,6 @@ log = logging.getLogger(__name__)
 SEND_HEAD = request_envelope(pb.SEND_MESSAGE, pb.Empty())  # the Envelope's fields before its body (= 6)
 
 
-def varint(n: int) -> bytes:
-    """``n`` (0 <= n < 2**64) as a protobuf varint.
-
-    >>> varint(300).hex()
-    'ac02'
-    """
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_message_py(topic: str, body: bytes, tags: str, keys: Sequence[str], properties: Mapping[str, str],
                       gray: bool, trace_id: str, msg_id: str, born_ms: int, born_host: str) -> bytes:
     """The serialized ``pb.Message`` of these fields (the reference of the compiled ``encode_message``)."""
@@ -48,11 +35,10 @@ def encode_message_py(topic: str, body: bytes, tags: str, keys: Sequence[str], p
 def send_envelope_py(head: bytes, group: str, message: bytes, queue_id: int, producer_id: int,
                      sequence: int) -> bytes:
     """The request ``Envelope`` (``head``, then its body field) carrying a ``SendRequest`` of ``message`` (the
-    reference of the compiled ``send_envelope``; the message field comes last, which protobuf reads the same)."""
-    request = pb.SendRequest(producer_group=group, queue_id=queue_id, producer_id=producer_id,
-                             sequence=sequence).SerializeToString()
-    request += b"\x12" + varint(len(message)) + message
-    return head + b"\x32" + varint(len(request)) + request
+    reference of the compiled ``send_envelope``: protobuf reads the message back and writes the request)."""
+    request = pb.SendRequest(producer_group=group, queue_id=queue_id, producer_id=producer_id, sequence=sequence)
+    request.message.ParseFromString(message)
+    return head + request_envelope(pb.SEND_MESSAGE, request)[len(SEND_HEAD):]
 
 
 def _load() -> Any:

@@ -1,8 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The blocking producer's SEND_MESSAGE request written in C: the compiled twins of ``encode_message_py`` and
-``send_envelope_py`` (client/send_wire.py, which documents the layout). Each writes its bytes object once, at its
-final size, the strings read as UTF-8 in place; keys and properties, rare on the hot path, are written by the
-same helpers in Python."""
+``send_envelope_py`` (client/send_wire.py). Each writes its bytes object once, at its final size, the strings read
+as UTF-8 in place; keys and properties, rare on the hot path, go through small Python helpers.
+
+Layout (protobuf wire format, protocol/proto/graymq.proto; tag byte = field number << 3 | 2 for length-delimited,
+| 0 for varint; proto3 defaults left out, except a repeated or map element, always written):
+- Message: topic 1, body 2, tags 3, keys 4 (repeated), properties 5 (map entry: key 1, value 2), gray 6,
+  trace_id 7, msg_id 8, born_timestamp 9 (varint), born_host 10;
+- SendRequest: producer_group 1, message 2 (always written), queue_id 3, producer_id 20, sequence 21 (varints;
+  a negative int32/int64 as its 64-bit two's complement, ten bytes);
+- Envelope: the request's head (method 1), then body 6.
+"""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t, uint64_t

@@ -137,6 +137,24 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_section(cases: dict[str, dict[str, Any]], table: Callable[[list[str], list[list[str]]], str]) -> list[str]:
+    """RESULTS.md's section: per case (``profile_case``'s figures) the broker's top functions, nothing if none ran."""
+    if not cases:
+        return []
+    out = ["## The broker's profile (cProfile of the broker process, CPU of its event loop thread)", "",
+           "Own time excludes the functions called (compiled Cython functions are not seen: their time is their "
+           "caller's); the profiler inflates Python calls, so read shares, and the unprofiled CPU for the cost.", ""]
+    for figures in cases.values():
+        if "top" not in figures:  # a failed run
+            continue
+        unit = figures["unit"]
+        out += [f"**{figures['case']}**: {figures['cpu_us_per_unit']:.1f} broker CPU µs per {unit} unprofiled", "",
+                table([f"own µs/{unit}", f"cumulative µs/{unit}", "function"],
+                      [[f"{own:.2f}", f"{cumulative:.2f}", name.replace("|", "/")]
+                       for name, own, cumulative in figures["top"]]), ""]
+    return out
+
+
 def run(root: Path, batches: int = 300, sends: int = 3000) -> list[dict[str, Any]]:
     """Both cases, each printed as it ends."""
     results = []

@@ -653,6 +653,10 @@ def render(results: Results, meta: dict[str, Any], baseline: dict[str, Any] | No
         "send_msgs_s": "awaited single sends (msg/s)", "send_async_msgs_s": "SDK send_async, 64 outstanding (msg/s)",
         "consume_msgs_s": "PushConsumer, pulls of 64 (msg/s)",
         "receive_ack_msgs_s": "SimpleConsumer receive 32 + ack each (msg/s)"})
+    from graymq.bench import bench_profile
+
+    body += bench_profile.render_section({case: e["median"] for case, e in results.parts.get("profile", {}).items()},
+                                         table)
     from graymq.bench import bench_spark
 
     body += bench_spark.render({case: e["median"] for case, e in results.parts.get("spark", {}).items()},

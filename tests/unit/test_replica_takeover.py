@@ -30,10 +30,11 @@ TOPIC = "T"
 UNREACHABLE = "127.0.0.1:9"  # the dead old leader: the follower's fetch loop keeps retrying it
 
 
-def follower(tmp_path) -> BrokerController:
-    settings = BrokerSettings(name="broker-t", store_dir=tmp_path, segment_size=1 << 16, cq_units_per_file=64,
-                              replica_id=1, replication="sync", nameserver="http://ns.test")
-    broker = BrokerController(settings)
+def replica(tmp_path, replica_id: int, **settings: str) -> BrokerController:
+    """A replica of set broker-t, its store loaded, knowing topic ``TOPIC``; its role as none told it yet."""
+    broker = BrokerController(BrokerSettings(name="broker-t", store_dir=tmp_path, segment_size=1 << 16,
+                                             cq_units_per_file=64, replica_id=replica_id,
+                                             nameserver="http://ns.test", **settings))
     broker.load()
     broker.topics.ensure(TOPIC, 1, 0)
     return broker
@@ -71,7 +72,7 @@ async def retry_once_writable(broker: BrokerController, req: pb.SendRequest) -> 
 
 
 def test_a_retry_reaching_the_new_leader_the_moment_it_leads_is_stored_once(tmp_path) -> None:
-    broker = follower(tmp_path)
+    broker = replica(tmp_path, 1, replication="sync")
     copy_from_old_leader(broker, request(0))
     lease = ReplicaLease(broker, [broker.settings.nameserver])
 
@@ -94,11 +95,7 @@ def test_a_send_stored_before_the_lease_ran_out_is_answered_as_an_outcome_unknow
         tmp_path) -> None:
     """A leader whose lease ends while a send waits for its flush must not answer NOT_LEADER (stored nothing: the
     producer would send it again under a new sequence); it answers TIMEOUT, and the retry is recognised."""
-    settings = BrokerSettings(name="broker-t", store_dir=tmp_path, segment_size=1 << 16, cq_units_per_file=64,
-                              replica_id=0, replication="async", nameserver="http://ns.test", flush="sync")
-    broker = BrokerController(settings)
-    broker.load()
-    broker.topics.ensure(TOPIC, 1, 0)
+    broker = replica(tmp_path, 0, replication="async", flush="sync")
     role = broker.role
     role.leader_id, role.lease_ends_at = 0, time.monotonic() + 60
 

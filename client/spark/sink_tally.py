@@ -113,15 +113,14 @@ def _count_queue(consumer: SyncFacade, mq: MessageQueue, start: int, producer_id
 def failed_write_line(options: SinkOptions, marks: WriteMarks | None, write_id: str, messages: list[object]) -> str:
     """The one line a failed batch write prints: the rows it stored and the ``writeId`` a re-run passes."""
     finished = [m for m in messages if m is not None]
-    reported = sum(getattr(m, "rows", 0) for m in finished)
+    reported = (f"the {len(finished)} of {len(messages)} tasks that finished stored "
+                f"{sum(getattr(m, 'rows', 0) for m in finished)} rows, the others an unknown number")
     if marks is None:
-        stored = (f"the {len(finished)} of {len(messages)} tasks that finished stored {reported} rows, the others "
-                  "an unknown number (rows that name their own topic are not counted)")
+        stored = f"{reported} (rows that name their own topic are not counted)"
     else:
         try:
             stored = f"{count_stored(options, marks, write_id, len(messages))} rows stored (counted on the brokers)"
         except (GrayMQError, OSError) as exc:
-            stored = (f"the {len(finished)} of {len(messages)} tasks that finished stored {reported} rows, the "
-                      f"others an unknown number (the brokers could not be read: {exc})")
+            stored = f"{reported} (the brokers could not be read: {exc})"
     return (f"graymq write {write_id} failed: {stored}; save() again with the option writeId={write_id} "
             f"(within 5 minutes) to store only the rest")

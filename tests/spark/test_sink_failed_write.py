@@ -15,19 +15,22 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyspark.sql.types import StringType, StructField, StructType
 
 from graymq.broker_ext.producer_table import sequence_property
 from graymq.client.spark import sink_tally
 from graymq.client.spark.sink import SinkCommit
 from graymq.client.spark.sink_options import SinkOptions
-from graymq.client.spark.sink_tally import failed_write_line, mark_write, request_rows
-from graymq.client.spark.sink_task import TaskIdentity
+from graymq.client.spark.sink_schema import SinkColumns
+from graymq.client.spark.sink_tally import count_stored, failed_write_line, mark_write, request_rows
+from graymq.client.spark.sink_task import PartitionWriter, TaskIdentity
 from tests.spark.failed_write_job import WRITE_IDS
 from tests.support.stock_reads import stored_messages
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = {"refused": "SINK_FAILED_REFUSED", "udf": "SINK_FAILED_UDF"}
+COUNTED = "SINK_FAILED_COUNTED"
 QUEUES = 4
 EVERY_ROW_ONCE = {f"r{n}": 1 for n in range(200)}
 
@@ -106,3 +109,21 @@ def test_only_the_writes_own_requests_are_counted_and_a_write_to_column_topics_s
     assert line == ("graymq write w failed: the 1 of 2 tasks that finished stored 7 rows, the others an unknown "
                     "number (rows that name their own topic are not counted); save() again with the option "
                     "writeId=w (within 5 minutes) to store only the rest")
+
+
+def test_the_count_is_what_the_writes_tasks_stored_after_the_mark_and_nobody_elses(cluster):
+    cluster.add_broker("broker-a")
+    cluster.create_topic(COUNTED, QUEUES, 2)
+    options = SinkOptions.parse({"nameserver": cluster.ns_url, "topic": COUNTED, "batchMaxMessages": "7"})
+    columns = SinkColumns.check(StructType([StructField("body", StringType())]), COUNTED)
+
+    def task(write_id: str, partition: int, rows: int) -> None:
+        PartitionWriter(options, columns, TaskIdentity(write_id, 0, partition)).write([("r",)] * rows)
+
+    task("w", 1, 5)  # an earlier attempt of the write: stored before the mark
+    marks = mark_write(options)
+    task("w", 0, 30)
+    task("w", 2, 11)
+    task("other", 1, 9)  # another write to the same topic meanwhile
+    task("w", 1, 5)  # the earlier attempt's rows again: recognised, not stored again
+    assert count_stored(options, marks, "w", 3) == 41

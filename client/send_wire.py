@@ -6,18 +6,18 @@ serialized once per send, then wrapped per attempt (a retry changes only the que
 protocol/_client_speedups.pyx at install) writes each in one bytes object, fields in field-number order and
 proto3 defaults left out, as protobuf does; the pure pair lets protobuf write them (faster in Python than
 writing the fields by hand, even reading the message back once per attempt). A protobuf parser reads the same
-request from both (tests/unit/client/test_send_wire.py). ``GRAYMQ_PURE=1`` keeps the pure pair, as for
-``graymq.protocol.native``.
+request from both (tests/unit/client/test_send_wire.py). The compiled pair runs where
+``graymq.protocol.native`` runs the compiled path (so ``GRAYMQ_PURE=1`` keeps the pure pair).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol import native
 from graymq.protocol.remoting import request_envelope
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,9 @@ def send_envelope_py(head: bytes, group: str, message: bytes, queue_id: int, pro
 
 
 def _load() -> Any:
-    if os.environ.get("GRAYMQ_PURE", "") not in ("", "0"):
+    """The compiled module when the compiled path runs (``native.SPEEDUPS``: not under ``GRAYMQ_PURE=1``, nor
+    where nothing was built), else None; one warning when only this module is missing."""
+    if native.SPEEDUPS is None:
         return None
     try:
         from graymq.protocol import _client_speedups  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from graymq.client.message import Message
 from graymq.client.producer import MessageIds
 from graymq.client.send_fields import message_fields, message_wire
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol import native
 from graymq.protocol.errors import BadRequestError
 from graymq.protocol.remoting import request_envelope
 
@@ -93,3 +94,8 @@ def test_a_retry_rewraps_the_same_message_under_its_new_queue_and_sequence() -> 
     send.queue_id, send.sequence = 3, 9
     request = pb.SendRequest.FromString(pb.Envelope.FromString(send.envelope()).body)
     assert (request.queue_id, request.sequence, request.producer_id, request.message.msg_id) == (3, 9, 7, "m")
+
+
+def test_the_install_builds_the_compiled_encoder_beside_the_compiled_hot_path() -> None:
+    """setup.py builds both extensions: where the broker's compiled path runs, the blocking client's does too."""
+    assert (send_wire.COMPILED is None) == (native.SPEEDUPS is None), native.REASON

@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
+
 from graymq.client.gray_state import GrayState, Step
 from graymq.client.spark.job_producer import JobProducer
 from graymq.client.spark.member import SparkMember
@@ -53,10 +55,12 @@ Pipeline = Callable[[Any, bool], Any]
 
 
 class QueryFailed(GrayMQError):
-    """The job's streaming query stopped on its own (its error is the cause)."""
+    """The job's streaming query stopped on its own after ``query_restarts`` restarts (its error is the cause)."""
 
 
 class StreamingJob:
+    query_restarts = 3  # a query that stopped on its own is started again this often without a micro-batch between
+
     def __init__(self, spark: Any, options: Mapping[str, str], pipeline: Pipeline, checkpoint_root: str, *,
                  trigger: Mapping[str, Any] | None = None, labels: Mapping[str, str] | None = None,
                  client_id: str | None = None, heartbeat_interval_s: float = 2.0, drain_timeout_s: float = 300.0,
@@ -79,6 +83,7 @@ class StreamingJob:
         self.member: Any = None
         self.producer_group = producer_group
         self.producer: Any = None
+        self._failed_runs = 0
 
     @property
     def gray(self) -> bool:
@@ -115,6 +120,18 @@ class StreamingJob:
             self.member.stop()
             self.member = None
 
+    def retire(self, timeout_s: float = 120.0) -> None:
+        """Stop for good with the group's committed offsets exactly at what the job processed, for the job that
+        takes its side over (an old normal job once the new one is promoted: two Spark jobs on one side would
+        both read every queue). The query stops between micro-batches, runs once more with ``availableNow`` on
+        its checkpoint (what arrived meanwhile; its final offsets are committed to the brokers before it
+        returns, as in a drain), then the job unregisters."""
+        self._stop_query()
+        deadline = time.monotonic() + timeout_s
+        while not self._run_available_now(deadline, self.gray) and time.monotonic() < deadline:
+            log.info("spark job %s: running the last availableNow run again", self.client_id)
+        self.stop()
+
     def run(self, stop: threading.Event) -> None:
         """Start, follow the desired flag until ``stop`` is set, then stop."""
         try:
@@ -132,15 +149,33 @@ class StreamingJob:
             log.warning("%s; will retry while the desired flag stays normal", exc.message)
 
     def poll(self) -> None:
-        """One step: fail if the query died; act when the desired flag differs from the job's."""
-        if self.query is not None and not self.query.isActive:
-            raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from self.query.exception()
+        """One step: restart a query that died, act when the desired flag differs from the job's, restart the
+        query when the side of its writes changed."""
+        self._restart_failed_query()
         self._follow(self.member.desired_gray)
         if self.query is not None and self.producer is not None and self._writes_gray() != self.producer.writing:
             log.info("spark job %s: producer group %s says write %s; restarting the query", self.client_id,
                      self.producer_group, "gray" if not self.producer.writing else "normal")
             self._stop_query()
             self.query = self._start_query(self.gray, self.trigger)
+
+    def _restart_failed_query(self) -> None:
+        """A query that stopped on its own (say, Spark could not start a Python worker in time) runs again from its
+        checkpoint, which repeats no stored row (the sink is idempotent per batch); after ``query_restarts``
+        restarts without a micro-batch in between, ``QueryFailed``."""
+        if self.query is None:
+            return
+        if self.query.isActive:
+            if self.query.lastProgress is not None:
+                self._failed_runs = 0
+            return
+        error = self.query.exception()
+        self._failed_runs += 1
+        if self._failed_runs > self.query_restarts:
+            raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from error
+        log.warning("spark job %s: streaming query stopped (%s); restarting it from its checkpoint (%d of %d)",
+                    self.client_id, error, self._failed_runs, self.query_restarts)
+        self.query = self._start_query(self.gray, self.trigger)
 
     def _follow(self, desired: bool) -> None:
         step = self.gray_state.follow(desired)
@@ -189,10 +224,16 @@ class StreamingJob:
         self.member.report(True, ClientState.GRAY)
         self.query = self._start_query(True, self.trigger)
 
-    def _run_available_now(self, deadline: float) -> None:
-        query = self._start_query(True, {"availableNow": True})
-        if not query.awaitTermination(max(1.0, deadline - time.monotonic())):
+    def _run_available_now(self, deadline: float, gray: bool = True) -> bool:
+        """One ``availableNow`` run on the side's checkpoint; True when it finished, without error, in time."""
+        query = self._start_query(gray, {"availableNow": True})
+        try:
+            if query.awaitTermination(max(1.0, deadline - time.monotonic())):
+                return True
             query.stop()
+        except StreamingQueryException as exc:  # the drain checks the backlog and runs again
+            log.warning("spark job %s: availableNow run failed: %s", self.client_id, exc)
+        return False
 
     # -- queries -----------------------------------------------------------------------------
     def _start_query(self, gray: bool, trigger: Mapping[str, Any]) -> Any:

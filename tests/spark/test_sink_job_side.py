@@ -3,7 +3,6 @@ that group's flag: set normal, its next rows go to the target's normal queues wh
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from graymq.client import Message
 from graymq.client.spark import StreamingJob
 from graymq.client.sync import SyncProducer
 from tests.spark.helpers import poll_until
+from tests.spark.job_thread import running
 from tests.spark.sink_helpers import bodies, stored_rows
 from tests.support.cli import gray_status, graymq
 
@@ -48,23 +48,8 @@ def running_job(cluster, spark, tmp_path) -> Iterator[StreamingJob]:
 
     job = StreamingJob(spark, options, pipeline, str(tmp_path / "checkpoints"), trigger={"processingTime": "1 second"},
                        labels={"version": "v2"}, heartbeat_interval_s=0.3, poll_s=0.1, producer_group=PRODUCER_GROUP)
-    stop, failure = threading.Event(), []
-
-    def run() -> None:
-        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
-        try:
-            job.run(stop)
-        except BaseException as exc:  # surfaced after the test
-            failure.append(exc)
-
-    runner = threading.Thread(target=run, name="spark-job")
-    runner.start()
-    try:
+    with running(spark, job):
         yield job
-    finally:
-        stop.set()
-        runner.join(120)
-    assert not failure, failure
 
 
 def test_gray_job_is_one_gray_producer_of_its_group_and_writes_normal_once_the_group_flag_says_so(

@@ -41,7 +41,7 @@ def graymq_process(tmp_path: Path) -> Iterator[Callable[..., GraymqProcess]]:
     """Factory that starts ``graymq <args>`` and stops every process it started at teardown."""
     started: list[GraymqProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 30.0) -> GraymqProcess:
+    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 60.0) -> GraymqProcess:
         proc = GraymqProcess(args, env=env, cwd=tmp_path)
         started.append(proc)
         if wait:

@@ -22,6 +22,7 @@ _CODES: dict[int, int] = {
     pb.DISK_FULL: v2.INTERNAL_SERVER_ERROR,
     pb.FLUSH_TIMEOUT: v2.MASTER_PERSISTENCE_TIMEOUT,
     pb.REPLICATION_TIMEOUT: v2.SLAVE_PERSISTENCE_TIMEOUT,
+    pb.TIMEOUT: v2.PROXY_TIMEOUT,  # stored, but its durability unconfirmed (a leader fenced while it waited)
     pb.NOT_LEADER: v2.HA_NOT_AVAILABLE,
     pb.SERVICE_NOT_AVAILABLE: v2.HA_NOT_AVAILABLE,
 }

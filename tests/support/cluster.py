@@ -89,11 +89,11 @@ class Cluster:
 
 @contextmanager
 def module_processes(root: Path) -> Iterator[Callable[..., GraymqProcess]]:
-    """``start(*args, env=None, wait=True, timeout=30)``: a ``graymq`` process in ``root`` (ready unless ``wait`` is
+    """``start(*args, env=None, wait=True, timeout=60)``: a ``graymq`` process in ``root`` (ready unless ``wait`` is
     false); every process it started stops, last first, at exit."""
     started: list[GraymqProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 30.0
+    def start(*args: str, env: dict[str, str] | None = None, wait: bool = True, timeout: float = 60.0
               ) -> GraymqProcess:
         proc = GraymqProcess(args, env=env, cwd=root)
         started.append(proc)

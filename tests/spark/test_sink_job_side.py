@@ -3,14 +3,16 @@ that group's flag: set normal, its next rows go to the target's normal queues wh
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from graymq.client import Message
-from graymq.client.spark import StreamingJob
+from graymq.client import Message, Producer
+from graymq.client.spark import SinkOptions, StreamingJob
 from graymq.client.sync import SyncProducer
+from graymq.protocol.errors import ConfigError
 from tests.spark.helpers import poll_until
 from tests.spark.job_thread import running
 from tests.spark.sink_helpers import bodies, stored_rows
@@ -83,3 +85,21 @@ def test_gray_job_is_one_gray_producer_of_its_group_and_writes_normal_once_the_g
     assert (client["client_id"], client["gray"], client["state"]) == (running_job.client_id, False, "NORMAL")
     [stage] = gray_status(cluster.ns_url, GROUP)["clients"]
     assert (stage["role"], stage["gray"]) == ("spark", True), "the consumer side follows its own group's flag"
+
+
+def test_sink_tasks_register_unless_told_not_to():
+    assert SinkOptions.parse({"nameserver": "http://ns:9876"}).register_producer
+    assert not SinkOptions.parse({"nameserver": "http://ns:9876", "registerproducer": "false"}).register_producer
+    with pytest.raises(ConfigError, match="registerProducer"):
+        SinkOptions.parse({"nameserver": "http://ns:9876", "registerproducer": "maybe"})
+
+
+def test_an_unregistered_producer_starts_without_a_name_server_and_keeps_its_flag():
+    async def start_and_stop() -> tuple[bool, bool]:
+        producer = Producer("NOBODY_HEARS", "http://127.0.0.1:9", gray=True, register=False)
+        await producer.start()
+        started = producer.started and not producer.membership.registered
+        await producer.stop()
+        return started, producer.gray
+
+    assert asyncio.run(start_and_stop()) == (True, True)

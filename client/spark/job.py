@@ -25,7 +25,8 @@ side. The pipeline is given the side of the writes, which follows that producer 
 does: when a promote's producer step or ``graymq gray flag PGROUP CLIENT off`` sets it normal, the job restarts
 its query between micro-batches writing normal, then reports normal. The sink's tasks then send with
 ``registerProducer=false``, on the side decided here. Without ``producer_group`` the pipeline is given the job's
-side and each sink task registers on its own.
+side and each sink task registers on its own. The restart waits for the running micro-batch; should a trigger
+begin in the instant before the stop, that batch is re-run on the new side and its rows stored on both.
 """
 
 from __future__ import annotations

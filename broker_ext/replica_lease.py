@@ -3,9 +3,9 @@ it does with the answer: lead, follow, or step down.
 
 - Elected (the answer names this replica at a new epoch): stop copying and rebuild the producer table from the
   log (so a retry of a send the old leader stored is recognized), only then take writes; the delay schedule is
-  recounted and resumed, the followers' progress starts over. Queue leases copied from the predecessor hold on (their owners
-  re-lock at once, others wait until they would have ended); a replica that copied none (it never followed this
-  epoch's predecessor) grants leases only after one lease period.
+  recounted and resumed, the followers' progress starts over. Queue leases copied from the predecessor hold on
+  (their owners re-lock at once, others wait until they would have ended); a replica that copied none (it never
+  followed this epoch's predecessor) grants leases only after one lease period.
 - Following (another replica leads): refuse writes, stop the delay schedule, and — when the epoch is new — move
   aside whatever this log holds past the new leader's start offset (``replica_log.move_aside``: counted, logged,
   kept for re-publishing), then copy from the leader.

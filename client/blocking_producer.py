@@ -39,7 +39,7 @@ from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
 from graymq.client.selector import MemoSelector
 from graymq.client.send_fields import message_fields, message_wire
-from graymq.client.send_pause import pause_s
+from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.send_wire import WireSend
 from graymq.protocol import graymq_pb2 as pb
@@ -167,7 +167,7 @@ class BlockingProducer(ProducerFlags):
         deadline = time.monotonic() + (timeout_s or self.settings.send_timeout_s)
         method = pb.SEND_MESSAGE if isinstance(req, WireSend) else pb.SEND_BATCH
         retry_times = self.settings.retry_times
-        state, topic_wait = _FIRST_ATTEMPT, None
+        state, backoff = _FIRST_ATTEMPT, None
         mq, address = _NO_QUEUE, ""
         while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
             if state.step is not Step.SAME_QUEUE:
@@ -184,9 +184,11 @@ class BlockingProducer(ProducerFlags):
                 cached = self.routes.cached(topic)
                 broker = cached.broker(mq.broker_name) if cached is not None else None
                 state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=retry_times,
-                                      replicated=broker is not None and broker.replicas > 1)
-                topic_wait = topic_wait or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)  # made once it is needed
-                self._pause(state, mq, req.sequence, topic_wait, deadline)
+                                      replicated=broker is not None and broker.replicas > 1,
+                                      brokers=send_brokers(self.selector, route, gray, self.gray_switch, mq,
+                                                           fixed=sharding_key is not None))
+                backoff = backoff or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)  # made once it is needed
+                self._pause(state, mq, req.sequence, backoff, deadline)
         raise state.error or RequestTimeoutError(f"send to {topic} timed out")
 
     def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
@@ -203,7 +205,7 @@ class BlockingProducer(ProducerFlags):
             if cached is not None:
                 self._refresh_soon(topic)
                 return cached
-        refresh = state.step in (Step.NEW_LEADER, Step.RECHECK_TOPIC)
+        refresh = state.step in (Step.NEW_LEADER, Step.WAIT_LEADER, Step.RECHECK_TOPIC)
         return self._loop.run(self.routes.get(topic, refresh=refresh), remaining_s)
 
     def _refresh_soon(self, topic: str) -> None:
@@ -229,9 +231,9 @@ class BlockingProducer(ProducerFlags):
         req.queue_id = mq.queue_id
         return mq, found
 
-    def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff,
+    def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, backoff: Backoff,
                deadline: float) -> None:
         """Between a failed attempt and the next (``send_pause.pause_s``): a stale route, a log line, a wait."""
-        delay_s = pause_s(state, mq, sequence, topic_wait, self.routes, max(deadline - time.monotonic(), 0.0))
+        delay_s = pause_s(state, mq, sequence, backoff, self.routes, max(deadline - time.monotonic(), 0.0))
         if delay_s > 0:
             time.sleep(delay_s)

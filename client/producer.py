@@ -49,7 +49,7 @@ from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.route import TopicRoute
 from graymq.client.selector import GrayQueueSelector, MemoSelector
 from graymq.client.send_fields import message_fields
-from graymq.client.send_pause import pause_s
+from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.tracing import send_span, tracer
 from graymq.protocol import graymq_pb2 as pb
@@ -298,7 +298,7 @@ class Producer(ProducerFlags):
             raise BadRequestError("producer not started: await producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
         send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
-        state, topic_wait = _FIRST_ATTEMPT, None  # the backoff is made only when a broker lacks the topic
+        state, backoff = _FIRST_ATTEMPT, None  # made when a topic or a leader is first waited for
         mq, address = _NO_QUEUE, ""
         while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
             if state.step is not Step.SAME_QUEUE:
@@ -314,9 +314,11 @@ class Producer(ProducerFlags):
                 return mq, await send(address, req, timeout)  # type: ignore[arg-type]
             except GrayMQError as exc:
                 state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=self.retry_times,
-                                      replicated=_replicated(self.routes.cached(topic), mq.broker_name))
-                topic_wait = topic_wait or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
-                await self._pause(state, mq, req.sequence, topic_wait, deadline)
+                                      replicated=_replicated(self.routes.cached(topic), mq.broker_name),
+                                      brokers=send_brokers(self.selector, route, gray, self.gray_switch, mq,
+                                                           fixed=sharding_key is not None or pinned is not None))
+                backoff = backoff or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
+                await self._pause(state, mq, req.sequence, backoff, deadline)
         raise state.error or RequestTimeoutError(f"send to {topic} timed out")
 
     async def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
@@ -324,7 +326,7 @@ class Producer(ProducerFlags):
         when the step says so, else the cache's (refreshed in the background when due)."""
         if state.error is None and (route := self.routes.fresh(topic)) is not None:
             return route
-        refresh = state.step in (Step.NEW_LEADER, Step.RECHECK_TOPIC)
+        refresh = state.step in (Step.NEW_LEADER, Step.WAIT_LEADER, Step.RECHECK_TOPIC)
         return await with_timeout(self.routes.get(topic, refresh=refresh), remaining_s)
 
     def _target(self, route: TopicRoute, req: _SendRequest, state: RetryState, gray: bool,
@@ -346,10 +348,10 @@ class Producer(ProducerFlags):
         req.sequence = self._next_sequence(mq)
         return mq, found
 
-    async def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff,
+    async def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, backoff: Backoff,
                      deadline: float) -> None:
         """Between a failed attempt and the next (``send_pause.pause_s``): a stale route, a log line, a wait."""
-        delay_s = pause_s(state, mq, sequence, topic_wait, self.routes, max(deadline - time.monotonic(), 0.0))
+        delay_s = pause_s(state, mq, sequence, backoff, self.routes, max(deadline - time.monotonic(), 0.0))
         if delay_s > 0:
             await asyncio.sleep(delay_s)
 

@@ -8,6 +8,8 @@ import logging
 from typing import Protocol
 
 from graymq.client.message import MessageQueue
+from graymq.client.route import TopicRoute
+from graymq.client.selector import GrayQueueSelector
 from graymq.client.send_retry import RetryState, Step
 from graymq.protocol.retry import Backoff
 
@@ -19,14 +21,21 @@ class _Invalidate(Protocol):
     def invalidate(self, topic: str) -> None: ...
 
 
-def pause_s(state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Backoff, routes: _Invalidate,
+def pause_s(state: RetryState, mq: MessageQueue, sequence: int, backoff: Backoff, routes: _Invalidate,
             left_s: float) -> float:
     """Seconds to wait before the attempt ``state`` describes (at most ``left_s``), the route of ``mq``'s topic
-    marked for refresh when the step reads it again; ``sequence``: the failed attempt's, for the log."""
+    marked for refresh when the step reads it again; ``sequence``: the failed attempt's, for the log; ``backoff``:
+    the send's, for a topic or a leader waited for."""
     assert state.error is not None
     if state.step is Step.RECHECK_TOPIC:
-        backoff_s = topic_wait.next()
+        backoff_s = backoff.next()
         log.info("%s does not know topic %s yet; asking again in %.2fs", mq.broker_name, mq.topic, backoff_s)
+        return min(backoff_s, left_s)
+    if state.step is Step.WAIT_LEADER:  # nothing stored, nowhere else to go: the set's election is waited for
+        routes.invalidate(mq.topic)
+        backoff_s = backoff.next()
+        log.info("broker set %s has no leader (%s); reading the route again in %.2fs", mq.broker_name,
+                 state.error.message, backoff_s)
         return min(backoff_s, left_s)
     if state.step is Step.NEW_LEADER:  # it may be stored on that broker set: only its new leader can say
         routes.invalidate(mq.topic)
@@ -37,3 +46,12 @@ def pause_s(state: RetryState, mq: MessageQueue, sequence: int, topic_wait: Back
         log.info("send to %s failed (%s), retrying %s", mq, state.error.message,
                  f"the same queue (sequence {sequence})" if state.resending else "on another broker")
     return 0.0
+
+
+def send_brokers(selector: GrayQueueSelector, route: TopicRoute, gray: bool, gray_switch: bool,
+                 mq: MessageQueue, fixed: bool) -> frozenset[str]:
+    """The brokers a send to ``mq`` may go to after a refusal: only ``mq``'s when its queue is ``fixed`` (a
+    sharding key, a pinned queue), else every broker with a writable queue of its side."""
+    if fixed:
+        return frozenset((mq.broker_name,))
+    return frozenset(queue.broker_name for queue in selector.candidates(route, gray, gray_switch))

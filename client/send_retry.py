@@ -12,6 +12,10 @@ module adds what the attempt's state says:
   against ``retry_times``, bounded by the send's timeout;
 - a request that certainly stored nothing (no connection, a refusal) goes to another broker under that
   queue's next sequence;
+- but one refused because its replicated broker set has no leader now (``SendRetry.NEW_LEADER``: not leading,
+  no connection to the old leader, shutting down), with no other broker to go to (one broker set, an ordered or
+  pinned send, or every other set refused so too), waits for the election: a backoff, the route read again,
+  a new queue — not counted, bounded by the send's timeout;
 - a broker that does not know the topic yet (``SendRetry.WAIT_TOPIC``) is asked again after a backoff, the
   route read again first, not counted;
 - a non-retriable error, or more than ``retry_times`` counted failures, stops.
@@ -19,6 +23,7 @@ module adds what the attempt's state says:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -31,6 +36,7 @@ class Step(Enum):
     NEW_QUEUE = "new_queue"  # select a queue (away from ``avoid_broker``), under that queue's next sequence
     SAME_QUEUE = "same_queue"  # the same queue, broker and sequence
     NEW_LEADER = "new_leader"  # read the route again, then the same queue and sequence at its set's leader
+    WAIT_LEADER = "wait_leader"  # back off, read the route again, then a new queue (nothing was stored)
     RECHECK_TOPIC = "recheck_topic"  # back off, ask the name server for the route again, then a new queue
     STOP = "stop"  # raise ``error``
 
@@ -48,6 +54,7 @@ class RetryState:
     retries: int = 0  # failures counted against ``retry_times``
     avoid_broker: str | None = None  # the broker a new queue is chosen away from
     error: GrayMQError | None = None  # the last failure (raised when the send stops or runs out of time)
+    leaderless: frozenset[str] = frozenset()  # broker sets that refused this send for want of a leader
 
     @property
     def resending(self) -> bool:
@@ -56,22 +63,29 @@ class RetryState:
 
 
 def after_failure(state: RetryState, error: GrayMQError, *, broker_name: str, replicated: bool,
-                  retry_times: int) -> RetryState:
+                  retry_times: int, brokers: Collection[str] | None = None) -> RetryState:
     """The state after the attempt ``state`` described failed with ``error`` at ``broker_name`` (``replicated``:
-    whether the route shows that broker as a set with replicas)."""
+    whether the route shows that broker as a set with replicas; ``brokers``: those the send may go to, None when
+    unknown: taken as some other)."""
     kind = error.send_retry
     if kind is SendRetry.STOP:
         return replace(state, step=Step.STOP, error=error)
     if kind is SendRetry.WAIT_TOPIC:
         return replace(state, step=Step.RECHECK_TOPIC, avoid_broker=broker_name, error=error)
-    if kind is SendRetry.NEW_LEADER and state.resending and replicated:
-        return replace(state, step=Step.NEW_LEADER, error=error)  # waiting for a leader: not counted
+    if kind is SendRetry.NEW_LEADER and replicated:
+        if state.resending:
+            return replace(state, step=Step.NEW_LEADER, error=error)  # waiting for a leader: not counted
+        leaderless = state.leaderless | {broker_name}
+        if brokers is not None and not set(brokers) - leaderless:  # nowhere else to go: wait, not counted
+            return replace(state, step=Step.WAIT_LEADER, avoid_broker=broker_name, error=error,
+                           leaderless=leaderless)
+        state = replace(state, leaderless=leaderless)
     retries = state.retries + 1
     if retries > retry_times:
         return replace(state, step=Step.STOP, retries=retries, error=error)
     if kind is SendRetry.SAME_QUEUE:
         return replace(state, step=Step.SAME_QUEUE, retries=retries, error=error)
-    return RetryState(Step.NEW_QUEUE, retries, broker_name, error)
+    return RetryState(Step.NEW_QUEUE, retries, broker_name, error, state.leaderless)
 
 
 def attempt_timeout(state: RetryState, remaining_s: float, retry_times: int) -> float:

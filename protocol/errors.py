@@ -19,7 +19,8 @@ class SendRetry(Enum):
     SAME_QUEUE = "same_queue"  # sent, no answer (it may be stored): the same queue under the same sequence
     ROTATE = "rotate"  # certainly stored nothing: another broker, under its queue's next sequence
     NEW_LEADER = "new_leader"  # the broker is gone or no longer leads: a request that may be stored on its
-    # (replicated) set goes to the set's new leader, same queue and sequence; anything else rotates
+    # (replicated) set goes to the set's new leader, same queue and sequence; one that stored nothing rotates,
+    # or waits for that leader when there is no other broker to go to; an unreplicated broker's rotates
     WAIT_TOPIC = "wait_topic"  # the broker does not know the topic yet: back off, ask the name server again
 
 
@@ -143,8 +144,12 @@ class OffsetIllegalError(GrayMQError):
 
 @register
 class ServiceNotAvailableError(GrayMQError):
+    """Refused, nothing stored (a broker shutting down): a replicated set's leader going away, so it is handled
+    as ``NEW_LEADER``, which rotates for a broker without replicas."""
+
     code = pb.SERVICE_NOT_AVAILABLE
     retriable = True
+    send_retry = SendRetry.NEW_LEADER
 
 
 @register

@@ -20,6 +20,7 @@ class FakeQuery:
         self.gray, self.trigger, self.checkpoint = gray, trigger, checkpoint
         self.isActive = True
         self.status = {"isTriggerActive": False}
+        self.lastProgress: dict[str, Any] | None = None  # no micro-batch completed yet
 
     def stop(self) -> None:
         self.isActive = False

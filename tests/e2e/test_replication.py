@@ -7,10 +7,12 @@ and kept, never dropped silently. A promote running across the failover loses no
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import signal
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -19,13 +21,16 @@ from typing import Any
 import httpx
 import pytest
 
+from graymq.client import BlockingProducer, Message, Producer, SendResult
 from graymq.devkit.processes import GraymqProcess
+from tests.integration.client.test_blocking_producer import stored
 from tests.support.cli import graymq, json_lines, start_consumer, wait_for
 
 pytestmark = pytest.mark.e2e
 NAME = "broker-rs"
 TOPIC = "TOPIC_RS"
 LEASE_S = "2"
+SEND_TIMEOUT_S = 5.0  # the producers' send timeout in the election test: the lease and a route refresh fit in it
 
 
 @pytest.fixture
@@ -217,3 +222,87 @@ def test_a_promote_across_a_failover_completes_losing_nothing(rs_cluster, graymq
     print(f"promote across a failover: {report['state']} in {sum(report['timings_s'].values()):.2f} s; "
           f"{len(acked)} acked, lost {len(lost)}, delivered twice {sum(n - 1 for n in consumed.values())}")
     assert not lost
+
+
+def test_sends_during_an_election_wait_for_the_new_leader_none_failing(rs_cluster) -> None:
+    """Both producers send while the leader is killed: a send started during the election (an async task or a
+    thread that starts after the kill) finds the set leaderless on its first attempt (no connection, NOT_LEADER),
+    has no other broker to go to, and waits for the election within its timeout instead of spending its retries
+    at once; a send in flight at the kill is resent to the new leader under its sequence."""
+    cluster = rs_cluster
+    ns = cluster.ns_url
+    r0, _ = start_set(cluster)
+    cluster.create_topic(TOPIC, 4, 0)
+    stop, killed = threading.Event(), threading.Event()
+    outcomes: list[SendResult | BaseException] = []
+    senders = [threading.Thread(target=_blocking_sends, args=(ns, n, after, stop, outcomes))
+               for n, after in enumerate([None, None, killed, killed])]
+    senders.append(threading.Thread(target=lambda: asyncio.run(_async_sends(ns, killed, stop, outcomes))))
+    for sender in senders:
+        sender.start()
+    wait_for(lambda: len(outcomes) > 400, 60, "load before the fault")
+    old_address = route_address(ns)
+    sent_before = len(outcomes)
+    os.kill(r0.proc.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    killed.set()
+    r0.proc.wait(10)
+    wait_for(lambda: route_address(ns) != old_address, 30, "a new leader in the route", 0.05)
+    failover_s = time.monotonic() - killed_at
+    wait_for(lambda: len(outcomes) > sent_before + 400, 60, "load after the election")
+    stop.set()
+    for sender in senders:
+        sender.join(2 * SEND_TIMEOUT_S + 30)
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    acked = {o.msg_id for o in outcomes if isinstance(o, SendResult)}
+    counts = stored(ns, TOPIC, (NAME,))  # read from the set's new leader
+    lost = acked - set(counts)
+    stored_twice = sum(n - 1 for n in counts.values())
+    print(f"sends during an election: new leader in the route {failover_s:.2f} s after the kill (lease {LEASE_S} s,"
+          f" send timeout {SEND_TIMEOUT_S} s); {len(acked)} acknowledged of {len(outcomes)} sent, {len(failed)} "
+          f"failed, lost {len(lost)}, stored twice {stored_twice}; failed with "
+          f"{dict(Counter(repr(e)[:100] for e in failed))}")
+    assert failover_s < SEND_TIMEOUT_S - 1.0, "the election outlasted the send timeout: nothing to check"
+    assert not failed, failed[:3]
+    assert not lost, [o for o in outcomes if isinstance(o, SendResult) and o.msg_id in lost]
+    assert stored_twice == 0
+
+
+def _blocking_sends(ns: str, n: int, after: threading.Event | None, stop: threading.Event,
+                    outcomes: list[SendResult | BaseException]) -> None:
+    """One thread's sends, one at a time, from ``after`` on (its producer made then: the route as the name server
+    has it, no connection yet)."""
+    if after is not None:
+        after.wait(60)
+    with BlockingProducer("GID_RS_ELECTION_BLOCKING", ns, send_timeout_s=SEND_TIMEOUT_S) as producer:
+        while not stop.is_set():
+            try:
+                outcomes.append(producer.send(Message(TOPIC, f"blocking-{n}".encode())))
+            except Exception as exc:  # noqa: BLE001 - collected for the assertions
+                outcomes.append(exc)
+            time.sleep(0.005)
+
+
+async def _async_sends(ns: str, killed: threading.Event, stop: threading.Event,
+                       outcomes: list[SendResult | BaseException]) -> None:
+    """Eight tasks sending one at a time through one producer, four of them from the kill on (their first attempt
+    opens a connection to the dead leader). Eight in flight over four queues stay within the five recent
+    sequences a broker keeps per producer and queue (broker_ext/producer_table.py)."""
+    producer = Producer("GID_RS_ELECTION_ASYNC", ns, send_timeout_s=SEND_TIMEOUT_S)
+    await producer.start()
+
+    async def sends(n: int) -> None:
+        while n >= 4 and not killed.is_set():
+            await asyncio.sleep(0.005)
+        while not stop.is_set():
+            try:
+                outcomes.append(await producer.send(Message(TOPIC, f"async-{n}".encode())))
+            except Exception as exc:  # noqa: BLE001 - collected for the assertions
+                outcomes.append(exc)
+            await asyncio.sleep(0.005)
+
+    try:
+        await asyncio.gather(*(sends(n) for n in range(8)))
+    finally:
+        await producer.stop()
+

@@ -14,6 +14,16 @@ number) and may arrive out of order (retries of requests lost together with a co
 the ``SEQUENCES_KEPT`` *highest* stored sequences and, as ``floor``, the highest one it dropped: every stored
 sequence above ``floor`` is kept, so one above ``floor`` and not kept was never stored.
 
+``FORGOTTEN`` is answered only for a request that was stored, because of the client's bound
+(client/send_window.py): a producer takes a sequence of a queue only while it is less than ``SEQUENCES_KEPT``
+above the oldest sequence it may still send there (unresolved: not answered, stopped, or moved to another queue
+after a failure that stored nothing). Take that oldest unresolved sequence ``s``: every sequence of the queue
+above ``s`` is at most ``s + SEQUENCES_KEPT - 1``, so at most 4 are stored above it. ``floor`` is a stored
+sequence with ``SEQUENCES_KEPT`` stored ones above it, hence ``floor < s`` unless ``s`` itself was stored and
+dropped (``floor == s``): a resend of ``s`` arriving late — after newer sequences, at a new leader — is stored or
+answered as stored, never taken for a duplicate it is not. A client without that bound (more than
+``SEQUENCES_KEPT`` sequences in flight per queue) can lose an acknowledged message this way.
+
 Memory is bounded by producers × queues, not by the message rate: whenever an entry is made, those unused for
 ``WINDOW_S`` leave, and at most ``MAX_ENTRIES`` stay (the least recently used leave first). A retry arriving after its
 entry left is stored again: at least once, as a request without a producer id always is. A producer id may be
@@ -35,12 +45,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from graymq.broker_ext.store import MessageStore
-from graymq.protocol.constants import PROPERTY_MSG_ID, PROPERTY_PRODUCER_SEQUENCE
+from graymq.protocol.constants import PROPERTY_MSG_ID, PROPERTY_PRODUCER_SEQUENCE, SEQUENCES_KEPT
 from graymq.protocol.record import RECORD_HEADER, find_property
 
 log = logging.getLogger(__name__)
 
-SEQUENCES_KEPT = 5  # per (producer, topic, queue), as Kafka keeps the last 5 batches per producer and partition
+# SEQUENCES_KEPT (protocol/constants.py): per (producer, topic, queue), as Kafka keeps the last 5 batches per producer
+# and partition
 # An entry unused this long leaves; rebuild reads the records stored this far back. Long enough for a Spark
 # sink's micro-batch to be run again after its driver restarts from the checkpoint (client/spark/sink_task.py).
 WINDOW_S = 300.0

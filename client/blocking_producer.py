@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import secrets
 import ssl
-import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -41,6 +40,7 @@ from graymq.client.selector import MemoSelector
 from graymq.client.send_fields import message_fields, message_wire
 from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
+from graymq.client.send_window import BlockingSendWindow, QueueKey, queue_key, select_with_room
 from graymq.client.send_wire import WireSend
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
@@ -75,8 +75,7 @@ class BlockingProducer(ProducerFlags):
         self.selector = MemoSelector()
         self.ids = MessageIds()
         self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
-        self._sequences: dict[tuple[str, str, int], int] = {}  # (broker, topic, queue id) -> next sequence
-        self._sequence_lock = threading.Lock()
+        self.window = BlockingSendWindow()  # sequences per (broker, topic, queue), at most SEQUENCES_KEPT unresolved
         self._refresh_asked: dict[str, float] = {}
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
@@ -168,28 +167,48 @@ class BlockingProducer(ProducerFlags):
         method = pb.SEND_MESSAGE if isinstance(req, WireSend) else pb.SEND_BATCH
         retry_times = self.settings.retry_times
         state, backoff = _FIRST_ATTEMPT, None
-        mq, address = _NO_QUEUE, ""
-        while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
-            if state.step is not Step.SAME_QUEUE:
+        mq, address, held = _NO_QUEUE, "", None
+        try:
+            while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
+                if state.step is not Step.SAME_QUEUE:
+                    try:
+                        route = self._route(topic, state, remaining)
+                    except TimeoutError:  # a hung name server must not outlast the timeout
+                        break
+                    mq, address = self._target(route, state, gray, sharding_key, mq, address)
+                    if state.step is not Step.NEW_LEADER:
+                        held = self._numbered(req, mq, held, deadline)
                 try:
-                    route = self._route(topic, state, remaining)
-                except TimeoutError:  # a hung name server must not outlast the timeout
-                    break
-                mq, address = self._target(route, req, state, gray, sharding_key, mq, address)
-            try:
-                timeout = attempt_timeout(state, deadline - time.monotonic(), retry_times)
-                return mq, self.brokers.call(address, method, req.envelope() if isinstance(req, WireSend) else req,
-                                             timeout)
-            except GrayMQError as exc:
-                cached = self.routes.cached(topic)
-                broker = cached.broker(mq.broker_name) if cached is not None else None
-                state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=retry_times,
-                                      replicated=broker is not None and broker.replicas > 1,
-                                      brokers=send_brokers(self.selector, route, gray, self.gray_switch, mq,
-                                                           fixed=sharding_key is not None))
-                backoff = backoff or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)  # made once it is needed
-                self._pause(state, mq, req.sequence, backoff, deadline)
-        raise state.error or RequestTimeoutError(f"send to {topic} timed out")
+                    timeout = attempt_timeout(state, deadline - time.monotonic(), retry_times)
+                    return mq, self.brokers.call(address, method,
+                                                 req.envelope() if isinstance(req, WireSend) else req, timeout)
+                except GrayMQError as exc:
+                    cached = self.routes.cached(topic)
+                    broker = cached.broker(mq.broker_name) if cached is not None else None
+                    state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=retry_times,
+                                          replicated=broker is not None and broker.replicas > 1,
+                                          brokers=send_brokers(self.selector, route, gray, self.gray_switch, mq,
+                                                               fixed=sharding_key is not None))
+                    backoff = backoff or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)  # made once it is needed
+                    self._pause(state, mq, req.sequence, backoff, deadline)
+            raise state.error or RequestTimeoutError(f"send to {topic} timed out")
+        finally:
+            if held is not None:
+                self.window.release(*held)
+
+    def _numbered(self, req: WireSend | pb.SendBatchRequest, mq: MessageQueue, held: tuple[QueueKey, int] | None,
+                  deadline: float) -> tuple[QueueKey, int]:
+        """``req`` numbered for ``mq`` by the send window, the sequence ``held`` before released (its attempt stored
+        nothing); waits while ``mq``'s window is full. Returns the sequence now held."""
+        if held is not None:
+            self.window.release(*held)
+        key = queue_key(mq)
+        sequence = self.window.take_now(key)
+        if sequence is None:
+            sequence = self.window.take(key, deadline)
+        req.queue_id = mq.queue_id
+        req.sequence = sequence
+        return key, sequence
 
     def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
         """The route of the next attempt: the cached one on a first attempt (a refresh asked of the loop when due,
@@ -214,21 +233,16 @@ class BlockingProducer(ProducerFlags):
             self._refresh_asked[topic] = now
             self._loop.submit(self.routes.get(topic))  # starts the refresh; the cached route serves meanwhile
 
-    def _target(self, route: TopicRoute, req: WireSend | pb.SendBatchRequest, state: RetryState, gray: bool,
-                sharding_key: str | None, mq: MessageQueue, address: str) -> tuple[MessageQueue, str]:
-        """The same queue at its set's leader, or a queue selected (away from ``state.avoid_broker``) under that
-        queue's next sequence, set on ``req``."""
+    def _target(self, route: TopicRoute, state: RetryState, gray: bool, sharding_key: str | None,
+                mq: MessageQueue, address: str) -> tuple[MessageQueue, str]:
+        """The same queue at its set's leader, or a queue selected (away from ``state.avoid_broker``, one with room
+        in the send window preferred)."""
         if state.step is Step.NEW_LEADER:
             return mq, route.address_of(mq.broker_name) or address
-        mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=state.avoid_broker,
-                                  sharding_key=sharding_key)
+        mq = select_with_room(self.selector, self.window, route, gray, self.gray_switch, state.avoid_broker,
+                              sharding_key)
         found = route.address_of(mq.broker_name)
         assert found is not None
-        key = (mq.broker_name, mq.topic, mq.queue_id)
-        with self._sequence_lock:
-            req.sequence = self._sequences.get(key, 0)
-            self._sequences[key] = req.sequence + 1
-        req.queue_id = mq.queue_id
         return mq, found
 
     def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, backoff: Backoff,

@@ -51,6 +51,7 @@ from graymq.client.selector import GrayQueueSelector, MemoSelector
 from graymq.client.send_fields import message_fields
 from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
+from graymq.client.send_window import QueueKey, SendWindow, queue_key, select_with_room
 from graymq.client.tracing import send_span, tracer
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
@@ -121,7 +122,7 @@ class Producer(ProducerFlags):
         self.selector: GrayQueueSelector = MemoSelector()
         self.ids = MessageIds()
         self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
-        self._sequences: dict[tuple[str, str, int], int] = {}  # (broker, topic, queue id) -> next sequence
+        self.window = SendWindow()  # sequences per (broker, topic, queue), at most SEQUENCES_KEPT unresolved
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
             declared_gray=gray, interval_s=s.heartbeat_interval_s, report=self._report, on_update=self._on_update,
@@ -278,12 +279,6 @@ class Producer(ProducerFlags):
         """Fire and forget: errors are logged, never raised."""
         self.send_async(message)
 
-    def _next_sequence(self, mq: MessageQueue) -> int:
-        key = (mq.broker_name, mq.topic, mq.queue_id)
-        sequence = self._sequences.get(key, 0)
-        self._sequences[key] = sequence + 1
-        return sequence
-
     async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
                             timeout_s: float | None, pinned: MessageQueue | None = None) -> tuple[MessageQueue, Any]:
         """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side until it is answered, the
@@ -292,34 +287,55 @@ class Producer(ProducerFlags):
         Before each attempt the step says where it goes: a new queue (the route as cached; read again from the
         name server after a broker did not know the topic, so a deleted topic fails at once), the same queue and
         sequence, or the same queue and sequence at its broker set's new leader (the route read again). A
-        ``pinned`` request (``send_batch_to``) keeps its queue and sequence on every attempt.
+        ``pinned`` request (``send_batch_to``) keeps its queue and sequence on every attempt. The sequence is the
+        send window's (client/send_window.py), held until the send ends or moves to another queue.
         """
         if not self.started:
             raise BadRequestError("producer not started: await producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.send_timeout_s)
         send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
         state, backoff = _FIRST_ATTEMPT, None  # made when a topic or a leader is first waited for
-        mq, address = _NO_QUEUE, ""
-        while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
-            if state.step is not Step.SAME_QUEUE:
-                route = self.routes.fresh(topic) if state.error is None else None  # the common case, no await
-                if route is None:
-                    try:
-                        route = await self._route(topic, state, remaining)
-                    except TimeoutError:  # a hung name server must not outlast the timeout
-                        break
-                mq, address = self._target(route, req, state, gray, sharding_key, mq, address, pinned)
-            try:
-                timeout = attempt_timeout(state, deadline - time.monotonic(), self.retry_times)
-                return mq, await send(address, req, timeout)  # type: ignore[arg-type]
-            except GrayMQError as exc:
-                state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=self.retry_times,
-                                      replicated=_replicated(self.routes.cached(topic), mq.broker_name),
-                                      brokers=send_brokers(self.selector, route, gray, self.gray_switch, mq,
-                                                           fixed=sharding_key is not None or pinned is not None))
-                backoff = backoff or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
-                await self._pause(state, mq, req.sequence, backoff, deadline)
-        raise state.error or RequestTimeoutError(f"send to {topic} timed out")
+        mq, address, held = _NO_QUEUE, "", None
+        try:
+            while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
+                if state.step is not Step.SAME_QUEUE:
+                    route = self.routes.fresh(topic) if state.error is None else None  # the common case, no await
+                    if route is None:
+                        try:
+                            route = await self._route(topic, state, remaining)
+                        except TimeoutError:  # a hung name server must not outlast the timeout
+                            break
+                    mq, address = self._target(route, state, gray, sharding_key, mq, address, pinned)
+                    if state.step is not Step.NEW_LEADER:
+                        held = await self._numbered(req, mq, held, deadline, pinned)
+                try:
+                    timeout = attempt_timeout(state, deadline - time.monotonic(), self.retry_times)
+                    return mq, await send(address, req, timeout)  # type: ignore[arg-type]
+                except GrayMQError as exc:
+                    state = after_failure(state, exc, broker_name=mq.broker_name, retry_times=self.retry_times,
+                                          replicated=_replicated(self.routes.cached(topic), mq.broker_name),
+                                          brokers=send_brokers(self.selector, route, gray, self.gray_switch, mq,
+                                                               fixed=sharding_key is not None or pinned is not None))
+                    backoff = backoff or Backoff(TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S)
+                    await self._pause(state, mq, req.sequence, backoff, deadline)
+            raise state.error or RequestTimeoutError(f"send to {topic} timed out")
+        finally:
+            if held is not None:
+                self.window.release(*held)
+
+    async def _numbered(self, req: _SendRequest, mq: MessageQueue, held: tuple[QueueKey, int] | None,
+                        deadline: float, pinned: MessageQueue | None) -> tuple[QueueKey, int]:
+        """``req`` numbered for ``mq`` (a pinned one keeps its number), the sequence ``held`` before released (its
+        attempt stored nothing); waits while ``mq``'s window is full. Returns the sequence now held."""
+        if held is not None:
+            self.window.release(*held)
+        key, fixed = queue_key(mq), req.sequence if pinned is not None else None
+        sequence = self.window.take_now(key, fixed)
+        if sequence is None:
+            sequence = await self.window.take(key, deadline, fixed)
+        req.queue_id = mq.queue_id
+        req.sequence = sequence
+        return key, sequence
 
     async def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
         """The route the next attempt reads: cached while fresh on a first attempt, asked again of the name server
@@ -329,23 +345,20 @@ class Producer(ProducerFlags):
         refresh = state.step in (Step.NEW_LEADER, Step.WAIT_LEADER, Step.RECHECK_TOPIC)
         return await with_timeout(self.routes.get(topic, refresh=refresh), remaining_s)
 
-    def _target(self, route: TopicRoute, req: _SendRequest, state: RetryState, gray: bool,
-                sharding_key: str | None, mq: MessageQueue, address: str,
-                pinned: MessageQueue | None = None) -> tuple[MessageQueue, str]:
+    def _target(self, route: TopicRoute, state: RetryState, gray: bool, sharding_key: str | None,
+                mq: MessageQueue, address: str, pinned: MessageQueue | None = None) -> tuple[MessageQueue, str]:
         """The queue and broker address of the next attempt: the same queue at its set's leader, or a queue
-        selected (away from ``state.avoid_broker``) under that queue's next sequence, set on ``req``."""
+        selected (away from ``state.avoid_broker``, one with room in the send window preferred)."""
         if state.step is Step.NEW_LEADER:
             return mq, route.address_of(mq.broker_name) or address
         if pinned is not None:
             if (pinned_address := route.address_of(pinned.broker_name)) is None:
                 raise ServiceNotAvailableError(f"broker {pinned.broker_name} is not in the route of {pinned.topic}")
             return pinned, pinned_address
-        mq = self.selector.select(route, gray, gray_switch=self.gray_switch, last_broker=state.avoid_broker,
-                                  sharding_key=sharding_key)
+        mq = select_with_room(self.selector, self.window, route, gray, self.gray_switch, state.avoid_broker,
+                              sharding_key)
         found = route.address_of(mq.broker_name)
         assert found is not None
-        req.queue_id = mq.queue_id
-        req.sequence = self._next_sequence(mq)
         return mq, found
 
     async def _pause(self, state: RetryState, mq: MessageQueue, sequence: int, backoff: Backoff,

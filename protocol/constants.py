@@ -20,6 +20,9 @@ PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"  # ms since the epoch a delay
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_PRODUCER_SEQUENCE = "PSEQ"  # "<producer id hex>:<sequence>:<messages>" on a request's first record
 KEY_SEPARATOR = " "
+# Idempotent sends: a broker keeps the last SEQUENCES_KEPT stored sequences per (producer, topic, queue)
+# (broker_ext/producer_table.py), so a producer keeps its unresolved ones within that span (client/send_window.py).
+SEQUENCES_KEPT = 5
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"

@@ -177,7 +177,7 @@ class BlockingProducer(ProducerFlags):
                         break
                     mq, address = self._target(route, state, gray, sharding_key, mq, address)
                     if state.step is not Step.NEW_LEADER:
-                        held = self._numbered(req, mq, held, deadline)
+                        held, address = self._numbered(req, mq, address, held, deadline)
                 try:
                     timeout = attempt_timeout(state, deadline - time.monotonic(), retry_times)
                     return mq, self.brokers.call(address, method,
@@ -196,19 +196,22 @@ class BlockingProducer(ProducerFlags):
             if held is not None:
                 self.window.release(*held)
 
-    def _numbered(self, req: WireSend | pb.SendBatchRequest, mq: MessageQueue, held: tuple[QueueKey, int] | None,
-                  deadline: float) -> tuple[QueueKey, int]:
+    def _numbered(self, req: WireSend | pb.SendBatchRequest, mq: MessageQueue, address: str,
+                  held: tuple[QueueKey, int] | None, deadline: float) -> tuple[tuple[QueueKey, int], str]:
         """``req`` numbered for ``mq`` by the send window, the sequence ``held`` before released (its attempt stored
-        nothing); waits while ``mq``'s window is full. Returns the sequence now held."""
+        nothing); waits while ``mq``'s window is full, then reads ``mq``'s broker address again. Returns the
+        sequence now held and the address."""
         if held is not None:
             self.window.release(*held)
         key = queue_key(mq)
         sequence = self.window.take_now(key)
         if sequence is None:
             sequence = self.window.take(key, deadline)
+            route = self.routes.cached(mq.topic)
+            address = (route.address_of(mq.broker_name) if route is not None else None) or address
         req.queue_id = mq.queue_id
         req.sequence = sequence
-        return key, sequence
+        return (key, sequence), address
 
     def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
         """The route of the next attempt: the cached one on a first attempt (a refresh asked of the loop when due,

@@ -307,7 +307,7 @@ class Producer(ProducerFlags):
                             break
                     mq, address = self._target(route, state, gray, sharding_key, mq, address, pinned)
                     if state.step is not Step.NEW_LEADER:
-                        held = await self._numbered(req, mq, held, deadline, pinned)
+                        held, address = await self._numbered(req, mq, address, held, deadline, pinned)
                 try:
                     timeout = attempt_timeout(state, deadline - time.monotonic(), self.retry_times)
                     return mq, await send(address, req, timeout)  # type: ignore[arg-type]
@@ -323,19 +323,22 @@ class Producer(ProducerFlags):
             if held is not None:
                 self.window.release(*held)
 
-    async def _numbered(self, req: _SendRequest, mq: MessageQueue, held: tuple[QueueKey, int] | None,
-                        deadline: float, pinned: MessageQueue | None) -> tuple[QueueKey, int]:
+    async def _numbered(self, req: _SendRequest, mq: MessageQueue, address: str, held: tuple[QueueKey, int] | None,
+                        deadline: float, pinned: MessageQueue | None) -> tuple[tuple[QueueKey, int], str]:
         """``req`` numbered for ``mq`` (a pinned one keeps its number), the sequence ``held`` before released (its
-        attempt stored nothing); waits while ``mq``'s window is full. Returns the sequence now held."""
+        attempt stored nothing); waits while ``mq``'s window is full, then reads ``mq``'s broker address again.
+        Returns the sequence now held and the address."""
         if held is not None:
             self.window.release(*held)
         key, fixed = queue_key(mq), req.sequence if pinned is not None else None
-        sequence = self.window.take_now(key, fixed)
+        sequence = self.window.take_now(key, fixed, again=held is not None)
         if sequence is None:
             sequence = await self.window.take(key, deadline, fixed)
+            route = self.routes.cached(mq.topic)
+            address = (route.address_of(mq.broker_name) if route is not None else None) or address
         req.queue_id = mq.queue_id
         req.sequence = sequence
-        return key, sequence
+        return (key, sequence), address
 
     async def _route(self, topic: str, state: RetryState, remaining_s: float) -> TopicRoute:
         """The route the next attempt reads: cached while fresh on a first attempt, asked again of the name server

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 
 from graymq.client.message import MessageQueue
 from graymq.client.route import TopicRoute
@@ -100,29 +101,58 @@ def _full(key: QueueKey) -> RequestTimeoutError:
 
 
 class SendWindow(WindowState):
-    """For one event loop: a full queue's senders wait on an ``asyncio.Event`` made only when one waits."""
+    """For one event loop: the senders waiting for a full queue line up (a future each, first come first served);
+    a release wakes the first, which leaves the line with a sequence (waking the next while room is left) or stays
+    first. Nothing is made for a send that finds room and nobody waiting."""
 
     def __init__(self, size: int = SEQUENCES_KEPT) -> None:
         super().__init__(size)
-        self._freed: dict[QueueKey, asyncio.Event] = {}
+        self._waiters: dict[QueueKey, deque[asyncio.Future[None]]] = {}
+
+    def take_now(self, key: QueueKey, sequence: int | None = None, again: bool = False) -> int | None:
+        """As ``WindowState.take_now``, behind the senders waiting for ``key`` unless the send takes ``again``
+        (it held a sequence until its attempt failed: it keeps its place)."""
+        if not again and self._waiters.get(key):
+            return None
+        return super().take_now(key, sequence)
 
     async def take(self, key: QueueKey, deadline: float, sequence: int | None = None) -> int:
         """A sequence of ``key`` once the window has room, by ``deadline`` (monotonic) or ``RequestTimeoutError``."""
-        while (taken := self.take_now(key, sequence)) is None:
-            freed = self._freed.get(key)
-            if freed is None:
-                freed = self._freed[key] = asyncio.Event()
-            try:
-                await asyncio.wait_for(freed.wait(), deadline - time.monotonic())
-            except TimeoutError:
+        loop = asyncio.get_running_loop()
+        waiters = self._waiters.setdefault(key, deque())
+        turn: asyncio.Future[None] = loop.create_future()
+        waiters.append(turn)
+        try:
+            while (taken := await self._turn(key, turn, deadline, sequence)) is None:
+                turn = waiters[0] = loop.create_future()  # no room after all (a release above the oldest): still first
+        except BaseException as exc:
+            first = waiters[0] is turn
+            waiters.remove(turn)
+            if first:  # perhaps woken as it gave up: the turn goes on
+                self._wake(key)
+            if isinstance(exc, TimeoutError):
                 raise _full(key) from None
+            raise
+        waiters.popleft()
+        if self.has_room(key):
+            self._wake(key)
         return taken
+
+    async def _turn(self, key: QueueKey, turn: asyncio.Future[None], deadline: float,
+                    sequence: int | None) -> int | None:
+        """Wait to be woken as the first in line, then try to take."""
+        await asyncio.wait_for(turn, deadline - time.monotonic())
+        return super().take_now(key, sequence)
 
     def release(self, key: QueueKey, sequence: int) -> None:
         super().release(key, sequence)
-        freed = self._freed.pop(key, None)
-        if freed is not None:
-            freed.set()
+        self._wake(key)
+
+    def _wake(self, key: QueueKey) -> None:
+        """The first sender waiting for ``key``, if any, tries again."""
+        waiters = self._waiters.get(key)
+        if waiters and not waiters[0].done():
+            waiters[0].set_result(None)
 
 
 class BlockingSendWindow(WindowState):
@@ -133,7 +163,7 @@ class BlockingSendWindow(WindowState):
         self._changed = threading.Condition()
         self._waiting = 0
 
-    def take_now(self, key: QueueKey, sequence: int | None = None) -> int | None:
+    def take_now(self, key: QueueKey, sequence: int | None = None, again: bool = False) -> int | None:
         with self._changed:
             return super().take_now(key, sequence)
 

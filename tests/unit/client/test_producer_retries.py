@@ -20,15 +20,11 @@ from graymq.protocol.errors import (
     RequestTimeoutError,
     SystemBusyError,
 )
+from tests.support.offline_producer import run_offline
 
 pytestmark = pytest.mark.unit
 
 ROUTE = TopicRoute("T", (BrokerData("broker-a", "127.0.0.1:1", 4, 0), BrokerData("broker-b", "127.0.0.1:2", 4, 0)))
-
-
-class FakeNameServer:
-    async def get_route(self, topic: str) -> TopicRoute:
-        return ROUTE
 
 
 class FakeBrokers:
@@ -57,20 +53,7 @@ class FakeBrokers:
 
 
 def scenario(brokers: FakeBrokers, body: Any, *, auto_batch: bool = False, retry_times: int = 2) -> Producer:
-    p = Producer("P", "http://127.0.0.1:1", retry_times=retry_times, auto_batch=auto_batch)
-    p.routes.nameserver = FakeNameServer()  # type: ignore[assignment]
-    p.brokers = brokers  # type: ignore[assignment]
-    p.started = True
-
-    async def go() -> None:
-        try:
-            await body(p)
-        finally:
-            await p.routes.close()
-            await p.nameserver.close()
-
-    asyncio.run(go())
-    return p
+    return run_offline(ROUTE, brokers, body, retry_times=retry_times, auto_batch=auto_batch)
 
 
 async def send_one(p: Producer) -> None:

@@ -19,6 +19,7 @@ from graymq.client.send_window import BlockingSendWindow, SendWindow, WindowStat
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import SEQUENCES_KEPT
 from graymq.protocol.errors import BadRequestError, ConnectFailedError, GrayMQError, RequestTimeoutError
+from tests.support.offline_producer import run_offline
 
 pytestmark = pytest.mark.unit
 
@@ -26,14 +27,6 @@ ONE_QUEUE = TopicRoute("T", (BrokerData("broker-a", "127.0.0.1:1", 1, 0),))
 TWO_BROKERS = TopicRoute("T", (BrokerData("broker-a", "127.0.0.1:1", 2, 0),
                                BrokerData("broker-b", "127.0.0.1:2", 2, 0)))
 KEY_A0 = ("broker-a", "T", 0)
-
-
-class FakeNameServer:
-    def __init__(self, route: TopicRoute) -> None:
-        self.route = route
-
-    async def get_route(self, topic: str) -> TopicRoute:
-        return self.route
 
 
 class GatedBrokers:
@@ -58,20 +51,7 @@ class GatedBrokers:
 
 
 def run(route: TopicRoute, brokers: GatedBrokers, body: Any) -> Producer:
-    p = Producer("P", "http://127.0.0.1:1", retry_times=2, auto_batch=False)
-    p.routes.nameserver = FakeNameServer(route)  # type: ignore[assignment]
-    p.brokers = brokers  # type: ignore[assignment]
-    p.started = True
-
-    async def go() -> None:
-        try:
-            await body(p)
-        finally:
-            await p.routes.close()
-            await p.nameserver.close()
-
-    asyncio.run(go())
-    return p
+    return run_offline(route, brokers, body, retry_times=2, auto_batch=False)
 
 
 async def until(condition: Any) -> None:
@@ -191,3 +171,27 @@ def test_the_blocking_window_wakes_a_waiting_thread_when_a_slot_is_released() ->
     assert taken == [SEQUENCES_KEPT]
     with pytest.raises(RequestTimeoutError):
         window.take(KEY_A0, time.monotonic() + 0.05)
+
+
+def test_waiting_senders_go_in_arrival_order_once_the_oldest_sequence_is_resolved() -> None:
+    async def body() -> None:
+        window = SendWindow()
+        for _ in range(SEQUENCES_KEPT):
+            window.take_now(KEY_A0)
+        order: list[tuple[str, int]] = []
+
+        async def waiter(name: str) -> None:
+            order.append((name, await window.take(KEY_A0, time.monotonic() + 5)))
+
+        waiting = [asyncio.ensure_future(waiter(name)) for name in "abc"]
+        await asyncio.sleep(0.01)
+        assert window.take_now(KEY_A0) is None  # a newcomer queues behind them
+        for sequence in range(1, SEQUENCES_KEPT):  # above the oldest: no room yet
+            window.release(KEY_A0, sequence)
+        await asyncio.sleep(0.01)
+        assert order == []
+        window.release(KEY_A0, 0)  # room for all three: each passes the turn on
+        await asyncio.wait_for(asyncio.gather(*waiting), 5)
+        assert order == [("a", 5), ("b", 6), ("c", 7)]
+
+    asyncio.run(body())

@@ -31,6 +31,7 @@ NAME = "broker-rs"
 TOPIC = "TOPIC_RS"
 LEASE_S = "2"
 SEND_TIMEOUT_S = 5.0  # the producers' send timeout in the election test: the lease and a route refresh fit in it
+ASYNC_IN_FLIGHT = 400  # the async producer's sends started and not finished, at most, in the election test
 
 
 @pytest.fixture
@@ -228,7 +229,8 @@ def test_sends_during_an_election_wait_for_the_new_leader_none_failing(rs_cluste
     """Both producers send while the leader is killed: a send started during the election (an async task or a
     thread that starts after the kill) finds the set leaderless on its first attempt (no connection, NOT_LEADER),
     has no other broker to go to, and waits for the election within its timeout instead of spending its retries
-    at once; a send in flight at the kill is resent to the new leader under its sequence."""
+    at once; a send in flight at the kill is resent to the new leader under its sequence — and with hundreds of
+    async sends in flight, the producer's send window keeps newer sequences from overtaking it there."""
     cluster = rs_cluster
     ns = cluster.ns_url
     r0, _ = start_set(cluster)
@@ -285,24 +287,32 @@ def _blocking_sends(ns: str, n: int, after: threading.Event | None, stop: thread
 
 async def _async_sends(ns: str, killed: threading.Event, stop: threading.Event,
                        outcomes: list[SendResult | BaseException]) -> None:
-    """Eight tasks sending one at a time through one producer, four of them from the kill on (their first attempt
-    opens a connection to the dead leader). Eight in flight over four queues stay within the five recent
-    sequences a broker keeps per producer and queue (broker_ext/producer_table.py)."""
+    """One producer, a new send task every 5 ms, up to ``ASYNC_IN_FLIGHT`` unfinished at once (about 200 wait
+    through the election): far more than the five recent sequences a broker keeps per producer and queue
+    (broker_ext/producer_table.py), so only the producer's send window keeps a resend from being overtaken."""
     producer = Producer("GID_RS_ELECTION_ASYNC", ns, send_timeout_s=SEND_TIMEOUT_S)
     await producer.start()
+    in_flight: set[asyncio.Task[None]] = set()
+    most = 0
 
-    async def sends(n: int) -> None:
-        while n >= 4 and not killed.is_set():
-            await asyncio.sleep(0.005)
-        while not stop.is_set():
-            try:
-                outcomes.append(await producer.send(Message(TOPIC, f"async-{n}".encode())))
-            except Exception as exc:  # noqa: BLE001 - collected for the assertions
-                outcomes.append(exc)
-            await asyncio.sleep(0.005)
+    async def send(n: int) -> None:
+        try:
+            outcomes.append(await producer.send(Message(TOPIC, f"async-{n}".encode())))
+        except Exception as exc:  # noqa: BLE001 - collected for the assertions
+            outcomes.append(exc)
 
     try:
-        await asyncio.gather(*(sends(n) for n in range(8)))
+        n = 0
+        while not stop.is_set():
+            if len(in_flight) < ASYNC_IN_FLIGHT:
+                task = asyncio.create_task(send(n))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+                n += 1
+            most = max(most, len(in_flight))
+            await asyncio.sleep(0.005)
+        await asyncio.gather(*in_flight)
     finally:
         await producer.stop()
+    print(f"async sends: {n} started, at most {most} unfinished at once (after the kill: {killed.is_set()})")
 

@@ -71,14 +71,16 @@ class WindowState:
 
     def take_now(self, key: QueueKey, sequence: int | None = None) -> int | None:
         """The sequence taken (the queue's next, or ``sequence``), or ``None`` when the window is full."""
-        if not self.has_room(key, sequence):
-            return None
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = _Queue()
-        if sequence is None:
+        if sequence is None:  # the usual case, checked here without a call
+            if q.open and q.next - q.oldest >= self.size:
+                return None
             sequence = q.next
             q.next += 1
+        elif not self.has_room(key, sequence):
+            return None
         q.oldest = min(q.oldest, sequence) if q.open else sequence
         q.open.add(sequence)
         return sequence

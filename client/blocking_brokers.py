@@ -14,6 +14,7 @@ import threading
 from google.protobuf.message import Message as PbMessage
 
 from graymq.client.blocking_connection import BlockingConnection
+from graymq.client.send_wire import SendReply
 from graymq.protocol.errors import ConnectionClosedError
 
 
@@ -29,18 +30,30 @@ class BlockingBrokers:
         self._lock = threading.Lock()  # guards _open: connections opened and closed
         self.closed = False
 
-    def call(self, address: str, method: int, body: PbMessage | bytes, timeout_s: float) -> PbMessage:
-        """The response of the broker at ``address`` to ``body`` (a request, or its envelope already written);
-        errors as ``BlockingConnection.request`` raises them."""
-        idle = self._idle.get(address)
-        try:
-            conn = idle.pop() if idle else self._connect(address, timeout_s)
-        except IndexError:  # another thread took the last idle one meanwhile
-            conn = self._connect(address, timeout_s)
+    def call(self, address: str, method: int, body: PbMessage, timeout_s: float) -> PbMessage:
+        """The response of the broker at ``address`` to ``body``; errors as ``BlockingConnection.request`` raises
+        them."""
+        conn = self._take(address, timeout_s)
         try:
             return conn.request(method, body, timeout_s)
         finally:
             self._give_back(conn)
+
+    def send_message(self, address: str, envelope: bytes, timeout_s: float) -> SendReply:
+        """The answer of the broker at ``address`` to a SEND_MESSAGE (``BlockingConnection.send_message``)."""
+        conn = self._take(address, timeout_s)
+        try:
+            return conn.send_message(envelope, timeout_s)
+        finally:
+            self._give_back(conn)
+
+    def _take(self, address: str, timeout_s: float) -> BlockingConnection:
+        """An idle connection to ``address``, else a new one."""
+        idle = self._idle.get(address)
+        try:
+            return idle.pop() if idle else self._connect(address, timeout_s)
+        except IndexError:  # another thread took the last idle one meanwhile
+            return self._connect(address, timeout_s)
 
     def _connect(self, address: str, timeout_s: float) -> BlockingConnection:
         if self.closed:

@@ -15,10 +15,12 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Callable
 
 from google.protobuf.message import Message as PbMessage
 
 from graymq.client.broker_client import split_address
+from graymq.client.send_wire import SendReply, send_reply
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import (
     ConfigError,
@@ -26,6 +28,7 @@ from graymq.protocol.errors import (
     ConnectionClosedError,
     GrayMQError,
     RequestTimeoutError,
+    error_from_code,
 )
 from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 from graymq.protocol.remoting import method_name, parse_body, parse_envelope, request_envelope
@@ -92,20 +95,42 @@ class BlockingConnection:
                 raise
         return conn
 
-    def request(self, method: int, body: PbMessage | bytes, timeout_s: float) -> PbMessage:
-        """The typed response to ``body`` (a request message, or its envelope already written); a wire error
-        raises its registered class, a timeout ``RequestTimeoutError`` and a lost connection
-        ``ConnectionClosedError`` (both close the connection)."""
+    def request(self, method: int, body: PbMessage, timeout_s: float) -> PbMessage:
+        """The typed response to ``body``; a wire error raises its registered class, a timeout
+        ``RequestTimeoutError`` and a lost connection ``ConnectionClosedError`` (both close the connection)."""
+        envelope = self._exchange(method, request_envelope(method, body), timeout_s, None)
+        assert isinstance(envelope, pb.Envelope)
+        return parse_body(envelope, response=True)
+
+    def send_message(self, envelope: bytes, timeout_s: float) -> SendReply:
+        """The answer to a SEND_MESSAGE (its request ``envelope`` written already): ``(0, msg_id, queue_offset,
+        commit_log_offset)``; errors as ``request`` raises them."""
+        reply = self._exchange(pb.SEND_MESSAGE, envelope, timeout_s, send_reply)
+        if type(reply) is tuple:
+            if reply[0]:
+                raise error_from_code(reply[0], reply[1])
+            return reply
+        response = parse_body(reply, response=True)  # type: ignore[arg-type]
+        return pb.OK, response.msg_id, response.queue_offset, response.commit_log_offset  # type: ignore[attr-defined]
+
+    def _exchange(self, method: int, payload: bytes, timeout_s: float,
+                  reply: Callable[[bytearray, int, int, int], SendReply | None] | None) -> pb.Envelope | SendReply:
+        """``payload`` sent in a frame of its own; the envelope answering it, or ``reply``'s reading of the first
+        bytes received when they are exactly that answer."""
         if self.closed:
             raise ConnectionClosedError(f"connection to {self.address} is closed")
         serial = next(self._serials) & 0xFFFFFFFF
-        payload = body if isinstance(body, bytes) else request_envelope(method, body)
         deadline = time.monotonic() + timeout_s
         try:
             if not self._timeout_s - TIMEOUT_STEP_S < timeout_s <= self._timeout_s:  # else: the same step, set
                 self._bound(timeout_s)
             self.sock.sendall(encode_frame(serial, payload, self.max_frame_size))
-            envelope = self._response(serial, deadline)
+            received = self.sock.recv_into(self._received)
+            if reply is not None and received and not self._decoder.pending:
+                answer = reply(self._received, received, serial, self.max_frame_size)
+                if answer is not None:
+                    return answer
+            return self._response(serial, deadline, received)
         except (TimeoutError, BlockingIOError) as exc:  # BlockingIOError: a kernel timeout ran out
             self.close()
             raise RequestTimeoutError(f"{method_name(method)} to {self.address}: no response in {timeout_s:g}s"
@@ -116,13 +141,11 @@ class BlockingConnection:
         except GrayMQError:  # a frame that does not decode: the stream cannot be trusted any more
             self.close()
             raise
-        return parse_body(envelope, response=True)
 
-    def _response(self, serial: int, deadline: float) -> pb.Envelope:
+    def _response(self, serial: int, deadline: float, received: int) -> pb.Envelope:
         """Read until the response numbered ``serial`` arrives (other frames are pushes: skipped), into one
-        buffer kept for the connection's life."""
+        buffer kept for the connection's life; ``received``: the bytes of the first read, there already."""
         while True:
-            received = self.sock.recv_into(self._received)
             if not received:
                 raise ConnectionResetError("closed by the broker")
             for frame in self._decoder.feed(self._received_view[:received]):
@@ -133,6 +156,7 @@ class BlockingConnection:
             if left <= 0:
                 raise TimeoutError
             self._bound(left)
+            received = self.sock.recv_into(self._received)
 
     def _bound(self, timeout_s: float) -> None:
         """Each socket call from now on gives up after ``timeout_s`` (on a plain socket at most one

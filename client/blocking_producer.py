@@ -135,8 +135,9 @@ class BlockingProducer(ProducerFlags):
         gray = self._side(message, handling)
         req = WireSend(self.group, message_wire(message, gray, int(time.time() * 1000), handling, self.ids),
                        self.producer_id)
-        mq, resp = self._with_retries(message.topic, gray, message.sharding_key, req, timeout_s)
-        return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
+        mq, (_, msg_id, queue_offset, commit_log_offset) = self._with_retries(message.topic, gray,
+                                                                              message.sharding_key, req, timeout_s)
+        return SendResult(SendStatus.SEND_OK, msg_id, mq, queue_offset, gray, commit_log_offset)
 
     def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
         """All messages to one queue of one topic in one request (same topic, gray side and key)."""
@@ -164,7 +165,6 @@ class BlockingProducer(ProducerFlags):
         if not self.started:
             raise BadRequestError("producer not started: call producer.start() first")
         deadline = time.monotonic() + (timeout_s or self.settings.send_timeout_s)
-        method = pb.SEND_MESSAGE if isinstance(req, WireSend) else pb.SEND_BATCH
         retry_times = self.settings.retry_times
         state, backoff = _FIRST_ATTEMPT, None
         mq, address, held = _NO_QUEUE, "", None
@@ -180,8 +180,9 @@ class BlockingProducer(ProducerFlags):
                         held, address = self._numbered(req, mq, address, held, deadline)
                 try:
                     timeout = attempt_timeout(state, deadline - time.monotonic(), retry_times)
-                    return mq, self.brokers.call(address, method,
-                                                 req.envelope() if isinstance(req, WireSend) else req, timeout)
+                    if isinstance(req, WireSend):
+                        return mq, self.brokers.send_message(address, req.envelope(), timeout)
+                    return mq, self.brokers.call(address, pb.SEND_BATCH, req, timeout)
                 except GrayMQError as exc:
                     cached = self.routes.cached(topic)
                     broker = cached.broker(mq.broker_name) if cached is not None else None

@@ -1,5 +1,6 @@
-"""A SEND_MESSAGE request written straight to its wire bytes for the blocking producer's send path: the message
-serialized once per send, then wrapped per attempt (a retry changes only the queue and the sequence).
+"""A SEND_MESSAGE on the wire for the blocking producer's send path: the request written straight to its bytes (the
+message serialized once per send, then wrapped per attempt: a retry changes only the queue and the sequence), and
+its answer read straight from the bytes received.
 
 ``encode_message`` writes the ``pb.Message``; ``send_envelope`` wraps it in a ``SendRequest`` inside the request
 ``Envelope`` (the frame's payload). The compiled pair (``graymq.protocol._client_speedups``, built from
@@ -8,20 +9,33 @@ proto3 defaults left out, as protobuf does; the pure pair lets protobuf write th
 writing the fields by hand, even reading the message back once per attempt). A protobuf parser reads the same
 request from both (tests/unit/client/test_send_wire.py). The compiled pair runs where
 ``graymq.protocol.native`` runs the compiled path (so ``GRAYMQ_PURE=1`` keeps the pure pair).
+
+``send_reply`` reads the answer when the bytes of the first read are exactly its frame (the usual case), without a
+frame object, an ``Envelope`` or a ``SendResponse``; anything else (a push first, a frame cut in two, an encoding it
+does not read) it leaves to the connection's general path, which reads every frame through protobuf. The compiled
+one reads the protobuf fields in C; the pure one (its reference) lets protobuf read them. Either gives the answer
+the general path would give (tests/unit/client/test_send_reply.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
+
+from google.protobuf.message import DecodeError
 
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol import native
+from graymq.protocol.frame import BLOCK_LENGTH, FRAME_HEADER, MSG_TOKEN
 from graymq.protocol.remoting import request_envelope
 
 log = logging.getLogger(__name__)
 SEND_HEAD = request_envelope(pb.SEND_MESSAGE, pb.Empty())  # the Envelope's fields before its body (= 6)
+# (0, msg_id, queue_offset, commit_log_offset) of a stored message, (code, error_message, 0, 0) of a refusal
+SendReply: TypeAlias = tuple[int, str, int, int]
+# a frame of one block: token, serial number, block count (1), the block's length
+REPLY_HEAD = FRAME_HEADER.size + BLOCK_LENGTH.size
 
 
 def encode_message_py(topic: str, body: bytes, tags: str, keys: Sequence[str], properties: Mapping[str, str],
@@ -41,6 +55,31 @@ def send_envelope_py(head: bytes, group: str, message: bytes, queue_id: int, pro
     return head + request_envelope(pb.SEND_MESSAGE, request)[len(SEND_HEAD):]
 
 
+def send_reply_py(buffer: bytearray, size: int, serial: int, max_frame_size: int) -> SendReply | None:
+    """The answer to the SEND_MESSAGE numbered ``serial`` when ``buffer[:size]`` is exactly its frame, of one block;
+    None otherwise, and for bytes protobuf refuses (the general path then reads them and raises). The reference
+    of the compiled ``send_reply``."""
+    if not REPLY_HEAD <= size <= len(buffer):
+        return None
+    token, serial_no, blocks = FRAME_HEADER.unpack_from(buffer)
+    (length,) = BLOCK_LENGTH.unpack_from(buffer, FRAME_HEADER.size)
+    if token != MSG_TOKEN or serial_no != serial or blocks != 1 or length != size - REPLY_HEAD or \
+            length > max_frame_size:
+        return None
+    try:
+        envelope = pb.Envelope.FromString(bytes(buffer[REPLY_HEAD:size]))
+        if not envelope.is_response:
+            return None
+        if envelope.code != pb.OK:
+            return envelope.code, envelope.error_message, 0, 0
+        if envelope.method != pb.SEND_MESSAGE:
+            return None
+        response = pb.SendResponse.FromString(envelope.body)
+    except DecodeError:
+        return None
+    return pb.OK, response.msg_id, response.queue_offset, response.commit_log_offset
+
+
 def _load() -> Any:
     """The compiled module when the compiled path runs (``native.SPEEDUPS``: not under ``GRAYMQ_PURE=1``, nor
     where nothing was built), else None; one warning when only this module is missing."""
@@ -58,6 +97,7 @@ def _load() -> Any:
 COMPILED = _load()  # the compiled module, or None on the pure path
 encode_message = encode_message_py if COMPILED is None else COMPILED.encode_message
 send_envelope = send_envelope_py if COMPILED is None else COMPILED.send_envelope
+send_reply = send_reply_py if COMPILED is None else COMPILED.send_reply
 
 
 class WireSend:

@@ -12,8 +12,9 @@ Layout (protobuf wire format, protocol/proto/graymq.proto; tag byte = field numb
 - Envelope: the request's head (method 1), then body 6.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
 
@@ -144,3 +145,149 @@ def send_envelope(bytes head, str group, bytes message, int queue_id, uint64_t p
         p[1] = b"\x01"
         _put_varint(p + 2, <uint64_t>sequence)
     return out
+
+
+# -- the answer to a SEND_MESSAGE ----------------------------------------------------------------------------------
+# Frame (protocol/frame.py): token, serial number, block count, block length (big-endian uint32s), then the
+# Envelope: method 1, is_response 2, oneway 3, code 4 (varints), error_message 5, body 6; the body a SendResponse:
+# status 1, msg_id 2, broker_name 3, queue_id 4, queue_offset 5, commit_log_offset 6, duplicate 20.
+cdef enum:
+    FRAME_HEAD = 16
+    MSG_TOKEN = 0xFF7FF4FE
+    SEND_MESSAGE = 1
+    VARINT = 0
+    FIXED64 = 1
+    LENGTH = 2
+    FIXED32 = 5
+
+
+cdef inline uint64_t _be32(const unsigned char* p) noexcept:
+    return (<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | p[3]
+
+
+cdef inline const unsigned char* _varint(const unsigned char* p, const unsigned char* end,
+                                         uint64_t* value) noexcept:
+    """The varint at ``p`` into ``value``; the position after it, or NULL when cut short or over ten bytes."""
+    cdef uint64_t n = 0
+    cdef int shift = 0
+    while p < end and shift < 70:
+        if shift == 63 and p[0] > 1:  # bits past the 64th: left to protobuf
+            return NULL
+        n |= <uint64_t>(p[0] & 0x7F) << shift
+        if p[0] < 0x80:
+            value[0] = n
+            return p + 1
+        p += 1
+        shift += 7
+    return NULL
+
+
+cdef inline const unsigned char* _skip(const unsigned char* p, const unsigned char* end, uint64_t wire) noexcept:
+    """Past an unknown field's value of wire type ``wire``; NULL for a group, a bad type or a value cut short."""
+    cdef uint64_t size
+    if wire == VARINT:
+        return _varint(p, end, &size)
+    if wire == FIXED64:
+        return p + 8 if end - p >= 8 else NULL
+    if wire == FIXED32:
+        return p + 4 if end - p >= 4 else NULL
+    if wire == LENGTH:
+        p = _varint(p, end, &size)
+        return p + size if p != NULL and size <= <uint64_t>(end - p) else NULL
+    return NULL
+
+
+cdef object _utf8(const unsigned char* p, uint64_t size):
+    """The text of a string field, or None when it is not UTF-8 (protobuf refuses it: the general path answers)."""
+    try:
+        return (<const char*>p)[:size].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+cdef object _send_response(const unsigned char* p, const unsigned char* end):
+    """``(0, msg_id, queue_offset, commit_log_offset)`` of a SendResponse, None for anything unusual."""
+    cdef uint64_t tag, value = 0, queue_offset = 0, commit_log_offset = 0
+    cdef object msg_id = "", text
+    while p < end:
+        p = _varint(p, end, &tag)
+        if p == NULL or tag >> 3 == 0 or tag > 0xFFFFFFFF:
+            return None
+        if tag & 7 == LENGTH and (tag >> 3) in (2, 3):
+            p = _varint(p, end, &value)
+            if p == NULL or value > <uint64_t>(end - p):
+                return None
+            text = _utf8(p, value)
+            if text is None:
+                return None
+            if tag >> 3 == 2:
+                msg_id = text
+            p += value
+        elif tag & 7 == VARINT and (tag >> 3) in (1, 4, 5, 6, 20):
+            p = _varint(p, end, &value)
+            if tag >> 3 == 5:
+                queue_offset = value
+            elif tag >> 3 == 6:
+                commit_log_offset = value
+        elif (tag >> 3) in (1, 2, 3, 4, 5, 6, 20):  # a known field in the wrong wire type
+            return None
+        else:
+            p = _skip(p, end, tag & 7)
+        if p == NULL:
+            return None
+    return (0, msg_id, <int64_t>queue_offset, <int64_t>commit_log_offset)
+
+
+def send_reply(bytearray buffer, Py_ssize_t size, uint64_t serial, Py_ssize_t max_frame_size):
+    """The answer to the SEND_MESSAGE numbered ``serial`` when ``buffer[:size]`` is exactly its frame:
+    ``(0, msg_id, queue_offset, commit_log_offset)``, or ``(code, error_message, 0, 0)`` for an error envelope;
+    None for anything else (a push, a partial frame or several, a block layout or protobuf encoding this does not
+    read), which the general path (frame decoder, protobuf) then answers."""
+    cdef const unsigned char* p = <const unsigned char*>PyByteArray_AS_STRING(buffer)
+    cdef const unsigned char* end
+    cdef uint64_t tag, value = 0, method = 0, code = 0, is_response = 0
+    cdef const unsigned char* body = NULL
+    cdef uint64_t body_size = 0
+    cdef object error_message = ""
+    if size < FRAME_HEAD or size > len(buffer) or _be32(p) != MSG_TOKEN or _be32(p + 4) != serial \
+            or _be32(p + 8) != 1 or _be32(p + 12) != <uint64_t>(size - FRAME_HEAD) \
+            or size - FRAME_HEAD > max_frame_size:
+        return None
+    end = p + size
+    p += FRAME_HEAD
+    while p < end:
+        p = _varint(p, end, &tag)
+        if p == NULL or tag >> 3 == 0 or tag > 0xFFFFFFFF:
+            return None
+        if tag & 7 == LENGTH and (tag >> 3) in (5, 6):
+            p = _varint(p, end, &value)
+            if p == NULL or value > <uint64_t>(end - p):
+                return None
+            if tag >> 3 == 6:
+                body, body_size = p, value
+            else:
+                error_message = _utf8(p, value)
+                if error_message is None:
+                    return None
+            p += value
+        elif tag & 7 == VARINT and (tag >> 3) <= 4:
+            p = _varint(p, end, &value)
+            if tag >> 3 == 1:
+                method = value
+            elif tag >> 3 == 2:
+                is_response = value
+            elif tag >> 3 == 4:
+                code = value
+        elif (tag >> 3) <= 6:
+            return None
+        else:
+            p = _skip(p, end, tag & 7)
+        if p == NULL:
+            return None
+    if not is_response:
+        return None
+    if <int32_t>code != 0:
+        return (<int32_t>code, error_message, 0, 0)
+    if <int32_t>method != SEND_MESSAGE:
+        return None
+    return _send_response(body, body + body_size) if body != NULL else (0, "", 0, 0)

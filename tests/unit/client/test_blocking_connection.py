@@ -1,6 +1,7 @@
 """BlockingConnection and BlockingBrokers against a scripted peer on a loopback socket: the response matched to
 its request past a push, a wire error raised as its class, a timeout and a hang-up closing the connection, and
-the idle connections of a broker that hung up dropped with it."""
+the idle connections of a broker that hung up dropped with it; a SEND_MESSAGE's answer read straight from the
+bytes (compiled and pure reader) or, past a push or cut in two, by the general path."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from graymq.client import blocking_connection, send_wire
 from graymq.client.blocking_brokers import BlockingBrokers
 from graymq.client.blocking_connection import BlockingConnection
 from graymq.protocol import graymq_pb2 as pb
@@ -77,6 +80,42 @@ def test_the_response_is_matched_to_its_request_past_a_push_in_between(peer: tup
     conn.close()
 
 
+READERS = [pytest.param(send_wire.send_reply_py, id="pure")]
+if send_wire.COMPILED is not None:
+    READERS.append(pytest.param(send_wire.COMPILED.send_reply, id="compiled"))
+SEND_ENVELOPE = request_envelope(pb.SEND_MESSAGE, pb.SendRequest(producer_group="g"))
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_send_messages_answer_is_read_as_it_arrives_whole_after_a_push_or_cut_in_two(
+        peer: tuple[str, list[Reply]], reader: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    address, replies = peer
+    monkeypatch.setattr(blocking_connection, "send_reply", reader)
+    answer = pb.SendResponse(msg_id="M", queue_offset=-1, commit_log_offset=12)
+
+    def push_then_answer(conn: socket.socket, serial: int) -> None:
+        notice = request_envelope(pb.NOTIFY_GROUP_CHANGED, pb.GroupChangedNotice(consumer_group="c"), oneway=True)
+        conn.sendall(encode_frame(999, notice))
+        time.sleep(0.05)  # the push alone in the first read
+        conn.sendall(encode_frame(serial, response_envelope(pb.SEND_MESSAGE, answer)))
+
+    def in_two(conn: socket.socket, serial: int) -> None:
+        frame = encode_frame(serial, response_envelope(pb.SEND_MESSAGE, answer))
+        conn.sendall(frame[:10])
+        time.sleep(0.05)
+        conn.sendall(frame[10:])
+
+    replies.extend([push_then_answer, in_two, lambda conn, serial: conn.sendall(encode_frame(
+        serial, error_envelope(pb.SEND_MESSAGE, TopicNotExistError("no topic T"))))])
+    conn = BlockingConnection.open(address, timeout_s=2, tls=None, token="")
+    assert conn.send_message(SEND_ENVELOPE, 2.0) == (0, "M", -1, 12)
+    assert conn.send_message(SEND_ENVELOPE, 2.0) == (0, "M", -1, 12)
+    with pytest.raises(TopicNotExistError, match="^no topic T$"):
+        conn.send_message(SEND_ENVELOPE, 2.0)
+    assert not conn.closed and conn.send_message(SEND_ENVELOPE, 2.0) == (0, "M4", 0, 0)
+    conn.close()
+
+
 def test_a_wire_error_is_raised_as_its_class_and_the_connection_stays_usable(peer: tuple[str, list[Reply]]) -> None:
     address, replies = peer
     replies.append(lambda conn, serial: conn.sendall(encode_frame(serial, error_envelope(
@@ -121,7 +160,7 @@ def test_pushes_alone_do_not_outlast_the_timeout_on_a_blocking_socket(peer: tupl
     assert time.monotonic() - began < 1.5  # the request's 0.3 s, not the 2 s the pushes go on for
     conn = BlockingConnection.open(address, timeout_s=2, tls=None, token="")
     envelope = request_envelope(pb.SEND_MESSAGE, pb.SendRequest(producer_group="g"))
-    assert conn.request(pb.SEND_MESSAGE, envelope, 2.0).msg_id.startswith("M")  # type: ignore[attr-defined]
+    assert conn.send_message(envelope, 2.0)[1].startswith("M")
 
 
 def test_a_peer_hanging_up_drops_every_idle_connection_to_it(peer: tuple[str, list[Reply]]) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from graymq.client.consumer.assignment import Assignment
 from graymq.client.consumer.consume_service import ListenerRunner
+from graymq.client.consumer.eager import run_eagerly
 from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import OffsetStore
 from graymq.client.consumer.process_queue import ProcessQueue
@@ -168,9 +169,21 @@ class Fetcher:
             if pq.dropped:
                 self._slots.release()
                 return
-            task = asyncio.get_running_loop().create_task(self._consume(pq, batch))
-            self.assignment.track(pq, task)
-            task.add_done_callback(functools.partial(self._consumed, pq))
+            self._start(pq, batch)
+
+    def _start(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        """Run the batch at once; only one whose listener waits gets a task, tracked so a hand-over waits for it."""
+        try:
+            task = run_eagerly(self._consume(pq, batch))
+        except Exception:  # _consume handles the listener's failures: this is a bug, logged as a task's would be
+            self._slots.release()
+            log.exception("consumer %s: a batch of %s ended with an unexpected error", self.runtime.client_id, pq.mq)
+            return
+        if task is None:
+            self._slots.release()
+            return
+        self.assignment.track(pq, task)
+        task.add_done_callback(functools.partial(self._consumed, pq))
 
     def _consumed(self, pq: ProcessQueue, task: asyncio.Task[None]) -> None:
         self.assignment.finished(pq, task)

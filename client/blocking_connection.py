@@ -15,7 +15,6 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Callable
 
 from google.protobuf.message import Message as PbMessage
 
@@ -98,49 +97,55 @@ class BlockingConnection:
     def request(self, method: int, body: PbMessage, timeout_s: float) -> PbMessage:
         """The typed response to ``body``; a wire error raises its registered class, a timeout
         ``RequestTimeoutError`` and a lost connection ``ConnectionClosedError`` (both close the connection)."""
-        envelope = self._exchange(method, request_envelope(method, body), timeout_s, None)
-        assert isinstance(envelope, pb.Envelope)
+        try:
+            serial, deadline = self._next(timeout_s)
+            self.sock.sendall(encode_frame(serial, request_envelope(method, body), self.max_frame_size))
+            envelope = self._response(serial, deadline, self.sock.recv_into(self._received))
+        except GrayMQError:  # a frame that does not decode: the stream cannot be trusted any more
+            self.close()
+            raise
+        except OSError as exc:
+            raise self._failed(exc, method, timeout_s) from exc
         return parse_body(envelope, response=True)
 
     def send_message(self, envelope: bytes, timeout_s: float) -> SendReply:
         """The answer to a SEND_MESSAGE (its request ``envelope`` written already): ``(0, msg_id, queue_offset,
-        commit_log_offset)``; errors as ``request`` raises them."""
-        reply = self._exchange(pb.SEND_MESSAGE, envelope, timeout_s, send_reply)
-        if type(reply) is tuple:
-            if reply[0]:
-                raise error_from_code(reply[0], reply[1])
-            return reply
-        response = parse_body(reply, response=True)  # type: ignore[arg-type]
-        return pb.OK, response.msg_id, response.queue_offset, response.commit_log_offset  # type: ignore[attr-defined]
-
-    def _exchange(self, method: int, payload: bytes, timeout_s: float,
-                  reply: Callable[[bytearray, int, int, int], SendReply | None] | None) -> pb.Envelope | SendReply:
-        """``payload`` sent in a frame of its own; the envelope answering it, or ``reply``'s reading of the first
-        bytes received when they are exactly that answer."""
-        if self.closed:
-            raise ConnectionClosedError(f"connection to {self.address} is closed")
-        serial = next(self._serials) & 0xFFFFFFFF
-        deadline = time.monotonic() + timeout_s
+        commit_log_offset)``, read by ``send_reply`` when the first bytes received are exactly its frame (the usual
+        case); errors as ``request`` raises them."""
         try:
-            if not self._timeout_s - TIMEOUT_STEP_S < timeout_s <= self._timeout_s:  # else: the same step, set
-                self._bound(timeout_s)
-            self.sock.sendall(encode_frame(serial, payload, self.max_frame_size))
+            serial, deadline = self._next(timeout_s)
+            self.sock.sendall(encode_frame(serial, envelope, self.max_frame_size))
             received = self.sock.recv_into(self._received)
-            if reply is not None and received and not self._decoder.pending:
-                answer = reply(self._received, received, serial, self.max_frame_size)
-                if answer is not None:
-                    return answer
-            return self._response(serial, deadline, received)
-        except (TimeoutError, BlockingIOError) as exc:  # BlockingIOError: a kernel timeout ran out
-            self.close()
-            raise RequestTimeoutError(f"{method_name(method)} to {self.address}: no response in {timeout_s:g}s"
-                                      ) from exc
-        except OSError as exc:
-            self.close()
-            raise ConnectionClosedError(f"connection to {self.address} lost: {exc}") from exc
-        except GrayMQError:  # a frame that does not decode: the stream cannot be trusted any more
+            reply = send_reply(self._received, received, serial, self.max_frame_size) \
+                if received and not self._decoder.pending else None
+            if reply is None:
+                answer = self._response(serial, deadline, received)
+        except GrayMQError:
             self.close()
             raise
+        except OSError as exc:
+            raise self._failed(exc, pb.SEND_MESSAGE, timeout_s) from exc
+        if reply is None:
+            response = parse_body(answer, response=True)
+            return pb.OK, response.msg_id, response.queue_offset, response.commit_log_offset  # type: ignore
+        if reply[0]:
+            raise error_from_code(reply[0], reply[1])
+        return reply
+
+    def _next(self, timeout_s: float) -> tuple[int, float]:
+        """The next request's serial number and deadline, the socket's timeout set for it."""
+        if self.closed:
+            raise ConnectionClosedError(f"connection to {self.address} is closed")
+        if not self._timeout_s - TIMEOUT_STEP_S < timeout_s <= self._timeout_s:  # else: the same step, set
+            self._bound(timeout_s)
+        return next(self._serials) & 0xFFFFFFFF, time.monotonic() + timeout_s
+
+    def _failed(self, exc: OSError, method: int, timeout_s: float) -> GrayMQError:
+        """The error a socket's failure raises, the connection closed: a timeout or a lost connection."""
+        self.close()
+        if isinstance(exc, (TimeoutError, BlockingIOError)):  # BlockingIOError: a kernel timeout ran out
+            return RequestTimeoutError(f"{method_name(method)} to {self.address}: no response in {timeout_s:g}s")
+        return ConnectionClosedError(f"connection to {self.address} lost: {exc}")
 
     def _response(self, serial: int, deadline: float, received: int) -> pb.Envelope:
         """Read until the response numbered ``serial`` arrives (other frames are pushes: skipped), into one

@@ -162,11 +162,12 @@ class BlockingSendWindow(WindowState):
 
     def __init__(self, size: int = SEQUENCES_KEPT) -> None:
         super().__init__(size)
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()  # taken directly on the send path: a Condition's with is two Python calls
+        self._changed = threading.Condition(self._lock)
         self._waiting = 0
 
     def take_now(self, key: QueueKey, sequence: int | None = None, again: bool = False) -> int | None:
-        with self._changed:
+        with self._lock:
             return super().take_now(key, sequence)
 
     def take(self, key: QueueKey, deadline: float, sequence: int | None = None) -> int:
@@ -184,7 +185,7 @@ class BlockingSendWindow(WindowState):
         return taken
 
     def release(self, key: QueueKey, sequence: int) -> None:
-        with self._changed:
+        with self._lock:
             super().release(key, sequence)
             if self._waiting:
                 self._changed.notify_all()

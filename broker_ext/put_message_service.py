@@ -42,17 +42,17 @@ class PutMessageService:
                                      "(unknown to the name server, or not picked up by this broker yet)")
         return self._topics.require_writable(topic)
 
-    def append(self, messages: Sequence[PutMessage]) -> list[AppendResult]:
+    def append(self, messages: Sequence[PutMessage], one_queue: bool = False) -> list[AppendResult]:
         """Append to the store, count, and wake the long polls of every queue written.
 
-        Counted per queue written, not per message: a batch to one queue costs one stats update and one wake-up,
-        and no loop over its messages.
+        Counted per queue written, not per message: a batch to one queue (``one_queue``: the caller knows, as for
+        a send and a SEND_BATCH) costs one stats update and one wake-up, and no loop over its messages.
         """
         results = self._store.put_messages(messages)
         if self.on_appended is not None:
             self.on_appended()
         put = messages[0]
-        if len(messages) == 1 or len({(p.topic, p.queue_id) for p in messages}) == 1:  # a send, a SEND_BATCH
+        if one_queue or len(messages) == 1 or len({(p.topic, p.queue_id) for p in messages}) == 1:
             # a batch's records are contiguous: its bytes are from the first one's start to the last one's end
             size = results[-1].end_offset - results[0].physical_offset
             self._stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), len(messages), size)

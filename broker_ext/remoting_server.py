@@ -26,7 +26,7 @@ from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult, listen
 from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
 from graymq.protocol.frame import BufferBudget
-from graymq.protocol.remoting import method_name, parse_body
+from graymq.protocol.remoting import method_name, parse_body, parse_request
 from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.tls import LEFT_DURING_HANDSHAKE, report_handshake_failures
 
@@ -64,10 +64,9 @@ class RemotingServer:
                                                      broker.settings.max_unauthenticated_per_address)
         self._log = ThrottledLog(log, 30.0)
         b = broker
-        # method -> handler(connection, typed request)
+        # method -> handler(connection, typed request); SEND_BATCH's in _handle (it reads the body too)
         self._routes: dict[int, Callable[[Connection, Any], HandlerResult]] = {
             pb.SEND_MESSAGE: lambda c, r: b.send_processor.send(r),
-            pb.SEND_BATCH: lambda c, r: b.send_processor.send_batch(r),
             pb.PULL_MESSAGE: lambda c, r: b.pull_processor.pull(r),
             pb.HEARTBEAT: b.client_processor.heartbeat,
             pb.UNREGISTER_CLIENT: lambda c, r: b.client_processor.unregister(r),
@@ -186,11 +185,14 @@ class RemotingServer:
         method = envelope.method
         route = self._routes.get(method)
         access = self.broker.access
-        if route is None:
+        if route is None and method != pb.SEND_BATCH:
             if method == pb.AUTHENTICATE:
                 return self._authenticate(conn, parse_body(envelope, response=False))  # type: ignore[arg-type]
             raise UnknownMethodError(f"the broker does not serve {method_name(method)}")
-        request = parse_body(envelope, response=False)
+        body = envelope.body
+        request = parse_request(method, body)
         access.check(conn, method, request)
         self.broker.role.check_writable(method)
+        if route is None:  # SEND_BATCH: its messages are read from the body as received, not from ``request``
+            return self.broker.send_processor.send_batch(request, body)  # type: ignore[arg-type]
         return route(conn, request)

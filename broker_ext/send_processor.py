@@ -31,7 +31,7 @@ from graymq.protocol.constants import (
     PROPERTY_TRACE_ID,
 )
 from graymq.protocol.errors import BadRequestError, NotLeaderError, RequestTimeoutError
-from graymq.protocol.native import pick
+from graymq.protocol.native import SPEEDUPS
 from graymq.protocol.record import SYS_FLAG_GRAY
 from graymq.protocol.remoting import response_envelope
 
@@ -78,7 +78,7 @@ def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsum
 def to_puts_py(messages: Sequence[pb.Message], topic: str, queue_id: int, producer_group: str,
                put_class: type[PutMessage], new_id: Callable[[], str]) -> list[PutMessage]:
     """A batch's messages as ``put_class`` puts to ``topic`` (one naming another topic is refused); the reference
-    of the compiled ``to_puts``, one call a batch."""
+    of the compiled ``wire_puts``, which reads them from the request's wire bytes instead."""
     puts = []
     for msg in messages:
         if msg.topic and msg.topic != topic:
@@ -89,7 +89,19 @@ def to_puts_py(messages: Sequence[pb.Message], topic: str, queue_id: int, produc
     return puts
 
 
-to_puts = pick("to_puts", to_puts_py)
+def batch_puts_py(req: pb.SendBatchRequest, raw: bytes) -> list[PutMessage]:
+    """The puts of a SEND_BATCH (``raw``: its body as received, read by the compiled twin)."""
+    return to_puts_py(req.messages, req.topic, req.queue_id, req.producer_group, PutMessage, new_msg_id)
+
+
+def batch_puts_wire(req: pb.SendBatchRequest, raw: bytes) -> list[PutMessage]:
+    """The same puts from the compiled ``wire_puts``, which reads the messages from ``raw`` itself."""
+    assert SPEEDUPS is not None
+    return SPEEDUPS.wire_puts(raw, req.topic, req.queue_id, req.producer_group, PutMessage,  # type: ignore[no-any-return]
+                              new_msg_id)
+
+
+batch_puts = batch_puts_py if SPEEDUPS is None else batch_puts_wire
 
 
 class SendProcessor:
@@ -150,12 +162,13 @@ class SendProcessor:
         )
         return self._ack(pb.SEND_MESSAGE, response, result.end_offset)
 
-    def send_batch(self, req: pb.SendBatchRequest) -> bytes | asyncio.Future[bytes]:
+    def send_batch(self, req: pb.SendBatchRequest, raw: bytes) -> bytes | asyncio.Future[bytes]:
+        """``raw``: the request's body as received (``req`` parsed from it)."""
         if not req.messages:
             raise BadRequestError("empty batch")
         config = self.put_service.topic_for_write(req.topic)
         config.check_queue(req.queue_id)
-        topic, queue_id, group = req.topic, req.queue_id, req.producer_group
+        topic, queue_id = req.topic, req.queue_id
         producer_id = req.producer_id
         if producer_id:
             known = self._known(producer_id, topic, queue_id, req.sequence, req.messages)
@@ -165,7 +178,7 @@ class SendProcessor:
                     queue_id=queue_id, first_queue_offset=known.queue_offset, duplicate=True,
                 )
                 return self._ack(pb.SEND_BATCH, response, self._end_of(known))
-        puts = to_puts(req.messages, topic, queue_id, group, PutMessage, new_msg_id)
+        puts = batch_puts(req, raw)
         if producer_id:
             puts[0].properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(producer_id, req.sequence, len(puts))
         results = self._append(puts)
@@ -208,7 +221,7 @@ class SendProcessor:
 
     def _append(self, puts: list[PutMessage]) -> list[AppendResult]:
         try:
-            return self.put_service.append(puts)
+            return self.put_service.append(puts, one_queue=True)  # a send's, a SEND_BATCH's: one queue
         except ValueError as exc:  # the store refuses a field (a separator in a property, a value out of range)
             raise BadRequestError(str(exc)) from exc
 

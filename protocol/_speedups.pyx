@@ -14,13 +14,13 @@ machine): see the module docstring of ``graymq.protocol.native`` for the figures
 """
 
 import struct
-import zlib
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.number cimport PyNumber_Index
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from cpython.buffer cimport PyBUF_READ
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
@@ -39,7 +39,6 @@ from graymq.protocol.constants import (
 from graymq.protocol.crc import crc32
 from graymq.protocol.errors import BadRequestError, MessageTooLargeError, ProtocolError
 
-cdef object _crc32 = zlib.crc32  # key-index hashes of short strings
 cdef object _record_crc = crc32  # records: protocol/crc.py's choice, the pure path's too
 cdef object _struct_error = struct.error
 cdef object _time = time.time
@@ -291,17 +290,23 @@ def encode_properties(properties):
 
 
 cdef bytes _properties(properties):
+    """Joined first, checked after: one count of each separator over the joined text instead of four ``in`` per
+    property (a separator inside a name or value adds to the count)."""
     if not properties:
         return b""
     cdef list parts = []
     for name, value in properties.items():
-        if "\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value:
-            raise ValueError(f"property {name!r} contains a reserved separator character")
         parts.append(name)
         parts.append("\x01")
         parts.append(value)
         parts.append("\x02")
-    return "".join(parts).encode("utf-8")
+    cdef str joined = "".join(parts)
+    cdef Py_ssize_t pairs = len(parts) >> 2
+    if joined.count("\x01") != pairs or joined.count("\x02") != pairs:
+        for name, value in properties.items():
+            if "\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value:
+                raise ValueError(f"property {name!r} contains a reserved separator character")
+    return joined.encode("utf-8")
 
 
 def index_entries(str topic, properties, physical_offset, store_timestamp):
@@ -317,13 +322,39 @@ cdef bytes _index_entries(str topic, properties, int64_t offset, int64_t stamp):
     if seed is None:
         if len(_topic_seeds) >= 4096:
             _topic_seeds.clear()
-        seed = _topic_seeds[topic] = _crc32(f"{topic}\x01".encode())
+        seed = _topic_seeds[topic] = _text_crc(f"{topic}\x01", 0)
     if not keys:
-        return _entry(_crc32(msg_id.encode(), seed), offset, stamp) if msg_id else b""
+        return _entry(_text_crc(msg_id, seed), offset, stamp) if msg_id else b""
     names = keys.split(KEY_SEPARATOR)
     if msg_id:
         names.append(msg_id)
-    return b"".join([_entry(_crc32(name.encode(), seed), offset, stamp) for name in dict.fromkeys(names) if name])
+    return b"".join([_entry(_text_crc(name, seed), offset, stamp) for name in dict.fromkeys(names) if name])
+
+
+cdef uint32_t _CRC_TABLE[256]
+
+
+cdef void _fill_crc_table() noexcept:
+    cdef uint32_t c, n, k
+    for n in range(256):
+        c = n
+        for k in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        _CRC_TABLE[n] = c
+
+
+_fill_crc_table()
+
+
+cdef uint32_t _text_crc(str text, uint32_t seed) except? 0:
+    """``zlib.crc32(text.encode(), seed)`` a byte at a time from the string's own UTF-8, no bytes object and no
+    call: key and tag hashes are short, where the call cost more than the bytes."""
+    cdef Py_ssize_t n, i
+    cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(text, &n)
+    cdef uint32_t c = ~seed
+    for i in range(n):
+        c = _CRC_TABLE[(c ^ p[i]) & 0xFF] ^ (c >> 8)
+    return ~c
 
 
 def place_puts(puts, queue_offsets, sizes, physical_offset, store_timestamp, result_class):
@@ -368,7 +399,7 @@ cdef object _tag_hash(str tags):
     """constants.tag_hash: 0 for no tag, else the CRC32 of its UTF-8 (1 where that is 0)."""
     if not tags:
         return 0
-    return _crc32(tags.encode("utf-8")) or 1
+    return _text_crc(tags, 0) or 1
 
 
 cdef bytes _entry(uint64_t hashed, int64_t offset, int64_t stamp):
@@ -436,42 +467,141 @@ def decode_records(bytes buf, Py_ssize_t pos, Py_ssize_t stop, bint verify_crc, 
     return out
 
 
-def to_puts(messages, str topic, queue_id, str producer_group, put_class, new_id):
-    """send_processor.to_puts: a batch's messages as ``put_class`` puts to ``topic``, their properties as
-    ``put_properties`` builds them; a message naming another topic is refused."""
+def wire_puts(bytes request, str topic, queue_id, str producer_group, put_class, new_id):
+    """send_processor.to_puts_py over a SEND_BATCH body as it came: its ``messages`` read from the protobuf wire
+    bytes (already parsed once, so well formed), no message object made and no field looked up by name. Their own
+    properties keep the order they were sent in."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(request)
+    cdef Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(request), size
+    cdef uint64_t key
     cdef list puts = []
-    cdef str msg_topic
-    cdef dict properties
-    for msg in messages:
-        msg_topic = msg.topic
-        if msg_topic and msg_topic != topic:
-            raise BadRequestError(f"batch for topic {topic} contains a message for {msg_topic}")
-        msg_id = msg.msg_id
-        if not msg_id:
-            msg_id = new_id()
-            msg.msg_id = msg_id
-        own = msg.properties
-        if own:
-            properties = dict(own)
-            properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)
+    while pos < end:
+        _varint(p, &pos, end, &key)
+        if key == (4 << 3 | 2):  # messages = 4, length-delimited
+            size = _length(p, &pos, end)
+            puts.append(_wire_put(p, pos, pos + size, topic, queue_id, producer_group, put_class, new_id))
+            pos += size
         else:
-            properties = {}
-        if producer_group:
-            properties[PROPERTY_PRODUCER_GROUP] = producer_group
-        value = msg.tags
-        if value:
-            properties[PROPERTY_TAGS] = value
-        keys = msg.keys
-        if keys:
-            properties[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
-        properties[PROPERTY_MSG_ID] = msg_id
-        value = msg.trace_id
-        if value:
-            properties[PROPERTY_TRACE_ID] = value
-        born = msg.born_timestamp
-        puts.append(put_class(topic, queue_id, msg.body, properties, SYS_FLAG_GRAY if msg.gray else 0,
-                              born if born else int(_time() * 1000), msg.born_host, 0))
+            _skip(p, &pos, end, key)
     return puts
+
+
+cdef object _wire_put(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, str topic, queue_id,
+                      str producer_group, put_class, new_id):
+    """One ``Message`` of the wire as ``to_puts_py`` makes its put."""
+    cdef uint64_t key, value
+    cdef Py_ssize_t size
+    cdef str msg_topic = "", tags = "", trace_id = "", msg_id = "", born_host = ""
+    cdef object body = b""
+    cdef list keys = []
+    cdef dict properties = {}
+    cdef bint gray = False
+    cdef int64_t born = 0
+    while pos < end:
+        _varint(p, &pos, end, &key)
+        if key & 7 == 2:
+            size = _length(p, &pos, end)
+            field = key >> 3
+            if field == 2:
+                body = PyBytes_FromStringAndSize(<const char*>p + pos, size)
+            elif field == 5:
+                _wire_entry(p, pos, pos + size, properties)
+            elif 1 <= field <= 10:
+                text = PyUnicode_DecodeUTF8(<const char*>p + pos, size, NULL)
+                if field == 1:
+                    msg_topic = text
+                elif field == 3:
+                    tags = text
+                elif field == 4:
+                    keys.append(text)
+                elif field == 7:
+                    trace_id = text
+                elif field == 8:
+                    msg_id = text
+                elif field == 10:
+                    born_host = text
+            pos += size
+        elif key == (6 << 3):
+            _varint(p, &pos, end, &value)
+            gray = value != 0
+        elif key == (9 << 3):
+            _varint(p, &pos, end, &value)
+            born = <int64_t>value
+        else:
+            _skip(p, &pos, end, key)
+    if msg_topic and msg_topic != topic:
+        raise BadRequestError(f"batch for topic {topic} contains a message for {msg_topic}")
+    properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)
+    if producer_group:
+        properties[PROPERTY_PRODUCER_GROUP] = producer_group
+    if tags:
+        properties[PROPERTY_TAGS] = tags
+    if keys:
+        properties[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
+    properties[PROPERTY_MSG_ID] = msg_id or new_id()
+    if trace_id:
+        properties[PROPERTY_TRACE_ID] = trace_id
+    return put_class(topic, queue_id, body, properties, SYS_FLAG_GRAY if gray else 0,
+                     born if born else int(_time() * 1000), born_host, 0)
+
+
+cdef int _wire_entry(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, dict into) except -1:
+    """A ``map<string, string>`` entry (key 1, value 2; a missing one is empty) into ``into``."""
+    cdef uint64_t key
+    cdef Py_ssize_t size
+    name = value = ""
+    while pos < end:
+        _varint(p, &pos, end, &key)
+        if key == (1 << 3 | 2) or key == (2 << 3 | 2):
+            size = _length(p, &pos, end)
+            text = PyUnicode_DecodeUTF8(<const char*>p + pos, size, NULL)
+            if key >> 3 == 1:
+                name = text
+            else:
+                value = text
+            pos += size
+        else:
+            _skip(p, &pos, end, key)
+    into[name] = value
+    return 0
+
+
+cdef int _varint(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end, uint64_t* out) except -1:
+    cdef uint64_t value = 0
+    cdef int shift = 0
+    cdef unsigned char byte
+    while pos[0] < end and shift < 64:
+        byte = p[pos[0]]
+        pos[0] += 1
+        value |= <uint64_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            out[0] = value
+            return 0
+        shift += 7
+    raise BadRequestError("undecodable SendBatchRequest body: a varint runs past its end")
+
+
+cdef Py_ssize_t _length(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end) except -1:
+    cdef uint64_t size
+    _varint(p, pos, end, &size)
+    if size > <uint64_t>(end - pos[0]):
+        raise BadRequestError("undecodable SendBatchRequest body: a field runs past its end")
+    return <Py_ssize_t>size
+
+
+cdef int _skip(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end, uint64_t key) except -1:
+    """Past a field this decoder does not read (its wire type says how long it is)."""
+    cdef uint64_t ignored
+    cdef int wire_type = key & 7
+    if wire_type == 0:
+        _varint(p, pos, end, &ignored)
+    elif wire_type == 2:
+        pos[0] += _length(p, pos, end)
+    elif (wire_type == 1 or wire_type == 5) and end - pos[0] >= (8 if wire_type == 1 else 4):
+        pos[0] += 8 if wire_type == 1 else 4
+    else:
+        raise BadRequestError(f"undecodable SendBatchRequest body: wire type {wire_type} at byte {pos[0]}")
+    return 0
 
 
 def queue_offsets(puts, next_offset, Py_ssize_t max_body):

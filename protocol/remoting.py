@@ -100,12 +100,21 @@ def parse_body(envelope: pb.Envelope, response: bool) -> PbMessage:
     """The typed body of ``envelope``; raises the envelope's error for an error response."""
     if response and envelope.code != pb.OK:
         raise error_from_code(envelope.code, envelope.error_message)
-    types = METHOD_TYPES.get(envelope.method)
+    return _parse(envelope.method, envelope.body, 1 if response else 0)
+
+
+def parse_request(method: int, body: bytes) -> PbMessage:
+    """The typed request of ``method`` in ``body`` (an envelope's, read once by a caller that keeps it)."""
+    return _parse(method, body, 0)
+
+
+def _parse(method: int, body: bytes, side: int) -> PbMessage:
+    types = METHOD_TYPES.get(method)
     if types is None:
-        raise error_from_code(pb.UNKNOWN_METHOD, f"unknown method {method_name(envelope.method)}")
-    message = types[1 if response else 0]()
+        raise error_from_code(pb.UNKNOWN_METHOD, f"unknown method {method_name(method)}")
+    message = types[side]()
     try:
-        message.ParseFromString(envelope.body)
+        message.ParseFromString(body)
     except DecodeError as exc:
         raise error_from_code(pb.BAD_REQUEST, f"undecodable {type(message).__name__} body: {exc}") from exc
     return message

@@ -14,7 +14,11 @@ the CRC calls, kept on zlib's). The batched send path in one process (frame pars
 append, answer frame): 22.9 → 17.3 µs a message; the client's batch decode 4.9 → 2.8 µs a message. Then
 the batch's per-message loops of the send path (``to_puts``, ``queue_offsets``, ``place_puts``: the broker
 profile's largest own costs, ``python -m graymq.bench profile``): request parse to answer in one process, min of 30
-windows of 20 batches of 100 x 1 KiB, load 15-19: 8.7-10.1 → 7.5-7.7 CPU µs a message.
+windows of 20 batches of 100 x 1 KiB, load 15-19: 8.7-10.1 → 7.5-7.7 CPU µs a message. Then a SEND_BATCH's
+messages read from its wire bytes (``wire_puts``, which replaced a compiled loop over the parsed messages: 2.2 →
+0.86 µs a message), the properties section joined then checked once (1.83 → 1.19 µs a record with the encode),
+key and tag hashes by a table CRC inside the module (the Python call to zlib's cost more than the bytes): the
+same path 6.9 → 5.5 µs a message (64 x 1 KiB).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ best of 5, the shared 2-core machine at load 10-13): encode_record pure 2.31, my
 encode_frame of 64 KiB pure 2.12, mypyc 2.78, Cython 1.81. mypyc compiles the same ``struct``/``join`` calls
 (no gain); Cython writes each byte string once in C. Cython also: encode_properties 1.42 → 0.48, frame parse
 of 64 KiB 6.63 → 2.03, batch decode 2.75 → 1.94 a record; index_entries no gain (0.75 / 0.81: its cost is
-the CRC calls, kept on zlib's). The batched send path in one process (frame parse, request parse, store
+the CRC calls: see below). The batched send path in one process (frame parse, request parse, store
 append, answer frame): 22.9 → 17.3 µs a message; the client's batch decode 4.9 → 2.8 µs a message. Then
 the batch's per-message loops of the send path (``to_puts``, ``queue_offsets``, ``place_puts``: the broker
 profile's largest own costs, ``python -m graymq.bench profile``): request parse to answer in one process, min of 30

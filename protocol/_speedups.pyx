@@ -202,14 +202,21 @@ def encode_puts(puts, queue_offsets, physical_offset, store_timestamp, store_hos
     cdef bytes sh = _as_bytes(store_host)
     cdef list texts = []  # per record: topic, body, properties, born host
     cdef list sizes = []
-    cdef bytes t, b, pr, bh, out
+    cdef bytes t = b"", b, pr, bh = b"", out
     cdef char* p
     cdef _Header* headers = <_Header*>PyMem_Malloc(max(n, 1) * sizeof(_Header))
     if headers == NULL:
         raise MemoryError()
+    topic = host = None  # the last put's: a batch's puts share them, encoded once
     try:
         for put, queue_offset in zip(puts, queue_offsets, strict=True):
-            t, b, pr, bh = put.topic.encode(), _as_bytes(put.body), _properties(put.properties), put.born_host.encode()
+            if put.topic is not topic:
+                topic = put.topic
+                t = topic.encode()
+            if put.born_host is not host:
+                host = put.born_host
+                bh = host.encode()
+            b, pr = _as_bytes(put.body), _properties(put.properties)
             _check(&headers[i], t, b, pr, bh, sh, put.queue_id, queue_offset, physical_offset + total,
                    put.sys_flag, put.born_timestamp, store_timestamp, put.reconsume_times)
             texts.append((t, b, pr, bh))
@@ -368,18 +375,19 @@ def place_puts(puts, queue_offsets, sizes, physical_offset, store_timestamp, res
     cdef char* p
     cdef dict units = {}, tag_hashes = {}
     cdef list entries = [], results = []
-    cdef bytearray block
+    cdef bytearray block = None
+    topic = queue_id = None  # the last put's queue: a run of puts to it (a SEND_BATCH: all) skips the dict
     for put, queue_offset, record_size in zip(puts, queue_offsets, sizes, strict=True):
         properties = put.properties
         tags = properties.get(PROPERTY_TAGS, "")
         hashed = tag_hashes.get(tags)
         if hashed is None:
             hashed = tag_hashes[tags] = _tag_hash(tags)
-        topic = put.topic
-        key = (topic, put.queue_id)
-        block = units.get(key)
-        if block is None:
-            block = units[key] = bytearray()
+        if block is None or not (put.topic is topic or put.topic == topic) or put.queue_id != queue_id:
+            topic, queue_id = put.topic, put.queue_id
+            block = units.get((topic, queue_id))
+            if block is None:
+                block = units[(topic, queue_id)] = bytearray()
         size = _signed(record_size, 32, "size")
         at = PyByteArray_GET_SIZE(block)
         PyByteArray_Resize(block, at + UNIT_SIZE)

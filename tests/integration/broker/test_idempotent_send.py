@@ -1,6 +1,7 @@
 """A real broker process and idempotent sends: a request repeated with its producer id and sequence is stored once
 and answered with its first result, also after kill -9 and a restart; requests without a producer id are stored
-every time, as before."""
+every time, as before. The repeat and the restart are checked on the compiled hot path and on the pure one (a broker
+started with ``GRAYMQ_PURE=1``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import BadRequestError
 from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, message, pull_request, run
+from tests.support.hot_path import HOT_PATHS, assert_runs, path_env
 
 pytestmark = pytest.mark.integration
 PID = 0x5EED_0000_0000_0001
@@ -18,9 +20,11 @@ PID = 0x5EED_0000_0000_0001
 
 @pytest.fixture
 def start_broker(graymq_process, tmp_path):
-    def start(*extra: str):
-        return graymq_process("broker", "--name", "idem", "--port", "0", "--store", str(tmp_path / "store"),
-                              "--segment-size", str(1 << 20), *extra)
+    def start(*extra: str, hot_path: str = "compiled"):
+        broker = graymq_process("broker", "--name", "idem", "--port", "0", "--store", str(tmp_path / "store"),
+                                "--segment-size", str(1 << 20), *extra, env=path_env(hot_path))
+        assert_runs(broker, hot_path)
+        return broker
 
     return start
 
@@ -50,9 +54,10 @@ def first_result(resp: pb.SendResponse) -> tuple[int, int, str]:
     return resp.queue_offset, resp.commit_log_offset, resp.msg_id
 
 
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
 @pytest.mark.parametrize("flush", ["async", "sync"])
-def test_a_repeated_request_is_stored_once_and_answered_with_its_first_result(start_broker, flush):
-    broker = start_broker("--flush", flush)
+def test_a_repeated_request_is_stored_once_and_answered_with_its_first_result(start_broker, flush, hot_path):
+    broker = start_broker("--flush", flush, hot_path=hot_path)
 
     async def scenario(client: BrokerClient) -> None:
         address = broker.address
@@ -116,8 +121,9 @@ def test_a_sequence_reused_for_another_request_is_refused(start_broker):
     run(scenario)
 
 
-def test_after_kill_9_and_a_restart_a_repeated_request_is_answered_from_the_rebuilt_table(start_broker):
-    broker = start_broker()
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def test_after_kill_9_and_a_restart_a_repeated_request_is_answered_from_the_rebuilt_table(start_broker, hot_path):
+    broker = start_broker(hot_path=hot_path)
     first: dict[str, object] = {}
 
     async def before(client: BrokerClient) -> None:
@@ -128,7 +134,7 @@ def test_after_kill_9_and_a_restart_a_repeated_request_is_answered_from_the_rebu
     run(before)
     broker.proc.kill()  # SIGKILL after the acks: no clean stop
     broker.kill()
-    broker = start_broker()
+    broker = start_broker(hot_path=hot_path)
     broker.wait_for_line("producer table rebuilt")
 
     async def after(client: BrokerClient) -> None:

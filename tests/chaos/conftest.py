@@ -12,7 +12,7 @@ import pytest
 
 from tests.chaos.report import RESULTS, format_table
 
-SUBSET = {"kill9/sync+promote", "stop_broker/async", "flip/sync", "pop_kill9/sync"}
+SUBSET = {"kill9/sync+promote", "stop_broker/async", "flip/sync", "pop_kill9/sync", "kill9/sync+pure"}
 
 
 def _full(config: pytest.Config) -> bool:

@@ -59,9 +59,11 @@ def truncate_at(store: Path, physical_offset: int) -> None:
     os.truncate(path, pos)
 
 
-def verify_store(store: Path) -> dict[str, Any]:
-    """``graymq broker verify --store STORE --json`` (exit 0 clean, 1 damage found)."""
+def verify_store(store: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``graymq broker verify --store STORE --json`` (exit 0 clean, 1 damage found), ``env`` added to its
+    environment."""
     result = subprocess.run([sys.executable, "-m", "graymq.gray_controller.cli", "broker", "verify", "--store",
-                             str(store), "--json"], capture_output=True, text=True, timeout=120)
+                             str(store), "--json"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, **(env or {})})
     assert result.returncode in (0, 1), f"verify failed ({result.returncode}): {result.stderr}"
     return dict(json.loads(result.stdout))

@@ -8,6 +8,10 @@ cluster while producers and consumers run; ``promote`` runs ``graymq gray promot
 broker's store after a load, cross-checked with ``graymq broker verify --json``; consumers start after the
 restart, so the damaged records are exactly what they cannot get.
 
+A ``pure`` case runs its brokers (and the store check) on the pure-Python hot path (``GRAYMQ_PURE=1``, what runs
+where no compiler exists), the others on the compiled one; every broker is checked to run the path its case names.
+The workload's clients run in the test process, on the path it loaded.
+
 The fault's time, for the recovery column: the broker's exit for kill -9 and SIGTERM (a clean stop serves until
 it exits), the SIGSTOP for a stall, the stop before the damage for a store fault.
 """
@@ -32,6 +36,7 @@ from tests.chaos.report import CaseResult, evaluate
 from tests.chaos.workload import Workload
 from tests.support.cli import wait_for
 from tests.support.cluster import FAST_ENV, Cluster
+from tests.support.hot_path import assert_runs, path_env
 
 GROUP = "GID_CHAOS"
 TOPIC = "TOPIC_CHAOS"
@@ -51,15 +56,20 @@ class Case:
     flush: str  # "sync" | "async"
     promote: bool = False
     replication: str | None = None  # "sync" | "async": a broker set of two replicas instead of one broker
+    pure: bool = False  # the brokers on the pure-Python hot path instead of the compiled one
 
     @property
     def broker_args(self) -> tuple[str, ...]:
         return ("--flush", self.flush, "--segment-size", str(SEGMENT))
 
     @property
+    def hot_path(self) -> str:
+        return "pure" if self.pure else "compiled"
+
+    @property
     def name(self) -> str:
         return (f"{self.fault}/{self.flush}" + ("+promote" if self.promote else "")
-                + (f"+{self.replication}_replicas" if self.replication else ""))
+                + (f"+{self.replication}_replicas" if self.replication else "") + ("+pure" if self.pure else ""))
 
 
 def load_seconds() -> float:
@@ -77,7 +87,7 @@ def run_case(cluster: Cluster, start: Any, case: Case) -> CaseResult:
     if case.replication:
         _add_replica_set(cluster, case)
     else:
-        cluster.add_broker(BROKER, *case.broker_args)
+        assert_runs(cluster.add_broker(BROKER, *case.broker_args, **path_env(case.hot_path)), case.hot_path)
     cluster.create_topic(TOPIC, QUEUES, GRAY_QUEUES)
     cluster.ns_call(lambda ns: ns.add_rule(GROUP, {"version": "v2"}, True))
     workload = Workload(cluster.ns_url, TOPIC, GROUP)
@@ -85,6 +95,7 @@ def run_case(cluster: Cluster, start: Any, case: Case) -> CaseResult:
     began = time.monotonic()
     fault_at, expected_lost, notes = asyncio.run(asyncio.wait_for(runner(cluster, start, case, workload),
                                                                       case_timeout() - 60))
+    notes.append(f"brokers on the {case.hot_path} hot path (checked in each broker process)")
     status = cluster.ns_call(lambda ns: ns.get_group(GROUP)).settings
     # Nothing turns the switch off or adopts during a case: isolation is in force throughout.
     assert status.gray_switch and status.orphan_policy == "hold", status
@@ -164,7 +175,8 @@ def _add_replica_set(cluster: Cluster, case: Case) -> None:
         store = cluster.root / f"{BROKER}-r{replica}"
         proc = cluster._start("broker", "--name", BROKER, "--replica-id", str(replica), "--replication",
                               str(case.replication), "--port", "0", "--store", str(store), "--nameserver",
-                              cluster.ns_url, *case.broker_args, env=FAST_ENV)
+                              cluster.ns_url, *case.broker_args, env={**FAST_ENV, **path_env(case.hot_path)})
+        assert_runs(proc, case.hot_path)
         if replica == 0:
             cluster.brokers[BROKER] = proc
         _wait_in_sync(cluster.ns_url, list(range(replica + 1)))
@@ -189,7 +201,9 @@ def _continue(pid: int) -> None:
 def _restart_broker(cluster: Cluster, case: Case) -> GraymqProcess:
     """The broker again on its store (a new port: clients learn it from the name server)."""
     cluster.brokers[BROKER].kill()
-    return cluster.add_broker(BROKER, *case.broker_args)
+    broker = cluster.add_broker(BROKER, *case.broker_args, **path_env(case.hot_path))
+    assert_runs(broker, case.hot_path)
+    return broker
 
 
 def _start_promote(cluster: Cluster, start: Any) -> GraymqProcess:
@@ -216,8 +230,8 @@ async def _run_store_fault(cluster: Cluster, start: Any, case: Case, workload: W
     fault_at = time.monotonic()
     store = cluster.root / BROKER
     rng = random.Random(case.name)
-    expected, notes = (_flip(store, workload.sent, rng) if case.fault == "flip"
-                       else _truncate(store, workload.sent, rng))
+    expected, notes = (_flip(store, workload.sent, rng, case) if case.fault == "flip"
+                       else _truncate(store, workload.sent, rng, case))
     try:
         await asyncio.to_thread(_restart_broker, cluster, case)
         await workload.start_consumer("v1a", "v1")
@@ -231,21 +245,21 @@ async def _run_store_fault(cluster: Cluster, start: Any, case: Case, workload: W
     return fault_at, expected, notes
 
 
-def _flip(store: Any, sent: list[Sent], rng: random.Random) -> tuple[set[str], list[str]]:
+def _flip(store: Any, sent: list[Sent], rng: random.Random, case: Case) -> tuple[set[str], list[str]]:
     """Flip one byte of a record in the middle of the log; verify must report exactly that record as a hole."""
     ordered = sorted(sent, key=lambda s: s.commit_log_offset)
     i = len(ordered) // 2
     victim, after = ordered[i], ordered[i + 1]
     at = rng.randrange(4, after.commit_log_offset - victim.commit_log_offset)
     faults.flip_byte(store, victim.commit_log_offset, at)
-    report = faults.verify_store(store)
+    report = faults.verify_store(store, path_env(case.hot_path))
     in_holes = {s.msg_id for h in report["holes"] for s in messages_in(sent, h["physical_offset"], h["length"])}
     assert in_holes == {victim.msg_id}, (report, victim)
     return in_holes, [f"flipped byte {at} of {victim.msg_id} (commit log {victim.commit_log_offset}); verify: "
                       f"{len(report['holes'])} hole(s) holding {sorted(in_holes)}"]
 
 
-def _truncate(store: Any, sent: list[Sent], rng: random.Random) -> tuple[set[str], list[str]]:
+def _truncate(store: Any, sent: list[Sent], rng: random.Random, case: Case) -> tuple[set[str], list[str]]:
     """Cut the last segment inside a record: it and every later record are gone; verify reports a torn tail."""
     ordered = sorted(sent, key=lambda s: s.commit_log_offset)
     last_segment = ordered[-1].commit_log_offset // SEGMENT * SEGMENT
@@ -254,7 +268,7 @@ def _truncate(store: Any, sent: list[Sent], rng: random.Random) -> tuple[set[str
     victim, after = tail[len(tail) // 2], tail[len(tail) // 2 + 1]
     cut = victim.commit_log_offset + rng.randrange(1, after.commit_log_offset - victim.commit_log_offset)
     faults.truncate_at(store, cut)
-    report = faults.verify_store(store)
+    report = faults.verify_store(store, path_env(case.hot_path))
     assert report["torn_tail"] is not None and not report["holes"], report
     gone = {s.msg_id for s in ordered if s.commit_log_offset >= victim.commit_log_offset}
     return gone, [f"cut the commit log at {cut}: {len(gone)} acked record(s) from {victim.msg_id} on; "

@@ -31,6 +31,8 @@ CASES = [
     Case("flip", "sync"), Case("flip", "async"),
     Case("truncate", "sync"), Case("truncate", "async"),
     Case("pause_leader", "async", replication="sync"), Case("pause_leader", "async", replication="async"),
+    # the pure-Python hot path (no compiler): a crash, and the store faults its record decode and CRC must catch
+    Case("kill9", "sync", pure=True), Case("flip", "sync", pure=True), Case("truncate", "sync", pure=True),
 ]
 
 

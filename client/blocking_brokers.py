@@ -49,11 +49,11 @@ class BlockingBrokers:
 
     def _take(self, address: str, timeout_s: float) -> BlockingConnection:
         """An idle connection to ``address``, else a new one."""
-        idle = self._idle.get(address)
         try:
-            return idle.pop() if idle else self._connect(address, timeout_s)
-        except IndexError:  # another thread took the last idle one meanwhile
-            return self._connect(address, timeout_s)
+            return self._idle[address].pop()
+        except (KeyError, IndexError):  # none idle: none opened yet, or all in use
+            pass
+        return self._connect(address, timeout_s)
 
     def _connect(self, address: str, timeout_s: float) -> BlockingConnection:
         if self.closed:

@@ -1,7 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The blocking producer's SEND_MESSAGE request written in C: the compiled twins of ``encode_message_py`` and
-``send_envelope_py`` (client/send_wire.py). Each writes its bytes object once, at its final size, the strings read
-as UTF-8 in place; keys and properties, rare on the hot path, go through small Python helpers.
+"""The blocking producer's SEND_MESSAGE in C: the request written (the compiled twins of ``encode_message_py`` and
+``send_envelope_py``, client/send_wire.py) and its answer read (``send_reply_py``'s twin). Each request part is
+written once, at its final size, the strings read as UTF-8 in place; keys and properties, rare on the hot path, go
+through small Python helpers. The answer is read from the receive buffer in place; whatever it does not expect is
+left to the general path (protobuf), so it never reads bytes otherwise than protobuf would.
 
 Layout (protobuf wire format, protocol/proto/graymq.proto; tag byte = field number << 3 | 2 for length-delimited,
 | 0 for varint; proto3 defaults left out, except a repeated or map element, always written):
@@ -182,6 +184,23 @@ cdef inline const unsigned char* _varint(const unsigned char* p, const unsigned 
     return NULL
 
 
+cdef inline const unsigned char* _tag(const unsigned char* p, const unsigned char* end, uint64_t* tag) noexcept:
+    """The field key at ``p``; NULL when cut short or no key (field number 0, over 32 bits)."""
+    p = _varint(p, end, tag)
+    if p == NULL or tag[0] >> 3 == 0 or tag[0] > 0xFFFFFFFF:
+        return NULL
+    return p
+
+
+cdef inline const unsigned char* _length(const unsigned char* p, const unsigned char* end,
+                                         uint64_t* size) noexcept:
+    """The length prefix at ``p``; NULL when it or the bytes it counts are cut short."""
+    p = _varint(p, end, size)
+    if p == NULL or size[0] > <uint64_t>(end - p):
+        return NULL
+    return p
+
+
 cdef inline const unsigned char* _skip(const unsigned char* p, const unsigned char* end, uint64_t wire) noexcept:
     """Past an unknown field's value of wire type ``wire``; NULL for a group, a bad type or a value cut short."""
     cdef uint64_t size
@@ -192,8 +211,10 @@ cdef inline const unsigned char* _skip(const unsigned char* p, const unsigned ch
     if wire == FIXED32:
         return p + 4 if end - p >= 4 else NULL
     if wire == LENGTH:
-        p = _varint(p, end, &size)
-        return p + size if p != NULL and size <= <uint64_t>(end - p) else NULL
+        p = _length(p, end, &size)
+        if p == NULL:
+            return NULL
+        return p + size
     return NULL
 
 
@@ -210,12 +231,12 @@ cdef object _send_response(const unsigned char* p, const unsigned char* end):
     cdef uint64_t tag, value = 0, queue_offset = 0, commit_log_offset = 0
     cdef object msg_id = "", text
     while p < end:
-        p = _varint(p, end, &tag)
-        if p == NULL or tag >> 3 == 0 or tag > 0xFFFFFFFF:
+        p = _tag(p, end, &tag)
+        if p == NULL:
             return None
         if tag & 7 == LENGTH and (tag >> 3) in (2, 3):
-            p = _varint(p, end, &value)
-            if p == NULL or value > <uint64_t>(end - p):
+            p = _length(p, end, &value)
+            if p == NULL:
                 return None
             text = _utf8(p, value)
             if text is None:
@@ -256,12 +277,12 @@ def send_reply(bytearray buffer, Py_ssize_t size, uint64_t serial, Py_ssize_t ma
     end = p + size
     p += FRAME_HEAD
     while p < end:
-        p = _varint(p, end, &tag)
-        if p == NULL or tag >> 3 == 0 or tag > 0xFFFFFFFF:
+        p = _tag(p, end, &tag)
+        if p == NULL:
             return None
         if tag & 7 == LENGTH and (tag >> 3) in (5, 6):
-            p = _varint(p, end, &value)
-            if p == NULL or value > <uint64_t>(end - p):
+            p = _length(p, end, &value)
+            if p == NULL:
                 return None
             if tag >> 3 == 6:
                 body, body_size = p, value

@@ -2,7 +2,9 @@
 load; the leader is killed (kill -9) and its store deleted; a follower leads within seconds, the producer goes on,
 every acknowledged message is there once in queue order; the old replica restarted empty catches up and rejoins the
 in-sync set. Under async replication, what a deposed leader acknowledged but never copied is moved aside, counted
-and kept, never dropped silently. A promote running across the failover loses nothing.
+and kept, never dropped silently. A promote running across the failover loses nothing. The failover and the moving
+aside are checked on the compiled hot path and on the pure one (``GRAYMQ_PURE=1``: the replicas, and in the
+failover the producer and consumer processes too).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from graymq.client import BlockingProducer, Message, Producer, SendResult
 from graymq.devkit.processes import GraymqProcess
 from tests.integration.client.test_blocking_producer import stored
 from tests.support.cli import graymq, json_lines, start_consumer, wait_for
+from tests.support.hot_path import HOT_PATHS, assert_runs, path_env
 
 pytestmark = pytest.mark.e2e
 NAME = "broker-rs"
@@ -43,20 +47,25 @@ def rs_cluster(graymq_process, fresh_pg_url, tmp_path):
     return cluster
 
 
-def start_replica(cluster, replica: int, mode: str = "sync", lag_s: str = "1.5") -> GraymqProcess:
+def start_replica(cluster, replica: int, mode: str = "sync", lag_s: str = "1.5", hot_path: str = "compiled"
+                  ) -> GraymqProcess:
     from tests.support.cluster import FAST_ENV
 
-    return cluster._start("broker", "--name", NAME, "--replica-id", str(replica), "--replication", mode,
+    proc = cluster._start("broker", "--name", NAME, "--replica-id", str(replica), "--replication", mode,
                           "--port", "0", "--store", str(store_of(cluster, replica)), "--nameserver", cluster.ns_url,
                           "--segment-size", str(1 << 20),
-                          env={**FAST_ENV, "GRAYMQ_BROKER_REPLICA_LAG_S": lag_s, "GRAYMQ_BROKER_QUEUE_LEASE_S": "5"})
+                          env={**FAST_ENV, "GRAYMQ_BROKER_REPLICA_LAG_S": lag_s, "GRAYMQ_BROKER_QUEUE_LEASE_S": "5",
+                               **path_env(hot_path)})
+    assert_runs(proc, hot_path)
+    return proc
 
 
-def start_set(cluster, mode: str = "sync", lag_s: str = "1.5") -> tuple[GraymqProcess, GraymqProcess]:
+def start_set(cluster, mode: str = "sync", lag_s: str = "1.5", hot_path: str = "compiled"
+              ) -> tuple[GraymqProcess, GraymqProcess]:
     """Replica 0, leading once it reports, then replica 1, once it is in sync."""
-    r0 = start_replica(cluster, 0, mode, lag_s)
+    r0 = start_replica(cluster, 0, mode, lag_s, hot_path)
     wait_for(lambda: in_sync(cluster.ns_url, [0], leader=0), 30, "replica 0 leading")
-    r1 = start_replica(cluster, 1, mode, lag_s)
+    r1 = start_replica(cluster, 1, mode, lag_s, hot_path)
     wait_for(lambda: in_sync(cluster.ns_url, [0, 1]), 30, "replica 1 in sync")
     return r0, r1
 
@@ -94,14 +103,17 @@ def check_order(consumed: list[dict[str, Any]]) -> int:
     return len(by_queue)
 
 
-def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, graymq_process) -> None:
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, graymq_process, hot_path) -> None:
     cluster = rs_cluster
     ns = cluster.ns_url
-    r0, _ = start_set(cluster)
+    start = partial(graymq_process, env=path_env(hot_path))  # the producer and the consumer on the same path
+    r0, _ = start_set(cluster, hot_path=hot_path)
     cluster.create_topic(TOPIC, 4, 0)
-    producer = graymq_process("produce", TOPIC, "--count", "3000", "--size", "256", "--interval", "0.003", "--json",
-                              "--nameserver", ns, wait=False)
+    producer = start("produce", TOPIC, "--count", "3000", "--size", "256", "--interval", "0.003", "--json",
+                     "--nameserver", ns, wait=False)
     wait_for(lambda: len(sent_ok(producer)) > 600, 60, "load before the fault")
+    assert_runs(producer, hot_path)
     old_address = route_address(ns)
     acked_before = len(sent_ok(producer))
     os.kill(r0.proc.pid, signal.SIGKILL)
@@ -115,7 +127,7 @@ def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, gr
     acked = sent_ok(producer)
     failed = [s for s in json_lines(producer) if s.get("status") == "FAILED"]
 
-    start_replica(cluster, 0)  # empty: it copies the whole log and rejoins the in-sync set
+    start_replica(cluster, 0, hot_path=hot_path)  # empty: it copies the whole log and rejoins the in-sync set
     rejoin_began = time.monotonic()
     wait_for(lambda: in_sync(ns, [0, 1], leader=1), 60, "the empty replica caught up and in sync again")
     rejoin_s = time.monotonic() - rejoin_began
@@ -124,7 +136,8 @@ def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, gr
         (NAME, 0, False, True), (NAME, 1, True, True)]
     assert route["brokers"][0]["address"] == route["replicas"][1]["address"]  # today's fields name the leader
 
-    reader = start_consumer(graymq_process, ns, "GID_RS", "reader", TOPIC, "*", "--from", "first")
+    reader = start_consumer(start, ns, "GID_RS", "reader", TOPIC, "*", "--from", "first")
+    assert_runs(reader, hot_path)
     wait_for(lambda: set(acked) <= {m["msg_id"] for m in json_lines(reader)}, 90, "every acked message consumed")
     # the restarted replica may drop out of the in-sync set for a moment (no fetch for the 1.5 s lag on a loaded
     # machine) and rejoin: the status is read until it shows the set whole
@@ -137,20 +150,22 @@ def test_sync_replication_survives_the_leader_dying_with_its_disk(rs_cluster, gr
     stored_twice = sum(n - 1 for n in counts.values())
     queues = check_order(consumed)
     epoch = replica_set(ns)["epoch"]  # type: ignore[index]
-    print(f"sync failover: leader killed with its store after {acked_before} acked; new leader in the route after "
-          f"{failover_s:.2f} s (lease {LEASE_S} s); {len(acked)} acked of 3000, {len(failed)} failed sends, "
-          f"{len(consumed)} consumed, lost {len(lost)}, stored twice {stored_twice}, order kept on {queues} queues; "
-          f"the empty replica in sync again {rejoin_s:.2f} s after its start (epoch {epoch}); failed with "
-          f"{dict(Counter(s['error'][:100] for s in failed))}")
+    print(f"sync failover ({hot_path} hot path): leader killed with its store after {acked_before} acked; new leader "
+          f"in the route after {failover_s:.2f} s (lease {LEASE_S} s); {len(acked)} acked of 3000, {len(failed)} "
+          f"failed sends, {len(consumed)} consumed, lost {len(lost)}, stored twice {stored_twice}, order kept on "
+          f"{queues} queues; the empty replica in sync again {rejoin_s:.2f} s after its start (epoch {epoch}); "
+          f"failed with {dict(Counter(s['error'][:100] for s in failed))}")
     assert not lost, f"{len(lost)} acked messages lost"
     assert stored_twice == 0
     assert len(acked) + len(failed) == 3000
 
 
-def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_cluster, graymq_process) -> None:
+@pytest.mark.parametrize("hot_path", HOT_PATHS)
+def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_cluster, graymq_process, hot_path
+                                                                         ) -> None:
     cluster = rs_cluster
     ns = cluster.ns_url
-    r0, r1 = start_set(cluster, "async", lag_s="30")  # r1 stays in sync while stopped
+    r0, r1 = start_set(cluster, "async", lag_s="30", hot_path=hot_path)  # r1 stays in sync while stopped
     cluster.create_topic(TOPIC, 4, 0)
     first = json.loads(graymq(ns, "produce", TOPIC, "--count", "50", "--json").stdout.splitlines()[-1])
     assert first["status"] == "SEND_OK"
@@ -165,7 +180,8 @@ def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_clus
     finally:
         os.kill(r1.proc.pid, signal.SIGCONT)
     wait_for(lambda: in_sync(ns, [1], leader=1), 30, "replica 1 elected")
-    restarted = start_replica(cluster, 0, "async", lag_s="30")  # its store kept: 20 messages the leader lacks
+    # its store kept: 20 messages the leader lacks
+    restarted = start_replica(cluster, 0, "async", lag_s="30", hot_path=hot_path)
     wait_for(lambda: in_sync(ns, [0, 1], leader=1), 60, "the deposed replica back in sync")
     [aside] = list((store_of(cluster, 0) / "moved-aside").iterdir())
     moved_bytes = aside.stat().st_size
@@ -181,8 +197,9 @@ def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_clus
     wait_for(lambda: len(json_lines(reader)) >= 70, 60, "the 50 + 20 consumed, the moved-aside ones republished")
     assert reader.terminate() == 0
     assert len({m["msg_id"] for m in json_lines(reader)}) == len(json_lines(reader)) == 70
-    print(f"async failover: of {len(alone)} messages acked by the leader alone, {entry['messages']} were moved "
-          f"aside on its return ({moved_bytes} bytes) and published again: 70 of 70 consumed")
+    print(f"async failover ({hot_path} hot path): of {len(alone)} messages acked by the leader alone, "
+          f"{entry['messages']} were moved aside on its return ({moved_bytes} bytes) and published again: 70 of 70 "
+          "consumed")
 
 
 def _log_ends(ns_url: str) -> dict[int, int]:

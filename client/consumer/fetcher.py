@@ -86,8 +86,9 @@ class Fetcher:
         tags = parse_sub_expression(request.sub_expression)
         backoff = Backoff(*PULL_BACKOFF)
         while not pq.dropped:
-            await pq.space.wait()
-            request.queue_offset = pq.pull_offset
+            if not pq.space.is_set():  # room in flight (usually): no wait coroutine per pull
+                await pq.space.wait()
+            request.queue_offset = pulled_from = pq.pull_offset
             request.gray_flag = rt.gray
             request.commit_offset = -1 if rt.broadcasting else pq.commit_offset()
             try:
@@ -103,16 +104,15 @@ class Fetcher:
                 backoff.reset()
             if pq.dropped:
                 return
+            next_offset = response.next_begin_offset
             if response.status != pb.FOUND:
-                pq.advance(response.next_begin_offset)
+                pq.advance(next_offset)
                 continue
-            messages, damaged = decode_pulled(response.records, mq.broker_name, tags, request.queue_offset,
-                                              response.next_begin_offset)
+            messages, damaged = decode_pulled(response.records, mq.broker_name, tags, pulled_from, next_offset)
             if damaged:
                 self.skipped_records += len(damaged)
                 log_damaged(mq, pq.address, damaged)
-            pq.add([m.queue_offset for m in messages], response.next_begin_offset,
-                   rt.settings.max_in_flight_per_queue)
+            pq.add([m.queue_offset for m in messages], next_offset, rt.settings.max_in_flight_per_queue)
             if messages:
                 await self._dispatch(pq, messages)
 

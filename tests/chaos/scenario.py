@@ -13,7 +13,8 @@ where no compiler exists), the others on the compiled one; every broker is check
 The workload's clients run in the test process, on the path it loaded.
 
 The fault's time, for the recovery column: the broker's exit for kill -9 and SIGTERM (a clean stop serves until
-it exits), the SIGSTOP for a stall, the stop before the damage for a store fault.
+it exits), the SIGSTOP for a stall, the stop before the damage for a store fault. After a restart (kill -9, SIGTERM,
+a store fault) both producers send for 2 s more, so the column measures the restarted broker taking new sends.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ async def _run_live_fault(cluster: Cluster, start: Any, case: Case, workload: Wo
             await asyncio.to_thread(promote.wait_for_line, "started", 30)
         fault_at = await _inject(cluster, case, stopped)
         await asyncio.gather(*producers)
+        if case.fault in ("kill9", "sigterm"):  # the load may end during the restart: the restarted broker's sends
+            await _produce_after(workload)
         acked = {s.msg_id for s in workload.sent}
         expected_lost: set[str] = set()
         if not await workload.wait_consumed(acked, DRAIN_TIMEOUT_S):
@@ -142,6 +145,11 @@ async def _run_live_fault(cluster: Cluster, start: Any, case: Case, workload: Wo
             task.cancel()
         await asyncio.gather(*producers, return_exceptions=True)
         await workload.stop_consumers()
+
+
+async def _produce_after(workload: Workload) -> None:
+    """Both producers again, for 2 s: traffic sent after the fault, for the recovery column."""
+    await asyncio.gather(*(workload.produce(f"producer-{v}-after", v, 2.0, max_count=200) for v in ("v1", "v2")))
 
 
 async def _inject(cluster: Cluster, case: Case, stopped: list[int]) -> float:
@@ -236,7 +244,7 @@ async def _run_store_fault(cluster: Cluster, start: Any, case: Case, workload: W
         await asyncio.to_thread(_restart_broker, cluster, case)
         await workload.start_consumer("v1a", "v1")
         await workload.start_consumer("v2a", "v2")
-        await asyncio.gather(*(workload.produce(f"producer-{v}-after", v, 2.0, max_count=200) for v in ("v1", "v2")))
+        await _produce_after(workload)
         want = {s.msg_id for s in workload.sent} - expected
         if not await workload.wait_consumed(want, DRAIN_TIMEOUT_S):
             notes.append(f"not everything consumed after {DRAIN_TIMEOUT_S:.0f}s")

@@ -18,8 +18,9 @@ unit: $(TEST_STAMP)
 
 # Chaos suite (tests/chaos): faults injected by PID (kill -9, SIGTERM, SIGSTOP of broker and name server, a flipped
 # byte, a cut commit log) under load, each case checked for lost / duplicated / reordered messages, gray isolation
-# and recovery time; the table prints at the end. Plain `pytest` (`make test`) runs a subset (tests/chaos/conftest.py SUBSET, one case on the pure path); selecting the
-# `chaos` marker runs the whole matrix. `make soak` runs it with CHAOS_SOAK_S (default 60) seconds of load a case.
+# and recovery time; the table prints at the end. Plain `pytest` (`make test`) runs a subset (SUBSET in
+# tests/chaos/conftest.py, one case on the pure path); selecting the `chaos` marker runs the whole matrix.
+# `make soak` runs it with CHAOS_SOAK_S (default 60) seconds of load a case.
 CHAOS_SOAK_S ?= 60
 chaos: $(TEST_STAMP) system-deps
 	$(BIN)/pytest tests/chaos -m chaos

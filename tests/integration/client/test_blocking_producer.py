@@ -1,5 +1,5 @@
 """BlockingProducer on real processes: threads sharing one producer, a broker restarted under it, the gray side
-and a flag flip, and what a context manager leaves behind."""
+and a flag flip, what a context manager leaves behind, and a broker's answers read without the general path."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from graymq.client import BlockingProducer, Message, PullConsumer, SendResult
+from graymq.client import BlockingProducer, Message, PullConsumer, SendResult, blocking_connection, send_wire
 from graymq.client.message import MessageQueue
 from tests.support.cluster import Cluster, module_processes
 
@@ -141,3 +141,27 @@ def test_leaving_the_context_closes_every_socket_and_the_loop_thread(shared: Clu
     assert not loop_threads[0].is_alive()
     with pytest.raises(Exception, match="not started"):
         producer.send(Message(TOPIC, b"after stop"))
+
+
+@pytest.mark.parametrize("reader", ["compiled", "pure"])
+def test_a_brokers_answers_are_read_by_the_reply_reader_not_left_to_the_general_path(
+        shared: Cluster, reader: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reply reader (compiled, or its pure reference) reads what a real broker writes: a change to the
+    broker's answer that it cannot read would send every send through the frame decoder and protobuf."""
+    chosen = send_wire.send_reply_py if reader == "pure" else getattr(send_wire.COMPILED, "send_reply", None)
+    if chosen is None:
+        pytest.skip("no compiled reply reader")
+    left = []
+
+    def counted(*args: object) -> object:
+        reply = chosen(*args)
+        if reply is None:
+            left.append(args[1])
+        return reply
+
+    monkeypatch.setattr(blocking_connection, "send_reply", counted)
+    with BlockingProducer(GROUP, shared.ns_url) as producer:
+        results = [producer.send(Message(TOPIC, b"r" * 100, keys=["k"], properties={"p": "v"})) for _ in range(20)]
+    assert not left
+    assert all(r.msg_id and r.queue_offset >= 0 and r.commit_log_offset >= 0 for r in results)
+    assert len(stored(shared.ns_url, TOPIC).keys() & {r.msg_id for r in results}) == 20

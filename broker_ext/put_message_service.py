@@ -40,7 +40,7 @@ class PutMessageService:
         if config is None:
             raise TopicNotExistError(f"topic {topic} does not exist on broker {self._broker_name} "
                                      "(unknown to the name server, or not picked up by this broker yet)")
-        return self._topics.require_writable(topic)
+        return config if config.writable else self._topics.require_writable(topic)  # the latter raises
 
     def append(self, messages: Sequence[PutMessage], one_queue: bool = False) -> list[AppendResult]:
         """Append to the store, count, and wake the long polls of every queue written.

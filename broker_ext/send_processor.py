@@ -231,9 +231,9 @@ class SendProcessor:
         the flush."""
         flushed = self.store.flushed_future(end_offset) if self.sync_flush else None
         replicated = self.feed.acked(end_offset) if self.role.sync else None
-        waits = [f for f in (flushed, replicated) if f is not None]
-        if not waits:
+        if flushed is None and replicated is None:  # the usual case (async flush): answered now
             return response_envelope(method, response)
+        waits = [f for f in (flushed, replicated) if f is not None]
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         done = functools.partial(_answer_after, answer, method, response, waits, self.role)
         for future in waits:

@@ -395,6 +395,7 @@ class FrameProtocol(asyncio.Protocol):
             except Exception:  # no connection was made of it: nothing would ever read or close it
                 log.exception("accepting a connection from %s failed", transport.get_extra_info("peername"))
                 self._transport.abort()
+
     def attach(self, conn: Connection) -> None:
         self.conn = conn
         for data in self._early:

@@ -83,13 +83,11 @@ class FrameDecoder:
         self._buf += data
         frames: list[Frame] = []
         start = 0
+        buf, max_frame_size, max_blocks = self._buf, self.max_frame_size, self.max_blocks
         try:
-            while True:
-                parsed = self._parse(start)
-                if parsed is None:
-                    break
-                frame, start = parsed
-                frames.append(frame)
+            while (parsed := parse_frame(buf, start, max_frame_size, max_blocks)) is not None:
+                serial_no, payload, start = parsed
+                frames.append(Frame(serial_no, payload))
         except ProtocolError as exc:
             self._failed = exc
             self._buf.clear()
@@ -113,13 +111,6 @@ class FrameDecoder:
     def pending(self) -> int:
         """Bytes received that do not form a whole frame yet."""
         return len(self._buf)
-
-    def _parse(self, start: int) -> tuple[Frame, int] | None:
-        parsed = parse_frame(self._buf, start, self.max_frame_size, self.max_blocks)
-        if parsed is None:
-            return None
-        serial_no, payload, end = parsed
-        return Frame(serial_no, payload), end
 
 
 def parse_frame_py(buf: bytearray, start: int, max_frame_size: int, max_blocks: int) -> tuple[int, bytes, int] | None:

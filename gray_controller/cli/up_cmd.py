@@ -138,9 +138,9 @@ def run(args: argparse.Namespace) -> int:
                  "nameserver": ns_url, "broker": broker_info["address"], "data": str(data)}
         if "grpc" in broker_info:
             ready["grpc"] = broker_info["grpc"]
-        print_ready(ready)
         if _says_info():  # a script that owns the cluster (make demo) sets GRAYMQ_LOG_LEVEL=WARNING
             print(_hint(ns_url, args.broker_name, broker_info), file=sys.stderr, flush=True)
+        print_ready(ready)  # last: whoever waits for it has the hint too
         while not stop.is_set():
             if any(c.proc.poll() is not None for c in children):
                 raise GrayMQError("a cluster process exited; stopping the rest")

@@ -514,7 +514,7 @@ cdef object _wire_put(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, st
                 body = PyBytes_FromStringAndSize(<const char*>p + pos, size)
             elif field == 5:
                 _wire_entry(p, pos, pos + size, properties)
-            elif 1 <= field <= 10:
+            elif field == 1 or field == 3 or field == 4 or field == 7 or field == 8 or field == 10:  # strings
                 text = PyUnicode_DecodeUTF8(<const char*>p + pos, size, NULL)
                 if field == 1:
                     msg_topic = text

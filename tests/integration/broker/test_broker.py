@@ -9,6 +9,7 @@ import pytest
 from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import (
+    BadRequestError,
     GrayIsolationError,
     SubscriptionNotExistError,
     TopicNotExistError,
@@ -207,6 +208,14 @@ def test_bad_requests_get_clear_errors(start_broker):
             await client.call(broker.address, pb.SEND_MESSAGE, _RawBody(b"\xff\xff\xff"), pb.SendResponse)
         await create_topic(client, broker.address, "OK", 1)
         assert (await send(client, broker.address, "OK", 0, b"still fine")).status == pb.SEND_OK
+        # a SEND_BATCH is read from its wire bytes: a body that does not parse, or a message naming another topic,
+        # is refused whole and stores nothing; the connection goes on
+        with pytest.raises(BadRequestError, match="undecodable SendBatchRequest"):
+            await client.call(broker.address, pb.SEND_BATCH, _RawBody(b"\x22\x05\x0a"), pb.SendBatchResponse)
+        with pytest.raises(BadRequestError, match="batch for topic OK contains a message for ELSE"):
+            await client.send_batch(broker.address, pb.SendBatchRequest(producer_group="pg", topic="OK", messages=[
+                message("OK", b"first"), message("ELSE", b"second")]))
+        assert [m.body for m in await pull_all(client, broker.address, "OK", 0)] == [b"still fine"]
 
     run(scenario)
 

@@ -91,7 +91,6 @@ class _Running:
     past_steps: bool = False
     aborted: asyncio.Event = field(default_factory=asyncio.Event)
     abort_message: str = ""
-    task: asyncio.Task[None] | None = None
 
 
 class _AbortableRollout(RolloutRunner):
@@ -126,22 +125,21 @@ class _AbortableRollout(RolloutRunner):
 
 
 class ConsoleRollouts:
-    """The rollouts this name server runs; ``stop`` cancels them (their records stay RUNNING, resumable by
-    ``graymq gray rollout`` with the same steps)."""
+    """The rollouts this name server runs (started through ``ConsoleOperations``, one per group), for their abort."""
 
     def __init__(self) -> None:
         self._running: dict[str, _Running] = {}  # by group
 
-    def start(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
-              token: str | None) -> asyncio.Task[None]:
-        """Run the rollout of ``group`` in the background as the holder of ``token`` (None: dev mode)."""
+    async def run(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
+                  token: str | None) -> None:
+        """Run the rollout of ``group`` as the holder of ``token`` (None: dev mode), abortable while it runs."""
         running = _Running(group)
-        task = asyncio.create_task(_run(running, policy, timeout_s, nameserver_url, token),
-                                   name=f"console rollout {group}")
-        running.task = task
         self._running[group] = running
-        task.add_done_callback(lambda _: self._forget(running))
-        return task
+        try:
+            await _run(running, policy, timeout_s, nameserver_url, token)
+        finally:
+            if self._running.get(group) is running:
+                del self._running[group]
 
     def abort(self, operation_id: int, actor: str) -> None:
         """Make the rollout ``operation_id`` roll back; 409 when this name server does not run it or it is past its
@@ -154,16 +152,6 @@ class ConsoleRollouts:
             raise Conflict(f"rollout #{operation_id} is past its weight steps: it no longer rolls back on a check")
         running.abort_message = f"aborted from the console by {actor}"
         running.aborted.set()
-
-    def _forget(self, running: _Running) -> None:
-        if self._running.get(running.group) is running:
-            del self._running[running.group]
-
-    async def stop(self) -> None:
-        tasks = [running.task for running in self._running.values() if running.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _run(running: _Running, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,

@@ -22,7 +22,7 @@ from graymq.nameserver.console.operations import LogStream
 from graymq.nameserver.errors import ApiError, Conflict
 from graymq.nameserver.schemas import Reason
 from graymq.protocol.errors import ConfigError, GrayMQError
-from graymq.protocol.operations import CutoverKind, CutoverMode
+from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S, CutoverKind, CutoverMode
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport
 from graymq.runbooks.progress import Progress
 from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, RolloutRunner
@@ -31,21 +31,25 @@ log = logging.getLogger(__name__)
 
 WAIT_FOR_GRAY_S = 30.0  # as `graymq gray rollout --wait-for-gray`'s default
 DEFAULT_TIMEOUT_S = 300.0  # as its --timeout's
+MAX_COUNT = 2**62  # messages: as the health reports count them
+MAX_FAILED_CHECKS = 1000
 
 
 class RolloutRequest(BaseModel):
-    """The form's fields: ``graymq gray rollout``'s options, with its defaults."""
+    """The form's fields: ``graymq gray rollout``'s options, with its defaults. A number that is not finite or above
+    its bound (the CLI's) is refused by the schema (422 naming the field); one below its range by ``policy``."""
 
     steps: list[int] = Field(min_length=1, max_length=100, description="weights in percent, e.g. [5, 25, 50]")
-    step_seconds: float
-    max_failure_rate: float = RolloutPolicy.max_failure_rate
-    failure_margin: float = RolloutPolicy.failure_margin
-    max_p99_ms: float | None = RolloutPolicy.max_p99_ms
-    max_lag: int | None = RolloutPolicy.max_lag
-    min_messages: int = RolloutPolicy.min_messages
-    failed_checks: int = RolloutPolicy.failed_checks
+    step_seconds: float = Field(le=MAX_STEP_S, allow_inf_nan=False, description="time at each weight (≤ a day)")
+    max_failure_rate: float = Field(RolloutPolicy.max_failure_rate, le=100, allow_inf_nan=False)
+    failure_margin: float = Field(RolloutPolicy.failure_margin, le=100, allow_inf_nan=False)
+    max_p99_ms: float | None = Field(RolloutPolicy.max_p99_ms, le=MAX_P99_MS, allow_inf_nan=False)
+    max_lag: int | None = Field(RolloutPolicy.max_lag, le=MAX_COUNT)
+    min_messages: int = Field(RolloutPolicy.min_messages, le=MAX_COUNT)
+    failed_checks: int = Field(RolloutPolicy.failed_checks, le=MAX_FAILED_CHECKS)
     then: Literal["promote", "hold"] = "promote"
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+                             description="longest wait for a check's messages, and for the promote (≤ a week)")
     reason: Reason
 
     def policy(self) -> RolloutPolicy:

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
@@ -39,7 +39,7 @@ from graymq.nameserver.console.rollout_view import rollout_view
 from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest
 from graymq.nameserver.console.rollouts import describe as describe_rollout
 from graymq.nameserver.errors import Conflict
-from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, Text
+from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, IdPath, Text
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
@@ -203,7 +203,7 @@ async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActo
 
 
 @data.post("/api/operations/{operation_id}/abort")
-async def abort_rollout(operation_id: Annotated[int, Path(ge=1)], body: AbortRequest, actor: AdminActor,
+async def abort_rollout(operation_id: IdPath, body: AbortRequest, actor: AdminActor,
                         request: Request) -> ActionResult:
     """Make a rollout this name server runs roll back now, as a failed check would; audited as the caller."""
     state = request.app.state

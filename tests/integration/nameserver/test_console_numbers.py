@@ -4,6 +4,7 @@ field (never a 500), and nothing is started or stored."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -18,11 +19,11 @@ ROLLOUT = {"steps": [5, 50], "step_seconds": 2, "reason": "canary"}
 
 
 @pytest.fixture
-def ns(graymq_process: StartProcess, fresh_pg_url: str) -> httpx.Client:
+def ns(graymq_process: StartProcess, fresh_pg_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=start_secure_nameserver(graymq_process, fresh_pg_url), headers=bearer(ADMIN),
                       timeout=30) as http:
         http.put(f"/v1/groups/{GROUP}/switch", json={"enabled": True}).raise_for_status()
-        yield http  # type: ignore[misc]
+        yield http
 
 
 def refused(answer: httpx.Response, field: str, why: str) -> None:

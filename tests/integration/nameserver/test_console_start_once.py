@@ -4,7 +4,7 @@ the rollout abortable from the console."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
 from typing import Any
@@ -20,10 +20,10 @@ HEADERS = bearer(ADMIN)
 
 
 @pytest.fixture
-def ns(graymq_process: StartProcess, fresh_pg_url: str) -> httpx.Client:
+def ns(graymq_process: StartProcess, fresh_pg_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=start_secure_nameserver(graymq_process, fresh_pg_url), headers=HEADERS,
                       timeout=30) as http:
-        yield http  # type: ignore[misc]
+        yield http
 
 
 def with_gray_consumer(http: httpx.Client, group: str) -> None:

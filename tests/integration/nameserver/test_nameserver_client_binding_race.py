@@ -36,8 +36,8 @@ def test_two_first_heartbeats_at_once_bind_a_client_id_to_one_principal(ns_url: 
     with httpx.Client(base_url=ns_url, timeout=30) as http, ThreadPoolExecutor(len(contenders)) as pool:
         for n in range(IDS):
             client_id, barrier = f"c{n}", Barrier(len(contenders))
-            answers = [pool.submit(heartbeat, http, barrier, client_id, name, role) for name, role in contenders]
-            outcomes.append((client_id, [answer.result() for answer in answers]))
+            pending = [pool.submit(heartbeat, http, barrier, client_id, name, role) for name, role in contenders]
+            outcomes.append((client_id, [answer.result() for answer in pending]))
 
     both = [client_id for client_id, answers in outcomes if all(a.status_code == 200 for a in answers)]
     assert both == [], f"{len(both)} of {IDS} client ids bound to both principals"

@@ -49,8 +49,13 @@ def _no_nul(value: str) -> str:
     return value
 
 
-def _json_without_nul(value: Any) -> Any:
-    if value is not None and "\\u0000" in json.dumps(value):
+def _storable_json(value: Any) -> Any:
+    """JSON both databases store: no NUL character (PostgreSQL's text refuses it), no NaN or infinity (not JSON)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValueError("NaN and infinite numbers are not allowed (JSON has none)") from None
+    if "\\u0000" in text:
         raise ValueError("the NUL character is not allowed")
     return value
 
@@ -482,7 +487,7 @@ class CutoverCreate(BaseModel):
 class CutoverPatch(BaseModel):
     state: CutoverState | None = None
     step: Annotated[Text | None, Field(max_length=2000)] = None
-    result: Annotated[dict[str, Any] | None, AfterValidator(_json_without_nul)] = None
+    result: Annotated[dict[str, Any] | None, AfterValidator(_storable_json)] = None
 
 
 class CutoverView(BaseModel):

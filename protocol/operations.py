@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# Upper bounds of the durations an operation is given (the CLI's options, the console's and the API's fields): what
+# an operator means is far below them, anything above is a typo (or inf) that would never end.
+MAX_STEP_S = 86_400.0  # a rollout's time at one weight: a day
+MAX_TIMEOUT_S = 604_800.0  # a timeout or a wait: a week
+MAX_P99_MS = MAX_STEP_S * 1000  # a rollout's p99 threshold: no latency above a step is measured within it
+
 
 class CutoverKind(StrEnum):
     """What an operation does to a group's gray side."""

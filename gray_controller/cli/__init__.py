@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from graymq.gray_controller.cli.common import NAMESERVER_ENV_HELP, HelpFormatter
+from graymq.gray_controller.cli.common import NAMESERVER_ENV_HELP, HelpFormatter, check_number_args
 from graymq.protocol.errors import ConfigError, GrayMQError
 
 # Each command module exposes ``register(subparsers)``; listed here in help order.
@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_number_args(args)
         return handler(args)
     except ConfigError as exc:
         print(f"graymq {args.command}: {exc.message}", file=sys.stderr)

@@ -9,7 +9,10 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from graymq.protocol.operations import MAX_TIMEOUT_S
 
 T = TypeVar("T")
 
@@ -88,6 +91,62 @@ def parse_size(text: str) -> int:
     if match is None:
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: give bytes or a number with K, M or G (e.g. 64M)")
     return int(match[1]) * _SIZE_UNITS[match[2].upper()]
+
+
+NUMBER_BOUNDS = "number_bounds"  # the parser default holding a command's NumberBound by destination
+
+
+@dataclass(frozen=True)
+class NumberBound:
+    """The range of a number option: finite, from ``low`` (excluded when ``above_low``) to ``high``.
+
+    >>> NumberBound("--timeout", 0, 604800, above_low=True, unit=" s").problem(float("inf"))
+    '--timeout must be > 0 and <= 604800 s, got inf'
+    >>> NumberBound("--fail-rate", 0, 1).problem(0.25) is None
+    True
+    """
+
+    flag: str
+    low: float
+    high: float
+    above_low: bool = False
+    unit: str = ""
+
+    def problem(self, value: float) -> str | None:
+        """What is wrong with ``value``, in one line naming the flag and the range; None when it is in range."""
+        if self.low < value <= self.high if self.above_low else self.low <= value <= self.high:  # nan fails both
+            return None
+        low, high = f"{self.low:g}", f"{self.high:g}"
+        allowed = f"> {low} and <= {high}" if self.above_low else f"between {low} and {high}"
+        return f"{self.flag} must be {allowed}{self.unit}, got {value:g}"
+
+
+def seconds(flag: str, high: float, *, above_zero: bool = False) -> NumberBound:
+    """The range of a duration option: from 0 (excluded when ``above_zero``) to ``high`` seconds."""
+    return NumberBound(flag, 0, high, above_low=above_zero, unit=" s")
+
+
+def add_number_arg(parser: argparse.ArgumentParser, flag: str, bound: NumberBound, **kwargs: Any) -> None:
+    """Add the float option ``flag`` to ``parser``, its range checked by ``check_number_args`` after parsing."""
+    action = parser.add_argument(flag, type=float, **kwargs)
+    bounds = {**(parser.get_default(NUMBER_BOUNDS) or {}), action.dest: bound}
+    parser.set_defaults(**{NUMBER_BOUNDS: bounds})
+
+
+def add_timeout_arg(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
+    """A command's ``--timeout``: seconds above 0, at most ``MAX_TIMEOUT_S`` (a week)."""
+    add_number_arg(parser, "--timeout", seconds("--timeout", MAX_TIMEOUT_S, above_zero=True), **kwargs)
+
+
+def check_number_args(args: argparse.Namespace) -> None:
+    """Refuse, before any request, a number option out of its range (``add_number_arg``): a ConfigError naming it."""
+    from graymq.protocol.errors import ConfigError
+
+    for dest, bound in (getattr(args, NUMBER_BOUNDS, None) or {}).items():
+        value = getattr(args, dest, None)
+        problem = None if value is None else bound.problem(value)
+        if problem:
+            raise ConfigError(problem)
 
 
 def check_name_args(args: argparse.Namespace) -> None:

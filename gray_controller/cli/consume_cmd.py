@@ -12,8 +12,17 @@ import time
 from datetime import datetime
 from typing import Any
 
-from graymq.gray_controller.cli.common import add_nameserver_arg, check_name_args, parse_labels, setup_logging
+from graymq.gray_controller.cli.common import (
+    NumberBound,
+    add_nameserver_arg,
+    add_number_arg,
+    check_name_args,
+    parse_labels,
+    seconds,
+    setup_logging,
+)
 from graymq.protocol.errors import ConfigError, GrayMQError
+from graymq.protocol.operations import MAX_TIMEOUT_S
 
 TOPIC_POLL_S = 1.0  # --wait-for-topic: how often the route is asked for
 
@@ -37,13 +46,14 @@ def register(subparsers: Any) -> None:
                    help="where a group with no committed offset starts: first | last | TIMESTAMP (ms since epoch "
                         "or ISO time) (default: last)")
     p.add_argument("--max", type=int, help="exit after N messages")
-    p.add_argument("--idle-exit", type=float, help="exit after S seconds without a message")
+    add_number_arg(p, "--idle-exit", seconds("--idle-exit", MAX_TIMEOUT_S, above_zero=True),
+                   help="exit after S seconds without a message")
     p.add_argument("--orphan-policy", choices=["hold", "adopt"],
                    help="override the group's orphan policy (default: the group's policy in the name server)")
     p.add_argument("--broadcast", action="store_true", help="broadcasting model (every client gets every message)")
     p.add_argument("--orderly", action="store_true",
                    help="consume each queue in order, one message at a time (kept through every hand-over)")
-    p.add_argument("--fail-rate", type=float, default=0.0, metavar="F",
+    add_number_arg(p, "--fail-rate", NumberBound("--fail-rate", 0, 1), default=0.0, metavar="F",
                    help="drills: the listener fails (reconsume later) a fraction F of the messages it gets; only "
                         "accepted messages are printed (default 0)")
     p.add_argument("--wait-for-topic", action="store_true",
@@ -71,10 +81,6 @@ def run(args: argparse.Namespace) -> int:
     check_name_args(args)
     if args.max is not None and args.max < 1:
         raise ConfigError("--max must be >= 1")
-    if args.idle_exit is not None and args.idle_exit <= 0:
-        raise ConfigError("--idle-exit must be > 0")
-    if not 0.0 <= args.fail_rate <= 1.0:
-        raise ConfigError(f"--fail-rate must be between 0 and 1, got {args.fail_rate}")
     consume_from, timestamp = parse_from(args.from_)
     setup_logging(default="WARNING")
     return asyncio.run(_run(args, topics, consume_from, timestamp))

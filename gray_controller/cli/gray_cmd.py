@@ -10,6 +10,7 @@ from graymq.gray_controller.cli import pipeline_cmd, rollout_cmd
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
+    add_timeout_arg,
     parse_labels,
     print_json,
     run_with_nameserver,
@@ -59,7 +60,7 @@ def register(subparsers: Any) -> None:
                            "a pipeline: each group in turn, upstream first; a failed stage stops it.")
         q.add_argument("group")
         pipeline_cmd.add_arguments(q)
-        q.add_argument("--timeout", type=float, default=300.0, help="give up after S seconds (default: 300)")
+        add_timeout_arg(q, default=300.0, help="give up after S seconds (default: 300)")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()
@@ -179,8 +180,6 @@ async def _rule(ns: Any, args: argparse.Namespace) -> int:
 async def _cutover(ns: Any, args: argparse.Namespace) -> int:
     from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
 
-    if args.timeout <= 0:
-        raise ConfigError("--timeout must be > 0")
     if args.then:
         return await pipeline_cmd.run(ns, args)
     runner = CutoverRunner(ns, args.group, args.producer_group, args.timeout)

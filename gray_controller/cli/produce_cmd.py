@@ -10,12 +10,15 @@ from typing import Any
 
 from graymq.gray_controller.cli.common import (
     add_nameserver_arg,
+    add_number_arg,
     check_name_args,
     parse_labels,
     print_json,
+    seconds,
     setup_logging,
 )
 from graymq.protocol.errors import ConfigError
+from graymq.protocol.operations import MAX_TIMEOUT_S
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--size", type=int, default=128, help="body size of generated messages in bytes (default: 128)")
     p.add_argument("--body", help="one message with this body")
     p.add_argument("--sharding-key", help="ordered messages: same key, same queue")
-    p.add_argument("--interval", type=float, default=0.0, help="seconds between sends (default: 0)")
+    add_number_arg(p, "--interval", seconds("--interval", MAX_TIMEOUT_S), default=0.0,
+                   help="seconds between sends (default: 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per send")
     add_nameserver_arg(p)
     p.set_defaults(handler=run)

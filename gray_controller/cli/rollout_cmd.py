@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from graymq.gray_controller.cli.common import Interrupted, add_nameserver_arg, print_json, until_interrupted
+from graymq.gray_controller.cli.common import (
+    Interrupted,
+    NumberBound,
+    add_nameserver_arg,
+    add_number_arg,
+    add_timeout_arg,
+    print_json,
+    seconds,
+    until_interrupted,
+)
 from graymq.gray_controller.cli.text import format_timings
-from graymq.protocol.errors import ConfigError
+from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
 
 EXIT = {"PROMOTED": 0, "HELD": 0, "ROLLED_BACK": 1, "FAILED": 1}
 
@@ -27,12 +36,14 @@ def register(sub: Any) -> None:
         "resumes it.")
     rollout.add_argument("group")
     rollout.add_argument("--steps", required=True, type=_weights, help="weights in percent, e.g. 5,25,50")
-    rollout.add_argument("--step-seconds", required=True, type=float, metavar="S", help="time at each weight")
-    rollout.add_argument("--max-failure-rate", type=float, default=5.0, metavar="PCT",
-                         help="highest tolerated gray failure rate (default: 5)")
-    rollout.add_argument("--failure-margin", type=float, default=5.0, metavar="PCT",
-                         help="points above the normal side's failure rate still tolerated (default: 5)")
-    rollout.add_argument("--max-p99-ms", type=float, default=None, metavar="MS", help="highest gray p99 latency")
+    add_number_arg(rollout, "--step-seconds", seconds("--step-seconds", MAX_STEP_S, above_zero=True), required=True,
+                   metavar="S", help="time at each weight (at most a day)")
+    add_number_arg(rollout, "--max-failure-rate", NumberBound("--max-failure-rate", 0, 100), default=5.0,
+                   metavar="PCT", help="highest tolerated gray failure rate (default: 5)")
+    add_number_arg(rollout, "--failure-margin", NumberBound("--failure-margin", 0, 100), default=5.0, metavar="PCT",
+                   help="points above the normal side's failure rate still tolerated (default: 5)")
+    add_number_arg(rollout, "--max-p99-ms", NumberBound("--max-p99-ms", 0, MAX_P99_MS, above_low=True), default=None,
+                   metavar="MS", help="highest gray p99 latency")
     rollout.add_argument("--max-lag", type=int, default=None, metavar="N", help="highest gray lag (messages)")
     rollout.add_argument("--min-messages", type=int, default=10, metavar="N",
                          help="gray deliveries a check needs (default: 10)")
@@ -42,10 +53,10 @@ def register(sub: Any) -> None:
                          help="after the last step passes: promote (default) or hold the last weight")
     rollout.add_argument("--producer-group", action="append", default=None,
                          help="producer group of the release (repeatable; default: the group itself)")
-    rollout.add_argument("--timeout", type=float, default=300.0,
-                         help="longest wait for a check's messages, and for the promote or rollback (default: 300)")
-    rollout.add_argument("--wait-for-gray", type=float, default=30.0, metavar="S",
-                         help="at start, how long to wait for a gray consumer to register (default: 30)")
+    add_timeout_arg(rollout, default=300.0,
+                    help="longest wait for a check's messages, and for the promote or rollback (default: 300)")
+    add_number_arg(rollout, "--wait-for-gray", seconds("--wait-for-gray", MAX_TIMEOUT_S), default=30.0, metavar="S",
+                   help="at start, how long to wait for a gray consumer to register (default: 30)")
     rollout.add_argument("--json", action="store_true", help="print the report as JSON")
 
     retire = sub.add_parser(
@@ -90,10 +101,6 @@ async def _rollout(ns: Any, args: argparse.Namespace) -> int:
     from graymq.runbooks.cutover import CutoverFailed
     from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
 
-    if args.timeout <= 0:
-        raise ConfigError("--timeout must be > 0")
-    if args.wait_for_gray < 0:
-        raise ConfigError("--wait-for-gray must be >= 0")
     policy = RolloutPolicy(args.steps, args.step_seconds, args.max_failure_rate, args.failure_margin,
                            args.max_p99_ms, args.max_lag, args.min_messages, args.failed_checks, args.then)
     runner = RolloutRunner(ns, args.group, policy, args.producer_group, args.timeout,

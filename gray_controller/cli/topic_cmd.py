@@ -5,9 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from graymq.gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
+from graymq.gray_controller.cli.common import (
+    add_nameserver_arg,
+    add_number_arg,
+    print_json,
+    run_with_nameserver,
+    seconds,
+    table,
+)
 from graymq.gray_controller.cli.text import in_use_text
 from graymq.protocol.errors import ConfigError, GrayMQError
+from graymq.protocol.operations import MAX_TIMEOUT_S
 
 DEFAULT_WAIT_S = 10.0
 
@@ -20,7 +28,8 @@ def register(subparsers: Any) -> None:
     create.add_argument("--queues", type=int, required=True, help="queues per broker (a topic never shrinks)")
     create.add_argument("--gray-queues", type=int, default=0, help="gray queues per broker (first/last)")
     create.add_argument("--perm", type=int, default=6, choices=[2, 4, 6], help="2 write, 4 read, 6 both")
-    create.add_argument("--wait", type=float, default=DEFAULT_WAIT_S, metavar="S",
+    add_number_arg(create, "--wait", seconds("--wait", MAX_TIMEOUT_S), default=DEFAULT_WAIT_S,
+                        metavar="S",
                         help=f"wait up to S seconds for every live broker to serve it (default: {DEFAULT_WAIT_S:g}; "
                         "0: do not wait)")
     delete = sub.add_parser("delete", help="delete a topic no live client uses; brokers drop it")

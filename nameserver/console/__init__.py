@@ -52,7 +52,6 @@ def mount_console(app: FastAPI) -> None:
                 yield state
             finally:
                 await sampler.stop()
-                await rollouts.stop()
                 await operations.stop()
 
     app.router.lifespan_context = lifespan

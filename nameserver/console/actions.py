@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session, sessionmaker
 
 from graymq.nameserver.schemas import (
+    ID_MAX,
     ClientId,
     FlagPut,
     GrayWeight,
@@ -45,7 +46,7 @@ class RuleAction(BaseModel):
 
 class RuleDeleteAction(BaseModel):
     action: Literal["rule_delete"]
-    rule_id: int = Field(ge=1)
+    rule_id: int = Field(ge=1, le=ID_MAX)
 
 
 class WeightAction(BaseModel):

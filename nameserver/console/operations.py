@@ -1,4 +1,5 @@
-"""Promote and rollback started from the console, run inside the name server as background tasks.
+"""Promote and rollback started from the console, run inside the name server as background tasks, and the registry
+of every operation the console runs (rollouts too), one per group.
 
 Each runs the same runbook as ``graymq gray promote|rollback`` (``CutoverRunner``), talking to this name server
 over its own address with the caller's token, so every step is authorised and audited as that caller. The
@@ -12,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
 
 from graymq.client.nameserver_client import NameServerClient
 from graymq.nameserver.console.actions import Cutover, PromoteAction
@@ -32,27 +36,52 @@ class LogStream(io.StringIO):
         return len(text)
 
 
+@dataclass
+class Started:
+    """An operation the console started on a group: its kind (promote, rollback, rollout), the newest operation id
+    the group had before it (its record is the first one after) and the task running it."""
+
+    what: str
+    after_id: int
+    task: asyncio.Task[None]
+
+
 class ConsoleOperations:
-    """The cutovers this name server runs; ``stop`` cancels them (their records stay RUNNING, resumable)."""
+    """The operations (promote, rollback, rollout) this name server's console runs, at most one per group: a second
+    start while one runs (a double click) is answered that one (``running``), no second runner takes it over.
+    ``stop`` cancels them (their records stay RUNNING, resumable)."""
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._started: dict[str, Started] = {}  # by group
 
-    def start(self, group: str, action: Cutover, nameserver_url: str, token: str | None) -> asyncio.Task[None]:
-        """Run ``action`` on ``group`` in the background as the holder of ``token`` (None: dev mode, no token)."""
-        task = asyncio.create_task(_run(group, action, nameserver_url, token), name=f"console {action.action} {group}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def running(self, group: str) -> Started | None:
+        """What the console runs on ``group`` now, if anything."""
+        started = self._started.get(group)
+        return started if started is not None and not started.task.done() else None
+
+    def start(self, group: str, what: str, after_id: int, work: Coroutine[Any, Any, None]) -> Started:
+        """Run ``work`` (the ``what`` of ``group``) in the background; the group must have nothing ``running``."""
+        if self.running(group) is not None:
+            work.close()
+            raise RuntimeError(f"the console already runs an operation on {group}")
+        started = Started(what, after_id, asyncio.create_task(work, name=f"console {what} {group}"))
+        self._started[group] = started
+        started.task.add_done_callback(lambda _: self._forget(group, started))
+        return started
+
+    def _forget(self, group: str, started: Started) -> None:
+        if self._started.get(group) is started:
+            del self._started[group]
 
     async def stop(self) -> None:
-        tasks = list(self._tasks)
+        tasks = [started.task for started in self._started.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _run(group: str, action: Cutover, nameserver_url: str, token: str | None) -> None:
+async def run_cutover(group: str, action: Cutover, nameserver_url: str, token: str | None) -> None:
+    """Run ``action`` on ``group`` as the holder of ``token`` (None: dev mode, no token)."""
     nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
     runner = CutoverRunner(nameserver, group, progress=Progress(stream=LogStream()))
     try:

@@ -22,7 +22,7 @@ from graymq.nameserver.console.operations import LogStream
 from graymq.nameserver.errors import ApiError, Conflict
 from graymq.nameserver.schemas import Reason
 from graymq.protocol.errors import ConfigError, GrayMQError
-from graymq.protocol.operations import CutoverKind, CutoverMode
+from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S, CutoverKind, CutoverMode
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport
 from graymq.runbooks.progress import Progress
 from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, RolloutRunner
@@ -31,21 +31,25 @@ log = logging.getLogger(__name__)
 
 WAIT_FOR_GRAY_S = 30.0  # as `graymq gray rollout --wait-for-gray`'s default
 DEFAULT_TIMEOUT_S = 300.0  # as its --timeout's
+MAX_COUNT = 2**62  # messages: as the health reports count them
+MAX_FAILED_CHECKS = 1000
 
 
 class RolloutRequest(BaseModel):
-    """The form's fields: ``graymq gray rollout``'s options, with its defaults."""
+    """The form's fields: ``graymq gray rollout``'s options, with its defaults. A number that is not finite or above
+    its bound (the CLI's) is refused by the schema (422 naming the field); one below its range by ``policy``."""
 
     steps: list[int] = Field(min_length=1, max_length=100, description="weights in percent, e.g. [5, 25, 50]")
-    step_seconds: float
-    max_failure_rate: float = RolloutPolicy.max_failure_rate
-    failure_margin: float = RolloutPolicy.failure_margin
-    max_p99_ms: float | None = RolloutPolicy.max_p99_ms
-    max_lag: int | None = RolloutPolicy.max_lag
-    min_messages: int = RolloutPolicy.min_messages
-    failed_checks: int = RolloutPolicy.failed_checks
+    step_seconds: float = Field(le=MAX_STEP_S, allow_inf_nan=False, description="time at each weight (≤ a day)")
+    max_failure_rate: float = Field(RolloutPolicy.max_failure_rate, le=100, allow_inf_nan=False)
+    failure_margin: float = Field(RolloutPolicy.failure_margin, le=100, allow_inf_nan=False)
+    max_p99_ms: float | None = Field(RolloutPolicy.max_p99_ms, le=MAX_P99_MS, allow_inf_nan=False)
+    max_lag: int | None = Field(RolloutPolicy.max_lag, le=MAX_COUNT)
+    min_messages: int = Field(RolloutPolicy.min_messages, le=MAX_COUNT)
+    failed_checks: int = Field(RolloutPolicy.failed_checks, le=MAX_FAILED_CHECKS)
     then: Literal["promote", "hold"] = "promote"
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+                             description="longest wait for a check's messages, and for the promote (≤ a week)")
     reason: Reason
 
     def policy(self) -> RolloutPolicy:
@@ -91,7 +95,6 @@ class _Running:
     past_steps: bool = False
     aborted: asyncio.Event = field(default_factory=asyncio.Event)
     abort_message: str = ""
-    task: asyncio.Task[None] | None = None
 
 
 class _AbortableRollout(RolloutRunner):
@@ -126,22 +129,21 @@ class _AbortableRollout(RolloutRunner):
 
 
 class ConsoleRollouts:
-    """The rollouts this name server runs; ``stop`` cancels them (their records stay RUNNING, resumable by
-    ``graymq gray rollout`` with the same steps)."""
+    """The rollouts this name server runs (started through ``ConsoleOperations``, one per group), for their abort."""
 
     def __init__(self) -> None:
         self._running: dict[str, _Running] = {}  # by group
 
-    def start(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
-              token: str | None) -> asyncio.Task[None]:
-        """Run the rollout of ``group`` in the background as the holder of ``token`` (None: dev mode)."""
+    async def run(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
+                  token: str | None) -> None:
+        """Run the rollout of ``group`` as the holder of ``token`` (None: dev mode), abortable while it runs."""
         running = _Running(group)
-        task = asyncio.create_task(_run(running, policy, timeout_s, nameserver_url, token),
-                                   name=f"console rollout {group}")
-        running.task = task
         self._running[group] = running
-        task.add_done_callback(lambda _: self._forget(running))
-        return task
+        try:
+            await _run(running, policy, timeout_s, nameserver_url, token)
+        finally:
+            if self._running.get(group) is running:
+                del self._running[group]
 
     def abort(self, operation_id: int, actor: str) -> None:
         """Make the rollout ``operation_id`` roll back; 409 when this name server does not run it or it is past its
@@ -154,16 +156,6 @@ class ConsoleRollouts:
             raise Conflict(f"rollout #{operation_id} is past its weight steps: it no longer rolls back on a check")
         running.abort_message = f"aborted from the console by {actor}"
         running.aborted.set()
-
-    def _forget(self, running: _Running) -> None:
-        if self._running.get(running.group) is running:
-            del self._running[running.group]
-
-    async def stop(self) -> None:
-        tasks = [running.task for running in self._running.values() if running.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _run(running: _Running, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,

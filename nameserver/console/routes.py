@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
@@ -32,14 +32,14 @@ from graymq.nameserver.console.actions import (
     perform,
 )
 from graymq.nameserver.console.audit_changes import field_changes
-from graymq.nameserver.console.operations import ConsoleOperations
+from graymq.nameserver.console.operations import ConsoleOperations, run_cutover
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.reads import ConsoleReader
 from graymq.nameserver.console.rollout_view import rollout_view
 from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest
 from graymq.nameserver.console.rollouts import describe as describe_rollout
 from graymq.nameserver.errors import Conflict
-from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, Text
+from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, IdPath, Text
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
@@ -182,8 +182,7 @@ async def act(group: GroupPath, body: ActionRequest, actor: AdminActor, request:
 
 async def _start_cutover(request: Request, group: str, action: Cutover, actor: str, reason: str | None
                          ) -> ActionResult:
-    console_operations: ConsoleOperations = request.app.state.console_operations
-    return await _start_operation(request, group, action.action, actor, reason, lambda: console_operations.start(
+    return await _start_operation(request, group, action.action, actor, reason, lambda: run_cutover(
         group, action, _own_url(request), bearer_token(request) or None))
 
 
@@ -199,12 +198,12 @@ async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActo
     """Start ``graymq gray rollout``'s runbook in this name server as the caller; answers once it is recorded."""
     policy = body.policy()
     rollouts: ConsoleRollouts = request.app.state.console_rollouts
-    return await _start_operation(request, group, "rollout", actor, body.reason, lambda: rollouts.start(
+    return await _start_operation(request, group, "rollout", actor, body.reason, lambda: rollouts.run(
         group, policy, body.timeout_s, _own_url(request), bearer_token(request) or None))
 
 
 @data.post("/api/operations/{operation_id}/abort")
-async def abort_rollout(operation_id: Annotated[int, Path(ge=1)], body: AbortRequest, actor: AdminActor,
+async def abort_rollout(operation_id: IdPath, body: AbortRequest, actor: AdminActor,
                         request: Request) -> ActionResult:
     """Make a rollout this name server runs roll back now, as a failed check would; audited as the caller."""
     state = request.app.state
@@ -224,32 +223,44 @@ async def abort_rollout(operation_id: Annotated[int, Path(ge=1)], body: AbortReq
 
 
 async def _start_operation(request: Request, group: str, what: str, actor: str, reason: str | None,
-                           launch: Callable[[], asyncio.Task[None]]) -> ActionResult:
-    """409 while the group has a running operation; else ``launch`` it here and wait until its record exists."""
+                           work: Callable[[], Coroutine[Any, Any, None]]) -> ActionResult:
+    """Run ``work`` here and answer once its operation is recorded; idempotent per group: while this console runs a
+    ``what`` of the group (a double click), the start answers that operation and starts nothing. 409 while the group
+    has another running operation."""
     state = request.app.state
+    console: ConsoleOperations = state.console_operations
 
     def operations() -> list[CutoverView]:
         with state.read_sessions() as session:
             return CutoverService(session).of_group(group, None)
 
     before = await run_in_threadpool(operations)
-    running = [op for op in before if op.state == "RUNNING"]
-    if running:
-        op = running[0]
-        raise Conflict(f"{op.kind} #{op.id} is already running on {group} (started by {op.started_by}); if its "
-                       f"controller stopped, `graymq gray {op.kind} {group}` resumes it", op.model_dump(mode="json"))
-    newest = before[0].id if before else 0
-    task = launch()
+    started = console.running(group)  # read after the await: nothing else runs until the start below
+    repeated = started is not None
+    if started is None:
+        running = [op for op in before if op.state == "RUNNING"]
+        if running:
+            op = running[0]
+            raise Conflict(f"{op.kind} #{op.id} is already running on {group} (started by {op.started_by}); if "
+                           f"its controller stopped, `graymq gray {op.kind} {group}` resumes it",
+                           op.model_dump(mode="json"))
+        started = console.start(group, what, before[0].id if before else 0, work())
+    elif started.what != what:
+        raise Conflict(f"a {started.what} of {group} is running from this name server's console: start the {what} "
+                       f"once it has ended")
     deadline = time.monotonic() + START_WAIT_S
     while True:
-        started = [op for op in await run_in_threadpool(operations) if op.id > newest]
-        if started:
-            op = started[-1]
+        recorded = [op for op in await run_in_threadpool(operations) if op.id > started.after_id]
+        if recorded:
+            op = recorded[-1]
+            if repeated:
+                return ActionResult(message=f"{op.kind} #{op.id} of {group} is already running here (started by "
+                                            f"{op.started_by}); nothing else started", operation_id=op.id)
             await run_in_threadpool(_record, state.sessions, op, actor, "requested",
                                     {"kind": op.kind, "mode": op.mode, "from": "console"}, reason)
             return ActionResult(message=f"{op.kind} #{op.id} of {group} started (runs in the name server; its steps "
                                         "show below)", operation_id=op.id)
-        if task.done() or time.monotonic() > deadline:
+        if started.task.done() or time.monotonic() > deadline:
             raise Conflict(f"the {what} of {group} did not start (see the name server's log)")
         await asyncio.sleep(0.05)
 

@@ -94,6 +94,15 @@ class ClientRepository:
         stmt = _upsert_statement(self.session.get_bind().dialect.name, binding.enforce)
         return self.session.scalars(stmt, params, execution_options={"populate_existing": True}).one_or_none()
 
+    def lock_client_id(self, group_id: int, client_id: str) -> None:
+        """Hold, until the transaction ends, the right to bind the client id in the group (any role), so that two
+        first heartbeats of one client id as different roles cannot both see it unbound: one waits for the other's
+        commit and its next read sees the binding. PostgreSQL: an advisory lock keyed on the group and a hash of
+        the client id (a collision only makes two client ids wait for each other). SQLite: nothing to do, a
+        writing transaction holds the database's write lock from its BEGIN (``db.create_db_engine``)."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(select(func.pg_advisory_xact_lock(group_id, func.hashtext(client_id))))
+
     def of_client(self, group_id: int, client_id: str, *, lock: bool = False) -> Sequence[Client]:
         """Every role row of one client id in the group (live or not), by role; ``lock``: FOR UPDATE."""
         stmt = (

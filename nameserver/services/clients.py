@@ -96,13 +96,15 @@ class ClientService:
         ``gray``/``state`` are stored as given: a client is flipped only by itself (after draining).
         The first heartbeat binds the client to the caller; 403 for a live client another principal
         registered (``ClientBinding``), in any role: a client id live as another principal's consumer is not
-        this caller's to use as a producer or spark job either.
+        this caller's to use as a producer or spark job either. Checked and bound under the client id's lock
+        (``ClientRepository.lock_client_id``): of two first heartbeats at once, the second gets that 403.
         """
         if report.role == "producer":
             check_gray_producer(caller, report.group, report.gray, report.declared_gray, report.gray_marks)
         group = self.groups.ensure(report.group, self.settings.default_gray_switch)
         binding = self._binding(caller)
         if binding.enforce:
+            self.clients.lock_client_id(group.id, report.client_id)
             for other in self.clients.of_client(group.id, report.client_id):
                 if other.role != report.role and not binding.allows(other):
                     raise self._taken(caller, group.name, other)

@@ -124,8 +124,13 @@ def test_a_rollout_started_from_the_console_shows_its_steps_advancing_and_an_abo
     assert act(page, "#rollout-start", "") == ""  # refused before any confirmation, nothing started
     expect(page.locator("#status")).to_have_text(
         "refused: 400 --steps must be weights from 1 to 100, got [0, 150]")
-
     form.locator("[name=steps]").fill("10,20,30,40")
+    form.locator("[name=step_seconds]").fill("100000")  # more than a day
+    assert act(page, "#rollout-start", "") == ""
+    expect(page.locator("#status")).to_have_text(
+        "refused: 422 invalid request: step_seconds: Input should be less than or equal to 86400")
+
+    form.locator("[name=step_seconds]").fill("2")
     form.locator("[name=min_messages]").fill("5")
     form.locator("[name=timeout_s]").fill("60")
     confirmation = act(page, "#rollout-start", "canary of v2")

@@ -34,11 +34,17 @@ function showToken() {
   document.getElementById("token-forget").hidden = !token();
 }
 
+// A refused field as the operator reads it: its name, then why ("step_seconds: Input should be ...").
+function fieldError(d) {
+  if (!d.msg) return JSON.stringify(d);
+  return Array.isArray(d.loc) && d.loc.length ? `${d.loc[d.loc.length - 1]}: ${d.msg}` : d.msg;
+}
+
 async function errorText(response) {
   try {
     const body = await response.json();
     const detail = typeof body.detail === "string" ? body.detail
-      : Array.isArray(body.detail) ? body.detail.map((d) => d.msg || JSON.stringify(d)).join("; ")
+      : Array.isArray(body.detail) ? body.detail.map(fieldError).join("; ")
       : "";  // an object (e.g. the running operation) is data for scripts, not words for the operator
     return `${response.status} ${body.error || ""}${detail ? ": " + detail : ""}`;
   } catch (e) {

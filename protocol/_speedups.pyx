@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled hot path: the per-message and per-request byte work of the broker and the client.
 
-Each function here has a pure-Python twin of the same name and behaviour (frame.py, record.py,
+Each function here has a pure-Python twin of the same name and behaviour (frame.py, record.py, properties.py,
 index_file.py, dispatch.py, send_processor.py), which stays the reference: tests/unit/test_native_*.py check that both give
 byte-identical output and raise the same error types for the same input. ``graymq.protocol.native``
 picks this module or the twins (``GRAYMQ_PURE=1`` forces the twins).

@@ -36,11 +36,11 @@ def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Regi
     does not cover); answers with every configured topic and the deletions the broker has not applied yet. Topics
     the broker reports that are not configured are recorded only for an admin caller (or in dev mode); a broker
     token gets routes for configured topics and its groups' retry and dead-letter topics. A refusal is remembered
-    for the routes to show (``RefusedRegistrations``) until a broker of that name registers."""
+    for the routes to show (``RefusedRegistrations``) until that broker (replica) registers."""
     _check_remembered(caller, body.broker_name, body.replica_id, refused, broker_lease_s(settings,
                                                                                         body.register_interval_s))
     answer = registry.heartbeat(body, may_create_topics=caller.rights.admin or settings.dev_mode)
-    refused.registered(body.broker_name)
+    refused.registered(body.broker_name, body.replica_id)
     return answer
 
 
@@ -60,7 +60,9 @@ def replica_heartbeat(body: ReplicaHeartbeat, caller: BrokerCaller, sets: Replic
     leads the set under which epoch, from which offset, and who is in sync. Renews the leader's lease; elects an
     in-sync follower once it expired (see the replica-set rules in the README's Replication section)."""
     _check_remembered(caller, body.broker_name, body.replica_id, refused, broker_lease_s(settings, None))
-    return sets.heartbeat(body)
+    view = sets.heartbeat(body)
+    refused.registered(body.broker_name, body.replica_id)
+    return view
 
 
 def _check_remembered(caller: Caller, broker_name: str, replica_id: int | None, refused: RefusedRegistrations,

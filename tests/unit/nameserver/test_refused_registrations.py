@@ -1,5 +1,5 @@
 """RefusedRegistrations: the last refusal per broker name, kept while its broker may still be trying, forgotten
-once a broker of that name registers, bounded in how many names it holds."""
+once that broker (replica) registers, bounded in how many names it holds."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def test_a_refusal_is_kept_for_its_time_replaced_by_the_next_and_forgotten_on_re
         ("broker-a", 1, "second"), ("broker-b", None, "principal p may not register as broker broker-b")]
     assert refusal_text(refused.current()[1:]) == \
         "principal p may not register as broker broker-b (refused at 03:04:05 UTC)"
-    refused.registered("broker-a")
+    refused.registered("broker-a", 0)  # another replica of the set: replica 1 stays refused
+    assert [r.broker_name for r in refused.current()] == ["broker-a", "broker-b"]
+    refused.registered("broker-a", 1)
     assert [r.broker_name for r in refused.current()] == ["broker-b"]
     clock.now += 10
     assert refused.current() == []

@@ -43,6 +43,8 @@ def test_stock_properties_over_a_limit_or_reserved_are_refused_with_rocketmq_cod
     assert total.code == v2.MESSAGE_PROPERTIES_TOO_LARGE and "more than the 32768 allowed" in total.message
     timed = send(grpc_endpoint, "timed", {"__STARTDELIVERTIME": "1"})
     assert timed.code == v2.ILLEGAL_MESSAGE_PROPERTY_KEY and "'__STARTDELIVERTIME' is reserved" in timed.message
+    grouped = send(grpc_endpoint, "grouped", {"__SHARDINGKEY": "g1"})
+    assert grouped.code == v2.ILLEGAL_MESSAGE_PROPERTY_KEY and "'__SHARDINGKEY' is reserved" in grouped.message
     assert send(grpc_endpoint, "ok", {"region": "eu", "RETRY_TOPIC": "ELSEWHERE"}).code == v2.OK
     (stored,) = stored_messages(grpc_cluster.ns_url, TOPIC, 4, 0, 1, timeout=10)
     assert stored.body == b"ok" and stored.properties["region"] == "eu" and "RETRY_TOPIC" not in stored.properties

@@ -4,7 +4,7 @@ SEND_BATCH, the gRPC endpoint's SendMessage).
 
 Sizes are UTF-8 bytes. The message's tag and each of its keys count as values and towards the total: they are
 stored as properties too. Defaults follow RocketMQ's (128 user properties; a properties section within a
-signed 16-bit length, 32 KiB), the broker settings ``max_properties``, ``max_property_name_size``,
+signed 16-bit length, about 32 KiB), the broker settings ``max_properties``, ``max_property_name_size``,
 ``max_property_value_size`` and ``max_properties_size`` (``GRAYMQ_BROKER_*``) change them.
 
 Reserved names a producer does not set (``STRIPPED_PROPERTIES`` and ``REFUSED_PROPERTIES`` in
@@ -17,7 +17,8 @@ Reserved names a producer does not set (``STRIPPED_PROPERTIES`` and ``REFUSED_PR
   nothing the producer wrote is trusted.
 - **refused**: ``DELAY`` and ``__STARTDELIVERTIME`` (RocketMQ 4's delay level and timed-delivery properties): a
   producer setting one asks for a delay the property does not give here, and stripping would deliver the message
-  at once, silently.
+  at once, silently. The gRPC endpoint also refuses a stock producer's ``__SHARDINGKEY``, which graymq sets from
+  the message's ``message_group`` (broker_ext/grpc_endpoint/send.py).
 """
 
 from __future__ import annotations

@@ -70,7 +70,8 @@ class BrokerController:
             self.put_service.on_appended = self.feed.appended
         self.producers = ProducerTable()
         self.send_processor = SendProcessor(self.name, self.put_service, self.producers, self.store, self.role,
-                                            self.feed, sync_flush=settings.flush == "sync")
+                                            self.feed, sync_flush=settings.flush == "sync",
+                                            limits=settings.property_limits)
         self.pull_processor = PullProcessor(self.topics, self.consumers, self.locks, self.offsets, self.store,
                                             self.holds, self.stats, self.role,
                                             max_long_poll_ms=settings.max_long_poll_ms)

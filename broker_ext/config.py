@@ -12,7 +12,10 @@ from graymq.protocol.constants import DELAY_LEVELS_S
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from graymq.protocol.names import check_broker_name
+from graymq.protocol.properties import PropertyLimits
 from graymq.protocol.record import MAX_RECORD_SIZE
+
+_LIMITS = PropertyLimits()  # the defaults
 
 
 class BrokerSettings(BaseSettings):
@@ -50,6 +53,12 @@ class BrokerSettings(BaseSettings):
     disk_warn_ratio: float = Field(0.75, gt=0, le=1)  # above: retention deletes the oldest segments even if young
     disk_critical_ratio: float = Field(0.90, gt=0, le=1)  # above: writes are refused (DISK_FULL)
     max_message_size: int = Field(4 << 20, ge=1, le=MAX_RECORD_SIZE // 2)  # body bytes
+    # a producer's message properties, on every send path (protocol/properties.py); UTF-8 bytes, tag and keys
+    # count as values
+    max_properties: int = Field(_LIMITS.count, ge=1)
+    max_property_name_size: int = Field(_LIMITS.name_size, ge=1)
+    max_property_value_size: int = Field(_LIMITS.value_size, ge=1)
+    max_properties_size: int = Field(_LIMITS.total_size, ge=1, le=MAX_RECORD_SIZE // 2)
     store_host: str = ""  # "host:port" stamped into every record
     checkpoint_interval_ms: int = Field(1_000, ge=1)
     retention_interval_ms: int = Field(10_000, ge=1)
@@ -114,6 +123,11 @@ class BrokerSettings(BaseSettings):
         if self.auto_create_topic:
             raise ConfigError("--auto-create-topic is for dev mode only: topics are created through the name server "
                               "(graymq topic create)")
+
+    @property
+    def property_limits(self) -> PropertyLimits:
+        return PropertyLimits(self.max_properties, self.max_property_name_size, self.max_property_value_size,
+                              self.max_properties_size)
 
     @property
     def nameserver_urls(self) -> list[str]:

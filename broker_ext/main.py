@@ -84,7 +84,7 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[dict[str, str]], N
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     profiling.install(loop)
-    _log_serving(settings, broker, tls is not None)
+    _log_serving(settings, broker, tls is not None, registry.refusal if registry is not None else None)
     # What start-up built (modules, protobuf descriptors, recovered tables) lives until exit: out of the
     # collector's sight, a full collection scans only what serving creates (a 10-25 ms pause otherwise).
     gc.collect()
@@ -131,13 +131,21 @@ async def _start_nameserver_links(settings: BrokerSettings, broker: BrokerContro
     return registry, lease
 
 
-def _log_serving(settings: BrokerSettings, broker: BrokerController, over_tls: bool) -> None:
+def _log_serving(settings: BrokerSettings, broker: BrokerController, over_tls: bool, refusal: str | None) -> None:
+    """The start-up line: serving on its address, or (every name server refused its registration: ``refusal``)
+    listening there but in no route, so no client finds it until the registration is fixed."""
     if settings.dev_mode:
         log.warning("broker %s runs in dev mode: authentication is off, every connection has every right",
                     broker.name)
-    log.info("broker %s serving on %s%s (store %s, flush %s, segments of %d bytes%s)", broker.name, broker.address,
-             " over TLS" if over_tls else "", settings.store_dir, settings.flush, settings.segment_size,
-             f", replica {settings.replica_id}, {settings.replication} replication" if settings.replication else "")
+    replica = f", replica {settings.replica_id}, {settings.replication} replication" if settings.replication else ""
+    details = (f"{' over TLS' if over_tls else ''} (store {settings.store_dir}, flush {settings.flush}, segments of "
+               f"{settings.segment_size} bytes{replica})")
+    if refusal is not None:
+        log.error("broker %s listening on %s%s but not serving any route: no name server registered it (the refusal "
+                  "above); it keeps trying every %s s", broker.name, broker.address, details,
+                  settings.register_interval_s)
+        return
+    log.info("broker %s serving on %s%s", broker.name, broker.address, details)
 
 
 async def _wait_stop_or_fatal(stop: asyncio.Event, broker: BrokerController) -> StoreFatalError | None:

@@ -11,7 +11,9 @@ was down when a topic or group was deleted applies the deletion when it comes ba
 
 Both loops run supervised (protocol/supervisor.py): whatever escapes a round is logged and the loop restarts.
 An answer that is not a JSON object of the expected shape, or a file the broker cannot write while applying it,
-fails that round with a WARNING.
+fails that round with a WARNING. A registration the name server refuses (401, 403: the broker token does not
+cover the broker's name) is an ERROR, in one line with the name server's reason and fix, said once while it lasts;
+``refusal`` keeps it for the start-up line, which then says the broker serves no route.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import httpx
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.topic_config import TopicConfig
+from graymq.client.nameserver_client import http_error_text
 from graymq.protocol.constants import SCHEDULE_TOPIC
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.retry import ThrottledLog
@@ -55,10 +58,11 @@ class NameServerRegistry:
         self._tasks: list[asyncio.Task[None]] = []
         self._supervisor = Supervisor(f"broker {broker.name} name-server registry", self._fatal)
         self._failing: set[str] = set()
+        self._refused: dict[str, str] = {}  # url -> why it refused the last registration (401, 403)
         self._lock = asyncio.Lock()
         self._versions: dict[str, str] = {}  # url -> topics_version of its last answer
         self._principal_log = ThrottledLog(log, 60.0)
-        self._refused: dict[str, TopicConfig] = {}  # topic -> the config from the name server it cannot apply
+        self._unapplied: dict[str, TopicConfig] = {}  # topic -> the config from the name server it cannot apply
         self._state_path = broker.settings.store_dir / "config" / "deletions_applied.json"
         self.deletions_applied = int(read_json(self._state_path, {"deletions_applied": 0})["deletions_applied"])
 
@@ -91,7 +95,7 @@ class NameServerRegistry:
                 response.raise_for_status()
             except httpx.HTTPError as exc:
                 log.warning("unregistering from name server %s failed: %s; it unroutes this broker when its "
-                            "lease runs out", url, exc)
+                            "lease runs out", url, http_error_text(exc))
             else:
                 log.info("unregistered from name server %s", url)
 
@@ -118,7 +122,8 @@ class NameServerRegistry:
                 response.raise_for_status()
                 version = str(response.json()["topics_version"])
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-                log.debug("watching name server %s failed: %s", url, exc)
+                log.debug("watching name server %s failed: %s", url,
+                          http_error_text(exc) if isinstance(exc, httpx.HTTPError) else exc)
                 await asyncio.sleep(self.interval_s)
                 continue
             if version != self._versions.get(url):
@@ -138,6 +143,14 @@ class NameServerRegistry:
             body["grpc_address"] = self.grpc_address
         return body
 
+    @property
+    def refusal(self) -> str | None:
+        """Why this broker is in no route, when every name server refused its last registration (``None``: one
+        registered it, or one could not be reached)."""
+        if self.urls and all(url in self._refused for url in self.urls):
+            return "; ".join(f"name server {url} refused its registration: {why}" for url, why in self._refused.items())
+        return None
+
     async def register_once(self) -> None:
         """Register with every name server; once more when that changed the broker's topics."""
         async with self._lock:
@@ -155,20 +168,40 @@ class NameServerRegistry:
                 response = await self._client.post(f"{url}/v1/brokers/heartbeat", json=self._body())
                 response.raise_for_status()
                 self._apply(url, _checked_answer(response.json()))
+            except httpx.HTTPStatusError as exc:
+                self._failed(url, exc)
+                continue
             except (httpx.HTTPError, ValueError, TypeError) as exc:
                 if url not in self._failing:
-                    log.warning("registering with name server %s failed: %s", url, exc)
+                    log.warning("registering with name server %s failed: %s", url,
+                                http_error_text(exc) if isinstance(exc, httpx.HTTPError) else exc)
                 self._failing.add(url)
                 continue
             except OSError as exc:
                 log.warning("applying the answer of name server %s failed: %s; retrying next round", url, exc)
                 continue
-            if url in self._failing:
+            if self._refused.pop(url, None) is not None:
+                log.info("broker %s registered with name server %s: serving its routes", self.broker.name, url)
+                self._failing.discard(url)
+            elif url in self._failing:
                 log.info("name server %s reachable again", url)
                 self._failing.discard(url)
             if not principals_read:
                 principals_read = await self._read_principals(url)
         return self.broker.topics.version != before
+
+    def _failed(self, url: str, exc: httpx.HTTPStatusError) -> None:
+        """A registration answered with an error: a refusal (401, 403) is an ERROR line naming why and, from the
+        name server, how to fix it, logged again only when the reason changes; any other answer a WARNING."""
+        why = http_error_text(exc)
+        if exc.response.status_code in (401, 403):
+            if self._refused.get(url) != why:
+                log.error("broker %s is not serving any route: name server %s refused its registration: %s",
+                          self.broker.name, url, why)
+            self._refused[url] = why
+        elif url not in self._failing:
+            log.warning("registering with name server %s failed: %s", url, why)
+        self._failing.add(url)
 
     async def read_principals(self) -> bool:
         """Read the principals now (a connection presented a token the broker does not know) from the first name
@@ -191,7 +224,8 @@ class NameServerRegistry:
         except (httpx.HTTPError, ValueError) as exc:
             self._principal_log.log(logging.DEBUG if self.broker.settings.dev_mode else logging.WARNING, url,
                                     "reading principals from name server %s failed: %s; keeping the %d known",
-                                    url, exc, len(table))
+                                    url, http_error_text(exc) if isinstance(exc, httpx.HTTPError) else exc,
+                                    len(table))
             return False
         except OSError as exc:
             log.warning("writing the principals from name server %s failed: %s; retrying next round", url, exc)
@@ -212,7 +246,7 @@ class NameServerRegistry:
     def _apply_deletion(self, deletion: dict[str, Any]) -> None:
         kind, name = deletion.get("kind"), str(deletion.get("name", ""))
         if kind == "topic" and name != SCHEDULE_TOPIC:
-            self._refused.pop(name, None)
+            self._unapplied.pop(name, None)
             if self.broker.delete_topic(name):
                 log.info("topic %s deleted by the name server", name)
         elif kind == "group":
@@ -231,13 +265,13 @@ class NameServerRegistry:
                 log.warning("ignoring topic %r from the name server: %s", raw, exc)
         changed, refused = self.broker.topics.update_all(configs)
         for config, why in refused:
-            if self._refused.get(config.topic) != config:
+            if self._unapplied.get(config.topic) != config:
                 log.warning("not applying topic %s from the name server: %s", config.topic, why.message)
-                self._refused[config.topic] = config
+                self._unapplied[config.topic] = config
         still_refused = {config.topic for config, _ in refused}
         for config in configs:
             if config.topic not in still_refused:
-                self._refused.pop(config.topic, None)
+                self._unapplied.pop(config.topic, None)
         if len(changed) <= LOGGED_ONE_BY_ONE:
             for config in changed:
                 log.info("topic %s updated from the name server: %s", config.topic, config)

@@ -29,6 +29,7 @@ import httpx
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.replica_health import ReplicaHealth
 from graymq.broker_ext.store.replica_log import move_aside
+from graymq.client.nameserver_client import http_error_text
 from graymq.protocol.supervisor import Supervisor
 from graymq.protocol.tls import https_verify
 
@@ -54,11 +55,25 @@ class ReplicaLease:
             "%s ended: %s", where, exc.message))
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._refusal: str | None = None  # why the name server refused the last heartbeat (401, 403)
         self.interval_s = FIRST_INTERVAL_S
         self._health = ReplicaHealth()
 
     def start(self) -> None:
         self._task = self._supervisor.spawn("replica-lease", self._run)
+
+    def _failed(self, url: str, exc: httpx.HTTPError | ValueError) -> None:
+        """A refused heartbeat (401, 403: the token does not cover this replica) is an ERROR line with the name
+        server's reason and fix, again only when the reason changes; any other failure a WARNING, once."""
+        if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in (401, 403):
+            why = http_error_text(exc)
+            if why != self._refusal:
+                log.error("broker %s replica %d takes no part in its set (no lease, no election): name server %s "
+                          "refused its replica heartbeat: %s", self.broker.name, self.broker.role.replica_id, url, why)
+            self._refusal = why
+        elif not self._failing:
+            log.warning("replica heartbeat to name server %s failed: %s", url,
+                        http_error_text(exc) if isinstance(exc, httpx.HTTPError) else exc)
 
     async def stop(self) -> None:
         await self._supervisor.cancel([self._task] if self._task else [])
@@ -88,12 +103,11 @@ class ReplicaLease:
                 if not isinstance(answer, dict):
                     raise ValueError("the answer is not a JSON object")
             except (httpx.HTTPError, ValueError) as exc:
-                if not self._failing:
-                    log.warning("replica heartbeat to name server %s failed: %s", url, exc)
+                self._failed(url, exc)
                 continue
             if self._failing:
                 log.info("replica heartbeats reach the name server again")
-            self._failing = False
+            self._failing, self._refusal = False, None
             return answer
         self._failing = True
         return None

@@ -35,6 +35,7 @@ from graymq.protocol.constants import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_START_DELIVER_TIME,
+    RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     dlq_topic,
     retry_topic,
@@ -217,7 +218,11 @@ class SendBackProcessor:
 
     def send_back(self, req: pb.SendBackRequest, check_topic: Callable[[str], None]) -> bytes:
         """Store the failed message again for a later retry; ``check_topic`` raises unless the caller may
-        consume the stored message's topic in its group (only its own messages can be copied)."""
+        consume the stored message's topic in its group (only its own messages can be copied).
+
+        Its ``RETRY_TOPIC`` (the topic a retry stands for) is the stored message's topic, or, for a message of a
+        retry topic, the one this broker wrote when it first sent it back: never the request's ``origin_topic``
+        nor a producer's (the send paths strip the name)."""
         raw = self._store.read_record(req.commit_log_offset)
         if raw is None:
             raise MessageNotFoundError(f"no message at commit log offset {req.commit_log_offset} to send back")
@@ -226,7 +231,8 @@ class SendBackProcessor:
         reconsume_times = msg.reconsume_times + 1
         max_times = req.max_reconsume_times or DEFAULT_MAX_RECONSUME_TIMES
         properties = dict(msg.properties)
-        properties.setdefault(PROPERTY_RETRY_TOPIC, req.origin_topic or msg.topic)
+        if not msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or PROPERTY_RETRY_TOPIC not in properties:
+            properties[PROPERTY_RETRY_TOPIC] = msg.topic
         properties.setdefault(PROPERTY_ORIGIN_MSG_ID, msg.msg_id)
         if reconsume_times > max_times:
             self.dead_letter(req.consumer_group, msg, properties, reconsume_times)

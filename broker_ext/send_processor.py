@@ -32,6 +32,7 @@ from graymq.protocol.constants import (
 )
 from graymq.protocol.errors import BadRequestError, NotLeaderError, RequestTimeoutError
 from graymq.protocol.native import SPEEDUPS
+from graymq.protocol.properties import PropertyLimits, own_properties
 from graymq.protocol.record import SYS_FLAG_GRAY
 from graymq.protocol.remoting import response_envelope
 
@@ -42,19 +43,18 @@ def new_msg_id() -> str:
     return secrets.token_hex(16).upper()
 
 
-def put_properties(msg: pb.Message, producer_group: str, new_id: Callable[[], str] = new_msg_id) -> dict[str, str]:
-    """The properties a producer's message is stored with, as ``make_properties`` orders them: the message's own,
-    PGROUP, then the reserved ones, built in one dict; a missing msg id is generated (``new_id``) and set on
-    ``msg``."""
+DEFAULT_LIMITS = PropertyLimits()
+
+
+def put_properties(msg: pb.Message, producer_group: str, new_id: Callable[[], str] = new_msg_id,
+                   limits: PropertyLimits = DEFAULT_LIMITS) -> dict[str, str]:
+    """The properties a producer's message is stored with, as ``make_properties`` orders them: the message's own
+    (within ``limits``, the reserved names the broker sets stripped: protocol/properties.py), PGROUP, then the
+    reserved ones, built in one dict; a missing msg id is generated (``new_id``) and set on ``msg``."""
+    properties = own_properties(msg.properties, msg.tags, msg.keys, limits)
     msg_id = msg.msg_id
     if not msg_id:
         msg_id = msg.msg_id = new_id()
-    own = msg.properties
-    if own:
-        properties = dict(own)
-        properties.pop(PROPERTY_PRODUCER_SEQUENCE, None)  # the broker's to set (a forwarded message may carry one)
-    else:  # the common case: no map to copy
-        properties = {}
     if producer_group:
         properties[PROPERTY_PRODUCER_GROUP] = producer_group
     if tags := msg.tags:
@@ -68,37 +68,38 @@ def put_properties(msg: pb.Message, producer_group: str, new_id: Callable[[], st
 
 
 def to_put_message(msg: pb.Message, queue_id: int, producer_group: str, reconsume_times: int = 0,
-                   topic: str = "") -> PutMessage:
+                   topic: str = "", limits: PropertyLimits = DEFAULT_LIMITS) -> PutMessage:
     """The store's view of a producer's message (``topic`` overrides the message's)."""
-    return PutMessage(topic or msg.topic, queue_id, msg.body, put_properties(msg, producer_group),
+    return PutMessage(topic or msg.topic, queue_id, msg.body, put_properties(msg, producer_group, limits=limits),
                       SYS_FLAG_GRAY if msg.gray else 0, msg.born_timestamp or int(time.time() * 1000), msg.born_host,
                       reconsume_times)
 
 
 def to_puts_py(messages: Sequence[pb.Message], topic: str, queue_id: int, producer_group: str,
-               put_class: type[PutMessage], new_id: Callable[[], str]) -> list[PutMessage]:
-    """A batch's messages as ``put_class`` puts to ``topic`` (one naming another topic is refused); the reference
-    of the compiled ``wire_puts``, which reads them from the request's wire bytes instead."""
+               put_class: type[PutMessage], new_id: Callable[[], str], limits: PropertyLimits) -> list[PutMessage]:
+    """A batch's messages as ``put_class`` puts to ``topic`` (one naming another topic, or with properties out of
+    ``limits``, is refused); the reference of the compiled ``wire_puts``, which reads them from the request's wire
+    bytes instead."""
     puts = []
     for msg in messages:
         if msg.topic and msg.topic != topic:
             raise BadRequestError(f"batch for topic {topic} contains a message for {msg.topic}")
-        puts.append(put_class(topic, queue_id, msg.body, put_properties(msg, producer_group, new_id),
+        puts.append(put_class(topic, queue_id, msg.body, put_properties(msg, producer_group, new_id, limits),
                               SYS_FLAG_GRAY if msg.gray else 0, msg.born_timestamp or int(time.time() * 1000),
                               msg.born_host, 0))
     return puts
 
 
-def batch_puts_py(req: pb.SendBatchRequest, raw: bytes) -> list[PutMessage]:
+def batch_puts_py(req: pb.SendBatchRequest, raw: bytes, limits: PropertyLimits) -> list[PutMessage]:
     """The puts of a SEND_BATCH (``raw``: its body as received, read by the compiled twin)."""
-    return to_puts_py(req.messages, req.topic, req.queue_id, req.producer_group, PutMessage, new_msg_id)
+    return to_puts_py(req.messages, req.topic, req.queue_id, req.producer_group, PutMessage, new_msg_id, limits)
 
 
-def batch_puts_wire(req: pb.SendBatchRequest, raw: bytes) -> list[PutMessage]:
+def batch_puts_wire(req: pb.SendBatchRequest, raw: bytes, limits: PropertyLimits) -> list[PutMessage]:
     """The same puts from the compiled ``wire_puts``, which reads the messages from ``raw`` itself."""
     assert SPEEDUPS is not None
     return SPEEDUPS.wire_puts(raw, req.topic, req.queue_id, req.producer_group, PutMessage,  # type: ignore[no-any-return]
-                              new_msg_id)
+                              new_msg_id, limits)
 
 
 batch_puts = batch_puts_py if SPEEDUPS is None else batch_puts_wire
@@ -106,10 +107,11 @@ batch_puts = batch_puts_py if SPEEDUPS is None else batch_puts_wire
 
 class SendProcessor:
     """``sync_flush``: a send is answered once flushed; on a sync-replicated leader (``role``), once the in-sync
-    followers stored it too (``feed``)."""
+    followers stored it too (``feed``). A message's properties out of ``limits`` refuse its request."""
 
     def __init__(self, broker_name: str, put_service: PutMessageService, producers: ProducerTable,
-                 store: MessageStore, role: ReplicaRole, feed: ReplicaFeed, *, sync_flush: bool) -> None:
+                 store: MessageStore, role: ReplicaRole, feed: ReplicaFeed, *, sync_flush: bool,
+                 limits: PropertyLimits = DEFAULT_LIMITS) -> None:
         self.broker_name = broker_name
         self.put_service = put_service
         self.producers = producers
@@ -117,6 +119,7 @@ class SendProcessor:
         self.role = role
         self.feed = feed
         self.sync_flush = sync_flush
+        self.limits = limits
 
     def send(self, req: pb.SendRequest) -> bytes | asyncio.Future[bytes]:
         msg = req.message
@@ -132,7 +135,7 @@ class SendProcessor:
                     commit_log_offset=known.commit_log_offset, duplicate=True,
                 )
                 return self._ack(pb.SEND_MESSAGE, response, self._end_of(known))
-        put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times)
+        put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times, limits=self.limits)
         if producer_id:
             put.properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(producer_id, req.sequence, 1)
         (result,) = self._append([put])
@@ -151,7 +154,7 @@ class SendProcessor:
         send is: its offsets there, after the sync flush and replication waits."""
         msg = req.message
         self.put_service.topic_for_write(msg.topic).check_queue(req.queue_id)
-        put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times)
+        put = to_put_message(msg, req.queue_id, req.producer_group, req.reconsume_times, limits=self.limits)
         try:
             result = hold(put)
         except ValueError as exc:  # the store refuses a field, as in _append
@@ -178,7 +181,7 @@ class SendProcessor:
                     queue_id=queue_id, first_queue_offset=known.queue_offset, duplicate=True,
                 )
                 return self._ack(pb.SEND_BATCH, response, self._end_of(known))
-        puts = batch_puts(req, raw)
+        puts = batch_puts(req, raw, self.limits)
         if producer_id:
             puts[0].properties[PROPERTY_PRODUCER_SEQUENCE] = sequence_property(producer_id, req.sequence, len(puts))
         results = self._append(puts)

@@ -276,6 +276,15 @@ def _checked_token(token: str, variable: str) -> str:
     return token
 
 
+def http_error_text(exc: httpx.HTTPError) -> str:
+    """An HTTP failure in one line: ``HTTP 403 FORBIDDEN: <the name server's detail>`` for an error answer (not
+    httpx's text, which is two lines and points at a web page), the exception's first line otherwise."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} {_error_text(exc.response)}"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
 def _error_text(response: httpx.Response) -> str:
     """The name server's error body in one line: ``error: detail``, a validation failure as ``field: message``."""
     try:

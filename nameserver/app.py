@@ -18,6 +18,7 @@ from graymq.nameserver.console import mount_console
 from graymq.nameserver.db import create_db_engine, read_only, session_factory
 from graymq.nameserver.errors import install_error_handlers
 from graymq.nameserver.metrics import Metrics
+from graymq.nameserver.refused_registrations import RefusedRegistrations
 from graymq.nameserver.route_views import RouteViews
 from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, principals, topics
 from graymq.nameserver.schemas import ErrorBody
@@ -115,6 +116,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.read_sessions = session_factory(read_only(engine))
     app.state.group_changes = changes
     app.state.route_views = route_views
+    app.state.refused_registrations = RefusedRegistrations()
     app.state.token_actors = token_actors
     app.state.broker_token_actors = broker_token_actors
     app.state.metrics = metrics

@@ -178,11 +178,20 @@ def check_gray_producer(caller: Caller, group: str, reported_gray: bool, declare
 
 
 def check_broker(caller: Caller, broker_name: str, replica_id: int | None) -> None:
-    """403 unless ``caller`` may register as broker ``broker_name`` (replica ``replica_id``; ``None``: no replicas)."""
+    """403 unless ``caller`` may register as broker ``broker_name`` (replica ``replica_id``; ``None``: no replicas),
+    in one line naming the principal, the broker, the names it may use and how to fix it."""
+    if caller.rights.may_act_as_broker(broker_name, replica_id):
+        return
     what = f"broker {broker_name}" if replica_id is None else f"replica {replica_id} of broker {broker_name}"
+    wanted = broker_name if replica_id is None else f"{broker_name}:{replica_id}"
+    if not caller.rights.broker:
+        fix = f"graymq principal add NAME --broker --broker-name {wanted} makes a principal that may"
+    else:
+        fix = (f"graymq principal add NAME --broker --broker-name {wanted} makes a principal that may (its token as "
+               "GRAYMQ_BROKER_TOKEN), or run the broker under one of its names")
     covered = ", ".join(b.name if b.replica == "*" else f"{b.name}:{b.replica}" for b in caller.rights.brokers)
-    caller.require(caller.rights.may_act_as_broker(broker_name, replica_id),
-                   f"register as {what} (its broker names: {covered or 'none'})")
+    raise Forbidden(detail=f"principal {caller.name} may not register as {what} (its broker names: "
+                           f"{covered or 'none'}): {fix}")
 
 
 def check_route(caller: Caller, topic: str) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from graymq.nameserver.refused_registrations import RefusedRegistrations
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.services.cutovers import CutoverService
@@ -35,6 +36,14 @@ def get_session(request: Request) -> Iterator[Session]:
 
 SettingsDep = Annotated[NameServerSettings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def get_refused_registrations(request: Request) -> RefusedRegistrations:
+    refused: RefusedRegistrations = request.app.state.refused_registrations
+    return refused
+
+
+RefusedDep = Annotated[RefusedRegistrations, Depends(get_refused_registrations)]
 
 
 def registry_service(session: SessionDep, settings: SettingsDep) -> RegistryService:

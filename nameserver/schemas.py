@@ -263,11 +263,22 @@ class BrokerRoute(BaseModel):
         default=None, description="where stock RocketMQ 5 clients reach the broker (gRPC); None: not served")
 
 
+class RefusedRegistration(BaseModel):
+    """A broker's registration the name server refused (its token does not cover the name), while it keeps trying."""
+
+    broker_name: str
+    replica_id: int | None = None
+    reason: str = Field(description="the refusal in one line: principal, broker name, the names it may use, the fix")
+    refused_at: datetime
+
+
 class TopicRoute(BaseModel):
     topic: str
     queue_nums: int
     gray_queue_nums: int
     brokers: list[BrokerRoute]
+    refused_registrations: list[RefusedRegistration] = Field(
+        default_factory=list, description="brokers this name server refused to register lately: not in any route")
 
 
 Count = Annotated[int, Field(strict=True, ge=0, le=2**62)]

@@ -20,6 +20,14 @@ PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"  # ms since the epoch a delay
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_PRODUCER_SEQUENCE = "PSEQ"  # "<producer id hex>:<sequence>:<messages>" on a request's first record
 KEY_SEPARATOR = " "
+# Reserved names a producer's message may not carry as its own (why each is stripped or refused: the docstring of
+# protocol/properties.py, which checks them).
+STRIPPED_PROPERTIES = frozenset({
+    PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_MSG_ID, PROPERTY_TRACE_ID, PROPERTY_PRODUCER_GROUP,
+    PROPERTY_PRODUCER_SEQUENCE, PROPERTY_RETRY_TOPIC, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
+})
+_NO_DELAY = "graymq does not delay a message by this property (a stock SDK's delivery_timestamp on the gRPC port does)"
+REFUSED_PROPERTIES: dict[str, str] = {PROPERTY_DELAY_LEVEL: _NO_DELAY, PROPERTY_START_DELIVER_TIME: _NO_DELAY}
 # Idempotent sends: a broker keeps the last SEQUENCES_KEPT stored sequences per (producer, topic, queue)
 # (broker_ext/producer_table.py), so a producer keeps its unresolved ones within that span (client/send_window.py).
 SEQUENCES_KEPT = 5

@@ -92,6 +92,19 @@ class BadRequestError(GrayMQError):
     permanent = True
 
 
+class PropertyError(BadRequestError):
+    """A message's properties refused (protocol/properties.py): answered as ``BAD_REQUEST`` with one line naming
+    the property and the limit; the gRPC endpoint answers each subclass with RocketMQ's own code."""
+
+
+class PropertiesTooLargeError(PropertyError):
+    """Too many properties, or a property, tag, key or the whole over its size limit."""
+
+
+class IllegalPropertyError(PropertyError):
+    """A property name out of bounds, or one of the reserved names a producer may not set."""
+
+
 @register
 class TopicNotExistError(GrayMQError):
     code = pb.TOPIC_NOT_EXIST

@@ -112,6 +112,9 @@ class SendService:
         if len(message.body) > self.max_body_size:
             raise RocketMQStatusError(v2.MESSAGE_BODY_TOO_LARGE, f"the message body has {len(message.body)} bytes, "
                                       f"more than the {self.max_body_size} allowed")
+        if PROPERTY_MESSAGE_GROUP in message.user_properties:  # would pass for its message_group to stock consumers
+            raise RocketMQStatusError(v2.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {PROPERTY_MESSAGE_GROUP!r} is "
+                                      "reserved: a FIFO message's group is its system property message_group")
         if not caller.principal.rights.may_produce(topic):
             raise RocketMQStatusError(v2.FORBIDDEN, f"principal {caller.principal.name} may not produce to topic "
                                       f"{topic}")

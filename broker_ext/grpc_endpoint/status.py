@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import GrayMQError
+from graymq.protocol.errors import GrayMQError, IllegalPropertyError, PropertiesTooLargeError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
 # graymq error codes -> RocketMQ 5 codes; anything else is INTERNAL_ERROR
@@ -27,6 +27,12 @@ _CODES: dict[int, int] = {
     pb.SERVICE_NOT_AVAILABLE: v2.HA_NOT_AVAILABLE,
 }
 
+# a message's properties refused by the broker's send path (BAD_REQUEST on graymq's wire): RocketMQ's own codes
+_PROPERTY_CODES: dict[type[GrayMQError], int] = {
+    PropertiesTooLargeError: v2.MESSAGE_PROPERTIES_TOO_LARGE,
+    IllegalPropertyError: v2.ILLEGAL_MESSAGE_PROPERTY_KEY,
+}
+
 
 class RocketMQStatusError(Exception):
     """A request refused with RocketMQ status ``code``; the endpoint answers it in the response's ``status``."""
@@ -38,7 +44,8 @@ class RocketMQStatusError(Exception):
 
     @classmethod
     def from_graymq(cls, error: GrayMQError) -> RocketMQStatusError:
-        return cls(_CODES.get(int(error.code), v2.INTERNAL_ERROR), error.message)
+        code = _PROPERTY_CODES.get(type(error)) or _CODES.get(int(error.code), v2.INTERNAL_ERROR)
+        return cls(code, error.message)
 
     def to_status(self) -> v2.Status:
         return status(self.code, self.message)

@@ -24,7 +24,7 @@ from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.message import MessageExt
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression
+from graymq.protocol.constants import PROPERTY_RETRY_TOPIC, parse_sub_expression, retry_topic
 from graymq.protocol.errors import (
     ConnectionClosedError,
     GrayIsolationError,
@@ -223,7 +223,7 @@ class Fetcher:
                 await rt.brokers.send_back(pq.address, pb.SendBackRequest(
                     consumer_group=rt.group, commit_log_offset=message.commit_log_offset,
                     max_reconsume_times=rt.settings.max_reconsume_times, gray_flag=rt.gray,
-                    origin_topic=message.properties.get(PROPERTY_RETRY_TOPIC, message.topic),
+                    origin_topic=origin_topic(message, rt.group),
                 ))
             out_of_retries = sum(1 for m in batch if m.reconsume_times + 1 > rt.settings.max_reconsume_times)
             self.health.sent_back(rt.gray, len(batch), out_of_retries)
@@ -268,3 +268,11 @@ class Fetcher:
         while True:
             await asyncio.sleep(self.runtime.settings.persist_interval_s)
             await self.persist_offsets()
+
+
+def origin_topic(message: MessageExt, group: str) -> str:
+    """The topic a failed message stands for: its own, or on the group's retry topic the ``RETRY_TOPIC`` the
+    broker wrote there; a ``RETRY_TOPIC`` on any other topic is a producer's, not trusted."""
+    if message.topic == retry_topic(group):
+        return message.properties.get(PROPERTY_RETRY_TOPIC, message.topic)
+    return message.topic

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from graymq.gray_controller.cli.common import (
@@ -128,9 +129,10 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
              list(gray_queue_ids(b["queue_nums"], b["gray_queue_nums"])), b["perm"], b.get("grpc_address")]
             for b in raw["brokers"]]
     replicas = [_replica(b, r) for b in raw["brokers"] for r in b.get("replicas") or [None]]
+    refused = raw.get("refused_registrations") or []  # brokers the name server refused lately: in no route
     if args.json:
         print_json({"topic": raw["topic"], "brokers": [dict(zip(columns, r, strict=True)) for r in rows],
-                    "replicas": replicas})
+                    "replicas": replicas, "refused_registrations": refused})
         return 0
     headers = ["broker", "address", "queues", "gray queues", "perm", "grpc (stock clients)"]
     if not any(b.get("grpc_address") for b in raw["brokers"]):  # no gRPC endpoint anywhere: the table as it was
@@ -140,6 +142,8 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
         print(table([[r["broker_name"], r["replica_id"], r["address"], "leader" if r["leader"] else "follower",
                       "yes" if r["in_sync"] else "no", r["lag_bytes"], "yes" if r["live"] else "no"] for r in replicas],
                     ["broker", "replica", "address", "role", "in sync", "lag (bytes)", "live"]))
+    for refusal in refused:
+        print(f"broker {refusal['broker_name']} is in no route: {refusal['reason']}", file=sys.stderr)
     return 0
 
 

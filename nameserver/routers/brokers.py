@@ -7,8 +7,10 @@ import time
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from graymq.nameserver.auth import BrokerCaller, check_broker
-from graymq.nameserver.deps import Registry, ReplicaSets, SettingsDep
+from graymq.nameserver.auth import BrokerCaller, Caller, check_broker
+from graymq.nameserver.deps import RefusedDep, Registry, ReplicaSets, SettingsDep
+from graymq.nameserver.errors import Forbidden
+from graymq.nameserver.refused_registrations import RefusedRegistrations
 from graymq.nameserver.schemas import (
     BrokerHeartbeat,
     BrokerHeartbeatResponse,
@@ -20,6 +22,7 @@ from graymq.nameserver.schemas import (
     ReplicaHeartbeat,
     ReplicaSetView,
 )
+from graymq.nameserver.services.lease import broker_lease_s
 from graymq.nameserver.services.registry import RegistryService
 from graymq.nameserver.watch import TOPIC_TABLE_CHANGED, GroupChanges, wait_changed
 
@@ -27,14 +30,18 @@ router = APIRouter(prefix="/v1/brokers", tags=["brokers"])
 
 
 @router.post("/heartbeat")
-def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Registry,
-                     settings: SettingsDep) -> BrokerHeartbeatResponse:
+def broker_heartbeat(body: BrokerHeartbeat, caller: BrokerCaller, registry: Registry, settings: SettingsDep,
+                     refused: RefusedDep) -> BrokerHeartbeatResponse:
     """Register or renew a broker with its topics (403 for a broker name, or replica id, the caller's broker right
     does not cover); answers with every configured topic and the deletions the broker has not applied yet. Topics
     the broker reports that are not configured are recorded only for an admin caller (or in dev mode); a broker
-    token gets routes for configured topics and its groups' retry and dead-letter topics."""
-    check_broker(caller, body.broker_name, body.replica_id)
-    return registry.heartbeat(body, may_create_topics=caller.rights.admin or settings.dev_mode)
+    token gets routes for configured topics and its groups' retry and dead-letter topics. A refusal is remembered
+    for the routes to show (``RefusedRegistrations``) until that broker (replica) registers."""
+    _check_remembered(caller, body.broker_name, body.replica_id, refused, broker_lease_s(settings,
+                                                                                        body.register_interval_s))
+    answer = registry.heartbeat(body, may_create_topics=caller.rights.admin or settings.dev_mode)
+    refused.registered(body.broker_name, body.replica_id)
+    return answer
 
 
 @router.post("/unregister")
@@ -46,13 +53,26 @@ def broker_unregister(body: BrokerUnregister, caller: BrokerCaller, registry: Re
 
 
 @router.post("/replicas/heartbeat")
-def replica_heartbeat(body: ReplicaHeartbeat, caller: BrokerCaller, sets: ReplicaSets) -> ReplicaSetView:
+def replica_heartbeat(body: ReplicaHeartbeat, caller: BrokerCaller, sets: ReplicaSets, settings: SettingsDep,
+                      refused: RefusedDep) -> ReplicaSetView:
     """A replica of a broker set reports itself (epoch, log end; the leader its in-sync proposal; 403 for a broker
     name or replica id the caller's broker right does not cover); answers who
     leads the set under which epoch, from which offset, and who is in sync. Renews the leader's lease; elects an
     in-sync follower once it expired (see the replica-set rules in the README's Replication section)."""
-    check_broker(caller, body.broker_name, body.replica_id)
-    return sets.heartbeat(body)
+    _check_remembered(caller, body.broker_name, body.replica_id, refused, broker_lease_s(settings, None))
+    view = sets.heartbeat(body)
+    refused.registered(body.broker_name, body.replica_id)
+    return view
+
+
+def _check_remembered(caller: Caller, broker_name: str, replica_id: int | None, refused: RefusedRegistrations,
+                      keep_s: float) -> None:
+    """``check_broker``, its refusal remembered for ``keep_s``."""
+    try:
+        check_broker(caller, broker_name, replica_id)
+    except Forbidden as refusal:
+        refused.refused(broker_name, replica_id, str(refusal.detail), keep_s)
+        raise
 
 
 @router.post("/watch")

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.auth import AdminActor, Authenticated, check_route
 from graymq.nameserver.deps import Topics
+from graymq.nameserver.refused_registrations import RefusedRegistrations, refusal_text
 from graymq.nameserver.route_views import RouteViews
 from graymq.nameserver.schemas import (
     MAX_WATCH_S,
@@ -76,16 +77,18 @@ async def topic_route(topic: TopicPath, caller: Authenticated, request: Request)
     """The live brokers serving the topic and their queue layout (for a caller that may produce or consume it).
 
     Served from memory (``RouteViews``), without a trip through the thread pool: a change of brokers or topics
-    shows at once, an expired lease within a second."""
+    shows at once, an expired lease within a second. Registrations refused lately are listed
+    (``refused_registrations``), and are the detail of a "no live broker serves topic" answer."""
     check_route(caller, topic)
     state = request.app.state
     views: RouteViews = state.route_views
-    cached = views.cached(topic)
-    if cached is not None:
-        return cached
+    refused: RefusedRegistrations = state.refused_registrations
+    route = views.cached(topic)
+    if route is None:
+        def compute() -> TopicRoute:
+            with state.read_sessions() as session:
+                return RegistryService(session, state.settings).route(topic, refusal_text(refused.current()))
 
-    def compute() -> TopicRoute:
-        with state.read_sessions() as session:
-            return RegistryService(session, state.settings).route(topic)
-
-    return await run_in_threadpool(views.get, topic, compute)
+        route = await run_in_threadpool(views.get, topic, compute)
+    refusals = refused.current()  # not cached with the route: shown as soon as made, gone once the broker registers
+    return route.model_copy(update={"refused_registrations": refusals}) if refusals else route

@@ -171,9 +171,10 @@ class RegistryService:
             for b in live
         ]
 
-    def route(self, topic_name: str) -> TopicRoute:
+    def route(self, topic_name: str, refused: str = "") -> TopicRoute:
         """Live brokers carrying the topic; when none reported it yet, every live broker with the
-        configured layout (a topic just created reaches them at their next heartbeat)."""
+        configured layout (a topic just created reaches them at their next heartbeat). ``refused``: the
+        registrations refused lately, the detail of a "no live broker" answer."""
         now = utc_now()
         topic = self.topics.get(topic_name)
         carried = self.brokers.live_routes(now, topic_name)
@@ -204,7 +205,7 @@ class RegistryService:
         else:
             raise NotFound(f"topic {topic_name} is unknown")
         if not brokers:
-            raise NotFound(f"no live broker serves topic {topic_name}")
+            raise NotFound(f"no live broker serves topic {topic_name}", detail=refused or None)
         sets = ReplicaSetService(self.session, self.settings).views([b.broker_name for b in brokers])
         for b in brokers:
             if b.broker_name in sets:

@@ -208,7 +208,9 @@ def test_a_broker_token_registers_only_the_broker_names_it_is_bound_to_and_creat
         assert beat(broker_a, "broker-a").status_code == 200
         moved = beat(fleet, "broker-a", "6.6.6.6:10911")  # another broker's token cannot move broker-a's route
         assert (moved.status_code, moved.json()["detail"]) == (
-            403, "principal fleet may not register as broker broker-a (its broker names: edge-*, rs:1)")
+            403, "principal fleet may not register as broker broker-a (its broker names: edge-*, rs:1): graymq "
+                 "principal add NAME --broker --broker-name broker-a makes a principal that may (its token as "
+                 "GRAYMQ_BROKER_TOKEN), or run the broker under one of its names")
         assert beat(broker_a, "evil-b").status_code == 403
         assert beat(fleet, "edge-1", "10.0.0.2:10911").status_code == 200
         # replica ids: rs:1 covers replica 1 of rs only, neither replica 0 nor rs registered without replicas

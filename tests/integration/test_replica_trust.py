@@ -95,3 +95,15 @@ def test_a_replicated_set_with_its_broker_token_is_in_sync_and_says_so_when_it_i
     assert "WARNING" in line and "sync sends are acknowledged with 1 copy" in line
     wait_for(lambda: scrape(leader_metrics).value("graymq_broker_replica_out_of_sync") == 1, 30, "the metric")
     assert all(r.status == pb.SEND_OK for r in sends(orders, leader.address, 5))
+
+
+def test_a_replica_whose_token_does_not_cover_its_replica_id_says_who_what_and_how_to_fix_it_in_one_line(
+        graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path) -> None:
+    ns_url = start_secure_nameserver(graymq_process, fresh_pg_url)
+    token = add_principal(ns_url, "rs-one", "--broker", "--broker-name", f"{NAME}:1")
+    replica = start_replica(graymq_process, ns_url, 0, tmp_path / "r0", token)
+    refusal = (f"principal rs-one may not register as replica 0 of broker {NAME} (its broker names: {NAME}:1): "
+               f"graymq principal add NAME --broker --broker-name {NAME}:0")
+    assert refusal in replica.wait_for_line("takes no part in its set")
+    assert refusal in replica.wait_for_line("not serving any route")
+    assert "developer.mozilla.org" not in replica.output and "serving on" not in replica.output

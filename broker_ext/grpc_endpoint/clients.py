@@ -71,16 +71,19 @@ class ClientTable:
                 group = settings.subscription.group.name
                 answered = self.consumers.consumption_of(group)
                 yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits, answered))
-                if consumer:  # answered first: a name server slow to answer does not hold up the client's start
-                    await self.consumers.register(caller, group,
-                                                  [s.topic.name for s in settings.subscription.subscriptions])
-                    if (consumption := self.consumers.consumption_of(group)) != answered:
-                        # the group's FIFO / max attempts as the name server's answer says: told again
-                        yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits,
-                                                                                       consumption))
-                if settings.client_type == v2.PRODUCER and self.sides.enabled:
-                    for topic in settings.publishing.topics:
-                        await self.sides.register(caller, topic.name)
+                try:
+                    if consumer:  # answered first: a name server slow to answer does not hold up the client's start
+                        await self.consumers.register(caller, group,
+                                                      [s.topic.name for s in settings.subscription.subscriptions])
+                        if (consumption := self.consumers.consumption_of(group)) != answered:
+                            # the group's FIFO / max attempts as the name server's answer says: told again
+                            yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits,
+                                                                                           consumption))
+                    if settings.client_type == v2.PRODUCER and self.sides.enabled:
+                        for topic in settings.publishing.topics:
+                            await self.sides.register(caller, topic.name)
+                except RocketMQStatusError as refused:  # over its principal's budget of registrations
+                    yield v2s.TelemetryCommand(status=refused.to_status())
         finally:
             self.clients.pop(caller.client_id, None)
             await self.sides.stream_closed(caller.client_id)

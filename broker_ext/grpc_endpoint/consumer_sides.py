@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
+from graymq.broker_ext.grpc_endpoint.budgets import Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
@@ -125,13 +126,15 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
     """``await queues(caller, group, topic)``: the queue ids of ``topic`` the caller receives from right now."""
 
     def __init__(self, nameserver_urls: list[str], broker: BrokerView, *, broker_name: str,
-                 claim: Callable[[Caller], None], interval_s: float, expiry_s: float) -> None:
+                 claim: Callable[[Caller], None], interval_s: float, expiry_s: float,
+                 budgets: Budgets | None = None) -> None:
         self.nameserver_urls = nameserver_urls
         self.broker = broker
         self.broker_name = broker_name
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
-        self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s)
+        self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s,
+                                                                                      budgets=budgets)
         self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
 
     def consumption_of(self, group: str) -> GroupConsumption:
@@ -173,8 +176,9 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         key = (caller.client_id, group)
         consumer = self.registrations.items.get(key)
         if consumer is None:
-            consumer = self.registrations.items[key] = StockConsumer(
-                group, caller.client_id, NameServerClient(self.nameserver_urls, token=caller.token), set(topics))
+            consumer = self.registrations.add(key, StockConsumer(
+                group, caller.client_id, NameServerClient(self.nameserver_urls, token=caller.token), set(topics)),
+                caller.principal.name)
             await self._join(consumer, {**caller.labels, **PROTOCOL_LABEL})
         await consumer.ready.wait()
         if not consumer.topics.issuperset(topics):

@@ -3,7 +3,8 @@
 A registration is one client in one group (a producer in its topic's producer group, a consumer in its consumer
 group). The client's registrations last while one of its telemetry streams is open; without a stream, until it has
 not used them (a send, a receive) for ``expiry_s``. NotifyClientTermination and the last stream's end drop them at
-once, and each registration closes itself: it stops heartbeating and leaves its group in the name server.
+once, and each registration closes itself: it stops heartbeating and leaves its group in the name server. Each
+is held in its principal's registrations budget (``budgets``) until it closes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budgets
 from graymq.protocol.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -29,14 +31,18 @@ R = TypeVar("R", bound=Registration)
 
 
 class Registrations(Generic[R]):
-    """``items``: (client id, group) -> registration; ``forget(client_id)`` closes a client's; ``start`` sweeps the
-    idle ones away every ``expiry_s / 2``; ``gone(client_id)`` hears of a client forgotten with no stream left."""
+    """``items``: (client id, group) -> registration, made by ``add``; ``forget(client_id)`` closes a client's;
+    ``start`` sweeps the idle ones away every ``expiry_s / 2``; ``gone(client_id)`` hears of a client forgotten with
+    no stream left."""
 
-    def __init__(self, role: str, *, expiry_s: float, gone: Callable[[str], None] = lambda client_id: None) -> None:
+    def __init__(self, role: str, *, expiry_s: float, gone: Callable[[str], None] = lambda client_id: None,
+                 budgets: Budgets | None = None) -> None:
         self.role = role
         self.expiry_s = expiry_s
         self.gone = gone
+        self.budgets = budgets if budgets is not None else Budgets(BudgetLimits())
         self.items: dict[tuple[str, str], R] = {}
+        self._holders: dict[tuple[str, str], str] = {}  # (client id, group) -> the principal whose budget it holds
         self._streams: dict[str, int] = {}  # client id -> telemetry streams open
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -48,6 +54,14 @@ class Registrations(Generic[R]):
             await cancel_and_wait(self._sweeper)
         for client_id in {client_id for client_id, _ in self.items}:
             await self.forget(client_id)
+
+    def add(self, key: tuple[str, str], item: R, principal: str) -> R:
+        """Keep ``item`` as ``key``'s registration, held in ``principal``'s budget (``TOO_MANY_REQUESTS`` when
+        full: nothing kept)."""
+        self.budgets.take((Budget.REGISTRATIONS_PER_PRINCIPAL, principal))
+        self.items[key] = item
+        self._holders[key] = principal
+        return item
 
     def has_stream(self, client_id: str) -> bool:
         return client_id in self._streams
@@ -66,7 +80,10 @@ class Registrations(Generic[R]):
     async def forget(self, client_id: str) -> None:
         """Close every registration of ``client_id`` (it terminated or went away)."""
         for key in [k for k in self.items if k[0] == client_id]:
-            await self.items.pop(key).close()
+            item = self.items.pop(key)
+            if (principal := self._holders.pop(key, None)) is not None:
+                self.budgets.give_back((Budget.REGISTRATIONS_PER_PRINCIPAL, principal))
+            await item.close()
         if client_id not in self._streams:
             self.gone(client_id)
 

@@ -28,7 +28,7 @@ from typing import Any
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
 from graymq.broker_ext.grpc_endpoint.budgets import Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
@@ -98,7 +98,6 @@ class StockConsumer:
         if self.membership is not None:
             await self.membership.stop()
             await self.membership.unregister()
-        await self.nameserver.close()
 
 
 def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
@@ -127,14 +126,14 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
 
     def __init__(self, nameserver_urls: list[str], broker: BrokerView, *, broker_name: str,
                  claim: Callable[[Caller], None], interval_s: float, expiry_s: float,
-                 budgets: Budgets | None = None) -> None:
+                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None) -> None:
         self.nameserver_urls = nameserver_urls
         self.broker = broker
         self.broker_name = broker_name
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
-        self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s,
-                                                                                      budgets=budgets)
+        self.registrations: Registrations[StockConsumer] = Registrations(
+            "consumer", expiry_s=expiry_s, budgets=budgets, sessions=sessions or NameServerSessions(nameserver_urls))
         self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
 
     def consumption_of(self, group: str) -> GroupConsumption:
@@ -176,9 +175,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         key = (caller.client_id, group)
         consumer = self.registrations.items.get(key)
         if consumer is None:
-            consumer = self.registrations.add(key, StockConsumer(
-                group, caller.client_id, NameServerClient(self.nameserver_urls, token=caller.token), set(topics)),
-                caller.principal.name)
+            consumer = self.registrations.add(key, caller.principal.name, caller.token, lambda session: StockConsumer(
+                group, caller.client_id, session, set(topics)))
             await self._join(consumer, {**caller.labels, **PROTOCOL_LABEL})
         await consumer.ready.wait()
         if not consumer.topics.issuperset(topics):

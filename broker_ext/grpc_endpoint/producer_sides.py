@@ -24,7 +24,7 @@ from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
 from graymq.client.membership import Membership
@@ -60,12 +60,11 @@ class _Registration:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def close(self) -> None:
-        """Stop following the name server and leave the producer group there."""
+        """Stop following the name server and leave the producer group there (its session is the owner's)."""
         await self.ready.wait()
         if self.membership is not None:
             await self.membership.stop()
             await self.membership.unregister()
-        await self.nameserver.close()
 
     def report(self) -> dict[str, Any]:
         return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [self.topic], "queues": [],
@@ -89,7 +88,8 @@ class ProducerSides(RegisteredSides[_Registration]):
         self.budgets = budgets
         self._owners: dict[str, str] = {}  # client id -> the principal it belongs to
         self.registrations: Registrations[_Registration] = Registrations(  # (client id, topic) ->
-            "producer", expiry_s=expiry_s, gone=self._release, budgets=budgets)
+            "producer", expiry_s=expiry_s, gone=self._release, budgets=budgets,
+            sessions=NameServerSessions(nameserver_urls))
 
     def claim(self, caller: Caller) -> None:
         """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it,
@@ -120,8 +120,8 @@ class ProducerSides(RegisteredSides[_Registration]):
         key = (caller.client_id, topic)
         registration = self.registrations.items.get(key)
         if registration is None:
-            registration = self.registrations.add(key, _Registration(
-                topic, NameServerClient(self.nameserver_urls, token=caller.token)), caller.principal.name)
+            registration = self.registrations.add(key, caller.principal.name, caller.token,
+                                                  lambda session: _Registration(topic, session))
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
                 labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,

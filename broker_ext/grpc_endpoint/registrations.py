@@ -4,7 +4,8 @@ A registration is one client in one group (a producer in its topic's producer gr
 group). The client's registrations last while one of its telemetry streams is open; without a stream, until it has
 not used them (a send, a receive) for ``expiry_s``. NotifyClientTermination and the last stream's end drop them at
 once, and each registration closes itself: it stops heartbeating and leaves its group in the name server. Each
-is held in its principal's registrations budget (``budgets``) until it closes.
+is held in its principal's registrations budget (``budgets``) until it closes, and talks to the name server through
+its credential's one shared client (``NameServerSessions``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budgets
+from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -30,19 +32,46 @@ class Registration(Protocol):
 R = TypeVar("R", bound=Registration)
 
 
+class NameServerSessions:
+    """One name-server client per credential, shared by every registration made with it, closed with the last.
+
+    A client is a connection pool and a TLS context (most of a megabyte, not given back to the system once freed): one
+    per registration made a flood of them cost the broker its memory, and the name server a connection each.
+    """
+
+    def __init__(self, urls: list[str]) -> None:
+        self.urls = urls
+        self._clients: dict[str | None, tuple[NameServerClient, int]] = {}  # credential -> (client, registrations)
+
+    def acquire(self, token: str | None) -> NameServerClient:
+        client, users = self._clients.get(token) or (NameServerClient(self.urls, token=token), 0)
+        self._clients[token] = (client, users + 1)
+        return client
+
+    async def release(self, token: str | None) -> None:
+        client, users = self._clients[token]
+        if users > 1:
+            self._clients[token] = (client, users - 1)
+        else:
+            del self._clients[token]
+            await client.close()
+
+
 class Registrations(Generic[R]):
     """``items``: (client id, group) -> registration, made by ``add``; ``forget(client_id)`` closes a client's;
     ``start`` sweeps the idle ones away every ``expiry_s / 2``; ``gone(client_id)`` hears of a client forgotten with
     no stream left."""
 
     def __init__(self, role: str, *, expiry_s: float, gone: Callable[[str], None] = lambda client_id: None,
-                 budgets: Budgets | None = None) -> None:
+                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None) -> None:
         self.role = role
         self.expiry_s = expiry_s
         self.gone = gone
         self.budgets = budgets if budgets is not None else Budgets(BudgetLimits())
+        self.sessions = sessions if sessions is not None else NameServerSessions([])
         self.items: dict[tuple[str, str], R] = {}
-        self._holders: dict[tuple[str, str], str] = {}  # (client id, group) -> the principal whose budget it holds
+        # (client id, group) -> the principal whose budget it holds and the credential of its name-server session
+        self._holders: dict[tuple[str, str], tuple[str, str | None]] = {}
         self._streams: dict[str, int] = {}  # client id -> telemetry streams open
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -55,12 +84,13 @@ class Registrations(Generic[R]):
         for client_id in {client_id for client_id, _ in self.items}:
             await self.forget(client_id)
 
-    def add(self, key: tuple[str, str], item: R, principal: str) -> R:
-        """Keep ``item`` as ``key``'s registration, held in ``principal``'s budget (``TOO_MANY_REQUESTS`` when
-        full: nothing kept)."""
+    def add(self, key: tuple[str, str], principal: str, token: str | None, make: Callable[[NameServerClient], R]
+            ) -> R:
+        """``make(session)`` kept as ``key``'s registration, held in ``principal``'s budget (``TOO_MANY_REQUESTS``
+        when full: nothing made) and given the name-server session of ``token``."""
         self.budgets.take((Budget.REGISTRATIONS_PER_PRINCIPAL, principal))
-        self.items[key] = item
-        self._holders[key] = principal
+        item = self.items[key] = make(self.sessions.acquire(token))
+        self._holders[key] = (principal, token)
         return item
 
     def has_stream(self, client_id: str) -> bool:
@@ -81,9 +111,11 @@ class Registrations(Generic[R]):
         """Close every registration of ``client_id`` (it terminated or went away)."""
         for key in [k for k in self.items if k[0] == client_id]:
             item = self.items.pop(key)
-            if (principal := self._holders.pop(key, None)) is not None:
-                self.budgets.give_back((Budget.REGISTRATIONS_PER_PRINCIPAL, principal))
+            holder = self._holders.pop(key, None)
             await item.close()
+            if holder is not None:
+                self.budgets.give_back((Budget.REGISTRATIONS_PER_PRINCIPAL, holder[0]))
+                await self.sessions.release(holder[1])
         if client_id not in self._streams:
             self.gone(client_id)
 

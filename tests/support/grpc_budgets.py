@@ -107,7 +107,7 @@ def flood_broker(start: StartProcess, pg_url: str, store: Path, **env: str) -> t
     broker_token = add_principal(ns_url, "broker-a", "--broker")
     flooder = add_principal(ns_url, "flooder", "--produce", "ORDER_*")
     payments = add_principal(ns_url, "payments", "--produce", "ORDER_*")
-    # the broker's own heartbeat interval (3 s), not the trust tests' 0.5 s: the flood's registrations beat as in a fleet
+    # the broker's own heartbeat interval (3 s), not the trust tests' 0.5 s: registrations beat as in a fleet
     settings = {f"GRAYMQ_BROKER_{k.upper()}": v for k, v in {"register_interval_s": "3", **env}.items()}
     broker, endpoint = start_secure_grpc_broker(start, ns_url, broker_token, store, TOPIC,
                                                 GRAYMQ_BROKER_METRICS_PORT="0", **settings)

@@ -18,11 +18,11 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
-from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
 
@@ -34,6 +34,16 @@ WATCH_S = 20.0  # one watch's timeout on the name server
 WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 
 
+class MembershipLink(Protocol):
+    """What a membership asks of the name server (a ``NameServerClient``, or heartbeats batched over one)."""
+
+    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
+
+    async def unregister_client(self, group: str, client_id: str, role: str) -> None: ...
+
+
 def new_client_id(role: str) -> str:
     return f"{socket.gethostname()}@{os.getpid()}@{role}-{uuid.uuid4().hex[:8]}"
 
@@ -41,7 +51,7 @@ def new_client_id(role: str) -> str:
 class Membership:
     def __init__(
         self,
-        nameserver: NameServerClient,
+        nameserver: MembershipLink,
         *,
         group: str,
         client_id: str,
@@ -52,8 +62,10 @@ class Membership:
         report: Callable[[], dict[str, Any]],
         on_update: Callable[[dict[str, Any]], Awaitable[None]],
         on_permanent: Callable[[GrayMQError], None] | None = None,
+        aligned: bool = False,
     ) -> None:
         self.nameserver = nameserver
+        self.aligned = aligned  # beat on the interval's grid of the monotonic clock: memberships beat together
         self.group = group
         self.client_id = client_id
         self.role = role
@@ -139,7 +151,8 @@ class Membership:
 
     async def _run(self) -> None:
         while True:
-            await wait_event(self._wake, self.interval_s)
+            await wait_event(self._wake, self.interval_s - time.monotonic() % self.interval_s if self.aligned
+                             else self.interval_s)
             self._wake.clear()
             try:
                 await self.beat()

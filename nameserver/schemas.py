@@ -98,6 +98,7 @@ MAX_TOPICS = 10_000
 MAX_CLIENT_TOPICS = 1_000
 MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
+MAX_HEARTBEAT_BATCH = 500  # client heartbeats in one POST /v1/clients/heartbeats
 
 
 class QueueLayout(BaseModel):
@@ -337,6 +338,26 @@ class ClientHeartbeatResponse(BaseModel):
     fifo: bool = Field(default=False, description="stock pop consumers: one message in flight per queue, in order")
     max_attempts: int = Field(default=16, description="stock pop consumers: deliveries before the dead-letter queue")
     topics: dict[str, QueueCounts]
+
+
+class ClientHeartbeats(BaseModel):
+    """Several clients' heartbeats in one call (a broker heartbeating the stock clients it registered with one
+    credential), each checked and stored as ``POST /v1/clients/heartbeat`` would."""
+
+    heartbeats: list[ClientHeartbeat] = Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)
+
+
+class ClientHeartbeatResult(BaseModel):
+    """One heartbeat of a batch: its ``answer``, or the error it alone got (``status_code``, ``error``, ``detail``)."""
+
+    status_code: int = 200
+    answer: ClientHeartbeatResponse | None = None
+    error: str | None = None
+    detail: Any = None
+
+
+class ClientHeartbeatsResponse(BaseModel):
+    results: list[ClientHeartbeatResult] = Field(description="one per heartbeat, in the request's order")
 
 
 class WatchedState(BaseModel):

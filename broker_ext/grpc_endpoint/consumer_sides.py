@@ -34,8 +34,7 @@ from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
 from graymq.client.consumer.runtime import GroupGray
-from graymq.client.membership import Membership
-from graymq.client.nameserver_client import NameServerClient
+from graymq.client.membership import Membership, MembershipLink
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -67,7 +66,7 @@ class StockConsumer:
 
     group: str
     client_id: str
-    nameserver: NameServerClient
+    nameserver: MembershipLink
     topics: set[str] = field(default_factory=set)
     flip: GrayFlip = field(default_factory=lambda: GrayFlip(False, drain_timeout_s=DRAIN_TIMEOUT_S,
                                                             drain_poll_s=DRAIN_POLL_S))
@@ -189,7 +188,7 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         consumer.membership = Membership(
             consumer.nameserver, group=consumer.group, client_id=consumer.client_id, role="consumer", labels=labels,
             declared_gray=None, interval_s=self.interval_s, report=functools.partial(self._report, consumer),
-            on_update=functools.partial(self._apply, consumer))
+            on_update=functools.partial(self._apply, consumer), aligned=True)
         try:
             await consumer.membership.beat()  # no answer: normal until one comes
         except GrayMQError as exc:  # refused for good (rights): it receives as a normal consumer

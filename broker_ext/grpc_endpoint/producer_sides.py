@@ -27,8 +27,7 @@ from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
-from graymq.client.membership import Membership
-from graymq.client.nameserver_client import NameServerClient
+from graymq.client.membership import Membership, MembershipLink
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
@@ -51,7 +50,7 @@ class _Registration:
     """One stock producer in one producer group (a topic): the name server's last answer, applied."""
 
     topic: str
-    nameserver: NameServerClient
+    nameserver: MembershipLink
     membership: Membership | None = None
     gray: bool = False
     gray_switch: bool = True  # as graymq's producer: until the name server answers, the normal queues
@@ -125,7 +124,7 @@ class ProducerSides(RegisteredSides[_Registration]):
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
                 labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,
-                on_update=registration.apply)
+                on_update=registration.apply, aligned=True)
             try:
                 await registration.membership.beat()  # no answer: normal until one comes
             except GrayMQError as exc:  # refused for good (rights): its sends stay normal

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budgets
+from graymq.broker_ext.grpc_endpoint.heartbeats import BatchedHeartbeats
 from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait
 
@@ -33,20 +34,26 @@ R = TypeVar("R", bound=Registration)
 
 
 class NameServerSessions:
-    """One name-server client per credential, shared by every registration made with it, closed with the last.
+    """One name-server session per credential, shared by every registration made with it, closed with the last: a
+    client whose heartbeats go out in batches (``BatchedHeartbeats``).
 
     A client is a connection pool and a TLS context (most of a megabyte, not given back to the system once freed): one
-    per registration made a flood of them cost the broker its memory, and the name server a connection each.
+    per registration made a flood of them cost the broker its memory, and the name server a request each per beat.
     """
 
     def __init__(self, urls: list[str]) -> None:
         self.urls = urls
-        self._clients: dict[str | None, tuple[NameServerClient, int]] = {}  # credential -> (client, registrations)
+        self._clients: dict[str | None, tuple[BatchedHeartbeats, int]] = {}  # credential -> (session, registrations)
 
-    def acquire(self, token: str | None) -> NameServerClient:
-        client, users = self._clients.get(token) or (NameServerClient(self.urls, token=token), 0)
-        self._clients[token] = (client, users + 1)
-        return client
+    def acquire(self, token: str | None) -> BatchedHeartbeats:
+        session, users = self._clients.get(token) or (self._open(token), 0)
+        self._clients[token] = (session, users + 1)
+        return session
+
+    def _open(self, token: str | None) -> BatchedHeartbeats:
+        # each registration's watch holds a connection (their number is bounded by the registrations budget): no
+        # pool limit, or watches would queue the heartbeats behind them
+        return BatchedHeartbeats(NameServerClient(self.urls, token=token, max_connections=None))
 
     async def release(self, token: str | None) -> None:
         client, users = self._clients[token]
@@ -84,7 +91,7 @@ class Registrations(Generic[R]):
         for client_id in {client_id for client_id, _ in self.items}:
             await self.forget(client_id)
 
-    def add(self, key: tuple[str, str], principal: str, token: str | None, make: Callable[[NameServerClient], R]
+    def add(self, key: tuple[str, str], principal: str, token: str | None, make: Callable[[BatchedHeartbeats], R]
             ) -> R:
         """``make(session)`` kept as ``key``'s registration, held in ``principal``'s budget (``TOO_MANY_REQUESTS``
         when full: nothing made) and given the name-server session of ``token``."""

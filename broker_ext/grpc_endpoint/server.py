@@ -31,6 +31,7 @@ from graymq.broker_ext.grpc_endpoint.assignment import AssignmentService
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
+from graymq.broker_ext.grpc_endpoint.memory import MemoryTrim
 from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
 from graymq.broker_ext.grpc_endpoint.route import RouteService
 from graymq.broker_ext.grpc_endpoint.send import SendService
@@ -82,6 +83,7 @@ class GrpcEndpoint:
         self.malformed: Counter[str] = Counter() if malformed is None else malformed  # method -> requests (a metric)
         self._tls = tls  # (private key, certificate chain), PEM: the port speaks TLS only
         self._refusals = ThrottledLog(log, 10.0)  # a misconfigured client retrying logs once per peer and window
+        self.trim = MemoryTrim()  # after a wave of streams closed, their memory goes back to the system
         self._unary: dict[str, Unary] = {
             "QueryRoute": routes.query_route,
             "Heartbeat": clients.heartbeat,
@@ -115,6 +117,7 @@ class GrpcEndpoint:
         return bound
 
     async def stop(self, grace_s: float = 1.0) -> None:
+        self.trim.cancel()
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
@@ -196,6 +199,8 @@ class GrpcEndpoint:
                     yield command
         except RocketMQStatusError as refused:
             yield v2s.TelemetryCommand(status=refused.to_status())
+        finally:
+            self.trim.released()
 
     async def _receive(self, raw: bytes, context: grpc.aio.ServicerContext
                        ) -> AsyncIterator[v2s.ReceiveMessageResponse]:

@@ -13,10 +13,14 @@ from starlette.datastructures import State
 
 from graymq.nameserver.auth import Authenticated, check_client
 from graymq.nameserver.deps import Clients
+from graymq.nameserver.errors import ApiError
 from graymq.nameserver.metrics import Metrics
 from graymq.nameserver.schemas import (
     ClientHeartbeat,
     ClientHeartbeatResponse,
+    ClientHeartbeatResult,
+    ClientHeartbeats,
+    ClientHeartbeatsResponse,
     ClientIdPath,
     ClientWatch,
     GroupPath,
@@ -44,6 +48,31 @@ async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request
             return ClientService(session, state.settings).heartbeat(body, caller)
 
     return await run_in_threadpool(beat)
+
+
+@router.post("/clients/heartbeats")
+async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, request: Request
+                            ) -> ClientHeartbeatsResponse:
+    """Several clients' heartbeats in one call and one thread-pool hop, each checked, stored and answered as
+    ``POST /clients/heartbeat`` would; a heartbeat refused (403 for a group beyond the caller's rights or a client of
+    another principal) gets its own error in its result and the others go on."""
+    state = request.app.state
+
+    def beat_all() -> list[ClientHeartbeatResult]:
+        results = []
+        with state.sessions() as session:
+            service = ClientService(session, state.settings)
+            for beat in body.heartbeats:
+                try:
+                    check_client(caller, beat.group, beat.role, beat.topics)
+                    results.append(ClientHeartbeatResult(answer=service.heartbeat(beat, caller)))
+                except ApiError as refused:
+                    session.rollback()
+                    results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
+                                                         detail=refused.detail))
+        return results
+
+    return ClientHeartbeatsResponse(results=await run_in_threadpool(beat_all))
 
 
 @router.post("/clients/watch")

@@ -125,14 +125,16 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
 
     def __init__(self, nameserver_urls: list[str], broker: BrokerView, *, broker_name: str,
                  claim: Callable[[Caller], None], interval_s: float, expiry_s: float,
-                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None) -> None:
+                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None,
+                 gone: Callable[[str], None] = lambda client_id: None) -> None:
         self.nameserver_urls = nameserver_urls
         self.broker = broker
         self.broker_name = broker_name
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
         self.registrations: Registrations[StockConsumer] = Registrations(
-            "consumer", expiry_s=expiry_s, budgets=budgets, sessions=sessions or NameServerSessions(nameserver_urls))
+            "consumer", expiry_s=expiry_s, budgets=budgets, sessions=sessions or NameServerSessions(nameserver_urls),
+            gone=gone)  # the client id's owner released with the producers' side (one owner table)
         self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
 
     def consumption_of(self, group: str) -> GroupConsumption:

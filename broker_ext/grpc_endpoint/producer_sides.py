@@ -104,6 +104,12 @@ class ProducerSides(RegisteredSides[_Registration]):
         if (owner := self._owners.pop(client_id, None)) is not None:
             self.budgets.give_back((Budget.CLIENT_IDS_PER_PRINCIPAL, owner))
 
+    def release_unused(self, client_id: str) -> None:
+        """``client_id`` left the consumers' side: its owner goes too unless it still streams or produces here."""
+        if not self.registrations.has_stream(client_id) and \
+                not any(key[0] == client_id for key in self.registrations.items):
+            self._release(client_id)
+
     async def side(self, caller: Caller, topic: str) -> Side:
         if not self.enabled or not caller.client_id:
             return NORMAL

@@ -88,7 +88,8 @@ def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers
     view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_gray_clients)
     return ConsumerSides(settings.nameserver_urls, view, broker_name=broker.name, claim=producers.claim,
                          interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s,
-                         budgets=producers.budgets, sessions=producers.registrations.sessions)
+                         budgets=producers.budgets, sessions=producers.registrations.sessions,
+                         gone=producers.release_unused)
 
 
 def pop_services(broker: BrokerController, settings: BrokerSettings, clients: ClientTable, limits: EndpointLimits

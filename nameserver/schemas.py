@@ -381,6 +381,14 @@ class ClientWatch(BaseModel):
     timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
 
 
+class ClientWatches(BaseModel):
+    """Several clients' watches in one long poll (a broker watching for the stock clients it registered with one
+    credential): answered once one of them differs from what it knows, or after ``timeout_s``."""
+
+    watches: list[ClientWatch] = Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)
+    timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
+
+
 class ClientView(BaseModel):
     client_id: str
     role: Role

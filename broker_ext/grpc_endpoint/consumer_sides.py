@@ -28,13 +28,14 @@ from typing import Any
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
 from graymq.broker_ext.grpc_endpoint.budgets import Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
 from graymq.client.consumer.runtime import GroupGray
-from graymq.client.membership import Membership, MembershipLink
+from graymq.client.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -66,7 +67,7 @@ class StockConsumer:
 
     group: str
     client_id: str
-    nameserver: MembershipLink
+    nameserver: NameServerSession  # shared by the credential's registrations
     topics: set[str] = field(default_factory=set)
     flip: GrayFlip = field(default_factory=lambda: GrayFlip(False, drain_timeout_s=DRAIN_TIMEOUT_S,
                                                             drain_poll_s=DRAIN_POLL_S))
@@ -95,6 +96,7 @@ class StockConsumer:
         if self.drain is not None:
             await cancel_and_wait(self.drain)
         if self.membership is not None:
+            self.nameserver.unwatch(self.membership)
             await self.membership.stop()
             await self.membership.unregister()
 
@@ -133,8 +135,9 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
         self.registrations: Registrations[StockConsumer] = Registrations(
-            "consumer", expiry_s=expiry_s, budgets=budgets, sessions=sessions or NameServerSessions(nameserver_urls),
-            gone=gone)  # the client id's owner released with the producers' side (one owner table)
+            "consumer", expiry_s=expiry_s, budgets=budgets,
+            # gone: the client id's owner released with the producers' side (one owner table)
+            sessions=sessions or NameServerSessions(nameserver_urls, interval_s), gone=gone)
         self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
 
     def consumption_of(self, group: str) -> GroupConsumption:
@@ -197,7 +200,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
             log.warning("stock consumer %s cannot register in group %s: %s", consumer.client_id, consumer.group,
                         exc.message)
         else:
-            consumer.membership.start()
+            consumer.membership.start(watch=False)
+            consumer.nameserver.watch(consumer.membership)
         finally:
             consumer.flip.follow_changes()  # the first answer was taken as is: nothing was received before it
             consumer.ready.set()

@@ -24,10 +24,11 @@ from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
-from graymq.client.membership import Membership, MembershipLink
+from graymq.client.membership import Membership
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
@@ -50,7 +51,7 @@ class _Registration:
     """One stock producer in one producer group (a topic): the name server's last answer, applied."""
 
     topic: str
-    nameserver: MembershipLink
+    nameserver: NameServerSession  # shared by the credential's registrations
     membership: Membership | None = None
     gray: bool = False
     gray_switch: bool = True  # as graymq's producer: until the name server answers, the normal queues
@@ -62,6 +63,7 @@ class _Registration:
         """Stop following the name server and leave the producer group there (its session is the owner's)."""
         await self.ready.wait()
         if self.membership is not None:
+            self.nameserver.unwatch(self.membership)
             await self.membership.stop()
             await self.membership.unregister()
 
@@ -88,7 +90,7 @@ class ProducerSides(RegisteredSides[_Registration]):
         self._owners: dict[str, str] = {}  # client id -> the principal it belongs to
         self.registrations: Registrations[_Registration] = Registrations(  # (client id, topic) ->
             "producer", expiry_s=expiry_s, gone=self._release, budgets=budgets,
-            sessions=NameServerSessions(nameserver_urls))
+            sessions=NameServerSessions(nameserver_urls, interval_s))
 
     def claim(self, caller: Caller) -> None:
         """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it,
@@ -137,7 +139,8 @@ class ProducerSides(RegisteredSides[_Registration]):
                 log.warning("stock producer %s cannot register in producer group %s: %s", caller.client_id, topic,
                             exc.message)
             else:
-                registration.membership.start()
+                registration.membership.start(watch=False)
+                registration.nameserver.watch(registration.membership)
             finally:
                 registration.ready.set()
         await registration.ready.wait()

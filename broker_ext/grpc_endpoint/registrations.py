@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budgets
-from graymq.broker_ext.grpc_endpoint.heartbeats import BatchedHeartbeats
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait
 
@@ -35,25 +35,26 @@ R = TypeVar("R", bound=Registration)
 
 class NameServerSessions:
     """One name-server session per credential, shared by every registration made with it, closed with the last: a
-    client whose heartbeats go out in batches (``BatchedHeartbeats``).
+    client whose heartbeats go out in batches (``NameServerSession``).
 
     A client is a connection pool and a TLS context (most of a megabyte, not given back to the system once freed): one
     per registration made a flood of them cost the broker its memory, and the name server a request each per beat.
     """
 
-    def __init__(self, urls: list[str]) -> None:
+    def __init__(self, urls: list[str], interval_s: float = 3.0) -> None:
         self.urls = urls
-        self._clients: dict[str | None, tuple[BatchedHeartbeats, int]] = {}  # credential -> (session, registrations)
+        self.interval_s = interval_s  # the registrations' heartbeat interval
+        self._clients: dict[str | None, tuple[NameServerSession, int]] = {}  # credential -> (session, registrations)
 
-    def acquire(self, token: str | None) -> BatchedHeartbeats:
+    def acquire(self, token: str | None) -> NameServerSession:
         session, users = self._clients.get(token) or (self._open(token), 0)
         self._clients[token] = (session, users + 1)
         return session
 
-    def _open(self, token: str | None) -> BatchedHeartbeats:
-        # each registration's watch holds a connection (their number is bounded by the registrations budget): no
-        # pool limit, or watches would queue the heartbeats behind them
-        return BatchedHeartbeats(NameServerClient(self.urls, token=token, max_connections=None))
+    def _open(self, token: str | None) -> NameServerSession:
+        # a watch holds a connection per MAX_BATCH registrations (bounded by the registrations budget): no pool
+        # limit, or watches would queue the heartbeats behind them
+        return NameServerSession(NameServerClient(self.urls, token=token, max_connections=None), self.interval_s)
 
     async def release(self, token: str | None) -> None:
         client, users = self._clients[token]
@@ -91,7 +92,7 @@ class Registrations(Generic[R]):
         for client_id in {client_id for client_id, _ in self.items}:
             await self.forget(client_id)
 
-    def add(self, key: tuple[str, str], principal: str, token: str | None, make: Callable[[BatchedHeartbeats], R]
+    def add(self, key: tuple[str, str], principal: str, token: str | None, make: Callable[[NameServerSession], R]
             ) -> R:
         """``make(session)`` kept as ``key``'s registration, held in ``principal``'s budget (``TOO_MANY_REQUESTS``
         when full: nothing made) and given the name-server session of ``token``."""

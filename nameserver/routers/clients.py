@@ -23,6 +23,7 @@ from graymq.nameserver.schemas import (
     ClientHeartbeatsResponse,
     ClientIdPath,
     ClientWatch,
+    ClientWatches,
     GroupPath,
     Role,
     WatchedState,
@@ -111,6 +112,50 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
             if body.known is None or _watched(view, body.known) != body.known or remaining <= 0 or changes.closing:
                 return view
             await wait_changed(changed, remaining)
+    finally:
+        metrics.watching(-1)
+
+
+@router.post("/clients/watches")
+async def client_watches(body: ClientWatches, caller: Authenticated, request: Request) -> ClientHeartbeatsResponse:
+    """Every watch's view (in the request's order) once one of them differs from its ``known`` (at once when one
+    already does, or has no ``known``), or after ``timeout_s``: one long poll for many clients. A watch refused (403,
+    or 404 before its client's first heartbeat) gets its error in its result, and does not end the wait."""
+    state = request.app.state
+    changes: GroupChanges = state.group_changes
+    deadline = time.monotonic() + body.timeout_s
+
+    def read() -> tuple[list[ClientHeartbeatResult], bool]:
+        results, differs = [], False
+        with state.read_sessions() as session:
+            service = ClientService(session, state.settings)
+            for watch in body.watches:
+                try:
+                    check_client(caller, watch.group, watch.role)
+                    view = service.view(watch, caller)
+                except ApiError as refused:
+                    results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
+                                                         detail=refused.detail))
+                    continue
+                differs |= watch.known is None or _watched(view, watch.known) != watch.known
+                results.append(ClientHeartbeatResult(answer=view))
+        return results, differs
+
+    metrics: Metrics = state.metrics
+    metrics.watching(+1)
+    try:
+        while True:
+            events = [changes.changed(group) for group in {watch.group for watch in body.watches}]
+            results, differs = await run_in_threadpool(read)
+            remaining = deadline - time.monotonic()
+            if differs or remaining <= 0 or changes.closing:
+                return ClientHeartbeatsResponse(results=results)
+            waits = [asyncio.ensure_future(wait_changed(event, remaining)) for event in events]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
     finally:
         metrics.watching(-1)
 

@@ -67,3 +67,21 @@ def test_a_batch_is_bounded_and_never_empty(ns: TestClient) -> None:
     many = [beat("GID_ORDERS", f"c-{i}") for i in range(501)]
     assert ns.post("/v1/clients/heartbeats", json={"heartbeats": many}, headers=orders).status_code in (413, 422)
     assert ns.post("/v1/clients/heartbeats", json={"heartbeats": many[:1]}).status_code == 401
+
+
+def test_a_batched_watch_answers_when_one_of_its_clients_changes_and_a_refused_one_waits_with_the_others(
+        ns: TestClient) -> None:
+    orders = principal(ns, "orders", "GID_ORDERS")
+    batch = [beat("GID_ORDERS", f"mine-{i}") for i in range(3)]
+    known = {r["answer"]["client_id"]: r["answer"] for r in
+             ns.post("/v1/clients/heartbeats", json={"heartbeats": batch}, headers=orders).json()["results"]}
+    watches = [{"group": "GID_ORDERS", "client_id": c, "role": "consumer",
+                "known": {k: known[c][k] for k in ("desired_gray", "gray_switch", "orphan_policy")}} for c in known]
+    watches.append({"group": "GID_PAYMENTS", "client_id": "mine-0", "role": "consumer"})  # beyond the rights
+
+    quiet = ns.post("/v1/clients/watches", json={"watches": watches, "timeout_s": 0.5}, headers=orders)
+    assert quiet.status_code == 200, quiet.text
+    assert [r["status_code"] for r in quiet.json()["results"]] == [200, 200, 200, 403]
+    assert ns.put("/v1/groups/GID_ORDERS/clients/mine-1/flag", json={"gray": True}, headers=OPS).status_code < 300
+    changed = ns.post("/v1/clients/watches", json={"watches": watches, "timeout_s": 30}, headers=orders).json()
+    assert [r["answer"]["desired_gray"] for r in changed["results"][:3]] == [False, True, False]

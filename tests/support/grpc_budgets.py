@@ -89,6 +89,17 @@ class Figures:
     rss_mib: dict[str, float] = field(default_factory=dict)  # before, during, after
     over_budget: dict[str, float] = field(default_factory=dict)  # budget -> refusals counted
 
+    def check_answers(self, admitted: int) -> None:
+        """Every stream answered in time: ``admitted`` with their settings, the rest refused over a budget (as the
+        metric counts them) or ended by gRPC itself (``grpc_*``: a refused stream's end racing the flooder's write)."""
+        answers = {k: v for k, v in self.answers.items() if not k.startswith("detail_")}
+        assert "no_answer" not in answers and answers["seconds"] < 60, self.report()
+        assert answers.get("OK") == admitted, self.report()
+        refused = answers.get("TOO_MANY_REQUESTS", 0)
+        assert refused + sum(v for k, v in answers.items() if k.startswith("grpc_")) == self.streams - admitted, \
+            self.report()
+        assert sum(self.over_budget.values()) >= refused > 0, self.report()
+
     def report(self) -> str:
         lines = [f"gRPC flood of {self.streams} streams from one principal: first answers {self.answers}"]
         for probe in self.quiet:

@@ -53,9 +53,18 @@ async def flood(endpoint: str, token: str, topic: str, streams: int, per_connect
         calls.append(call)
         try:
             await call.write(producer_settings(topic))
+        except grpc.aio.AioRpcError:
+            pass  # answered and ended already (a refusal): its answer is read below
+        try:
             first = await asyncio.wait_for(call.read(), ANSWER_S - (time.monotonic() - started))
-        except (TimeoutError, grpc.aio.AioRpcError):
+        except TimeoutError:
             answers["no_answer"] += 1
+            return
+        except grpc.aio.AioRpcError as failed:  # the stream failed: by its gRPC status code
+            answers[f"grpc_{failed.code().name}"] += 1
+            if not answers.get(f"detail_{failed.code().name}"):
+                print(failed.details(), file=sys.stderr)
+                answers[f"detail_{failed.code().name}"] = 1
             return
         if first is grpc.aio.EOF:
             answers["no_answer"] += 1

@@ -120,7 +120,8 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
 async def client_watches(body: ClientWatches, caller: Authenticated, request: Request) -> ClientHeartbeatsResponse:
     """Every watch's view (in the request's order) once one of them differs from its ``known`` (at once when one
     already does, or has no ``known``), or after ``timeout_s``: one long poll for many clients. A watch refused (403,
-    or 404 before its client's first heartbeat) gets its error in its result, and does not end the wait."""
+    or 404 before its client's first heartbeat) gets its error in its result, and does not end the wait (when every
+    one is refused, the answer comes at once)."""
     state = request.app.state
     changes: GroupChanges = state.group_changes
     deadline = time.monotonic() + body.timeout_s
@@ -148,7 +149,8 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
             events = [changes.changed(group) for group in {watch.group for watch in body.watches}]
             results, differs = await run_in_threadpool(read)
             remaining = deadline - time.monotonic()
-            if differs or remaining <= 0 or changes.closing:
+            watched = any(result.answer is not None for result in results)  # else nothing to wait for
+            if differs or not watched or remaining <= 0 or changes.closing:
                 return ClientHeartbeatsResponse(results=results)
             waits = [asyncio.ensure_future(wait_changed(event, remaining)) for event in events]
             try:

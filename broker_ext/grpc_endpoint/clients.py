@@ -11,6 +11,8 @@ which it does not yet: they are logged and dropped.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +28,14 @@ from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 log = logging.getLogger(__name__)
 
 CONSUMER_TYPES = (v2.SIMPLE_CONSUMER, v2.PUSH_CONSUMER)
+FIRST_COMMAND_S = 1.0  # how long a refused stream waits for the client's first command
+
+
+async def first_command_heard(commands: AsyncIterator[object]) -> None:
+    """Let the client's first command (its settings) arrive, ``FIRST_COMMAND_S`` at most, before a refusal ends its
+    stream: a stream ended while the client still writes reaches it as gRPC's INTERNAL, the refusal's message lost."""
+    with contextlib.suppress(TimeoutError, StopAsyncIteration, RocketMQStatusError):
+        await asyncio.wait_for(anext(commands), FIRST_COMMAND_S)
 
 
 @dataclass(slots=True)
@@ -51,6 +61,7 @@ class ClientTable:
         try:
             self.sides.stream_opened(caller)
         except RocketMQStatusError as refused:
+            await first_command_heard(commands)
             yield v2s.TelemetryCommand(status=refused.to_status())
             return
         self.consumers.registrations.stream_opened(caller.client_id)

@@ -2,7 +2,8 @@
 
 A stream's state is freed when it closes, but CPython and glibc keep freed memory for reuse: after a flood of
 streams the broker's resident set stays at its peak. Once ``every`` streams have closed, and ``delay_s`` later (a
-wave closes together), the garbage collector runs and glibc's ``malloc_trim`` returns the free pages of its heaps.
+wave closes together, and its clients' unregistrations from the name server end), the garbage collector runs and
+glibc's ``malloc_trim`` returns the free pages of its heaps.
 Where glibc is absent (another libc) only the collection runs.
 """
 
@@ -29,7 +30,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
 class MemoryTrim:
     """``released()`` after each stream's end; every ``every`` of them, a trim ``delay_s`` later."""
 
-    def __init__(self, every: int = 256, delay_s: float = 1.0) -> None:
+    def __init__(self, every: int = 256, delay_s: float = 5.0) -> None:
         self.every = every
         self.delay_s = delay_s
         self.trims = 0

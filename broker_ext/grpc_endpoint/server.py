@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError, Message
 from graymq.broker_ext.grpc_endpoint.ack import AckService
 from graymq.broker_ext.grpc_endpoint.assignment import AssignmentService
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
-from graymq.broker_ext.grpc_endpoint.clients import ClientTable
+from graymq.broker_ext.grpc_endpoint.clients import ClientTable, first_command_heard
 from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
 from graymq.broker_ext.grpc_endpoint.memory import MemoryTrim
 from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
@@ -190,14 +190,18 @@ class GrpcEndpoint:
             caller = await self.credentials.authenticate(_metadata(context), peer)
         except RocketMQStatusError as refused:
             self._log_refusal(peer, refused)
+            await first_command_heard(raw_commands)
             yield v2s.TelemetryCommand(status=refused.to_status())
             return
         claims = ((Budget.STREAMS_PER_PRINCIPAL, caller.principal.name), (Budget.STREAMS_PER_CONNECTION, peer))
+        commands = self._commands(raw_commands, peer)
         try:
             with self.budgets.holding(*claims):
-                async for command in self.clients.telemetry(self._commands(raw_commands, peer), caller):
+                async for command in self.clients.telemetry(commands, caller):
                     yield command
         except RocketMQStatusError as refused:
+            if refused.code == v2.TOO_MANY_REQUESTS:  # refused before it read anything: its first command heard
+                await first_command_heard(commands)
             yield v2s.TelemetryCommand(status=refused.to_status())
         finally:
             self.trim.released()

@@ -28,7 +28,8 @@ from tests.support.metrics import scrape
 from tests.support.trust import StartProcess, add_principal, start_secure_grpc_broker, start_secure_nameserver
 
 TOPIC = "ORDER_PAID"
-PROBES = 100  # sends per p99 measure, after WARMUP
+PROBES = 200  # sends per p99 measure, after WARMUP
+SETTLE_S = 3.0  # after the flood's streams were answered: their registrations' first heartbeat round (one interval)
 WARMUP = 10
 
 
@@ -127,8 +128,9 @@ def flood_broker(start: StartProcess, pg_url: str, store: Path, **env: str) -> t
 
 def measure_flood(broker: GraymqProcess, endpoint: str, flooder: str, other: str, streams: int,
                   per_connection: int = 50) -> Figures:
-    """Quiet probes, then ``streams`` streams held by the flooder's process while the probes run again, then the
-    flood's end: the broker's RSS is read before, during and after (once within 20 % of before, or after 30 s)."""
+    """Quiet probes, then ``streams`` streams held by the flooder's process while the probes run again (from one
+    heartbeat interval after the streams were answered), then the flood's end: the broker's RSS is read before, during
+    and after (once within 20 % of before, or after 30 s)."""
     figures = Figures(streams)
     probes = {"grpc": lambda: grpc_sends(endpoint, other, "payments@1@0@probe"),
               "broker port": lambda: broker_sends(broker.address, other)}
@@ -142,6 +144,7 @@ def measure_flood(broker: GraymqProcess, endpoint: str, flooder: str, other: str
     try:
         assert holder.stdout is not None
         figures.answers = json.loads(holder.stdout.readline() or "{}")
+        time.sleep(SETTLE_S)  # measured while the streams are held, past their first heartbeats
         for name, probe in probes.items():
             figures.flood[name] = asyncio.run(probe())
         figures.rss_mib["during"] = rss_mib(pid)

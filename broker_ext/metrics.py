@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from graymq.broker_ext.broker_controller import BrokerController
+from graymq.broker_ext.grpc_endpoint.budgets import Budget
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store.stats import StoreStats
 
@@ -133,7 +134,19 @@ def _connection_families(stats: BrokerStats) -> list[Metric]:
         "over the unauthenticated budget, or past the authentication deadline.", labels=["reason"])
     unauthenticated.add_metric(["over_budget"], stats.unauthenticated_refused)
     unauthenticated.add_metric(["auth_timeout"], stats.unauthenticated_timed_out)
+    grpc_refused = CounterMetricFamily("graymq_broker_grpc_over_budget_total", "gRPC calls and streams refused "
+                                       "TOO_MANY_REQUESTS over a budget of their principal or connection.",
+                                       labels=["budget"])
+    for budget in Budget:
+        grpc_refused.add_metric([budget.value], stats.grpc_refused[budget.value])
+    grpc_malformed = CounterMetricFamily("graymq_broker_grpc_malformed_requests_total", "gRPC requests that were "
+                                         "not their method's protobuf, refused before authentication.",
+                                         labels=["method"])
+    for method, count in sorted(stats.grpc_malformed.items()):
+        grpc_malformed.add_metric([method], count)
     return [
+        grpc_refused,
+        grpc_malformed,
         CounterMetricFamily("graymq_broker_rejected_connections_total",
                             "Connections closed for protocol errors or over the connection limit.",
                             stats.connections_rejected),

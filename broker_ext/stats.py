@@ -8,7 +8,7 @@ broker's CPU per single send); a custom collector reading the ints costs nothing
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 
@@ -46,6 +46,9 @@ class BrokerStats:
     # unauthenticated connections closed: over their budget (refused at once), past the authentication deadline
     unauthenticated_refused: int = 0
     unauthenticated_timed_out: int = 0
+    # the gRPC endpoint: calls refused over a budget (by budget), malformed requests (by method)
+    grpc_refused: Counter[str] = field(default_factory=Counter)
+    grpc_malformed: Counter[str] = field(default_factory=Counter)
 
     def on_put(self, topic: str, gray: bool, count: int, size: int) -> None:
         key = (topic, gray)

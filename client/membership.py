@@ -18,11 +18,11 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
-from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
 
@@ -34,6 +34,16 @@ WATCH_S = 20.0  # one watch's timeout on the name server
 WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 
 
+class MembershipLink(Protocol):
+    """What a membership asks of the name server (a ``NameServerClient``, or heartbeats batched over one)."""
+
+    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
+
+    async def unregister_client(self, group: str, client_id: str, role: str) -> None: ...
+
+
 def new_client_id(role: str) -> str:
     return f"{socket.gethostname()}@{os.getpid()}@{role}-{uuid.uuid4().hex[:8]}"
 
@@ -41,7 +51,7 @@ def new_client_id(role: str) -> str:
 class Membership:
     def __init__(
         self,
-        nameserver: NameServerClient,
+        nameserver: MembershipLink,
         *,
         group: str,
         client_id: str,
@@ -52,8 +62,10 @@ class Membership:
         report: Callable[[], dict[str, Any]],
         on_update: Callable[[dict[str, Any]], Awaitable[None]],
         on_permanent: Callable[[GrayMQError], None] | None = None,
+        aligned: bool = False,
     ) -> None:
         self.nameserver = nameserver
+        self.aligned = aligned  # beat on the interval's grid of the monotonic clock: memberships beat together
         self.group = group
         self.client_id = client_id
         self.role = role
@@ -114,10 +126,12 @@ class Membership:
         self.epoch += 1
         self._wake.set()
 
-    def start(self) -> None:
+    def start(self, watch: bool = True) -> None:
+        """Heartbeat, and watch unless ``watch`` is False (a watcher of many memberships calls ``watched``)."""
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run(), name=f"membership {self.client_id}"),
-                       loop.create_task(self._watch(), name=f"watch {self.client_id}")]
+        self._tasks = [loop.create_task(self._run(), name=f"membership {self.client_id}")]
+        if watch:
+            self._tasks.append(loop.create_task(self._watch(), name=f"watch {self.client_id}"))
 
     async def stop(self) -> None:
         """Stop heartbeating and watching (the client stays registered until ``unregister`` or it goes stale)."""
@@ -139,7 +153,8 @@ class Membership:
 
     async def _run(self) -> None:
         while True:
-            await wait_event(self._wake, self.interval_s)
+            await wait_event(self._wake, self.interval_s - time.monotonic() % self.interval_s if self.aligned
+                             else self.interval_s)
             self._wake.clear()
             try:
                 await self.beat()
@@ -154,18 +169,33 @@ class Membership:
             except Exception:
                 log.exception("membership update of %s failed", self.client_id)
 
-    async def _watch(self) -> None:
-        """Watch the name server for a change of what the last answer said, and act on it at once.
+    def watch_body(self) -> dict[str, Any] | None:
+        """What a watch of this client asks now: what the last answer said; None until a name server answered."""
+        last = self.last
+        if last is None or not self.reachable:
+            return None
+        return {"group": self.group, "client_id": self.client_id, "role": self.role,
+                "known": {key: last.get(key) for key in WATCHED}}
+
+    async def watched(self, body: dict[str, Any], response: dict[str, Any], sent_epoch: int) -> None:
+        """A watch's ``response`` to ``body`` (sent at ``sent_epoch``): acted on when it differs from what was known.
 
         A stale answer (the client changed meanwhile) is not acted on; a heartbeat follows at once.
         """
+        if all(response.get(key) == value for key, value in body["known"].items()):
+            return
+        log.debug("%s %s: watch saw %s", self.role, self.client_id, {k: response.get(k) for k in WATCHED})
+        self.last = response
+        if not await self._apply(response, sent_epoch):
+            self.poke()
+
+    async def _watch(self) -> None:
+        """Watch the name server for a change of what the last answer said, and act on it at once."""
         while True:
-            last = self.last
-            if last is None or not self.reachable:
+            body = self.watch_body()
+            if body is None:
                 await asyncio.sleep(self.interval_s)
                 continue
-            known = {key: last.get(key) for key in WATCHED}
-            body = {"group": self.group, "client_id": self.client_id, "role": self.role, "known": known}
             sent_epoch = self.epoch
             try:
                 response = await self.nameserver.watch_client(body, WATCH_S)
@@ -177,9 +207,4 @@ class Membership:
                 log.exception("watch of %s failed", self.client_id)
                 await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
                 continue
-            if all(response.get(key) == value for key, value in known.items()):
-                continue
-            log.debug("%s %s: watch saw %s", self.role, self.client_id, {k: response.get(k) for k in WATCHED})
-            self.last = response
-            if not await self._apply(response, sent_epoch):
-                self.poke()
+            await self.watched(body, response, sent_epoch)

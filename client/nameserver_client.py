@@ -62,17 +62,20 @@ def _https_hint(url: str, exc: httpx.HTTPError) -> str:
 
 class NameServerClient:
     """``token`` (default ``GRAYMQ_TOKEN``) authenticates client calls; ``admin_token`` (default
-    ``GRAYMQ_ADMIN_TOKEN``) only the admin calls. Unset tokens send nothing (enough in dev mode)."""
+    ``GRAYMQ_ADMIN_TOKEN``) only the admin calls. Unset tokens send nothing (enough in dev mode).
+    ``max_connections`` (None: no limit) bounds the connections open at once; more calls wait for one."""
 
     def __init__(self, urls: str | list[str] | None = None, *, token: str | None = None,
-                 admin_token: str | None = None, timeout_s: float = 3.0, demote_s: float = 10.0) -> None:
+                 admin_token: str | None = None, timeout_s: float = 3.0, demote_s: float = 10.0,
+                 max_connections: int | None = 100) -> None:
         self.urls = parse_urls(urls)
         self.token = token if token is not None else os.environ.get("GRAYMQ_TOKEN")
         self.admin_token = admin_token if admin_token is not None else os.environ.get("GRAYMQ_ADMIN_TOKEN")
         self._demoted: dict[str, float] = {}
         self._demote_s = demote_s
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
-                                       verify=https_verify())
+                                       verify=https_verify(), limits=httpx.Limits(max_connections=max_connections,
+                                                                                  max_keepalive_connections=20))
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -312,15 +315,19 @@ def _result(response: httpx.Response, method: str, path: str, variable: str) -> 
     status = response.status_code
     if status < 300:
         return response.json() if response.content else None
-    text = _error_text(response)
+    detail = response.json().get("detail") if status == 409 and response.content else None
+    raise status_error(status, f"{method} {path}", _error_text(response), detail, variable)
+
+
+def status_error(status: int, call: str, text: str, detail: Any = None, variable: str = "GRAYMQ_TOKEN") -> GrayMQError:
+    """The error of a name server's answer ``status`` (>= 400) to ``call`` (``METHOD PATH``), its body's ``text``."""
     if status == 401 or status == 403:
         error = UnauthorizedError if status == 401 else ForbiddenError
-        raise error(f"{method} {path}: {text} (HTTP {status}; check {variable})")
+        return error(f"{call}: {text} (HTTP {status}; check {variable})")
     if status == 404:
-        raise NotFoundError(f"{method} {path}: {text}")
+        return NotFoundError(f"{call}: {text}")
     if status == 409:
-        detail = response.json().get("detail") if response.content else None
-        raise ConflictError(f"{method} {path}: {text}", detail)
+        return ConflictError(f"{call}: {text}", detail)
     if status == 422:
-        raise BadRequestError(f"{method} {path}: {text}")
-    raise BadRequestError(f"{method} {path}: HTTP {status} {text}")
+        return BadRequestError(f"{call}: {text}")
+    return BadRequestError(f"{call}: HTTP {status} {text}")

@@ -103,6 +103,7 @@ MAX_TOPICS = 10_000
 MAX_CLIENT_TOPICS = 1_000
 MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
+MAX_HEARTBEAT_BATCH = 500  # client heartbeats in one POST /v1/clients/heartbeats
 
 
 class QueueLayout(BaseModel):
@@ -355,6 +356,26 @@ class ClientHeartbeatResponse(BaseModel):
     topics: dict[str, QueueCounts]
 
 
+class ClientHeartbeats(BaseModel):
+    """Several clients' heartbeats in one call (a broker heartbeating the stock clients it registered with one
+    credential), each checked and stored as ``POST /v1/clients/heartbeat`` would."""
+
+    heartbeats: list[ClientHeartbeat] = Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)
+
+
+class ClientHeartbeatResult(BaseModel):
+    """One heartbeat of a batch: its ``answer``, or the error it alone got (``status_code``, ``error``, ``detail``)."""
+
+    status_code: int = 200
+    answer: ClientHeartbeatResponse | None = None
+    error: str | None = None
+    detail: Any = None
+
+
+class ClientHeartbeatsResponse(BaseModel):
+    results: list[ClientHeartbeatResult] = Field(description="one per heartbeat, in the request's order")
+
+
 class WatchedState(BaseModel):
     """The part of a heartbeat answer a client acts on; a watch returns once it differs."""
 
@@ -373,6 +394,14 @@ class ClientWatch(BaseModel):
     client_id: ClientId
     role: Role
     known: WatchedState | None = Field(default=None, description="what the client knows; None: answer at once")
+    timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
+
+
+class ClientWatches(BaseModel):
+    """Several clients' watches in one long poll (a broker watching for the stock clients it registered with one
+    credential): answered once one of them differs from what it knows, or after ``timeout_s``."""
+
+    watches: list[ClientWatch] = Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)
     timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
 
 

@@ -11,6 +11,8 @@ which it does not yet: they are logged and dropped.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +28,14 @@ from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 log = logging.getLogger(__name__)
 
 CONSUMER_TYPES = (v2.SIMPLE_CONSUMER, v2.PUSH_CONSUMER)
+FIRST_COMMAND_S = 1.0  # how long a refused stream waits for the client's first command
+
+
+async def first_command_heard(commands: AsyncIterator[object]) -> None:
+    """Let the client's first command (its settings) arrive, ``FIRST_COMMAND_S`` at most, before a refusal ends its
+    stream: a stream ended while the client still writes reaches it as gRPC's INTERNAL, the refusal's message lost."""
+    with contextlib.suppress(TimeoutError, StopAsyncIteration, RocketMQStatusError):
+        await asyncio.wait_for(anext(commands), FIRST_COMMAND_S)
 
 
 @dataclass(slots=True)
@@ -51,6 +61,7 @@ class ClientTable:
         try:
             self.sides.stream_opened(caller)
         except RocketMQStatusError as refused:
+            await first_command_heard(commands)
             yield v2s.TelemetryCommand(status=refused.to_status())
             return
         self.consumers.registrations.stream_opened(caller.client_id)
@@ -71,16 +82,19 @@ class ClientTable:
                 group = settings.subscription.group.name
                 answered = self.consumers.consumption_of(group)
                 yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits, answered))
-                if consumer:  # answered first: a name server slow to answer does not hold up the client's start
-                    await self.consumers.register(caller, group,
-                                                  [s.topic.name for s in settings.subscription.subscriptions])
-                    if (consumption := self.consumers.consumption_of(group)) != answered:
-                        # the group's FIFO / max attempts as the name server's answer says: told again
-                        yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits,
-                                                                                       consumption))
-                if settings.client_type == v2.PRODUCER and self.sides.enabled:
-                    for topic in settings.publishing.topics:
-                        await self.sides.register(caller, topic.name)
+                try:
+                    if consumer:  # answered first: a name server slow to answer does not hold up the client's start
+                        await self.consumers.register(caller, group,
+                                                      [s.topic.name for s in settings.subscription.subscriptions])
+                        if (consumption := self.consumers.consumption_of(group)) != answered:
+                            # the group's FIFO / max attempts as the name server's answer says: told again
+                            yield v2s.TelemetryCommand(status=OK, settings=merged_settings(settings, self.limits,
+                                                                                           consumption))
+                    if settings.client_type == v2.PRODUCER and self.sides.enabled:
+                        for topic in settings.publishing.topics:
+                            await self.sides.register(caller, topic.name)
+                except RocketMQStatusError as refused:  # over its principal's budget of registrations
+                    yield v2s.TelemetryCommand(status=refused.to_status())
         finally:
             self.clients.pop(caller.client_id, None)
             await self.sides.stream_closed(caller.client_id)

@@ -26,15 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
+from graymq.broker_ext.grpc_endpoint.budgets import Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
+from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
 from graymq.client.consumer.runtime import GroupGray
 from graymq.client.membership import Membership
-from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -66,7 +67,7 @@ class StockConsumer:
 
     group: str
     client_id: str
-    nameserver: NameServerClient
+    nameserver: NameServerSession  # shared by the credential's registrations
     topics: set[str] = field(default_factory=set)
     flip: GrayFlip = field(default_factory=lambda: GrayFlip(False, drain_timeout_s=DRAIN_TIMEOUT_S,
                                                             drain_poll_s=DRAIN_POLL_S))
@@ -95,9 +96,9 @@ class StockConsumer:
         if self.drain is not None:
             await cancel_and_wait(self.drain)
         if self.membership is not None:
+            self.nameserver.unwatch(self.membership)
             await self.membership.stop()
             await self.membership.unregister()
-        await self.nameserver.close()
 
 
 def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
@@ -125,13 +126,18 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
     """``await queues(caller, group, topic)``: the queue ids of ``topic`` the caller receives from right now."""
 
     def __init__(self, nameserver_urls: list[str], broker: BrokerView, *, broker_name: str,
-                 claim: Callable[[Caller], None], interval_s: float, expiry_s: float) -> None:
+                 claim: Callable[[Caller], None], interval_s: float, expiry_s: float,
+                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None,
+                 gone: Callable[[str], None] = lambda client_id: None) -> None:
         self.nameserver_urls = nameserver_urls
         self.broker = broker
         self.broker_name = broker_name
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
-        self.registrations: Registrations[StockConsumer] = Registrations("consumer", expiry_s=expiry_s)
+        self.registrations: Registrations[StockConsumer] = Registrations(
+            "consumer", expiry_s=expiry_s, budgets=budgets,
+            # gone: the client id's owner released with the producers' side (one owner table)
+            sessions=sessions or NameServerSessions(nameserver_urls, interval_s), gone=gone)
         self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
 
     def consumption_of(self, group: str) -> GroupConsumption:
@@ -173,8 +179,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         key = (caller.client_id, group)
         consumer = self.registrations.items.get(key)
         if consumer is None:
-            consumer = self.registrations.items[key] = StockConsumer(
-                group, caller.client_id, NameServerClient(self.nameserver_urls, token=caller.token), set(topics))
+            consumer = self.registrations.add(key, caller.principal.name, caller.token, lambda session: StockConsumer(
+                group, caller.client_id, session, set(topics)))
             await self._join(consumer, {**caller.labels, **PROTOCOL_LABEL})
         await consumer.ready.wait()
         if not consumer.topics.issuperset(topics):
@@ -187,14 +193,15 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         consumer.membership = Membership(
             consumer.nameserver, group=consumer.group, client_id=consumer.client_id, role="consumer", labels=labels,
             declared_gray=None, interval_s=self.interval_s, report=functools.partial(self._report, consumer),
-            on_update=functools.partial(self._apply, consumer))
+            on_update=functools.partial(self._apply, consumer), aligned=True)
         try:
             await consumer.membership.beat()  # no answer: normal until one comes
         except GrayMQError as exc:  # refused for good (rights): it receives as a normal consumer
             log.warning("stock consumer %s cannot register in group %s: %s", consumer.client_id, consumer.group,
                         exc.message)
         else:
-            consumer.membership.start()
+            consumer.membership.start(watch=False)
+            consumer.nameserver.watch(consumer.membership)
         finally:
             consumer.flip.follow_changes()  # the first answer was taken as is: nothing was received before it
             consumer.ready.set()

@@ -10,7 +10,8 @@ reported back so a promote sees it. Without a name server every send is normal.
 
 Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or
 when it has neither stream nor send for ``expiry_s``. A client id belongs to the principal that used it first
-until then: another principal's stream, send or termination naming it is ``FORBIDDEN`` (as on the broker port).
+until then: another principal's stream, send or termination naming it is ``FORBIDDEN`` (as on the broker port). A
+principal holds at most its budget of client ids (``budgets``), and of registrations.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.registrations import RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
+from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.client.gray_side import send_side
 from graymq.client.membership import Membership
-from graymq.client.nameserver_client import NameServerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
@@ -49,7 +51,7 @@ class _Registration:
     """One stock producer in one producer group (a topic): the name server's last answer, applied."""
 
     topic: str
-    nameserver: NameServerClient
+    nameserver: NameServerSession  # shared by the credential's registrations
     membership: Membership | None = None
     gray: bool = False
     gray_switch: bool = True  # as graymq's producer: until the name server answers, the normal queues
@@ -58,12 +60,12 @@ class _Registration:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def close(self) -> None:
-        """Stop following the name server and leave the producer group there."""
+        """Stop following the name server and leave the producer group there (its session is the owner's)."""
         await self.ready.wait()
         if self.membership is not None:
+            self.nameserver.unwatch(self.membership)
             await self.membership.stop()
             await self.membership.unregister()
-        await self.nameserver.close()
 
     def report(self) -> dict[str, Any]:
         return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [self.topic], "queues": [],
@@ -81,18 +83,34 @@ class _Registration:
 class ProducerSides(RegisteredSides[_Registration]):
     """``await side(caller, topic)``: where this send of ``caller`` to ``topic`` goes."""
 
-    def __init__(self, nameserver_urls: list[str], *, interval_s: float, expiry_s: float) -> None:
+    def __init__(self, nameserver_urls: list[str], *, interval_s: float, expiry_s: float, budgets: Budgets) -> None:
         self.nameserver_urls = nameserver_urls
         self.interval_s = interval_s
+        self.budgets = budgets
         self._owners: dict[str, str] = {}  # client id -> the principal it belongs to
         self.registrations: Registrations[_Registration] = Registrations(  # (client id, topic) ->
-            "producer", expiry_s=expiry_s, gone=lambda client_id: self._owners.pop(client_id, None))
+            "producer", expiry_s=expiry_s, gone=self._release, budgets=budgets,
+            sessions=NameServerSessions(nameserver_urls, interval_s))
 
     def claim(self, caller: Caller) -> None:
-        """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it."""
-        owner = self._owners.setdefault(caller.client_id, caller.principal.name)
+        """Bind ``caller``'s client id to its principal; ``FORBIDDEN`` while another principal holds it,
+        ``TOO_MANY_REQUESTS`` when a new one is over the principal's budget of client ids."""
+        owner = self._owners.get(caller.client_id)
+        if owner is None:
+            self.budgets.take((Budget.CLIENT_IDS_PER_PRINCIPAL, caller.principal.name))
+            owner = self._owners[caller.client_id] = caller.principal.name
         if owner != caller.principal.name:
             raise RocketMQStatusError(v2.FORBIDDEN, f"client id {caller.client_id} is in use by principal {owner}")
+
+    def _release(self, client_id: str) -> None:
+        if (owner := self._owners.pop(client_id, None)) is not None:
+            self.budgets.give_back((Budget.CLIENT_IDS_PER_PRINCIPAL, owner))
+
+    def release_unused(self, client_id: str) -> None:
+        """``client_id`` left the consumers' side: its owner goes too unless it still streams or produces here."""
+        if not self.registrations.has_stream(client_id) and \
+                not any(key[0] == client_id for key in self.registrations.items):
+            self._release(client_id)
 
     async def side(self, caller: Caller, topic: str) -> Side:
         if not self.enabled or not caller.client_id:
@@ -109,19 +127,20 @@ class ProducerSides(RegisteredSides[_Registration]):
         key = (caller.client_id, topic)
         registration = self.registrations.items.get(key)
         if registration is None:
-            registration = self.registrations.items[key] = _Registration(
-                topic, NameServerClient(self.nameserver_urls, token=caller.token))
+            registration = self.registrations.add(key, caller.principal.name, caller.token,
+                                                  lambda session: _Registration(topic, session))
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
                 labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,
-                on_update=registration.apply)
+                on_update=registration.apply, aligned=True)
             try:
                 await registration.membership.beat()  # no answer: normal until one comes
             except GrayMQError as exc:  # refused for good (rights): its sends stay normal
                 log.warning("stock producer %s cannot register in producer group %s: %s", caller.client_id, topic,
                             exc.message)
             else:
-                registration.membership.start()
+                registration.membership.start(watch=False)
+                registration.nameserver.watch(registration.membership)
             finally:
                 registration.ready.set()
         await registration.ready.wait()

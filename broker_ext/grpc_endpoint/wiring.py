@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graymq.broker_ext.grpc_endpoint.ack import AckService
+from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budgets
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides
 from graymq.broker_ext.grpc_endpoint.credentials import Credentials
@@ -14,7 +15,7 @@ from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
 from graymq.broker_ext.grpc_endpoint.route import ClusterRoutes, RouteService
 from graymq.broker_ext.grpc_endpoint.send import DelayFn, SendService
-from graymq.broker_ext.grpc_endpoint.server import GrpcEndpoint
+from graymq.broker_ext.grpc_endpoint.server import ConnectionLimits, GrpcEndpoint
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.pop.receipt import ReceiptSigner, load_secret
 from graymq.broker_ext.pop.service import PopService
@@ -38,8 +39,10 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     limits = EndpointLimits(max_body_size=max_body_size,
                             long_polling_timeout_s=min(20.0, settings.max_long_poll_ms / 1000),
                             delay_levels_s=settings.delay_levels_s)
+    budgets = Budgets(BudgetLimits(**{b.value: getattr(settings, f"grpc_max_{b.value}") for b in Budget}),
+                      refused=broker.stats.grpc_refused)
     sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
-                          expiry_s=settings.client_expiry_s)
+                          expiry_s=settings.client_expiry_s, budgets=budgets)
     consumers = consumer_sides(broker, settings, sides)
     tls = None
     if settings.tls_cert is not None and settings.tls_key is not None:
@@ -53,7 +56,9 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
         ClientTable(limits, sides, consumers),
         SendService(broker.name, broker.send_processor.send, broker.topics.get, sides, limits.max_body_size,
                     delay=delayed_send(broker)),
-        max_request_size=max_body_size + HEADROOM, tls=tls,
+        max_request_size=max_body_size + HEADROOM, budgets=budgets, malformed=broker.stats.grpc_malformed, tls=tls,
+        connections=ConnectionLimits(settings.grpc_max_connections, handshake_timeout_s=settings.auth_timeout_s,
+                                     idle_timeout_s=settings.idle_timeout_s),
     )
     endpoint.serve_pop(*pop_services(broker, settings, endpoint.clients, limits))
     bound = await endpoint.start(settings.host, port)
@@ -82,7 +87,9 @@ def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers
 
     view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_gray_clients)
     return ConsumerSides(settings.nameserver_urls, view, broker_name=broker.name, claim=producers.claim,
-                         interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s)
+                         interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s,
+                         budgets=producers.budgets, sessions=producers.registrations.sessions,
+                         gone=producers.release_unused)
 
 
 def pop_services(broker: BrokerController, settings: BrokerSettings, clients: ClientTable, limits: EndpointLimits

@@ -13,12 +13,17 @@ from starlette.datastructures import State
 
 from graymq.nameserver.auth import Authenticated, check_client
 from graymq.nameserver.deps import Clients
+from graymq.nameserver.errors import ApiError
 from graymq.nameserver.metrics import Metrics
 from graymq.nameserver.schemas import (
     ClientHeartbeat,
     ClientHeartbeatResponse,
+    ClientHeartbeatResult,
+    ClientHeartbeats,
+    ClientHeartbeatsResponse,
     ClientIdPath,
     ClientWatch,
+    ClientWatches,
     GroupPath,
     Role,
     WatchedState,
@@ -44,6 +49,31 @@ async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request
             return ClientService(session, state.settings).heartbeat(body, caller)
 
     return await run_in_threadpool(beat)
+
+
+@router.post("/clients/heartbeats")
+async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, request: Request
+                            ) -> ClientHeartbeatsResponse:
+    """Several clients' heartbeats in one call and one thread-pool hop, each checked, stored and answered as
+    ``POST /clients/heartbeat`` would; a heartbeat refused (403 for a group beyond the caller's rights or a client of
+    another principal) gets its own error in its result and the others go on."""
+    state = request.app.state
+
+    def beat_all() -> list[ClientHeartbeatResult]:
+        results = []
+        with state.sessions() as session:
+            service = ClientService(session, state.settings)
+            for beat in body.heartbeats:
+                try:
+                    check_client(caller, beat.group, beat.role, beat.topics)
+                    results.append(ClientHeartbeatResult(answer=service.heartbeat(beat, caller)))
+                except ApiError as refused:
+                    session.rollback()
+                    results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
+                                                         detail=refused.detail))
+        return results
+
+    return ClientHeartbeatsResponse(results=await run_in_threadpool(beat_all))
 
 
 @router.post("/clients/watch")
@@ -82,6 +112,52 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
             if body.known is None or _watched(view, body.known) != body.known or remaining <= 0 or changes.closing:
                 return view
             await wait_changed(changed, remaining)
+    finally:
+        metrics.watching(-1)
+
+
+@router.post("/clients/watches")
+async def client_watches(body: ClientWatches, caller: Authenticated, request: Request) -> ClientHeartbeatsResponse:
+    """Every watch's view (in the request's order) once one of them differs from its ``known`` (at once when one
+    already does, or has no ``known``), or after ``timeout_s``: one long poll for many clients. A watch refused (403,
+    or 404 before its client's first heartbeat) gets its error in its result, and does not end the wait (when every
+    one is refused, the answer comes at once)."""
+    state = request.app.state
+    changes: GroupChanges = state.group_changes
+    deadline = time.monotonic() + body.timeout_s
+
+    def read() -> tuple[list[ClientHeartbeatResult], bool]:
+        results, differs = [], False
+        with state.read_sessions() as session:
+            service = ClientService(session, state.settings)
+            for watch in body.watches:
+                try:
+                    check_client(caller, watch.group, watch.role)
+                    view = service.view(watch, caller)
+                except ApiError as refused:
+                    results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
+                                                         detail=refused.detail))
+                    continue
+                differs |= watch.known is None or _watched(view, watch.known) != watch.known
+                results.append(ClientHeartbeatResult(answer=view))
+        return results, differs
+
+    metrics: Metrics = state.metrics
+    metrics.watching(+1)
+    try:
+        while True:
+            events = [changes.changed(group) for group in {watch.group for watch in body.watches}]
+            results, differs = await run_in_threadpool(read)
+            remaining = deadline - time.monotonic()
+            watched = any(result.answer is not None for result in results)  # else nothing to wait for
+            if differs or not watched or remaining <= 0 or changes.closing:
+                return ClientHeartbeatsResponse(results=results)
+            waits = [asyncio.ensure_future(wait_changed(event, remaining)) for event in events]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
     finally:
         metrics.watching(-1)
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.chaos.report import RESULTS, format_table
+from tests.chaos.report import format_table, reported_results
 
 SUBSET = {"kill9/sync+promote", "stop_broker/async", "flip/sync", "pop_kill9/sync", "kill9/sync+pure"}
 
@@ -30,6 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if RESULTS:
+    reports = [r for rs in terminalreporter.stats.values() for r in rs if isinstance(r, pytest.TestReport)]
+    if results := reported_results(reports):  # from this process or, under pytest-xdist, from the workers
         terminalreporter.section("chaos")
-        terminalreporter.write_line(format_table(RESULTS))
+        terminalreporter.write_line(format_table(results))

@@ -38,6 +38,17 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
     return info is not None and any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The chaos table of the cases that ran, from their reports: here, not in tests/chaos/conftest.py, which a
+    pytest-xdist controller never loads (it collects nothing; its workers run the cases)."""
+    from tests.chaos.report import format_table, reported_results
+
+    reports = [r for rs in terminalreporter.stats.values() for r in rs if isinstance(r, pytest.TestReport)]
+    if results := reported_results(reports):
+        terminalreporter.section("chaos")
+        terminalreporter.write_line(format_table(results))
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[object]:
     """A PostgreSQL server started from the machine's binaries, torn down at the end."""

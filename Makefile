@@ -10,8 +10,13 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test unit lint proto demo system-deps node-sdk clean bench chaos soak fuzz
 
+# The suite on TEST_WORKERS pytest-xdist workers, each with its own PostgreSQL and scratch directories: most tests
+# wait on servers' timers rather than the cores, so more workers than CI's 2 cores pay. --dist loadgroup keeps a
+# group on one worker (tests/conftest.py: the README's fixed ports, Spark's JVM, the chaos cases, a module's shared
+# cluster); the 30 slowest tests are listed at the end.
+TEST_WORKERS ?= 4
 test: $(TEST_STAMP) system-deps node-sdk
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
 unit: $(TEST_STAMP)
 	$(BIN)/pytest -m unit

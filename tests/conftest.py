@@ -16,6 +16,39 @@ from graymq.devkit.processes import GraymqProcess
 os.environ.setdefault("GRAYMQ_DEV_MODE", "true")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (``make test``): a group's tests run on one worker, one after
+    the other. A test marked ``xdist_group`` keeps its group (the README's fixed ports); every other Spark test joins
+    ``spark``, so one worker holds the session's JVM (``local[2]``) and no two Spark jobs compete for the cores; the
+    chaos cases join ``chaos``, so no fault's load overlaps another's; the tests of a module with a module-scoped
+    fixture (a cluster, a database, a browser) join their module's group, so it starts once, not on every worker.
+    Without xdist the marks change nothing."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if group := next((name for name in ("spark", "chaos") if item.get_closest_marker(name)), None):
+            item.add_marker(pytest.mark.xdist_group(group))
+        elif _uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The chaos table of the cases that ran, from their reports: here, not in tests/chaos/conftest.py, which a
+    pytest-xdist controller never loads (it collects nothing; its workers run the cases)."""
+    from tests.chaos.report import format_table, reported_results
+
+    reports = [r for rs in terminalreporter.stats.values() for r in rs if isinstance(r, pytest.TestReport)]
+    if results := reported_results(reports):
+        terminalreporter.section("chaos")
+        terminalreporter.write_line(format_table(results))
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[object]:
     """A PostgreSQL server started from the machine's binaries, torn down at the end."""

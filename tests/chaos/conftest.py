@@ -1,4 +1,4 @@
-"""Which chaos cases run, and the chaos table at the end of the run.
+"""Which chaos cases run (the chaos table at the end of the run: tests/conftest.py).
 
 Plain ``pytest`` (``make test``) runs the cases listed in ``SUBSET`` only; a run that selects the ``chaos`` marker
 (``make chaos``: ``pytest tests/chaos -m chaos``) or sets ``CHAOS_FULL=1`` runs the whole matrix.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from tests.chaos.report import RESULTS, format_table
 
 SUBSET = {"kill9/sync+promote", "stop_broker/async", "flip/sync", "pop_kill9/sync", "kill9/sync+pure"}
 
@@ -27,9 +25,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if extra:
         config.hook.pytest_deselected(items=extra)
         items[:] = [item for item in items if item not in extra]
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if RESULTS:
-        terminalreporter.section("chaos")
-        terminalreporter.write_line(format_table(RESULTS))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import pytest
+
 from tests.chaos.checkers import (
     Consumed,
     Sent,
@@ -75,4 +77,10 @@ def format_table(results: Sequence[CaseResult]) -> str:
     return "\n".join(lines)
 
 
-RESULTS: list[CaseResult] = []  # filled by the cases of a run, printed by the conftest at the end
+CHAOS_RESULT = "chaos_result"  # a case's user property: its CaseResult as a dict, which an xdist worker can send
+
+
+def reported_results(reports: Iterable[pytest.TestReport]) -> list[CaseResult]:
+    """The CaseResults the cases of a run recorded in their reports, in the order they ran."""
+    return [CaseResult(**value) for report in reports if report.when == "call"
+            for name, value in report.user_properties if name == CHAOS_RESULT]

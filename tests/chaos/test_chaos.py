@@ -13,9 +13,11 @@ messages delivered again).
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
-from tests.chaos.report import RESULTS
+from tests.chaos.report import CHAOS_RESULT
 from tests.chaos.scenario import QUEUES, Case, case_timeout, run_case
 
 IN_FLIGHT_BOUND = 32 * QUEUES  # a consumer's pull batch (ConsumerSettings.pull_batch_size) on every queue
@@ -37,9 +39,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_chaos_case(cluster, graymq_process, case):
+def test_chaos_case(cluster, graymq_process, record_property, case):
     result = run_case(cluster, graymq_process, case)
-    RESULTS.append(result)
+    record_property(CHAOS_RESULT, asdict(result))
     assert result.acked > 0 and result.consumed > 0, result
     assert not [n for n in result.notes if n.startswith("not everything")], result
     # Only what the fault destroyed (nothing, for a crash or a stall) is lost, each one reported.

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_readme_commands import ROOT, bash_block, code_block, require_readme_ports_free, run_block
+from tests.docs.test_readme_commands import (
+    README_GROUP,
+    ROOT,
+    bash_block,
+    code_block,
+    require_readme_ports_free,
+    run_block,
+)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, README_GROUP]
 
 HEADING = "## Stock RocketMQ clients"
 

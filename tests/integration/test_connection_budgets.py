@@ -151,6 +151,7 @@ def test_partial_frames_of_closed_connections_give_their_memory_back_round_after
         peak = max(peak, _rss_mib(broker))
         for sock in socks:
             sock.close()
-        wait_for(lambda: _rss_mib(broker) <= base + 24, 10,
+        # a deadline for a loaded machine (make test runs several workers); a leak keeps the RSS up however long
+        wait_for(lambda: _rss_mib(broker) <= base + 24, 30,
                  f"round {round_no}: the RSS back within 24 MiB of {base:.0f} MiB (now {_rss_mib(broker):.0f})")
     assert peak <= base + budget * 1.5 + 16, f"RSS peaked at {peak:.0f} MiB from {base:.0f} (budget {budget} MiB)"

@@ -18,6 +18,8 @@ RUN apt-get update -qq \
 RUN python -m venv /opt/graymq
 COPY pyproject.toml setup.py README.md ./
 COPY protocol ./protocol
+COPY core ./core
+COPY nameserver_api ./nameserver_api
 COPY broker_ext ./broker_ext
 COPY nameserver ./nameserver
 COPY client ./client
@@ -25,6 +27,7 @@ COPY gray_controller ./gray_controller
 COPY runbooks ./runbooks
 COPY migrations ./migrations
 COPY bench ./bench
+COPY devkit ./devkit
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/graymq/bin/pip install "$(ls /wheels/graymq-*.whl)[server,fast]" \
  && /opt/graymq/bin/python -c "from graymq.protocol import native; assert native.SPEEDUPS, native.REASON" \

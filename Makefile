@@ -88,7 +88,7 @@ node-sdk: $(TEST_STAMP) system-deps
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy protocol broker_ext client nameserver gray_controller runbooks
+	$(BIN)/mypy protocol core nameserver_api broker_ext client nameserver gray_controller runbooks migrations
 
 proto: $(TEST_STAMP)
 	$(BIN)/python -m graymq.protocol.codegen

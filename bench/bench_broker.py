@@ -28,8 +28,8 @@ from graymq.bench.common import (
     timed_produce,
 )
 from graymq.bench.graymq_servers import Broker, create_topic_on_broker
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.record import iter_records
 
 TOPIC = "BenchRaw"

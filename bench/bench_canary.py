@@ -26,8 +26,8 @@ from graymq.bench.bench_gray import Received, _setup
 from graymq.bench.common import Figures, paced, payload, wait_until
 from graymq.bench.graymq_servers import NameServer
 from graymq.client import ConsumeStatus, Message, Producer, PushConsumer
+from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
 from graymq.protocol.errors import GrayMQError
-from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
 from graymq.runbooks.progress import Progress
 from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
 

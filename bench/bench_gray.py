@@ -30,7 +30,7 @@ from typing import Any
 from graymq.bench.common import BATCH, Figures, paced, payload, quiet_logs, wait_until
 from graymq.bench.graymq_servers import Broker, NameServer, create_topic
 from graymq.client import Message, Producer, PushConsumer
-from graymq.protocol.gray import gray_queue_ids
+from graymq.core.queue_layout import gray_queue_ids
 from graymq.runbooks.cutover import CutoverRunner
 from graymq.runbooks.progress import Progress
 

@@ -36,7 +36,7 @@ Holdings = dict[str, tuple[bool, list[int]]]  # client id -> (gray, queue ids he
 
 def group_converged(holdings: Holdings, queue_nums: int, gray_nums: int) -> bool:
     """Every queue held by exactly one consumer of its side; the totals of each side differ by at most one."""
-    from graymq.protocol.gray import gray_queue_ids
+    from graymq.core.queue_layout import gray_queue_ids
 
     gray_ids = set(gray_queue_ids(queue_nums, gray_nums))
     holders: set[int] = set()

@@ -19,7 +19,7 @@ import httpx
 
 from graymq.devkit.postgres import PostgresServer
 from graymq.devkit.processes import GraymqProcess
-from graymq.nameserver.schema import upgrade
+from graymq.migrations.schema import upgrade
 
 GROUP = "bench_group"
 TOKEN = "bench-secret"

@@ -28,8 +28,8 @@ from typing import Any
 from graymq.bench.common import cpu_seconds, payload, quiet_logs
 from graymq.bench.graymq_servers import Broker, create_topic_on_broker
 from graymq.broker_ext.profiling import ENV
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 
 TOPIC = "BenchProfile"
 GROUP = "bench_profile"

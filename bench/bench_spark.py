@@ -32,7 +32,7 @@ from pathlib import Path
 
 from graymq.bench.common import Figures
 from graymq.client import Message, Producer
-from graymq.client.nameserver_client import NameServerClient
+from graymq.nameserver_api.client import NameServerClient
 
 TOPIC = "BenchSpark"
 SINK_TOPIC = "BenchSparkSink"

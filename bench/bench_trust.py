@@ -29,8 +29,8 @@ from pathlib import Path
 from graymq.bench.bench_broker import QUEUES, TOPIC, measure
 from graymq.bench.common import Figures
 from graymq.bench.graymq_servers import Broker, NameServer
-from graymq.client.broker_client import BrokerClient
 from graymq.devkit.certs import TlsFiles, make_tls_files
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.tls import client_context
 
 CONFIGS = ("dev", "auth", "auth+tls")

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Self
 
 from graymq.bench.common import Server, graymq_command
-from graymq.client.broker_client import BrokerClient
-from graymq.client.nameserver_client import NameServerClient
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 
 READY = "graymq-ready "
@@ -53,7 +53,8 @@ class Broker(Server):
         if tls:
             args += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
         env = {**ENV, "GRAYMQ_DEV_MODE": "true" if dev else "false", "GRAYMQ_BROKER_TOKEN": broker_token}
-        command = [sys.executable, "-m", "graymq.bench.uvloop_cli", *args] if uvloop else graymq_command(*args)
+        on_uvloop = [sys.executable, "-m", "graymq.gray_controller.cli.uvloop", *args]
+        command = on_uvloop if uvloop else graymq_command(*args)
         super().__init__(f"broker-{name}", command, log_dir, env=env, ready_prefix=READY)
         self.address = self.grpc_address = ""
 

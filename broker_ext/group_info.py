@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field
 
 from graymq.broker_ext.topic_config import TopicConfig
+from graymq.core.queue_layout import weighted_queue_ids
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.constants import parse_sub_expression
-from graymq.protocol.gray import weighted_queue_ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ import httpx
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.topic_config import TopicConfig
-from graymq.client.nameserver_client import http_error_text
+from graymq.nameserver_api.client import http_error_text
 from graymq.protocol.constants import SCHEDULE_TOPIC
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.retry import ThrottledLog

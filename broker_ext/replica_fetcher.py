@@ -15,9 +15,9 @@ from graymq.broker_ext.replica_role import ReplicaRole
 from graymq.broker_ext.replica_state import ReplicaState
 from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.replica_log import Chunk, ReplicationError, apply_chunk
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.tls import broker_tls

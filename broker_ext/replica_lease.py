@@ -29,7 +29,7 @@ import httpx
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.replica_health import ReplicaHealth
 from graymq.broker_ext.store.replica_log import move_aside
-from graymq.client.nameserver_client import http_error_text
+from graymq.nameserver_api.client import http_error_text
 from graymq.protocol.supervisor import Supervisor
 from graymq.protocol.tls import https_verify
 

@@ -25,6 +25,7 @@ from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.store.background import BlockingWork
 from graymq.broker_ext.topic_config import TopicConfigManager
+from graymq.core.queue_layout import normal_queue_ids
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import (
@@ -41,7 +42,6 @@ from graymq.protocol.constants import (
     retry_topic,
 )
 from graymq.protocol.errors import MessageNotFoundError
-from graymq.protocol.gray import normal_queue_ids
 from graymq.protocol.record import MessageExt, decode_record
 from graymq.protocol.remoting import response_envelope
 from graymq.protocol.supervisor import Supervisor

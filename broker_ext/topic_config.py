@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
+from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import (
     BadRequestError,
@@ -15,7 +16,6 @@ from graymq.protocol.errors import (
     QueueNotExistError,
     TopicNotExistError,
 )
-from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.names import check_topic_name
 
 PERM_READ = pb.PERM_READ

@@ -1,11 +1,5 @@
 """graymq client library: producers, consumers and the gray allocation strategy."""
 
-from graymq.client.allocate import (
-    AllocateMessageQueueAveragely,
-    AllocateMessageQueueAveragelyByCircle,
-    AllocateMessageQueueGray,
-    ConsumerView,
-)
 from graymq.client.blocking_producer import BlockingProducer
 from graymq.client.config import ClientConfig
 from graymq.client.consumer.pull_consumer import PullConsumer
@@ -21,7 +15,13 @@ from graymq.client.message import (
 )
 from graymq.client.producer import Producer
 from graymq.client.producer_settings import ProducerSettings
-from graymq.client.selector import GrayQueueSelector
+from graymq.core.allocate import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueGray,
+    ConsumerView,
+)
+from graymq.core.selector import GrayQueueSelector
 
 __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "AllocateMessageQueueGray",

@@ -10,11 +10,11 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
 from graymq.client.route_cache import Routes
+from graymq.core.queue_layout import gray_queue_ids
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
-from graymq.protocol.gray import gray_queue_ids
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import time
 
 from google.protobuf.message import Message as PbMessage
 
-from graymq.client.broker_client import split_address
 from graymq.client.send_wire import SendReply, send_reply
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import split_address
 from graymq.protocol.errors import (
     ConfigError,
     ConnectFailedError,

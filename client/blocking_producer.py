@@ -1,7 +1,7 @@
 """BlockingProducer: the producer for synchronous code (Django, Flask, scripts, Celery tasks), on plain sockets.
 
 A send runs in the caller's thread from start to end: the queue chosen as the async ``Producer`` chooses it
-(client/selector.py, the gray side of client/gray_side.py), the request written to a socket of the caller's own
+(core/selector.py, the gray side of core/gray_side.py), the request written to a socket of the caller's own
 (client/blocking_brokers.py) and its answer read there, retried as ``Producer`` retries (client/send_retry.py:
 the same producer id and sequence numbers, so a retry after a timeout is stored once). No event loop and no
 thread hop on the send path; one producer may be shared by many threads.
@@ -28,20 +28,20 @@ from graymq.client.blocking_brokers import BlockingBrokers
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
 from graymq.client.loop_thread import LoopThread
-from graymq.client.membership import Membership
 from graymq.client.message import Message, MessageQueue, SendResult, SendStatus
-from graymq.client.nameserver_client import NameServerClient
 from graymq.client.producer import TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
 from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
-from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
-from graymq.client.selector import MemoSelector
 from graymq.client.send_fields import message_fields, message_wire
 from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.send_window import BlockingSendWindow, QueueKey, queue_key, select_with_room
 from graymq.client.send_wire import WireSend
+from graymq.core.route import TopicRoute
+from graymq.core.selector import MemoSelector
+from graymq.nameserver_api.client import NameServerClient
+from graymq.nameserver_api.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
 from graymq.protocol.retry import Backoff

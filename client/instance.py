@@ -11,10 +11,10 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
-from graymq.client.broker_client import BrokerClient
 from graymq.client.config import ClientConfig
-from graymq.client.nameserver_client import NameServerClient
 from graymq.client.route_cache import SharedRouteCache, SharedRoutes
+from graymq.nameserver_api.client import NameServerClient
+from graymq.protocol.broker_client import BrokerClient
 
 GroupChanged = Callable[[str], None]
 # id(config) -> its live instance. Weak: a client dropped without stop() leaves no instance behind; while the instance

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from graymq.core.message_queue import MessageQueue
 from graymq.protocol.record import MessageExt
 
 __all__ = ["Message", "MessageExt", "MessageQueue", "SendResult", "SendStatus", "PullResult", "PullStatus",
@@ -24,16 +25,6 @@ class Message:
     gray: bool | None = None
     trace_id: str = ""
     sharding_key: str | None = None  # ordered messages: same key -> same queue inside the gray/normal set
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class MessageQueue:
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"{self.broker_name}:{self.topic}:{self.queue_id}"
 
 
 class SendStatus(enum.Enum):

@@ -8,7 +8,7 @@ A message's gray mark (``Message(gray=True)``, or that of the message being hand
 release decides, not an override: the name server's ``gray_marks`` says whether this producer may honour
 marks (switch on, no promote/rollback of its producer group running, no explicit normal flag, a right naming
 the producer group). Once a promote or rollback has told a producer to be normal, nothing it sends lands in
-the gray queues. The rule per source and group state is the table in ``client/gray_side.py`` and the README's
+the gray queues. The rule per source and group state is the table in ``core/gray_side.py`` and the README's
 cutover runbook; a ``SendResult``'s ``gray`` is the side the message really took.
 
 Auto batching (on by default, ``auto_batch=False`` turns it off; client/accumulator.py): ``send()`` calls made
@@ -42,17 +42,17 @@ from graymq.client.accumulator import MessageAccumulator
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
 from graymq.client.instance import ClientInstance
-from graymq.client.membership import Membership
 from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
-from graymq.client.route import TopicRoute
-from graymq.client.selector import GrayQueueSelector, MemoSelector
 from graymq.client.send_fields import message_fields
 from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.send_window import QueueKey, SendWindow, queue_key, select_with_room
 from graymq.client.tracing import send_span, tracer
+from graymq.core.route import TopicRoute
+from graymq.core.selector import GrayQueueSelector, MemoSelector
+from graymq.nameserver_api.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
 from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, ServiceNotAvailableError

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from graymq.client.gray_side import send_side
-from graymq.client.membership import new_client_id
 from graymq.client.message import Message, MessageExt
+from graymq.core.gray_side import send_side
+from graymq.nameserver_api.membership import new_client_id
 
 log = logging.getLogger(__name__)
 

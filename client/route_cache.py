@@ -14,7 +14,7 @@ import random
 import time
 from typing import Protocol
 
-from graymq.client.route import TopicRoute
+from graymq.core.route import TopicRoute
 from graymq.protocol.errors import GrayMQError, NameServerError
 
 log = logging.getLogger(__name__)

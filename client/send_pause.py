@@ -8,9 +8,9 @@ import logging
 from typing import Protocol
 
 from graymq.client.message import MessageQueue
-from graymq.client.route import TopicRoute
-from graymq.client.selector import GrayQueueSelector
 from graymq.client.send_retry import RetryState, Step
+from graymq.core.route import TopicRoute
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import time
 from collections import deque
 
 from graymq.client.message import MessageQueue
-from graymq.client.route import TopicRoute
-from graymq.client.selector import GrayQueueSelector
+from graymq.core.route import TopicRoute
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol.constants import SEQUENCES_KEPT
 from graymq.protocol.errors import RequestTimeoutError
 

@@ -20,9 +20,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
-from graymq.client.nameserver_client import NameServerClient
 from graymq.gray_controller.cli.common import READY_PREFIX, table
 from graymq.gray_controller.cli.text import format_timings
+from graymq.nameserver_api.client import NameServerClient
 from graymq.runbooks.cutover import CutoverRunner
 from graymq.runbooks.group_state import GroupInspector
 

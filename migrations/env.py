@@ -1,6 +1,6 @@
 """Alembic environment: the name server's models are the target metadata.
 
-Called through ``graymq.nameserver.schema`` (``graymq nameserver migrate``), it runs on the connection
+Called through ``graymq.migrations.schema`` (``graymq nameserver migrate``), it runs on the connection
 given in ``config.attributes["connection"]``; run by hand (``alembic -c migrations/alembic.ini``)
 it connects to ``GRAYMQ_DB_URL``.
 """

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Self
 from fastapi import Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
+from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol.acl import PATTERN_RULE, check_broker_right, check_consume_right, check_pattern
-from graymq.protocol.gray import gray_queue_ids
 from graymq.protocol.membership import ClientStateName, OrphanPolicy, Role
 from graymq.protocol.names import (
     CLIENT_ID_RULE,

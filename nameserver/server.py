@@ -10,12 +10,9 @@ import socket
 from collections.abc import Callable
 
 import uvicorn
-from alembic.util import CommandError
 from fastapi import FastAPI
 
 from graymq.nameserver.app import create_app
-from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
-from graymq.nameserver.schema import schema_status, upgrade
 from graymq.nameserver.settings import InsecureConfigError, NameServerSettings
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.tls import server_context
@@ -31,29 +28,6 @@ class StartupFailed(Exception):
     """The database or the listening address could not be used at start-up."""
 
 
-def prepare_database(settings: NameServerSettings) -> None:
-    """Make sure the schema is current: migrate when allowed, refuse otherwise."""
-    engine = create_db_engine(settings.db_url)
-    try:
-        status = schema_status(engine)
-        if status.up_to_date:
-            return
-        if not settings.auto_migrate:
-            raise StartupRefused(
-                f"{status.describe()}: run `graymq nameserver migrate --db URL` first "
-                "(or start with --migrate / GRAYMQ_AUTO_MIGRATE=true)"
-            )
-        log.info("%s: migrating", status.describe())
-        upgrade(settings.db_url)
-    except CommandError as exc:  # e.g. a schema newer than this version knows
-        raise StartupRefused(f"cannot migrate the database: {exc}") from exc
-    except DB_UNAVAILABLE_ERRORS as exc:
-        shown = engine.url.render_as_string(hide_password=True)
-        raise StartupFailed(f"cannot reach the database {shown}: {describe_db_error(exc)}") from exc
-    finally:
-        engine.dispose()
-
-
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening-ready TCP socket on ``host:port`` (port 0: a free port chosen by the kernel)."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -67,7 +41,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _prepared_app(settings: NameServerSettings) -> FastAPI:
+def _prepared_app(settings: NameServerSettings, prepare_database: Callable[[NameServerSettings], None]) -> FastAPI:
     try:
         app = create_app(settings)
     except InsecureConfigError as exc:
@@ -101,8 +75,10 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) -> None:
-    """Serve until SIGTERM/SIGINT; ``on_ready(host, port)`` runs once the socket accepts requests.
+def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None],
+          prepare_database: Callable[[NameServerSettings], None]) -> None:
+    """Serve until SIGTERM/SIGINT; ``on_ready(host, port)`` runs once the socket accepts requests;
+    ``prepare_database`` (``graymq.migrations.schema.prepare_database``) makes the schema current first.
 
     Serves HTTPS when ``settings.tls_cert`` and ``tls_key`` are set. Raises ``StartupRefused`` (unsafe token
     setup, a certificate or key that does not load, stale schema) or ``StartupFailed`` (database unreachable,
@@ -122,7 +98,7 @@ def serve(settings: NameServerSettings, on_ready: Callable[[str, int], None]) ->
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
         ) from exc
     try:
-        app = _prepared_app(settings)
+        app = _prepared_app(settings, prepare_database)
     except BaseException:
         sock.close()
         raise

@@ -18,7 +18,7 @@ ORPHAN_POLICIES: tuple[str, ...] = get_args(OrphanPolicy)
 
 
 class ClientState(StrEnum):
-    """A client's gray state; ``graymq.client.gray_state`` holds the transitions."""
+    """A client's gray state; ``graymq.core.gray_state`` holds the transitions."""
 
     NORMAL = "NORMAL"
     GRAY = "GRAY"

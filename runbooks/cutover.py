@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
-from graymq.client.nameserver_client import ConflictError, NameServerClient, NotFoundError
+from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus

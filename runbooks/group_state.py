@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.backlog import Backlogs, QueueBacklog, UnavailableBroker, read_backlogs
-from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
-from graymq.client.nameserver_client import NameServerClient, NotFoundError
-from graymq.client.route import TopicRoute
 from graymq.client.route_cache import RouteCache
+from graymq.core.route import TopicRoute
+from graymq.nameserver_api.client import NameServerClient, NotFoundError
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.health import SIDES, add_up
 from graymq.protocol.membership import ClientState

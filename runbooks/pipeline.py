@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graymq.client.nameserver_client import ConflictError, NameServerClient, NotFoundError
+from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.names import check_group_name
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState

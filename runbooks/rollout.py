@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
-from graymq.client.nameserver_client import NameServerClient
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.health import failure_rate, since
 from graymq.protocol.membership import ClientState

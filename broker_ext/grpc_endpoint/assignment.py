@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.route import RouteService
 from graymq.broker_ext.grpc_endpoint.status import OK
-from graymq.client.allocate import AllocateMessageQueueGray
-from graymq.client.consumer.runtime import GroupGray
-from graymq.client.message import MessageQueue
-from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
+from graymq.core.allocate import AllocateMessageQueueGray
+from graymq.core.group_gray import GroupGray
+from graymq.core.message_queue import MessageQueue
+from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
 from graymq.protocol.membership import OrphanPolicy
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s

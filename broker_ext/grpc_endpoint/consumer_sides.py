@@ -33,9 +33,9 @@ from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, Re
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
-from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
-from graymq.client.consumer.runtime import GroupGray
-from graymq.client.membership import Membership
+from graymq.core.gray_flip import FlipAction, GrayFlip
+from graymq.core.group_gray import GroupGray
+from graymq.nameserver_api.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import RETRY_GROUP_TOPIC_PREFIX

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from typing import Any
 
-from graymq.client.membership import WATCH_RETRY_S, WATCH_S, Membership
-from graymq.client.nameserver_client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
+from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
+from graymq.nameserver_api.membership import WATCH_RETRY_S, WATCH_S, Membership
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
 

@@ -27,8 +27,8 @@ from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.client.gray_side import send_side
-from graymq.client.membership import Membership
+from graymq.core.gray_side import send_side
+from graymq.nameserver_api.membership import Membership
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 

@@ -18,7 +18,7 @@ from typing import Generic, Protocol, TypeVar
 
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budgets
 from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
-from graymq.client.nameserver_client import NameServerClient
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)

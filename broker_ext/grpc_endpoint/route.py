@@ -24,7 +24,7 @@ from typing import Any
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic
 from graymq.broker_ext.topic_config import PERM_READ, PERM_WRITE, TopicConfig
-from graymq.client.nameserver_client import NameServerClient, NotFoundError
+from graymq.nameserver_api.client import NameServerClient, NotFoundError
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s

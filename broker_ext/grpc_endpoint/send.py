@@ -27,8 +27,8 @@ from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
 from graymq.broker_ext.topic_config import TopicConfig
-from graymq.client.route import BrokerData, TopicRoute
-from graymq.client.selector import GrayQueueSelector
+from graymq.core.route import BrokerData, TopicRoute
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.remoting import parse_body, parse_envelope

@@ -8,7 +8,7 @@ import logging
 import time
 
 from graymq.client.consumer.runtime import ConsumerRuntime
-from graymq.client.route import TopicRoute
+from graymq.core.route import TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import GrayMQError
 

@@ -15,10 +15,11 @@ from typing import Any
 from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.fetcher import Fetcher
-from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
 from graymq.client.consumer.rebalancer import Rebalancer
-from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
-from graymq.client.membership import Membership
+from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.core.gray_flip import FlipAction, GrayFlip
+from graymq.core.group_gray import GroupGray
+from graymq.nameserver_api.membership import Membership
 from graymq.protocol.errors import DrainTimeoutError
 from graymq.protocol.membership import OrphanPolicy
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 
 

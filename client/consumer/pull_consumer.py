@@ -15,9 +15,9 @@ from typing import Any
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.instance import ClientInstance
-from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue, PullResult, PullStatus
-from graymq.client.route import TopicRoute
+from graymq.core.route import TopicRoute
+from graymq.nameserver_api.membership import Membership, new_client_id
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.membership import ClientState, Role

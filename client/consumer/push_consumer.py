@@ -19,24 +19,25 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from graymq.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from graymq.client.config import client_config
 from graymq.client.consumer.assignment import Assignment
 from graymq.client.consumer.broker_heartbeats import CONSUME_FROM, BrokerHeartbeats
 from graymq.client.consumer.consume_service import Listener, ListenerRunner
 from graymq.client.consumer.fetcher import Fetcher
 from graymq.client.consumer.flip_runner import FlipRunner
-from graymq.client.consumer.gray_flip import GrayFlip
 from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.rebalancer import Rebalancer
-from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
+from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.consumer.settings import ConsumeOptions, ConsumerSettings, apply_keywords
 from graymq.client.consumer.start_offset import StartOffsets
 from graymq.client.instance import ClientInstance
-from graymq.client.membership import Membership, new_client_id
 from graymq.client.message import MessageQueue
+from graymq.core.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from graymq.core.gray_flip import GrayFlip
+from graymq.core.group_gray import GroupGray
+from graymq.nameserver_api.membership import Membership, new_client_id
 from graymq.protocol.constants import retry_topic
 from graymq.protocol.errors import BadRequestError, GrayMQError
 from graymq.protocol.membership import ClientState, OrphanPolicy

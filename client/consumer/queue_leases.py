@@ -12,8 +12,8 @@ import asyncio
 import logging
 from collections import defaultdict
 
-from graymq.client.broker_client import BrokerClient
 from graymq.client.message import MessageQueue
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable, Hashable
 
-from graymq.client.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView
 from graymq.client.consumer.assignment import Assignment, Wanted
 from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.fetcher import ROUTE_SUSPECT, Fetcher
@@ -25,7 +24,8 @@ from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.consumer.start_offset import QueueToStart, StartOffsets
 from graymq.client.message import MessageQueue
-from graymq.client.route import TopicRoute
+from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView
+from graymq.core.route import TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import wait_event
 from graymq.protocol.errors import GrayMQError

@@ -8,26 +8,16 @@ import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from graymq.client.broker_client import BrokerClient
-from graymq.client.consumer.gray_flip import GrayFlip
 from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.route_cache import SharedRouteCache
+from graymq.core.gray_flip import GrayFlip
+from graymq.core.group_gray import GroupGray
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
-from graymq.protocol.membership import OrphanPolicy
 from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class GroupGray:
-    """The group's gray settings, as the name server last answered."""
-
-    switch: bool = True
-    weight: int = 0  # percent of the normal queues the group's gray side consumes
-    orphan_policy: OrphanPolicy = "hold"
-    retired: bool = False  # the group's gray side is rolled back
 
 
 @dataclass

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from graymq.client.broker_client import BrokerClient
 from graymq.client.consumer.offset_store import OffsetStore
 from graymq.client.message import MessageQueue
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.constants import retry_topic
 from graymq.protocol.errors import GrayMQError
 

@@ -39,12 +39,12 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from graymq.client.gray_state import GrayState, Step
 from graymq.client.spark.job_producer import JobProducer
 from graymq.client.spark.member import SparkMember
 from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
 from graymq.client.spark.source import GraymqDataSource, register
 from graymq.client.sync import SyncFacade
+from graymq.core.gray_state import GrayState, Step
 from graymq.protocol.errors import DrainTimeoutError, GrayMQError
 from graymq.protocol.membership import ClientState
 

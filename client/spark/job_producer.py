@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from graymq.client.gray_side import send_side
 from graymq.client.producer import Producer
+from graymq.core.gray_side import send_side
 
 
 class JobProducer(Producer):

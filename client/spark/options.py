@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from graymq.client.nameserver_client import parse_urls
+from graymq.nameserver_api.client import parse_urls
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.names import check_topic_name
 

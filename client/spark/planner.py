@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable
 
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.message import MessageQueue
-from graymq.client.nameserver_client import NotFoundError
-from graymq.client.route import TopicRoute
 from graymq.client.spark.offsets import QueueOffsets
 from graymq.client.spark.options import SourceOptions
+from graymq.core.route import TopicRoute
+from graymq.nameserver_api.client import NotFoundError
 from graymq.protocol.errors import GrayMQError, NameServerError
 
 log = logging.getLogger(__name__)

@@ -24,12 +24,12 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from graymq.client.membership import new_client_id
 from graymq.client.message import Message, MessageQueue
 from graymq.client.producer import Producer
 from graymq.client.spark.sink_options import SinkOptions
 from graymq.client.spark.sink_schema import SinkColumns
 from graymq.client.sync import SyncFacade
+from graymq.nameserver_api.membership import new_client_id
 from graymq.protocol.errors import GrayMQError
 
 SEQUENCE_BITS = 24  # requests per task and queue below 16 M; the batch id above

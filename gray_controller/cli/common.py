@@ -10,9 +10,12 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from graymq.protocol.operations import MAX_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from graymq.nameserver_api.client import NameServerClient
 
 T = TypeVar("T")
 
@@ -195,19 +198,27 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+def admin_nameserver_client(nameserver: str | None) -> NameServerClient:
+    """The ops commands' name-server client: ``nameserver`` or ``GRAYMQ_NAMESERVER``; they read with the admin
+    token too (``GRAYMQ_ADMIN_TOKEN``, else ``GRAYMQ_TOKEN``). The CLI is where these variables are read."""
+    from graymq.client.config import ClientConfig
+    from graymq.nameserver_api.client import NameServerClient
+
+    config = ClientConfig.from_env(nameserver)
+    admin_token = os.environ.get("GRAYMQ_ADMIN_TOKEN")
+    return NameServerClient(config.nameserver, token=admin_token or config.token, admin_token=admin_token)
+
+
 def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]) -> int:
     """Check the names in ``args``, then run ``command(nameserver_client, args)`` on a fresh event loop; the
     client is closed after."""
     import asyncio
 
-    from graymq.client.nameserver_client import NameServerClient
-
     check_name_args(args)
     setup_logging(default="WARNING")
 
     async def main() -> int:
-        # admin commands read with the admin token too (GRAYMQ_TOKEN when none is set)
-        ns = NameServerClient(args.nameserver, token=os.environ.get("GRAYMQ_ADMIN_TOKEN") or None)
+        ns = admin_nameserver_client(args.nameserver)
         try:
             return await command(ns, args)
         finally:

@@ -94,10 +94,12 @@ def _error(message: str) -> int:
 async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: asyncio.Future[Any]) -> str | None:
     """Why consuming cannot start (None: it can): a name server that does not answer, a missing topic (waited for
     with ``--wait-for-topic``, until ``stopping``), a token that may not read the topic."""
-    from graymq.client.nameserver_client import NameServerClient
+    from graymq.client.config import ClientConfig
+    from graymq.nameserver_api.client import NameServerClient
     from graymq.protocol.errors import NameServerError, TopicNotExistError
 
-    nameserver = NameServerClient(args.nameserver)
+    config = ClientConfig.from_env(args.nameserver)
+    nameserver = NameServerClient(config.nameserver, token=config.token)
     waiting: set[str] = set()
     try:
         for topic in topics:

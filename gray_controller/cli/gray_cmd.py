@@ -22,7 +22,7 @@ from graymq.protocol.errors import ConfigError
 from graymq.protocol.operations import CutoverKind, CutoverState
 
 if TYPE_CHECKING:
-    from graymq.client.nameserver_records import CutoverRecord
+    from graymq.nameserver_api.records import CutoverRecord
 
 
 def register(subparsers: Any) -> None:
@@ -208,7 +208,7 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
 
 async def _interrupted_text(ns: Any, args: argparse.Namespace) -> str:
     """What an interrupted promote or rollback left behind: its operation stays RUNNING in the name server."""
-    from graymq.client.nameserver_client import NotFoundError
+    from graymq.nameserver_api.client import NotFoundError
     from graymq.protocol.errors import GrayMQError
 
     try:
@@ -278,7 +278,7 @@ async def _weight(ns: Any, args: argparse.Namespace) -> int:
 
 async def _require_group(ns: Any, group: str) -> None:
     """Refuse, in one line, a group the name server does not know (reads never create one)."""
-    from graymq.client.nameserver_client import NotFoundError
+    from graymq.nameserver_api.client import NotFoundError
     from graymq.protocol.errors import GrayMQError
 
     try:
@@ -296,7 +296,7 @@ async def _orphan(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _history(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.client.nameserver_client import NotFoundError
+    from graymq.nameserver_api.client import NotFoundError
     from graymq.protocol.errors import GrayMQError
 
     try:

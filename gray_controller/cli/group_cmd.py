@@ -62,8 +62,8 @@ async def _update(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _delete(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.client.nameserver_client import ConflictError, NotFoundError
     from graymq.gray_controller.cli.text import in_use_text
+    from graymq.nameserver_api.client import ConflictError, NotFoundError
 
     try:
         await ns.delete_group(args.group, args.reason)

@@ -89,6 +89,7 @@ def _settings_error(exc: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from graymq.migrations.schema import prepare_database
     from graymq.nameserver.server import StartupFailed, StartupRefused, serve
     from graymq.nameserver.settings import NameServerSettings
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(READY_PREFIX + json.dumps(info), flush=True)
 
     try:
-        serve(settings, announce)
+        serve(settings, announce, prepare_database)
     except StartupRefused as exc:
         return _fail(str(exc), EXIT_CONFIG)
     except StartupFailed as exc:
@@ -128,8 +129,8 @@ def run_migrate(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from sqlalchemy.engine import make_url
 
+    from graymq.migrations.schema import upgrade
     from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
-    from graymq.nameserver.schema import upgrade
     from graymq.nameserver.settings import DatabaseSettings
 
     try:

@@ -79,7 +79,7 @@ def _print_token(answer: dict[str, Any], as_json: bool, what: str) -> None:
 
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.client.nameserver_client import ConflictError, NotFoundError
+    from graymq.nameserver_api.client import ConflictError, NotFoundError
 
     command = args.principal_command
     try:

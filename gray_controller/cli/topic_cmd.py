@@ -68,8 +68,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
 
 async def _create(ns: Any, args: argparse.Namespace) -> int:
     """Exit 0 once every live broker serves the topic, 1 when some did not within ``--wait``."""
-    from graymq.client.nameserver_client import ConflictError
-    from graymq.protocol.gray import gray_queue_ids
+    from graymq.core.queue_layout import gray_queue_ids
+    from graymq.nameserver_api.client import ConflictError
 
     if args.queues < 1:
         raise ConfigError("--queues must be >= 1")
@@ -103,7 +103,7 @@ async def _create(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _delete(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.client.nameserver_client import ConflictError, NotFoundError
+    from graymq.nameserver_api.client import ConflictError, NotFoundError
 
     try:
         await ns.delete_topic(args.topic, args.reason)
@@ -116,9 +116,9 @@ async def _delete(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _route(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.client.nameserver_client import NotFoundError
+    from graymq.core.queue_layout import gray_queue_ids
+    from graymq.nameserver_api.client import NotFoundError
     from graymq.protocol.errors import TopicNotExistError
-    from graymq.protocol.gray import gray_queue_ids
 
     try:
         raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")

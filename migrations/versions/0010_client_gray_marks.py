@@ -1,4 +1,4 @@
-"""Clients: ``gray_marks``, whether a producer reports it honours messages' gray marks (see client/gray_side.py).
+"""Clients: ``gray_marks``, whether a producer reports it honours messages' gray marks (see core/gray_side.py).
 
 Added in place (nullable, no default needed: rows written before it read as "not reported").
 

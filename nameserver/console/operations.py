@@ -17,8 +17,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from graymq.client.nameserver_client import NameServerClient
 from graymq.nameserver.console.actions import Cutover, PromoteAction
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
 from graymq.runbooks.progress import Progress

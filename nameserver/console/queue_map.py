@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from graymq.core.queue_layout import gray_queue_ids
 from graymq.nameserver.schemas import ClientView, TopicRoute
-from graymq.protocol.gray import gray_queue_ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from graymq.client.broker_client import BrokerClient
 from graymq.nameserver.console.drain import DrainProgress, DrainWatch
 from graymq.nameserver.console.queue_map import QueueMap, QueueOffsets, build_queue_map, owners_by_queue
 from graymq.nameserver.errors import NotFound
@@ -27,6 +26,7 @@ from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.groups import GroupService
 from graymq.nameserver.services.registry import RegistryService
 from graymq.nameserver.settings import NameServerSettings
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 
 CONSUMING_ROLES = ("consumer", "spark")

@@ -17,10 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from graymq.client.nameserver_client import NameServerClient
 from graymq.nameserver.console.operations import LogStream
 from graymq.nameserver.errors import ApiError, Conflict
 from graymq.nameserver.schemas import Reason
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S, CutoverKind, CutoverMode
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport

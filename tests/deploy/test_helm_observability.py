@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from graymq.client.nameserver_client import NameServerClient
+from graymq.nameserver_api.client import NameServerClient
 from tests.deploy.test_helm_chart import CHART, KUBERNETES_VERSION, NAMESPACE, Release, kn, render, render_strict
 from tests.support.cluster import Cluster, module_processes
 from tests.support.metrics import Scrape, scrape

@@ -1,4 +1,4 @@
-"""Promote and rollback keep their promise with every source of gray under load (client/gray_side.py).
+"""Promote and rollback keep their promise with every source of gray under load (core/gray_side.py).
 
 Three producers send to the release's topic in producer group GID_ORDER: a normal one (v1), one that
 marks every message gray itself (``graymq produce --gray``) and a relay that sends while handling gray

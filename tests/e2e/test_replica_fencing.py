@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import NotLeaderError
 from tests.e2e.test_replication import LEASE_S, TOPIC, in_sync, rs_cluster, sent_ok, start_set  # noqa: F401
 from tests.support.broker import heartbeat

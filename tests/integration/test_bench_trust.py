@@ -13,7 +13,7 @@ import pytest
 
 from graymq.bench import bench_trust, runner
 from graymq.bench.bench_broker import produce
-from graymq.client.broker_client import BrokerClient
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import ConnectionClosedError, UnauthorizedError
 from graymq.protocol.tls import client_context
 

@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient, split_address
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient, split_address
 from graymq.protocol.errors import BadRequestError, ForbiddenError, OffsetIllegalError, UnauthorizedError
 from graymq.protocol.frame import encode_frame
 from graymq.protocol.remoting import request_envelope

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from graymq.client.broker_client import split_address
 from graymq.devkit.certs import make_tls_files
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import split_address
 from graymq.protocol.connection import Connection
 from graymq.protocol.frame import FrameDecoder, encode_frame
 from graymq.protocol.remoting import parse_body, parse_envelope, request_envelope

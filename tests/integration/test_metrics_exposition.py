@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
-from graymq.client.nameserver_client import NameServerClient
 from graymq.devkit.processes import GraymqProcess
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, pull_request, run, send
 from tests.support.cluster import Cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import ForbiddenError
 from tests.integration.test_broker_trust import as_principal, secure  # noqa: F401
 from tests.support.broker import heartbeat, pull_request

@@ -40,7 +40,7 @@ def start_replica(start: StartProcess, ns_url: str, replica: int, store: Path, t
 
 
 def sends(token: str, address: str, count: int) -> list[pb.SendResponse]:
-    from graymq.client.broker_client import BrokerClient
+    from graymq.protocol.broker_client import BrokerClient
 
     async def main() -> list[pb.SendResponse]:
         client = BrokerClient(token=token, tls=False)
@@ -53,7 +53,7 @@ def sends(token: str, address: str, count: int) -> list[pb.SendResponse]:
 
 
 def log_end(token: str, address: str) -> int:
-    from graymq.client.broker_client import BrokerClient
+    from graymq.protocol.broker_client import BrokerClient
 
     async def main() -> int:
         client = BrokerClient(token=token, tls=False)

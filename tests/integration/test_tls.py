@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graymq.client.broker_client import split_address
 from graymq.devkit.certs import TlsFiles, make_tls_files
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import split_address
 from graymq.protocol.connection import Connection
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.frame import encode_frame

@@ -7,11 +7,11 @@ import asyncio
 import pytest
 
 from graymq.client.message import MessageQueue
-from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.spark.offsets import cap_offsets, from_json, to_json
 from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
 from graymq.client.spark.planner import Planner, job_queues
 from graymq.client.spark.schema import ARROW_SCHEMA, to_record_batch
+from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol.errors import ConfigError, RequestTimeoutError
 from graymq.protocol.record import MessageExt, make_properties
 

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from graymq.client.nameserver_client import NameServerClient
 from graymq.devkit.processes import GraymqProcess
+from graymq.nameserver_api.client import NameServerClient
 
 FAST_ENV = {
     "GRAYMQ_BROKER_REGISTER_INTERVAL_S": "0.5",

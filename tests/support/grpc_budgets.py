@@ -16,9 +16,9 @@ from typing import Any
 
 import grpc
 
-from graymq.client.broker_client import split_address
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import split_address
 from graymq.protocol.connection import Connection
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s

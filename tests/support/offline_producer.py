@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from graymq.client.producer import Producer
-from graymq.client.route import TopicRoute
+from graymq.core.route import TopicRoute
 
 
 class FixedNameServer:

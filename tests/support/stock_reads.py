@@ -7,7 +7,7 @@ import time
 
 from graymq.client import MessageExt, PullConsumer
 from graymq.client.message import MessageQueue
-from graymq.protocol.gray import gray_queue_ids
+from graymq.core.queue_layout import gray_queue_ids
 
 
 async def _whole_queue(reader: PullConsumer, mq: MessageQueue) -> list[MessageExt]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graymq.protocol.gray import gray_queue_ids, is_gray_queue, normal_queue_ids
+from graymq.core.queue_layout import gray_queue_ids, is_gray_queue, normal_queue_ids
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from graymq.client.message import MessageQueue
-from graymq.client.nameserver_client import NameServerClient
-from graymq.client.route import BrokerData, TopicRoute
+from graymq.core.route import BrokerData, TopicRoute
 from graymq.gray_controller.cli import gray_cmd, main
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import TopicNotExistError
 from graymq.runbooks.group_state import GroupInspector, GroupStatus, WeightedQueue
 

@@ -15,7 +15,7 @@ from graymq.broker_ext.grpc_endpoint.budgets import Budget, BudgetLimits, Budget
 from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.client.nameserver_client import ForbiddenError, NotFoundError
+from graymq.nameserver_api.client import ForbiddenError, NotFoundError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
 pytestmark = pytest.mark.unit

@@ -18,9 +18,9 @@ from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.registrations import Registrations
 from graymq.broker_ext.principals import DEV_PRINCIPAL
 from graymq.broker_ext.topic_config import TopicConfig
-from graymq.client.consumer.runtime import GroupGray
+from graymq.core.group_gray import GroupGray
+from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.gray import gray_queue_ids
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import (
     BadRequestError,
     GrayIsolationError,

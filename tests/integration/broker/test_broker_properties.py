@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import BadRequestError
 from graymq.protocol.record import MessageExt, iter_records
 from tests.support.broker import create_topic, heartbeat, message, pull_request, run, send

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from graymq.client.broker_client import BrokerClient
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import TopicNotExistError
 from tests.support.broker import run, send
 from tests.support.cli import wait_for

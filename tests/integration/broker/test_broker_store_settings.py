@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from tests.support.broker import create_topic, run, send
 

@@ -11,8 +11,8 @@ import pytest
 
 from graymq.broker_ext.store import MessageStore, StoreConfig
 from graymq.broker_ext.store.lock import StoreLockedError
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, pull_request, run, send
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.record import iter_records
 from tests.support.broker import create_topic, message, pull_request, run, send

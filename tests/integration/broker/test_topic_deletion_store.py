@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from tests.support.broker import pull_request, run, send
 from tests.support.cli import wait_for
 

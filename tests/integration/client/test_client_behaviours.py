@@ -25,7 +25,7 @@ def setup(cluster, *brokers: str, **env: str) -> str:
 
 
 async def set_flag(ns_url: str, client_id: str, gray: bool) -> None:
-    from graymq.client.nameserver_client import NameServerClient
+    from graymq.nameserver_api.client import NameServerClient
 
     ns = NameServerClient(ns_url, admin_token="dev-token")
     try:

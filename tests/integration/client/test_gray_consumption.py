@@ -82,7 +82,7 @@ def test_gray_sends_and_consumption_stay_on_their_queues_and_flip_drains(cluster
 
 
 async def cluster_admin_set_flag(ns_url: str, client_id: str, gray: bool) -> None:
-    from graymq.client.nameserver_client import NameServerClient
+    from graymq.nameserver_api.client import NameServerClient
 
     ns = NameServerClient(ns_url, admin_token="dev-token")
     try:

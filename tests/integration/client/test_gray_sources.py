@@ -1,5 +1,5 @@
 """Each source of gray against each state of its producer group, on a real name server and broker: the side a send
-takes and reports (client/gray_side.py; README "Which side a send takes")."""
+takes and reports (core/gray_side.py; README "Which side a send takes")."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from graymq.client.broker_client import split_address
+from graymq.protocol.broker_client import split_address
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from graymq.client import MessageExt
-from graymq.protocol.gray import gray_queue_ids
+from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc

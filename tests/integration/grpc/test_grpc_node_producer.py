@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from graymq.protocol.gray import gray_queue_ids
+from graymq.core.queue_layout import gray_queue_ids
 from tests.support.cli import graymq
 from tests.support.cluster import Cluster
 from tests.support.node_sdk import node_sdk

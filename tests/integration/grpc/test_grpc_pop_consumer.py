@@ -19,8 +19,8 @@ import pytest
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS
 from graymq.broker_ext.queue_locks import POP_CONSUMERS
 from graymq.client import Message, Producer
-from graymq.client.broker_client import BrokerClient
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.record import MessageExt, iter_records
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s

@@ -22,8 +22,8 @@ import pytest
 
 from graymq.client import PullConsumer
 from graymq.client.message import MessageQueue
-from graymq.client.nameserver_client import NameServerClient
-from graymq.protocol.gray import gray_queue_ids
+from graymq.core.queue_layout import gray_queue_ids
+from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
 from graymq.protocol.rocketmq_v2 import service_pb2_grpc

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from nameserver_testkit import OPS, make_settings
 
+from graymq.migrations.schema import upgrade
 from graymq.nameserver.app import create_app
-from graymq.nameserver.schema import upgrade
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.client.nameserver_client import ConflictError, NameServerClient
-from graymq.client.nameserver_records import CutoverRecord
+from graymq.nameserver_api.client import ConflictError, NameServerClient
+from graymq.nameserver_api.records import CutoverRecord
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 
 pytestmark = pytest.mark.integration

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.client.nameserver_client import NameServerClient
-from graymq.client.nameserver_records import GroupDetail, GroupSettings, GroupSummary
+from graymq.nameserver_api.client import NameServerClient
+from graymq.nameserver_api.records import GroupDetail, GroupSettings, GroupSummary
 from graymq.protocol.operations import CutoverState
 
 pytestmark = pytest.mark.integration

@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 from nameserver_testkit import OPS, make_settings, wait_until
 from sqlalchemy import Engine, insert, select
 
+from graymq.migrations.schema import upgrade
 from graymq.nameserver.app import create_app
 from graymq.nameserver.db import create_db_engine
 from graymq.nameserver.models import Client, Group
-from graymq.nameserver.schema import upgrade
 
 pytestmark = pytest.mark.integration
 

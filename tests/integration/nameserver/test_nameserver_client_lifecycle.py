@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from nameserver_testkit import OPS, client_heartbeat, make_settings, wait_until
 
+from graymq.migrations.schema import upgrade
 from graymq.nameserver.app import create_app
-from graymq.nameserver.schema import upgrade
 
 pytestmark = pytest.mark.integration
 

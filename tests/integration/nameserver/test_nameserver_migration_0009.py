@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from graymq.migrations.schema import downgrade, upgrade
 from graymq.nameserver.db import create_db_engine
-from graymq.nameserver.schema import downgrade, upgrade
 
 pytestmark = pytest.mark.integration
 

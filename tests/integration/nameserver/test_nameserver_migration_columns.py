@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from graymq.migrations.schema import downgrade, upgrade
 from graymq.nameserver.db import create_db_engine
-from graymq.nameserver.schema import downgrade, upgrade
 
 pytestmark = pytest.mark.integration
 BACKENDS = ["sqlite", "postgres"]

@@ -13,9 +13,9 @@ from alembic.runtime.migration import MigrationContext
 from nameserver_testkit import wait_until
 from sqlalchemy import Engine, inspect
 
+from graymq.migrations.schema import MIGRATION_LOCK_KEY, downgrade, schema_status, upgrade
 from graymq.nameserver.db import create_db_engine
 from graymq.nameserver.models import Base
-from graymq.nameserver.schema import MIGRATION_LOCK_KEY, downgrade, schema_status, upgrade
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, make_settings, wait_until
 
 from graymq.devkit.processes import GraymqProcess
+from graymq.migrations.schema import upgrade
 from graymq.nameserver.app import create_app
 from graymq.nameserver.db import create_db_engine
-from graymq.nameserver.schema import upgrade
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 
 from graymq.client.backlog import BacklogUnavailable, read_backlogs
 from graymq.client.message import MessageQueue
-from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.route_cache import RouteCache
+from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import ConnectFailedError
 

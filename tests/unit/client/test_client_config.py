@@ -10,32 +10,29 @@ from pathlib import Path
 import pytest
 
 from graymq.client import Producer
-from graymq.client.broker_client import BrokerClient
 from graymq.client.config import ClientConfig
+from graymq.client.instance import ClientInstance
 from graymq.client.producer_settings import ProducerSettings
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import BadRequestError, ConfigError
 
 pytestmark = pytest.mark.unit
 
 CLIENT = Path(__file__).resolve().parents[3] / "client"
 ENV_READ = re.compile(r"os\.environ\.get|os\.environ\[|os\.getenv|environ\.get")
-# Readers still to move into ClientConfig, each visible as an expected failure until it does.
-PENDING = {"nameserver_client.py": "NameServerClient still falls back to GRAYMQ_NAMESERVER, GRAYMQ_TOKEN and "
-                                   "GRAYMQ_ADMIN_TOKEN itself (the CLI and tests construct it without a config)"}
+NAMESERVER_API = CLIENT.parent / "nameserver_api"
 
 
-def env_readers() -> set[str]:
-    return {str(path.relative_to(CLIENT)) for path in CLIENT.rglob("*.py") if ENV_READ.search(path.read_text())}
+def env_readers(package: Path) -> set[str]:
+    return {str(path.relative_to(package)) for path in package.rglob("*.py") if ENV_READ.search(path.read_text())}
 
 
 def test_from_env_is_the_only_reader_of_the_environment_in_client() -> None:
-    assert env_readers() - set(PENDING) == {"config.py"}
+    assert env_readers(CLIENT) == {"config.py"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=r)) for n, r in
-                                  PENDING.items()])
-def test_pending_env_reader_reads_through_client_config(name: str) -> None:
-    assert name not in env_readers()
+def test_the_nameserver_client_never_reads_the_environment() -> None:
+    assert env_readers(NAMESERVER_API) == set()
 
 
 def test_from_env_reads_the_variables_and_explicit_values_win(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,7 +45,9 @@ def test_from_env_reads_the_variables_and_explicit_values_win(monkeypatch: pytes
 
 def test_broker_connections_authenticate_with_the_token_of_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRAYMQ_TOKEN", " secret ")
-    assert BrokerClient().token == "secret" and BrokerClient(token="").token == ""
+    instance = ClientInstance(ClientConfig.from_env("http://127.0.0.1:1"))
+    assert (instance.brokers.token, instance.nameserver.token) == ("secret", " secret ")
+    assert BrokerClient().token == "" and BrokerClient(token=" t ").token == "t"  # its caller's token, never the env's
 
 
 def test_a_client_given_a_config_and_name_servers_is_refused() -> None:

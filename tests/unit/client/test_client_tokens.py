@@ -7,13 +7,12 @@ import asyncio
 import httpx
 import pytest
 
-from graymq.client.nameserver_client import NameServerClient, UnauthorizedError
 from graymq.client.spark.options import SourceOptions
+from graymq.nameserver_api.client import NameServerClient, UnauthorizedError
 
 
 def test_client_calls_send_the_client_token_and_admin_calls_the_admin_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GRAYMQ_TOKEN", "client-secret")
-    monkeypatch.setenv("GRAYMQ_ADMIN_TOKEN", "admin-secret")
+    monkeypatch.setenv("GRAYMQ_TOKEN", "from-env")  # never read by the name-server client itself
     seen: list[tuple[str, str | None]] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -23,7 +22,7 @@ def test_client_calls_send_the_client_token_and_admin_calls_the_admin_token(monk
         return httpx.Response(200, json={})
 
     async def go() -> None:
-        ns = NameServerClient("http://ns.test")
+        ns = NameServerClient("http://ns.test", token="client-secret", admin_token="admin-secret")
         ns._http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
         await ns.client_heartbeat({"group": "g"})
         with pytest.raises(UnauthorizedError, match="FORBIDDEN: principal app may not administer"):

@@ -12,20 +12,21 @@ from typing import Any, cast
 
 import pytest
 
-from graymq.client.allocate import AllocateMessageQueueAveragely
 from graymq.client.consumer import assignment as assignment_module
 from graymq.client.consumer.assignment import Assignment
 from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.consume_service import ListenerRunner
 from graymq.client.consumer.fetcher import Fetcher
-from graymq.client.consumer.gray_flip import GrayFlip
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.rebalancer import Rebalancer
-from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
+from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.message import ConsumeStatus, MessageExt, MessageQueue
-from graymq.client.route import BrokerData, TopicRoute
+from graymq.core.allocate import AllocateMessageQueueAveragely
+from graymq.core.gray_flip import GrayFlip
+from graymq.core.group_gray import GroupGray
+from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import GrayMQError, QueueLockedError
 from graymq.protocol.record import encode_properties, encode_record, make_properties

@@ -6,7 +6,7 @@ import doctest
 
 import pytest
 
-from graymq.client import nameserver_records
+from graymq.nameserver_api import records as nameserver_records
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import pytest
 
 from graymq.client.message import Message
 from graymq.client.producer import Producer
-from graymq.client.route import BrokerData, TopicRoute
+from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import TopicNotExistError
 

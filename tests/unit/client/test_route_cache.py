@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.route_cache import RouteCache
+from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol.errors import NameServerError, TopicNotExistError
 
 pytestmark = pytest.mark.unit

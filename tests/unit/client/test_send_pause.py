@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from graymq.client.message import MessageQueue
-from graymq.client.route import BrokerData, TopicRoute
-from graymq.client.selector import GrayQueueSelector
 from graymq.client.send_pause import LEADER_WAIT_S, pause_s, send_brokers
 from graymq.client.send_retry import RetryState, after_failure
+from graymq.core.route import BrokerData, TopicRoute
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol.errors import (
     ConnectFailedError,
     GrayMQError,

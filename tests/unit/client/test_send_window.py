@@ -13,9 +13,9 @@ import pytest
 
 from graymq.client.message import Message, MessageQueue
 from graymq.client.producer import Producer
-from graymq.client.route import BrokerData, TopicRoute
-from graymq.client.selector import GrayQueueSelector
 from graymq.client.send_window import BlockingSendWindow, SendWindow, WindowState, queue_key, select_with_room
+from graymq.core.route import BrokerData, TopicRoute
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import SEQUENCES_KEPT
 from graymq.protocol.errors import BadRequestError, ConnectFailedError, GrayMQError, RequestTimeoutError

@@ -9,8 +9,8 @@ import types
 import pytest
 
 from graymq.client import route_cache
-from graymq.client.route import BrokerData, TopicRoute
 from graymq.client.route_cache import RouteCache, SharedRouteCache, SharedRoutes
+from graymq.core.route import BrokerData, TopicRoute
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ import pytest
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.main import serve
 from graymq.broker_ext.store.fatal import StoreFatalError
-from graymq.client.broker_client import BrokerClient
+from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from tests.support.broker import create_topic, send
 

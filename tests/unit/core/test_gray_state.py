@@ -8,8 +8,8 @@ from typing import get_args
 
 import pytest
 
-from graymq.client import gray_state
-from graymq.client.gray_state import GrayState, Step
+from graymq.core import gray_state
+from graymq.core.gray_state import GrayState, Step
 from graymq.protocol.membership import CLIENT_STATES, ClientState, ClientStateName
 
 pytestmark = pytest.mark.unit

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 
-from graymq.client.gray_state import GrayState, Step
+from graymq.core.gray_state import GrayState, Step
 
 
 class FlipAction(enum.Enum):

@@ -6,15 +6,15 @@ fails the call raises ``NameServerError`` and callers keep their cached state.
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from graymq.client.nameserver_records import CutoverRecord, GrayRule, GroupDetail, GroupSettings, GroupSummary
-from graymq.client.route import TopicRoute
+from graymq.core.route import TopicRoute
+from graymq.nameserver_api.records import CutoverRecord, GrayRule, GroupDetail, GroupSettings, GroupSummary
 from graymq.protocol.errors import (
     BadRequestError,
     ConfigError,
@@ -41,9 +41,9 @@ class ConflictError(GrayMQError):
         self.detail = detail
 
 
-def parse_urls(urls: str | list[str] | None) -> list[str]:
-    raw = urls if urls is not None else os.environ.get("GRAYMQ_NAMESERVER", "")
-    items = raw.split(",") if isinstance(raw, str) else raw
+def parse_urls(urls: str | Sequence[str]) -> list[str]:
+    """The name server URLs of ``urls`` (a list, or comma-separated), each checked."""
+    items = urls.split(",") if isinstance(urls, str) else urls
     result = [u.strip().rstrip("/") for u in items if u.strip()]
     for url in result:
         if not url.startswith(("http://", "https://")):
@@ -61,16 +61,17 @@ def _https_hint(url: str, exc: httpx.HTTPError) -> str:
 
 
 class NameServerClient:
-    """``token`` (default ``GRAYMQ_TOKEN``) authenticates client calls; ``admin_token`` (default
-    ``GRAYMQ_ADMIN_TOKEN``) only the admin calls. Unset tokens send nothing (enough in dev mode).
-    ``max_connections`` (None: no limit) bounds the connections open at once; more calls wait for one."""
+    """``token`` authenticates client calls, ``admin_token`` only the admin calls; unset tokens send nothing
+    (enough in dev mode). Everything is given by the caller (``ClientConfig.from_env()`` for a client, the CLI's
+    ``admin_nameserver_client``): this never reads the environment. ``max_connections`` (None: no limit) bounds
+    the connections open at once; more calls wait for one."""
 
-    def __init__(self, urls: str | list[str] | None = None, *, token: str | None = None,
+    def __init__(self, urls: str | Sequence[str], *, token: str | None = None,
                  admin_token: str | None = None, timeout_s: float = 3.0, demote_s: float = 10.0,
                  max_connections: int | None = 100) -> None:
         self.urls = parse_urls(urls)
-        self.token = token if token is not None else os.environ.get("GRAYMQ_TOKEN")
-        self.admin_token = admin_token if admin_token is not None else os.environ.get("GRAYMQ_ADMIN_TOKEN")
+        self.token = token
+        self.admin_token = admin_token
         self._demoted: dict[str, float] = {}
         self._demote_s = demote_s
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),

@@ -12,10 +12,11 @@ from typing import Any, cast
 
 import pytest
 
-from graymq.client.consumer import gray_flip as gray_flip_module
 from graymq.client.consumer.flip_runner import FlipRunner
-from graymq.client.consumer.gray_flip import FlipAction, GrayFlip
-from graymq.client.consumer.runtime import ConsumerRuntime, GroupGray
+from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.core import gray_flip as gray_flip_module
+from graymq.core.gray_flip import FlipAction, GrayFlip
+from graymq.core.group_gray import GroupGray
 from graymq.protocol.errors import DrainTimeoutError, GrayMQError
 from graymq.protocol.membership import ClientState
 from graymq.protocol.supervisor import Supervisor

@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graymq.client.allocate import (
+from graymq.client.message import MessageQueue
+from graymq.core.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueGray,
     ConsumerView,
 )
-from graymq.client.message import MessageQueue
+from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
 from graymq.protocol.errors import ConfigError
-from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
 
 pytestmark = pytest.mark.unit
 

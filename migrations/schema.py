@@ -1,7 +1,9 @@
-"""The database schema's version: upgrade with Alembic, or check it is current before serving."""
+"""The database schema's version: upgrade with Alembic, or check it is current before serving
+(``prepare_database``, handed to the name server's ``serve`` by whoever starts it)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,12 +12,16 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Engine
 
-from graymq import migrations
-from graymq.nameserver.db import create_db_engine
+from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, create_db_engine, describe_db_error
+from graymq.nameserver.server import StartupFailed, StartupRefused
+from graymq.nameserver.settings import NameServerSettings
 
-ALEMBIC_INI = Path(migrations.__file__).resolve().parent / "alembic.ini"
+log = logging.getLogger(__name__)
+
+ALEMBIC_INI = Path(__file__).resolve().parent / "alembic.ini"
 # PostgreSQL advisory lock key held while migrating, so replicas started together migrate once.
 MIGRATION_LOCK_KEY = 0x67726D71  # "grmq"
 
@@ -78,3 +84,26 @@ def schema_status(engine: Engine) -> SchemaStatus:
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_heads()
     return SchemaStatus(current=tuple(sorted(current)), heads=tuple(sorted(heads)))
+
+
+def prepare_database(settings: NameServerSettings) -> None:
+    """Make sure the schema is current: migrate when allowed, refuse otherwise."""
+    engine = create_db_engine(settings.db_url)
+    try:
+        status = schema_status(engine)
+        if status.up_to_date:
+            return
+        if not settings.auto_migrate:
+            raise StartupRefused(
+                f"{status.describe()}: run `graymq nameserver migrate --db URL` first "
+                "(or start with --migrate / GRAYMQ_AUTO_MIGRATE=true)"
+            )
+        log.info("%s: migrating", status.describe())
+        upgrade(settings.db_url)
+    except CommandError as exc:  # e.g. a schema newer than this version knows
+        raise StartupRefused(f"cannot migrate the database: {exc}") from exc
+    except DB_UNAVAILABLE_ERRORS as exc:
+        shown = engine.url.render_as_string(hide_password=True)
+        raise StartupFailed(f"cannot reach the database {shown}: {describe_db_error(exc)}") from exc
+    finally:
+        engine.dispose()

@@ -7,8 +7,8 @@ import logging
 import random
 import zlib
 
-from graymq.client.message import MessageQueue
-from graymq.client.route import TopicRoute
+from graymq.core.message_queue import MessageQueue
+from graymq.core.route import TopicRoute
 from graymq.protocol.errors import NoPermissionError
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ import pytest
 
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.message import MessageQueue
-from graymq.client.route import BrokerData, TopicRoute
-from graymq.client.selector import GrayQueueSelector
+from graymq.core.route import BrokerData, TopicRoute
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol.errors import NoPermissionError
 
 pytestmark = pytest.mark.unit

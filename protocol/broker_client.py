@@ -9,7 +9,6 @@ from typing import TypeVar, cast
 
 from google.protobuf.message import Message as PbMessage
 
-from graymq.client.config import ClientConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.errors import BadRequestError
@@ -28,9 +27,9 @@ def split_address(address: str) -> tuple[str, int]:
 class BrokerClient:
     """Lazily connects, reconnects after a close, and routes broker pushes to ``on_group_changed``.
 
-    Each new connection authenticates first with ``token`` (default ``GRAYMQ_TOKEN``; none sent when
-    empty, enough for a broker in dev mode). ``tls`` is the context for TLS to brokers (default from
-    ``GRAYMQ_TLS`` / ``GRAYMQ_TLS_CA``, protocol/tls.py); ``False`` forces plain TCP.
+    Each new connection authenticates first with ``token`` (the caller's: a client's ``ClientConfig.token``, a
+    broker's own replica token; none sent when empty, enough for a broker in dev mode). ``tls`` is the context for
+    TLS to brokers (default from ``GRAYMQ_TLS`` / ``GRAYMQ_TLS_CA``, protocol/tls.py); ``False`` forces plain TCP.
     """
 
     def __init__(self, on_group_changed: Callable[[str], None] | None = None, timeout_s: float = 5.0, *,
@@ -39,7 +38,7 @@ class BrokerClient:
         self._locks: dict[str, asyncio.Lock] = {}
         self._on_group_changed = on_group_changed
         self.timeout_s = timeout_s
-        self.token = (token if token is not None else ClientConfig.from_env().token or "").strip()
+        self.token = (token or "").strip()
         self.tls = tls if isinstance(tls, ssl.SSLContext) else broker_tls(tls)
 
     async def connection(self, address: str) -> Connection:

@@ -1,10 +1,10 @@
-"""Which side a send takes, for every source of gray against every state of the group (client/gray_side.py)."""
+"""Which side a send takes, for every source of gray against every state of the group (core/gray_side.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from graymq.client.gray_side import send_side
+from graymq.core.gray_side import send_side
 
 # group state -> (marks honoured, gray switch), as the name server answers a producer of the group
 SWITCH_OFF = (False, False)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from graymq.client.message import MessageQueue
+from graymq.core.message_queue import MessageQueue
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.membership import ORPHAN_POLICIES, OrphanPolicy
 

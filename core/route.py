@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graymq.client.message import MessageQueue
-from graymq.protocol.gray import gray_queue_ids, weighted_queue_ids
+from graymq.core.message_queue import MessageQueue
+from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
 
 PERM_READ = 4
 PERM_WRITE = 2

@@ -1,4 +1,4 @@
-"""``python -m graymq.bench.uvloop_cli ARGS``: the ``graymq`` command on uvloop (the bench's uvloop rows run
+"""``python -m graymq.gray_controller.cli.uvloop ARGS``: the ``graymq`` command on uvloop (the bench's uvloop rows run
 the same broker code on it)."""
 
 from graymq.protocol import loop

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graymq.broker_ext.consumer_manager import ConsumerManager
+from graymq.broker_ext.methods import BrokerMethod
 from graymq.broker_ext.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol import graymq_pb2 as pb
@@ -34,9 +35,6 @@ _DIGEST = "principal_digest"  # connection attribute: the digest of the token it
 FAILED_AUTH_LIMIT = 20  # failed AUTHENTICATE calls an address may make in FAILED_AUTH_WINDOW_S
 FAILED_AUTH_WINDOW_S = 60.0
 
-Check = Callable[[Principal, Any], None]
-
-
 def _forbid(principal: Principal, action: str) -> None:
     raise ForbiddenError(f"principal {principal.name} may not {action}")
 
@@ -52,28 +50,6 @@ class AccessControl:
         self.refresh: PrincipalRefresh | None = None  # set while a name server can be asked
         self.refused = 0  # requests answered UNAUTHORIZED or FORBIDDEN
         self._log = ThrottledLog(log, 10.0)
-        self._checks: dict[int, Check] = {
-            pb.SEND_MESSAGE: lambda p, r: self._produce(p, r.message.topic),
-            # the batch's messages may only name its own topic (SendProcessor refuses any other before storing)
-            pb.SEND_BATCH: lambda p, r: self._produce(p, r.topic),
-            pb.PULL_MESSAGE: self._consume_as_client,
-            pb.UNREGISTER_CLIENT: self._unregister,
-            pb.GET_CONSUMER_LIST: lambda p, r: self._consume(p, r.consumer_group),
-            pb.QUERY_CONSUMER_OFFSET: lambda p, r: self._consume(p, r.consumer_group, r.topic),
-            pb.UPDATE_CONSUMER_OFFSET: self._consume_as_client,
-            pb.GET_MIN_OFFSET: lambda p, r: self._use_topic(p, r.topic),
-            pb.GET_MAX_OFFSET: lambda p, r: self._use_topic(p, r.topic),
-            pb.SEARCH_OFFSET_BY_TIME: lambda p, r: self._use_topic(p, r.topic),
-            pb.GET_TOPIC: lambda p, r: self._use_topic(p, r.topic),
-            pb.QUERY_MESSAGE_BY_KEY: self._read_topic,
-            pb.VIEW_MESSAGE_BY_OFFSET: lambda p, r: self._admin(p, "read messages by commit log offset"),
-            pb.UPDATE_TOPIC: self._update_topic,
-            pb.GET_GROUP_BACKLOG: self._backlog,
-            pb.CONSUMER_SEND_BACK: lambda p, r: self._consume(p, r.consumer_group),
-            pb.UNLOCK_QUEUES: self._queue_leases,
-            pb.REPLICA_FETCH: self._replicate,
-        }
-
     # -- authentication ------------------------------------------------------------------------
     async def authenticate(self, conn: Connection, req: pb.AuthenticateRequest) -> bytes:
         """Bind the connection to the token's principal. A token the broker does not know makes it read the
@@ -122,24 +98,17 @@ class AccessControl:
                                 "principal's token (GRAYMQ_TOKEN)")
 
     # -- authorization -------------------------------------------------------------------------
-    def check(self, conn: Connection, method: int, request: Any) -> Principal:
+    def check(self, conn: Connection, method: BrokerMethod, request: Any) -> Principal:
         """The principal, if it may make ``request``; raises ``UNAUTHORIZED`` / ``FORBIDDEN`` otherwise."""
         try:
             principal = self.principal(conn)
-            if method == pb.HEARTBEAT:
-                self._heartbeat(principal, request, conn)
-            elif method == pb.LOCK_QUEUES:
-                self._queue_leases(principal, request, conn)
-            else:
-                check = self._checks.get(method)
-                if check is None:
-                    _forbid(principal, f"call {method_name(method)}")
-                else:
-                    check(principal, request)
+            if method.right is None:
+                _forbid(principal, f"call {method_name(method.code)}")
+            method.right(self, principal, request, conn)
         except UnauthorizedError as exc:
             self.refused += 1
-            self._log.log(logging.WARNING, ("refused", conn.peer, method), "refused %s from %s: %s",
-                          method_name(method), conn.peer, exc.message)
+            self._log.log(logging.WARNING, ("refused", conn.peer, method.code), "refused %s from %s: %s",
+                          method_name(method.code), conn.peer, exc.message)
             raise
         return principal
 
@@ -152,65 +121,65 @@ class AccessControl:
             return principal.name if principal else None
         return DEV_PRINCIPAL.name if self.dev_mode else None
 
-    def _produce(self, p: Principal, topic: str) -> None:
+    def produce(self, p: Principal, topic: str) -> None:
         rights = p.rights
         if not (rights.may_produce(topic) or _own_group_topic(rights, topic)):
             _forbid(p, f"produce to topic {topic}")
 
-    def _consume(self, p: Principal, group: str, topic: str | None = None) -> None:
+    def consume(self, p: Principal, group: str, topic: str | None = None) -> None:
         if topic is None:
             if not p.rights.may_consume(group):
                 _forbid(p, f"consume group {group}")
         elif not p.rights.may_consume_topic(group, topic):
             _forbid(p, f"consume topic {topic} in group {group}")
 
-    def _use_topic(self, p: Principal, topic: str) -> None:
+    def use_topic(self, p: Principal, topic: str) -> None:
         if not p.rights.may_use_topic(topic):
             _forbid(p, f"produce to or consume topic {topic}")
 
-    def _read_topic(self, p: Principal, req: pb.QueryByKeyRequest) -> None:
-        if not p.rights.may_read_topic(req.topic):
-            _forbid(p, f"read messages of topic {req.topic} (a consume right covering it is needed)")
+    def read_topic(self, p: Principal, topic: str) -> None:
+        if not p.rights.may_read_topic(topic):
+            _forbid(p, f"read messages of topic {topic} (a consume right covering it is needed)")
 
-    def _admin(self, p: Principal, action: str) -> None:
+    def admin(self, p: Principal, action: str) -> None:
         if not p.rights.admin:
             _forbid(p, f"{action} (an admin right is needed)")
 
-    def _replicate(self, p: Principal, req: pb.ReplicaFetchRequest) -> None:
+    def replicate(self, p: Principal, req: pb.ReplicaFetchRequest) -> None:
         if not p.rights.may_act_as_broker(req.broker_name, req.replica_id):
             _forbid(p, f"copy the log of broker {req.broker_name} as replica {req.replica_id} (a broker right "
                        "covering that name and replica id is needed: another replica of its set)")
 
-    def _update_topic(self, p: Principal, req: pb.UpdateTopicRequest) -> None:
+    def update_topic(self, p: Principal, req: pb.UpdateTopicRequest) -> None:
         if self.topics_from_nameserver and not self.dev_mode:
             raise ForbiddenError(f"topic {req.config.topic}: topics are created and changed through the name server "
                                  "(graymq topic create), not on a broker")
-        self._admin(p, f"create or change topic {req.config.topic}")
+        self.admin(p, f"create or change topic {req.config.topic}")
 
-    def _heartbeat(self, p: Principal, req: pb.HeartbeatRequest, conn: Connection) -> None:
+    def heartbeat(self, p: Principal, req: pb.HeartbeatRequest, conn: Connection) -> None:
         for data in req.consumers:
-            self._consume(p, data.group)
+            self.consume(p, data.group)
             for sub in data.subscriptions:
-                self._consume(p, data.group, sub.topic)
+                self.consume(p, data.group, sub.topic)
             self._own_client(p, data.group, req.client_id, conn)
         if req.producers and not (p.rights.produce or p.rights.admin):
             _forbid(p, f"produce as group {req.producers[0].group} (no produce right)")
 
-    def _queue_leases(self, p: Principal, req: pb.LockQueuesRequest | pb.UnlockQueuesRequest,
+    def queue_leases(self, p: Principal, req: pb.LockQueuesRequest | pb.UnlockQueuesRequest,
                       conn: Connection | None = None) -> None:
         for topic in {q.topic for q in req.queues}:
-            self._consume(p, req.consumer_group, topic)
+            self.consume(p, req.consumer_group, topic)
         self._own_client(p, req.consumer_group, req.client_id, conn)
 
-    def _consume_as_client(self, p: Principal, req: pb.PullRequest | pb.UpdateConsumerOffsetRequest) -> None:
+    def consume_as_client(self, p: Principal, req: pb.PullRequest | pb.UpdateConsumerOffsetRequest) -> None:
         """A pull or a commit names its client: one registered by another principal is not the caller's to use
         (its queue lease would let the caller read or move that client's queues)."""
-        self._consume(p, req.consumer_group, req.topic)
+        self.consume(p, req.consumer_group, req.topic)
         self._own_client(p, req.consumer_group, req.client_id, None)
 
-    def _unregister(self, p: Principal, req: pb.UnregisterRequest) -> None:
+    def unregister(self, p: Principal, req: pb.UnregisterRequest) -> None:
         if req.consumer_group:
-            self._consume(p, req.consumer_group)
+            self.consume(p, req.consumer_group)
             self._own_client(p, req.consumer_group, req.client_id, None)
 
     def _own_client(self, p: Principal, group: str, client_id: str, conn: Connection | None) -> None:
@@ -223,8 +192,8 @@ class AccessControl:
         if owner is not None and owner != p.name and not p.rights.admin:
             _forbid(p, f"act as client {client_id} of group {group}: it belongs to principal {owner}")
 
-    def _backlog(self, p: Principal, req: pb.GroupBacklogRequest) -> None:
-        self._consume(p, req.consumer_group)
+    def backlog(self, p: Principal, req: pb.GroupBacklogRequest) -> None:
+        self.consume(p, req.consumer_group)
         if req.topic and not _sees_backlog(p.rights, req.consumer_group, req.topic):
             _forbid(p, f"see the backlog of topic {req.topic} in group {req.consumer_group}")
 
@@ -239,7 +208,7 @@ class AccessControl:
         principal = self.principal(conn)
 
         def check(topic: str) -> None:
-            self._consume(principal, group, topic)
+            self.consume(principal, group, topic)
 
         return check
 

@@ -16,17 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.connection_budget import UnauthenticatedBudget
+from graymq.broker_ext.methods import METHODS
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult, listen
 from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError
 from graymq.protocol.frame import BufferBudget
-from graymq.protocol.remoting import method_name, parse_body, parse_request
+from graymq.protocol.remoting import method_name, parse_request
 from graymq.protocol.retry import ThrottledLog
 from graymq.protocol.tls import LEFT_DURING_HANDSHAKE, report_handshake_failures
 
@@ -63,31 +62,6 @@ class RemotingServer:
         self.unauthenticated = UnauthenticatedBudget(broker.settings.max_unauthenticated_connections,
                                                      broker.settings.max_unauthenticated_per_address)
         self._log = ThrottledLog(log, 30.0)
-        b = broker
-        # method -> handler(connection, typed request); SEND_BATCH's in _handle (it reads the body too)
-        self._routes: dict[int, Callable[[Connection, Any], HandlerResult]] = {
-            pb.SEND_MESSAGE: lambda c, r: b.send_processor.send(r),
-            pb.PULL_MESSAGE: lambda c, r: b.pull_processor.pull(r),
-            pb.HEARTBEAT: b.client_processor.heartbeat,
-            pb.UNREGISTER_CLIENT: lambda c, r: b.client_processor.unregister(r),
-            pb.GET_CONSUMER_LIST: lambda c, r: b.client_processor.consumer_list(r),
-            pb.QUERY_CONSUMER_OFFSET: lambda c, r: b.admin_processor.query_offset(r),
-            pb.UPDATE_CONSUMER_OFFSET: lambda c, r: b.admin_processor.update_offset(r),
-            pb.GET_MIN_OFFSET: lambda c, r: b.admin_processor.min_offset(r),
-            pb.GET_MAX_OFFSET: lambda c, r: b.admin_processor.max_offset(r),
-            pb.SEARCH_OFFSET_BY_TIME: lambda c, r: b.admin_processor.search_offset(r),
-            pb.QUERY_MESSAGE_BY_KEY: lambda c, r: b.admin_processor.query_by_key(r),
-            pb.VIEW_MESSAGE_BY_OFFSET: lambda c, r: b.admin_processor.view_by_offset(r),
-            pb.UPDATE_TOPIC: lambda c, r: b.admin_processor.update_topic(r),
-            pb.GET_TOPIC: lambda c, r: b.admin_processor.get_topic(r),
-            pb.GET_GROUP_BACKLOG: lambda c, r: b.admin_processor.group_backlog(r, b.access.backlog_topics(c, r)),
-            pb.LOCK_QUEUES: b.lock_processor.lock,
-            pb.UNLOCK_QUEUES: lambda c, r: b.lock_processor.unlock(r),
-            pb.CONSUMER_SEND_BACK: lambda c, r: b.send_back_processor.send_back(
-                r, b.access.send_back_topic_check(c, r.consumer_group)),
-            pb.REPLICA_FETCH: lambda c, r: b.feed.fetch(r),
-        }
-
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> str:
         if tls is not None:
             report_handshake_failures(tls, self._handshake_failed)
@@ -182,17 +156,14 @@ class RemotingServer:
     def _handle(self, conn: Connection, envelope: pb.Envelope) -> HandlerResult:
         if self._stopping:
             raise ServiceNotAvailableError(f"broker {self.broker.name} is shutting down")
-        method = envelope.method
-        route = self._routes.get(method)
-        access = self.broker.access
-        if route is None and method != pb.SEND_BATCH:
-            if method == pb.AUTHENTICATE:
-                return self._authenticate(conn, parse_body(envelope, response=False))  # type: ignore[arg-type]
-            raise UnknownMethodError(f"the broker does not serve {method_name(method)}")
+        method = METHODS.get(envelope.method)
+        if method is None:
+            raise UnknownMethodError(f"the broker does not serve {method_name(envelope.method)}")
         body = envelope.body
-        request = parse_request(method, body)
-        access.check(conn, method, request)
-        self.broker.role.check_writable(method)
-        if route is None:  # SEND_BATCH: its messages are read from the body as received, not from ``request``
-            return self.broker.send_processor.send_batch(request, body)  # type: ignore[arg-type]
-        return route(conn, request)
+        request = parse_request(method.code, body)
+        if method.serve is None:  # AUTHENTICATE
+            return self._authenticate(conn, request)
+        self.broker.access.check(conn, method, request)
+        if method.writes:
+            self.broker.role.fence()
+        return method.serve(self.broker, conn, request, body)

@@ -13,12 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
-from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import NotLeaderError
-
-# Requests that change what the broker holds: only the leader takes them.
-WRITES = frozenset({pb.SEND_MESSAGE, pb.SEND_BATCH, pb.UPDATE_CONSUMER_OFFSET, pb.CONSUMER_SEND_BACK,
-                    pb.LOCK_QUEUES, pb.UNLOCK_QUEUES, pb.UPDATE_TOPIC})
 
 
 @dataclass
@@ -53,13 +48,10 @@ class ReplicaRole:
     def sync(self) -> bool:
         return self.replication == "sync"
 
-    def check_writable(self, method: int) -> None:
-        if method in WRITES:
-            self.fence()
-
     def fence(self) -> None:
-        """Refuse (``NOT_LEADER``) unless this replica leads inside its lease, read on its own monotonic clock now:
-        a leader paused past its lease learns it on waking, before it acknowledges anything."""
+        """Before every request that writes (``writes`` in broker_ext/methods.py): refuse (``NOT_LEADER``) unless
+        this replica leads inside its lease, read on its own monotonic clock now: a leader paused past its lease
+        learns it on waking, before it acknowledges anything."""
         if not self.leads:
             raise NotLeaderError(self.not_leader_text())
         if self.replicated and time.monotonic() >= self.lease_ends_at:

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from graymq.broker_ext.methods import WRITES
 from graymq.broker_ext.replica_role import ReplicaRole
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import NotLeaderError
@@ -16,12 +17,13 @@ pytestmark = pytest.mark.unit
 def test_a_leader_takes_writes_only_inside_its_lease_and_a_broker_without_replicas_always() -> None:
     leader = ReplicaRole("b", replica_id=0, replication="async", leader_id=0)
     leader.lease_ends_at = time.monotonic() + 60
-    for method in (pb.SEND_MESSAGE, pb.LOCK_QUEUES, pb.UPDATE_CONSUMER_OFFSET, pb.PULL_MESSAGE):
-        leader.check_writable(method)
+    leader.fence()
     leader.lease_ends_at = time.monotonic() - 0.001  # paused past it
-    for method in (pb.SEND_MESSAGE, pb.SEND_BATCH, pb.LOCK_QUEUES, pb.UNLOCK_QUEUES, pb.UPDATE_CONSUMER_OFFSET,
-                   pb.CONSUMER_SEND_BACK):
-        with pytest.raises(NotLeaderError, match="its leader lease at epoch 0 ran out"):
-            leader.check_writable(method)
-    leader.check_writable(pb.PULL_MESSAGE)  # reads are not fenced
+    with pytest.raises(NotLeaderError, match="its leader lease at epoch 0 ran out"):
+        leader.fence()
     ReplicaRole("b").fence()  # a set of one has no lease to run out
+
+
+def test_every_request_that_changes_what_the_broker_holds_is_fenced_and_reads_are_not() -> None:
+    assert {pb.SEND_MESSAGE, pb.SEND_BATCH, pb.LOCK_QUEUES, pb.UNLOCK_QUEUES, pb.UPDATE_CONSUMER_OFFSET,
+                      pb.CONSUMER_SEND_BACK, pb.UPDATE_TOPIC} == WRITES

@@ -62,7 +62,7 @@ async def retry_once_writable(broker: BrokerController, req: pb.SendRequest) -> 
     """Spin on the event loop until the fence lets a write in, then send ``req`` as the remoting server would."""
     while True:
         try:
-            broker.role.check_writable(pb.SEND_MESSAGE)
+            broker.role.fence()
             break
         except NotLeaderError:
             await asyncio.sleep(0)

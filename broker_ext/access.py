@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.methods import BrokerMethod
 from graymq.broker_ext.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol import graymq_pb2 as pb
@@ -34,6 +33,9 @@ _DIGEST = "principal_digest"  # connection attribute: the digest of the token it
 
 FAILED_AUTH_LIMIT = 20  # failed AUTHENTICATE calls an address may make in FAILED_AUTH_WINDOW_S
 FAILED_AUTH_WINDOW_S = 60.0
+
+# A method's right (broker_ext/methods.py): (access control, principal, request, connection), raising FORBIDDEN
+Right = Callable[["AccessControl", Principal, Any, Connection], None]
 
 def _forbid(principal: Principal, action: str) -> None:
     raise ForbiddenError(f"principal {principal.name} may not {action}")
@@ -98,17 +100,16 @@ class AccessControl:
                                 "principal's token (GRAYMQ_TOKEN)")
 
     # -- authorization -------------------------------------------------------------------------
-    def check(self, conn: Connection, method: BrokerMethod, request: Any) -> Principal:
-        """The principal, if it may make ``request``; raises ``UNAUTHORIZED`` / ``FORBIDDEN`` otherwise."""
+    def check(self, conn: Connection, method: int, right: Right, request: Any) -> Principal:
+        """The principal, if it has the ``right`` (broker_ext/methods.py) ``method``'s ``request`` needs; raises
+        ``UNAUTHORIZED`` / ``FORBIDDEN`` otherwise."""
         try:
             principal = self.principal(conn)
-            if method.right is None:
-                _forbid(principal, f"call {method_name(method.code)}")
-            method.right(self, principal, request, conn)
+            right(self, principal, request, conn)
         except UnauthorizedError as exc:
             self.refused += 1
-            self._log.log(logging.WARNING, ("refused", conn.peer, method.code), "refused %s from %s: %s",
-                          method_name(method.code), conn.peer, exc.message)
+            self._log.log(logging.WARNING, ("refused", conn.peer, method), "refused %s from %s: %s",
+                          method_name(method), conn.peer, exc.message)
             raise
         return principal
 

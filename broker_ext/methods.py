@@ -16,16 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from graymq.broker_ext.access import Right
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, HandlerResult
 
 if TYPE_CHECKING:
-    from graymq.broker_ext.access import AccessControl
     from graymq.broker_ext.broker_controller import BrokerController
-    from graymq.broker_ext.principals import Principal
 
 Serve = Callable[["BrokerController", Connection, Any, bytes], HandlerResult]
-Right = Callable[["AccessControl", "Principal", Any, Connection], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,9 +161,9 @@ class RemotingServer:
             raise UnknownMethodError(f"the broker does not serve {method_name(envelope.method)}")
         body = envelope.body
         request = parse_request(method.code, body)
-        if method.serve is None:  # AUTHENTICATE
+        if method.serve is None or method.right is None:  # AUTHENTICATE
             return self._authenticate(conn, request)
-        self.broker.access.check(conn, method, request)
+        self.broker.access.check(conn, method.code, method.right, request)
         if method.writes:
             self.broker.role.fence()
         return method.serve(self.broker, conn, request, body)

@@ -1,20 +1,22 @@
 """Shape limits a reader can rely on: no function over 60 lines, no client class taking over 12 parameters
 (a longer list wants a settings object).
 
-Checked: the shipped packages and devkit/. Left out: migrations/ (Alembic revisions, one function per schema
-step), tests/, bench/ (benchmark driver and report scripts, run by hand) and generated protobuf/gRPC modules.
+Checked: every package (pyproject's package-dir) and jobs/. Left out: migrations/ (Alembic revisions, one function
+per schema step), tests/ and generated protobuf/gRPC modules.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ["protocol", "broker_ext", "client", "nameserver", "gray_controller", "jobs", "runbooks", "devkit"]
+FOLDERS = sorted(({*tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()}
+                  - {"migrations"}) | {"jobs"})
 MAX_LINES = 60
 MAX_CLIENT_PARAMETERS = 12
 

@@ -9,25 +9,25 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from graymq.broker_ext.access import AccessControl
-from graymq.broker_ext.admin_processor import AdminProcessor
-from graymq.broker_ext.client_processor import ClientProcessor
 from graymq.broker_ext.config import BrokerSettings
-from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.lock_processor import LockProcessor
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
-from graymq.broker_ext.principals import PrincipalTable
-from graymq.broker_ext.producer_table import ProducerTable
-from graymq.broker_ext.pull_hold import PullRequestHoldService
-from graymq.broker_ext.pull_processor import PullProcessor
-from graymq.broker_ext.put_message_service import PutMessageService
-from graymq.broker_ext.queue_locks import QueueLocks
-from graymq.broker_ext.replica_feed import ReplicaFeed
-from graymq.broker_ext.replica_fetcher import ReplicaFetcher
-from graymq.broker_ext.replica_role import ReplicaRole
-from graymq.broker_ext.replica_state import ReplicaState
-from graymq.broker_ext.retry import ScheduleMessageService, SendBackProcessor
-from graymq.broker_ext.send_processor import SendProcessor
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.queue_leases import QueueLocks
+from graymq.broker_ext.processors.admin_processor import AdminProcessor
+from graymq.broker_ext.processors.client_processor import ClientProcessor
+from graymq.broker_ext.processors.lock_processor import LockProcessor
+from graymq.broker_ext.processors.producer_table import ProducerTable
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.pull_processor import PullProcessor
+from graymq.broker_ext.processors.put_message_service import PutMessageService
+from graymq.broker_ext.processors.send_back import ScheduleMessageService, SendBackProcessor
+from graymq.broker_ext.processors.send_processor import SendProcessor
+from graymq.broker_ext.replication.feed import ReplicaFeed
+from graymq.broker_ext.replication.fetcher import ReplicaFetcher
+from graymq.broker_ext.replication.role import ReplicaRole
+from graymq.broker_ext.replication.state import ReplicaState
+from graymq.broker_ext.security.access import AccessControl
+from graymq.broker_ext.security.principals import PrincipalTable
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.background import BlockingWork

@@ -19,9 +19,9 @@ from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.metrics import MetricsServer
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
-from graymq.broker_ext.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.remoting_server import RemotingServer
-from graymq.broker_ext.replica_lease import ReplicaLease
+from graymq.broker_ext.replication.leader_lease import ReplicaLease
+from graymq.broker_ext.security.principal_refresh import PrincipalRefresh
 from graymq.broker_ext.store.fatal import StoreFatalError
 from graymq.broker_ext.store.layout import written_cq_units_per_file, written_segment_size
 from graymq.protocol.tls import server_context

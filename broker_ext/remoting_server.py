@@ -19,8 +19,8 @@ import ssl
 from contextlib import suppress
 
 from graymq.broker_ext.broker_controller import BrokerController
-from graymq.broker_ext.connection_budget import UnauthenticatedBudget
-from graymq.broker_ext.methods import METHODS
+from graymq.broker_ext.processors.methods import METHODS
+from graymq.broker_ext.security.connection_budget import UnauthenticatedBudget
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, FrameProtocol, HandlerResult, listen
 from graymq.protocol.errors import ServiceNotAvailableError, UnknownMethodError

@@ -4,8 +4,8 @@ A sequence is *unresolved* while the producer may still send it (again): from wh
 ends — answered, stopped (an error, the timeout, a cancellation), or moved to another queue under a new number
 after a failure that certainly stored nothing. A broker keeps the ``SEQUENCES_KEPT`` highest stored sequences of
 a producer and queue and answers one at or below the highest it dropped as stored before, without storing it
-(broker_ext/producer_table.py). So a sequence is taken only while it is less than ``SEQUENCES_KEPT`` above the
-oldest unresolved one of its queue: at most ``SEQUENCES_KEPT - 1`` sequences exist above any unresolved one,
+(broker_ext/processors/producer_table.py). So a sequence is taken only while it is less than ``SEQUENCES_KEPT``
+above the oldest unresolved one of its queue: at most ``SEQUENCES_KEPT - 1`` sequences exist above any unresolved one,
 the broker never drops one below it, and a resend reaching a new leader late is stored, not taken for a
 duplicate (Kafka's ``max.in.flight.requests.per.connection <= 5`` with idempotence, per queue here).
 

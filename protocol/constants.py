@@ -29,7 +29,8 @@ STRIPPED_PROPERTIES = frozenset({
 _NO_DELAY = "graymq does not delay a message by this property (a stock SDK's delivery_timestamp on the gRPC port does)"
 REFUSED_PROPERTIES: dict[str, str] = {PROPERTY_DELAY_LEVEL: _NO_DELAY, PROPERTY_START_DELIVER_TIME: _NO_DELAY}
 # Idempotent sends: a broker keeps the last SEQUENCES_KEPT stored sequences per (producer, topic, queue)
-# (broker_ext/producer_table.py), so a producer keeps its unresolved ones within that span (client/send_window.py).
+# (broker_ext/processors/producer_table.py), so a producer keeps its unresolved ones within that span
+# (client/send_window.py).
 SEQUENCES_KEPT = 5
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"

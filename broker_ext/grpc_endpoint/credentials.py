@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
+from graymq.broker_ext.security.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.throttle import FailedAuthThrottle
 

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.pop.ack_journal import COMPACT_BYTES, AckJournal, QueueAcks, QueueKey, ack_line, replay
 from graymq.broker_ext.pop.queue_state import InFlight, PopQueue
 from graymq.broker_ext.pop.receipt import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
-from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
 from graymq.broker_ext.store import GetStatus, MessageStore
 from graymq.protocol.record import MessageExt, decode_record
 

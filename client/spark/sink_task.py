@@ -12,7 +12,7 @@ A task's identity is (the streaming query's id or the batch write's id, batch id
 
 An attempt that repeats a task (a retried or speculative task, a micro-batch run again after a driver
 restart from its checkpoint) therefore sends the very same requests, and the broker's idempotent-producer
-table (``graymq.broker_ext.producer_table``) answers the ones it stored already without storing them again.
+table (``graymq.broker_ext.processors.producer_table``) answers the ones it stored already without storing them again.
 This holds while the rows of a partition come in the same order (a plain read-map-write pipeline; not after
 a shuffle without a sort) and the topic's queues are unchanged between the attempts.
 """

@@ -22,8 +22,8 @@ from graymq.nameserver.schemas import (
     ReplicaHeartbeat,
     ReplicaSetView,
 )
-from graymq.nameserver.services.lease import broker_lease_s
 from graymq.nameserver.services.registry import RegistryService
+from graymq.nameserver.services.route_lease import broker_lease_s
 from graymq.nameserver.watch import TOPIC_TABLE_CHANGED, GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1/brokers", tags=["brokers"])

@@ -31,8 +31,8 @@ from graymq.nameserver.schemas import (
     TopicConfig,
     TopicRoute,
 )
-from graymq.nameserver.services.lease import broker_lease_s
 from graymq.nameserver.services.replica_sets import ReplicaSetService
+from graymq.nameserver.services.route_lease import broker_lease_s
 from graymq.nameserver.services.views import topic_config
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED, mark_changed

@@ -32,7 +32,7 @@ from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.replica_sets import ReplicaSetRepository
 from graymq.nameserver.schemas import ReplicaHeartbeat, ReplicaSetView, ReplicaView
 from graymq.nameserver.services.audit import AuditService
-from graymq.nameserver.services.lease import broker_lease_s
+from graymq.nameserver.services.route_lease import broker_lease_s
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import BROKER_REGISTERED, mark_changed
 

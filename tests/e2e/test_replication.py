@@ -306,7 +306,8 @@ async def _async_sends(ns: str, killed: threading.Event, stop: threading.Event,
                        outcomes: list[SendResult | BaseException]) -> None:
     """One producer, a new send task every 5 ms, up to ``ASYNC_IN_FLIGHT`` unfinished at once (about 200 wait
     through the election): far more than the five recent sequences a broker keeps per producer and queue
-    (broker_ext/producer_table.py), so only the producer's send window keeps a resend from being overtaken."""
+    (broker_ext/processors/producer_table.py), so only the producer's send window keeps a resend from being
+    overtaken."""
     producer = Producer("GID_RS_ELECTION_ASYNC", ns, send_timeout_s=SEND_TIMEOUT_S)
     await producer.start()
     in_flight: set[asyncio.Task[None]] = set()

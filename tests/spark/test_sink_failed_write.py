@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
-from graymq.broker_ext.producer_table import sequence_property
+from graymq.broker_ext.processors.producer_table import sequence_property
 from graymq.client.spark import sink_tally
 from graymq.client.spark.sink import SinkCommit
 from graymq.client.spark.sink_options import SinkOptions

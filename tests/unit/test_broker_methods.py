@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.broker_ext.methods import METHODS, NOT_SERVED
+from graymq.broker_ext.processors.methods import METHODS, NOT_SERVED
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.remoting import METHOD_TYPES
 

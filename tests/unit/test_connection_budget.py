@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import doctest
 
-from graymq.broker_ext import connection_budget
-from graymq.broker_ext.connection_budget import UnauthenticatedBudget
+from graymq.broker_ext.security import connection_budget
+from graymq.broker_ext.security.connection_budget import UnauthenticatedBudget
 
 
 def test_doctests() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from graymq.broker_ext import consumer_manager as cm
-from graymq.broker_ext.client_processor import ClientProcessor
-from graymq.broker_ext.consumer_manager import ConsumerManager
+from graymq.broker_ext.groups import consumer_manager as cm
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.processors.client_processor import ClientProcessor
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.remoting import parse_body, parse_envelope
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.broker_ext.group_info import ConsumerGroupInfo
-from graymq.broker_ext.pull_processor import check_gray_isolation
+from graymq.broker_ext.groups.group_info import ConsumerGroupInfo
+from graymq.broker_ext.processors.pull_processor import check_gray_isolation
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import GrayIsolationError

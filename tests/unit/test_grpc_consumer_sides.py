@@ -16,7 +16,7 @@ from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_id
 from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides, StockConsumer, gray_backlog
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.registrations import Registrations
-from graymq.broker_ext.principals import DEV_PRINCIPAL
+from graymq.broker_ext.security.principals import DEV_PRINCIPAL
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.core.group_gray import GroupGray
 from graymq.core.queue_layout import gray_queue_ids

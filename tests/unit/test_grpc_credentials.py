@@ -14,8 +14,8 @@ import pytest
 
 from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, Caller, Credentials, signature
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.broker_ext.principal_refresh import PrincipalRefresh
-from graymq.broker_ext.principals import PrincipalTable, token_digest
+from graymq.broker_ext.security.principal_refresh import PrincipalRefresh
+from graymq.broker_ext.security.principals import PrincipalTable, token_digest
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.throttle import FailedAuthThrottle
 

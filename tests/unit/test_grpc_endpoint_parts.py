@@ -15,7 +15,7 @@ from graymq.broker_ext.grpc_endpoint import credentials, route, settings
 from graymq.broker_ext.grpc_endpoint.credentials import DATE_TIME_FORMAT, MAX_SKEW_S, Credentials, signature
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, merged_settings
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
+from graymq.broker_ext.security.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol.acl import Rights
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.throttle import FailedAuthThrottle

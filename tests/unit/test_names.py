@@ -40,7 +40,8 @@ def test_client_ids_that_cannot_travel_in_a_url_path_are_refused(client_id):
 
 
 def test_the_broker_and_the_name_server_use_the_same_topic_rule():
-    from graymq.broker_ext import client_processor, topic_config
+    from graymq.broker_ext import topic_config
+    from graymq.broker_ext.processors import client_processor
     from graymq.nameserver import schemas
 
     assert topic_config.check_topic_name is check_topic_name

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graymq.broker_ext.send_processor import to_puts_py
+from graymq.broker_ext.processors.send_processor import to_puts_py
 from graymq.broker_ext.store.dispatch import place_puts_py, queue_offsets_py
 from graymq.broker_ext.store.index_file import index_entries_py
 from graymq.broker_ext.store.message_store import AppendResult, PutMessage

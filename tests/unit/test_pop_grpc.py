@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.grpc_endpoint.ack import AckService
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.receive import (
@@ -21,11 +22,10 @@ from graymq.broker_ext.grpc_endpoint.receive import (
 )
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.pop.receipt import ReceiptSigner
 from graymq.broker_ext.pop.service import Popped, PopRequest, PopService
-from graymq.broker_ext.principals import DEV_PRINCIPAL
-from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
+from graymq.broker_ext.security.principals import DEV_PRINCIPAL
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.protocol.errors import NotLeaderError

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.pop.receipt import InvalidReceiptHandle, ReceiptSigner
 from graymq.broker_ext.pop.service import PopRequest, PopService, StaleReceiptHandle
-from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
 from graymq.protocol.record import MessageExt, make_properties
 

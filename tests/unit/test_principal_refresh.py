@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from graymq.broker_ext.principal_refresh import PrincipalRefresh
+from graymq.broker_ext.security.principal_refresh import PrincipalRefresh
 
 pytestmark = pytest.mark.unit
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from graymq.broker_ext.producer_table import (
+from graymq.broker_ext.processors.producer_table import (
     FORGOTTEN,
     ProducerTable,
     Stored,
     parse_sequence_property,
     sequence_property,
 )
-from graymq.broker_ext.send_processor import to_put_message
+from graymq.broker_ext.processors.send_processor import to_put_message
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_PRODUCER_SEQUENCE
@@ -150,7 +150,7 @@ def test_rebuild_enters_the_requests_stored_within_the_window_and_only_those(tmp
 def test_a_spark_sink_batch_replayed_minutes_later_is_recognised_within_the_default_window() -> None:
     """The sink numbers a task's requests ``batch id << 24 | n`` under one producer id per query and partition;
     a micro-batch run again after a driver restart repeats them, however many were stored the first time."""
-    from graymq.broker_ext.producer_table import WINDOW_S
+    from graymq.broker_ext.processors.producer_table import WINDOW_S
     from graymq.client.spark.sink_task import TaskIdentity
 
     clock = Clock()

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from graymq.broker_ext.pull_hold import PullRequestHoldService
-from graymq.broker_ext.put_message_service import PutMessageService
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.put_message_service import PutMessageService
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
 from graymq.broker_ext.topic_config import TopicConfigManager

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from graymq.broker_ext.queue_locks import QueueLocks
+from graymq.broker_ext.groups.queue_leases import QueueLocks
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from graymq.broker_ext.replica_feed import Follower, ReplicaFeed
-from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.replication.feed import Follower, ReplicaFeed
+from graymq.broker_ext.replication.role import ReplicaRole
 from graymq.protocol.errors import ReplicationTimeoutError
 
 pytestmark = pytest.mark.unit

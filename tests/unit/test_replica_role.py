@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from graymq.broker_ext.methods import WRITES
-from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.processors.methods import WRITES
+from graymq.broker_ext.replication.role import ReplicaRole
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import NotLeaderError
 

@@ -16,9 +16,9 @@ import pytest
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.config import BrokerSettings
-from graymq.broker_ext.producer_table import sequence_property
-from graymq.broker_ext.replica_lease import ReplicaLease
-from graymq.broker_ext.send_processor import to_put_message
+from graymq.broker_ext.processors.producer_table import sequence_property
+from graymq.broker_ext.processors.send_processor import to_put_message
+from graymq.broker_ext.replication.leader_lease import ReplicaLease
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_PRODUCER_SEQUENCE
 from graymq.protocol.errors import NotLeaderError, RequestTimeoutError, SendRetry

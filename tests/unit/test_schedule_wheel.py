@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graymq.broker_ext.retry import ScheduleMessageService, level_for
+from graymq.broker_ext.processors.send_back import ScheduleMessageService, level_for
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
 from graymq.broker_ext.store.background import BlockingWork
 from graymq.broker_ext.topic_config import TopicConfigManager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.broker_ext.send_processor import to_put_message
+from graymq.broker_ext.processors.send_processor import to_put_message
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_PRODUCER_GROUP, STRIPPED_PROPERTIES
 from graymq.protocol.record import SYS_FLAG_GRAY, encode_properties, make_properties

@@ -16,8 +16,8 @@ from typing import Any
 import grpc
 import pytest
 
+from graymq.broker_ext.groups.queue_leases import POP_CONSUMERS
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS
-from graymq.broker_ext.queue_locks import POP_CONSUMERS
 from graymq.client import Message, Producer
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.broker_client import BrokerClient

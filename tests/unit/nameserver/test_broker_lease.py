@@ -6,7 +6,7 @@ import doctest
 
 import pytest
 
-from graymq.nameserver.services import lease
+from graymq.nameserver.services import route_lease as lease
 
 pytestmark = pytest.mark.unit
 

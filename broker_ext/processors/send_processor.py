@@ -15,10 +15,10 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 
-from graymq.broker_ext.producer_table import FORGOTTEN, ProducerTable, Stored, sequence_property
-from graymq.broker_ext.put_message_service import PutMessageService
-from graymq.broker_ext.replica_feed import ReplicaFeed
-from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.processors.producer_table import FORGOTTEN, ProducerTable, Stored, sequence_property
+from graymq.broker_ext.processors.put_message_service import PutMessageService
+from graymq.broker_ext.replication.feed import ReplicaFeed
+from graymq.broker_ext.replication.role import ReplicaRole
 from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import (

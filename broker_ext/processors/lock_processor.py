@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
-from graymq.broker_ext.queue_locks import QueueLocks
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.queue_leases import QueueLocks
 from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.topic_config import TopicConfigManager
 from graymq.protocol import graymq_pb2 as pb

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
-from graymq.broker_ext.queue_locks import QueueLocks
-from graymq.broker_ext.retry import ScheduleMessageService
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.queue_leases import QueueLocks
+from graymq.broker_ext.processors.send_back import ScheduleMessageService
 from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
 from graymq.protocol import graymq_pb2 as pb

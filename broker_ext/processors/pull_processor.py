@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.group_info import ConsumerGroupInfo
-from graymq.broker_ext.lock_processor import within_queue
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
-from graymq.broker_ext.pull_hold import PullRequestHoldService
-from graymq.broker_ext.queue_locks import QueueLocks
-from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.groups.group_info import ConsumerGroupInfo
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.queue_leases import QueueLocks
+from graymq.broker_ext.processors.lock_processor import within_queue
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
+from graymq.broker_ext.replication.role import ReplicaRole
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store import GetResult, GetStatus, MessageStore
 from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from graymq.broker_ext.offset_manager import ConsumerOffsetManager
-from graymq.broker_ext.queue_locks import QueueLocks
-from graymq.broker_ext.retry import ScheduleMessageService
+from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
+from graymq.broker_ext.groups.queue_leases import QueueLocks
+from graymq.broker_ext.processors.send_back import ScheduleMessageService
 
 
 class ReplicaState:

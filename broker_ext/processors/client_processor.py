@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.queue_locks import QueueLocks
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.groups.queue_leases import QueueLocks
 from graymq.broker_ext.topic_config import TopicConfigManager
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 
 from graymq.broker_ext.config import BrokerSettings
-from graymq.broker_ext.replica_role import ReplicaRole
-from graymq.broker_ext.replica_state import ReplicaState
+from graymq.broker_ext.replication.role import ReplicaRole
+from graymq.broker_ext.replication.state import ReplicaState
 from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.replica_log import read_chunk
 from graymq.protocol import graymq_pb2 as pb

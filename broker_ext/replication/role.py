@@ -49,9 +49,9 @@ class ReplicaRole:
         return self.replication == "sync"
 
     def fence(self) -> None:
-        """Before every request that writes (``writes`` in broker_ext/methods.py): refuse (``NOT_LEADER``) unless
-        this replica leads inside its lease, read on its own monotonic clock now: a leader paused past its lease
-        learns it on waking, before it acknowledges anything."""
+        """Before every request that writes (``writes`` in broker_ext/processors/methods.py): refuse
+        (``NOT_LEADER``) unless this replica leads inside its lease, read on its own monotonic clock now: a leader
+        paused past its lease learns it on waking, before it acknowledges anything."""
         if not self.leads:
             raise NotLeaderError(self.not_leader_text())
         if self.replicated and time.monotonic() >= self.lease_ends_at:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from graymq.broker_ext.access import Right
+from graymq.broker_ext.security.access import Right
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection, HandlerResult
 

@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.principal_refresh import PrincipalRefresh
-from graymq.broker_ext.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.security.principal_refresh import PrincipalRefresh
+from graymq.broker_ext.security.principals import DEV_PRINCIPAL, Principal, PrincipalTable, token_digest
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.acl import Rights, group_of_topic
 from graymq.protocol.connection import Connection
@@ -34,7 +34,8 @@ _DIGEST = "principal_digest"  # connection attribute: the digest of the token it
 FAILED_AUTH_LIMIT = 20  # failed AUTHENTICATE calls an address may make in FAILED_AUTH_WINDOW_S
 FAILED_AUTH_WINDOW_S = 60.0
 
-# A method's right (broker_ext/methods.py): (access control, principal, request, connection), raising FORBIDDEN
+# A method's right (broker_ext/processors/methods.py): (access control, principal, request, connection), raising
+# FORBIDDEN
 Right = Callable[["AccessControl", Principal, Any, Connection], None]
 
 def _forbid(principal: Principal, action: str) -> None:
@@ -101,8 +102,8 @@ class AccessControl:
 
     # -- authorization -------------------------------------------------------------------------
     def check(self, conn: Connection, method: int, right: Right, request: Any) -> Principal:
-        """The principal, if it has the ``right`` (broker_ext/methods.py) ``method``'s ``request`` needs; raises
-        ``UNAUTHORIZED`` / ``FORBIDDEN`` otherwise."""
+        """The principal, if it has the ``right`` (broker_ext/processors/methods.py) ``method``'s ``request``
+        needs; raises ``UNAUTHORIZED`` / ``FORBIDDEN`` otherwise."""
         try:
             principal = self.principal(conn)
             right(self, principal, request, conn)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from graymq.broker_ext.consumer_manager import ConsumerManager
-from graymq.broker_ext.put_message_service import PutMessageService
+from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.processors.put_message_service import PutMessageService
 from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.store.background import BlockingWork

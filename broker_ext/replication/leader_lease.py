@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from graymq.broker_ext.broker_controller import BrokerController
-from graymq.broker_ext.replica_health import ReplicaHealth
+from graymq.broker_ext.replication.health import ReplicaHealth
 from graymq.broker_ext.store.replica_log import move_aside
 from graymq.nameserver_api.client import http_error_text
 from graymq.protocol.supervisor import Supervisor

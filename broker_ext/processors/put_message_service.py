@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from graymq.broker_ext.pull_hold import PullRequestHoldService
+from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from graymq.broker_ext.replica_role import ReplicaRole
-from graymq.broker_ext.replica_state import ReplicaState
+from graymq.broker_ext.replication.role import ReplicaRole
+from graymq.broker_ext.replication.state import ReplicaState
 from graymq.broker_ext.store import MessageStore
 from graymq.broker_ext.store.replica_log import Chunk, ReplicationError, apply_chunk
 from graymq.protocol import graymq_pb2 as pb

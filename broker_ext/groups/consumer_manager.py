@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from graymq.broker_ext.group_info import ConsumerGroupInfo, SubscriptionData
+from graymq.broker_ext.groups.group_info import ConsumerGroupInfo, SubscriptionData
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from graymq.broker_ext.replica_role import ReplicaRole
+from graymq.broker_ext.replication.role import ReplicaRole
 from graymq.protocol.retry import ThrottledLog
 
 log = logging.getLogger(__name__)

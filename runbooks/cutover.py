@@ -49,6 +49,7 @@ from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFou
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, RunbookHooks
 from graymq.runbooks.progress import Progress
 
 POLL_S = 0.05
@@ -95,12 +96,14 @@ class CutoverRunner:
     report_type: type[CutoverReport] = CutoverReport
 
     def __init__(self, nameserver: NameServerClient, group: str, producer_groups: list[str] | None = None,
-                 timeout_s: float = 300.0, progress: Progress | None = None) -> None:
+                 timeout_s: float = RUNBOOK_TIMEOUT_S, progress: Progress | None = None,
+                 hooks: RunbookHooks | None = None) -> None:
         self.nameserver = nameserver
         self.group = group
         self.producer_groups = producer_groups or [group]
         self.timeout_s = timeout_s
         self.progress = progress or Progress()
+        self.hooks = hooks or RunbookHooks()
         self.inspector = GroupInspector(nameserver)
         self._deadline = 0.0
         self._recorded: tuple[str, dict[str, Any]] | None = None
@@ -288,11 +291,13 @@ class CutoverRunner:
             for key in report.RESUMED_FIELDS:
                 if key in previous:
                     setattr(report, key, previous[key])
-            return report
-        op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups)
-        self.progress.note(f"{kind} #{op.id} of {self.group} started (producer groups: "
-                           f"{', '.join(self.producer_groups)})")
-        return self.report_type(op.id, kind, mode, self.group)
+        else:
+            op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups)
+            self.progress.note(f"{kind} #{op.id} of {self.group} started (producer groups: "
+                               f"{', '.join(self.producer_groups)})")
+            report = self.report_type(op.id, kind, mode, self.group)
+        self.hooks.started(report)
+        return report
 
     async def _run(self, report: Any, steps: Callable[[Any], Awaitable[None]]) -> Any:
         """Run ``steps`` and record how they ended: FAILED (raised ``CutoverFailed``), the final state they set
@@ -320,6 +325,7 @@ class CutoverRunner:
         if recorded != self._recorded:
             await self.nameserver.update_cutover(report.operation_id, step=step, result=recorded[1])
             self._recorded = recorded
+            self.hooks.step(report, step)
 
     async def _timed(self, report: CutoverReport, step: CutoverStep, work: Awaitable[None]) -> None:
         start = time.monotonic()

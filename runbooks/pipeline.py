@@ -31,6 +31,7 @@ from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.names import check_group_name
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
 from graymq.runbooks.progress import Progress
 
 
@@ -99,7 +100,7 @@ class PipelineRunner:
     """Runs the cutover runbook on each stage in order; ``report`` is up to date even when the run is cancelled."""
 
     def __init__(self, nameserver: NameServerClient, stages: Sequence[PipelineStage], kind: CutoverKind,
-                 mode: CutoverMode = CutoverMode.DRAIN, timeout_s: float = 300.0,
+                 mode: CutoverMode = CutoverMode.DRAIN, timeout_s: float = RUNBOOK_TIMEOUT_S,
                  progress: Progress | None = None) -> None:
         check_stages(stages)
         self.nameserver = nameserver

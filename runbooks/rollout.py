@@ -45,6 +45,7 @@ from graymq.protocol.operations import (
 )
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
 from graymq.runbooks.group_state import GroupStatus
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, RunbookHooks
 from graymq.runbooks.progress import Progress
 
 POLL_S = 0.25
@@ -102,12 +103,25 @@ class RolloutRunner(CutoverRunner):
     report_type = RolloutReport
 
     def __init__(self, nameserver: NameServerClient, group: str, policy: RolloutPolicy,
-                 producer_groups: list[str] | None = None, timeout_s: float = 300.0,
-                 progress: Progress | None = None, wait_for_gray_s: float = 0.0) -> None:
-        super().__init__(nameserver, group, producer_groups, timeout_s, progress)
+                 producer_groups: list[str] | None = None, timeout_s: float = RUNBOOK_TIMEOUT_S,
+                 progress: Progress | None = None, wait_for_gray_s: float = 0.0,
+                 hooks: RunbookHooks | None = None) -> None:
+        super().__init__(nameserver, group, producer_groups, timeout_s, progress, hooks)
         self.policy = policy
         self.wait_for_gray_s = wait_for_gray_s  # how long a start waits for a live gray consumer to register
+        self.past_steps = False  # the weight steps ended: an abort no longer rolls back
         self._holding: str | None = None  # the last "holding weight" line printed
+        self._aborted = asyncio.Event()
+        self._abort_message = ""
+
+    def abort(self, message: str) -> bool:
+        """End the weight steps as a failed check ends them (the rollout rolls back, ``message`` its reason); False
+        when it is past them (promoting, or holding its last weight)."""
+        if self.past_steps:
+            return False
+        self._abort_message = message
+        self._aborted.set()
+        return True
 
     async def rollout(self) -> RolloutReport:
         report: RolloutReport = await self._begin(CutoverKind.ROLLOUT, CutoverMode(self.policy.then))
@@ -120,7 +134,7 @@ class RolloutRunner(CutoverRunner):
     async def _rollout_steps(self, report: RolloutReport) -> None:
         if report.phase == RolloutPhase.STEPS:
             await self._preflight(report)
-            passed = await self._weighted_steps(report)
+            passed = await self._abortable_steps(report)
             report.phase = RolloutPhase(self.policy.then) if passed else RolloutPhase.ROLLBACK
         self._restart_clock()
         if report.phase == RolloutPhase.ROLLBACK:
@@ -157,6 +171,24 @@ class RolloutRunner(CutoverRunner):
             await asyncio.sleep(POLL_S)
             status = await self.inspector.status(self.group, with_backlog=False)
         return status
+
+    async def _abortable_steps(self, report: RolloutReport) -> bool:
+        """The weight steps, ended as a failed check ends them once ``abort`` is called."""
+        steps = asyncio.ensure_future(self._weighted_steps(report))
+        aborted = asyncio.ensure_future(self._aborted.wait())
+        try:
+            await asyncio.wait({steps, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # aborted, or this task cancelled: the steps stop here
+            aborted.cancel()
+            if not steps.done():
+                steps.cancel()
+                await asyncio.gather(steps, return_exceptions=True)
+        self.past_steps = True
+        passed = False if steps.cancelled() else steps.result()
+        if steps.cancelled():
+            report.message = self._abort_message
+        self.hooks.steps_ended(report)
+        return passed
 
     async def _weighted_steps(self, report: RolloutReport) -> bool:
         """Check each step's weight in turn; False once ``failed_checks`` checks in a row failed."""

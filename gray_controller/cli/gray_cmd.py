@@ -20,6 +20,7 @@ from graymq.gray_controller.cli.common import (
 from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.operations import CutoverKind, CutoverState
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
 
 if TYPE_CHECKING:
     from graymq.nameserver_api.records import CutoverRecord
@@ -60,7 +61,7 @@ def register(subparsers: Any) -> None:
                            "a pipeline: each group in turn, upstream first; a failed stage stops it.")
         q.add_argument("group")
         pipeline_cmd.add_arguments(q)
-        add_timeout_arg(q, default=300.0, help="give up after S seconds (default: 300)")
+        add_timeout_arg(q, default=RUNBOOK_TIMEOUT_S, help=f"give up after S seconds (default: {RUNBOOK_TIMEOUT_S:g})")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()

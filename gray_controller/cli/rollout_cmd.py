@@ -17,6 +17,7 @@ from graymq.gray_controller.cli.common import (
 )
 from graymq.gray_controller.cli.text import format_timings
 from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, WAIT_FOR_GRAY_S
 
 EXIT = {"PROMOTED": 0, "HELD": 0, "ROLLED_BACK": 1, "FAILED": 1}
 
@@ -53,10 +54,11 @@ def register(sub: Any) -> None:
                          help="after the last step passes: promote (default) or hold the last weight")
     rollout.add_argument("--producer-group", action="append", default=None,
                          help="producer group of the release (repeatable; default: the group itself)")
-    add_timeout_arg(rollout, default=300.0,
-                    help="longest wait for a check's messages, and for the promote or rollback (default: 300)")
-    add_number_arg(rollout, "--wait-for-gray", seconds("--wait-for-gray", MAX_TIMEOUT_S), default=30.0, metavar="S",
-                   help="at start, how long to wait for a gray consumer to register (default: 30)")
+    add_timeout_arg(rollout, default=RUNBOOK_TIMEOUT_S, help="longest wait for a check's messages, and for the "
+                    f"promote or rollback (default: {RUNBOOK_TIMEOUT_S:g})")
+    add_number_arg(rollout, "--wait-for-gray", seconds("--wait-for-gray", MAX_TIMEOUT_S), default=WAIT_FOR_GRAY_S,
+                   metavar="S", help=f"at start, how long to wait for a gray consumer to register (default: "
+                   f"{WAIT_FOR_GRAY_S:g})")
     rollout.add_argument("--json", action="store_true", help="print the report as JSON")
 
     retire = sub.add_parser(

@@ -10,9 +10,7 @@ running a rollout can abort it; one run by ``graymq gray rollout`` is stopped wh
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -22,15 +20,14 @@ from graymq.nameserver.errors import ApiError, Conflict
 from graymq.nameserver.schemas import Reason
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import ConfigError, GrayMQError
-from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S, CutoverKind, CutoverMode
-from graymq.runbooks.cutover import CutoverFailed, CutoverReport
+from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
+from graymq.runbooks.cutover import CutoverFailed
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, WAIT_FOR_GRAY_S, RunbookHooks
 from graymq.runbooks.progress import Progress
-from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, RolloutRunner
+from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
 
 log = logging.getLogger(__name__)
 
-WAIT_FOR_GRAY_S = 30.0  # as `graymq gray rollout --wait-for-gray`'s default
-DEFAULT_TIMEOUT_S = 300.0  # as its --timeout's
 MAX_COUNT = 2**62  # messages: as the health reports count them
 MAX_FAILED_CHECKS = 1000
 
@@ -48,7 +45,7 @@ class RolloutRequest(BaseModel):
     min_messages: int = Field(RolloutPolicy.min_messages, le=MAX_COUNT)
     failed_checks: int = Field(RolloutPolicy.failed_checks, le=MAX_FAILED_CHECKS)
     then: Literal["promote", "hold"] = "promote"
-    timeout_s: float = Field(DEFAULT_TIMEOUT_S, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+    timeout_s: float = Field(RUNBOOK_TIMEOUT_S, le=MAX_TIMEOUT_S, allow_inf_nan=False,
                              description="longest wait for a check's messages, and for the promote (≤ a week)")
     reason: Reason
 
@@ -86,91 +83,41 @@ max(5%, normal + 5 points), p99 ≤ 200 ms; 1 failed check rolls back; then prom
             f"then {policy.then}")
 
 
-@dataclass
-class _Running:
-    """A rollout this name server runs: its group, its record's id once created, and whether it left its steps."""
-
-    group: str
-    operation_id: int | None = None
-    past_steps: bool = False
-    aborted: asyncio.Event = field(default_factory=asyncio.Event)
-    abort_message: str = ""
-
-
-class _AbortableRollout(RolloutRunner):
-    """A rollout whose weight steps end, as a failed check ends them, once ``running.aborted`` is set."""
-
-    def __init__(self, running: _Running, nameserver: NameServerClient, policy: RolloutPolicy,
-                 timeout_s: float) -> None:
-        super().__init__(nameserver, running.group, policy, None, timeout_s, Progress(stream=LogStream()),
-                         WAIT_FOR_GRAY_S)
-        self.running = running
-
-    async def _begin(self, kind: CutoverKind, mode: CutoverMode) -> CutoverReport:
-        report = await super()._begin(kind, mode)
-        self.running.operation_id = report.operation_id
-        return report
-
-    async def _weighted_steps(self, report: RolloutReport) -> bool:
-        steps = asyncio.ensure_future(super()._weighted_steps(report))
-        abort = asyncio.ensure_future(self.running.aborted.wait())
-        try:
-            await asyncio.wait({steps, abort}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # aborted, or this task cancelled (the name server stops): the steps stop here
-            abort.cancel()
-            if not steps.done():
-                steps.cancel()
-                await asyncio.gather(steps, return_exceptions=True)
-        self.running.past_steps = True
-        if steps.cancelled():
-            report.message = self.running.abort_message
-            return False
-        return steps.result()
-
-
 class ConsoleRollouts:
     """The rollouts this name server runs (started through ``ConsoleOperations``, one per group), for their abort."""
 
     def __init__(self) -> None:
-        self._running: dict[str, _Running] = {}  # by group
+        self._running: dict[str, tuple[RolloutRunner, list[int]]] = {}  # group -> its runner, its operation's id
 
     async def run(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
                   token: str | None) -> None:
         """Run the rollout of ``group`` as the holder of ``token`` (None: dev mode), abortable while it runs."""
-        running = _Running(group)
-        self._running[group] = running
+        nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
+        operation_id: list[int] = []
+        runner = RolloutRunner(nameserver, group, policy, None, timeout_s, Progress(stream=LogStream()),
+                               WAIT_FOR_GRAY_S, RunbookHooks(started=lambda report: operation_id.append(
+                                   report.operation_id)))
+        self._running[group] = (runner, operation_id)
         try:
-            await _run(running, policy, timeout_s, nameserver_url, token)
+            report = await runner.rollout()
+            log.info("console rollout of %s: %s", group, report.outcome)
+        except CutoverFailed as exc:  # the runner recorded the operation FAILED with its report
+            log.warning("console rollout of %s failed: %s", group, exc.message)
+        except GrayMQError as exc:
+            log.error("console rollout of %s stopped, its record stays RUNNING (`graymq gray rollout %s` with the "
+                      "same steps resumes it): %s", group, group, exc.message)
         finally:
-            if self._running.get(group) is running:
+            if self._running.get(group, (None,))[0] is runner:
                 del self._running[group]
+            await runner.close()
+            await nameserver.close()
 
     def abort(self, operation_id: int, actor: str) -> None:
         """Make the rollout ``operation_id`` roll back; 409 when this name server does not run it or it is past its
         steps (promoting, or holding its last weight)."""
-        running = next((r for r in self._running.values() if r.operation_id == operation_id), None)
-        if running is None:
+        runner = next((r for r, ids in self._running.values() if operation_id in ids), None)
+        if runner is None:
             raise Conflict(f"rollout #{operation_id} is not run by this name server's console: stop it where it "
                            "runs (a `graymq gray rollout` that is interrupted stays RUNNING)")
-        if running.past_steps:
+        if not runner.abort(f"aborted from the console by {actor}"):
             raise Conflict(f"rollout #{operation_id} is past its weight steps: it no longer rolls back on a check")
-        running.abort_message = f"aborted from the console by {actor}"
-        running.aborted.set()
-
-
-async def _run(running: _Running, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
-               token: str | None) -> None:
-    group = running.group
-    nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
-    runner = _AbortableRollout(running, nameserver, policy, timeout_s)
-    try:
-        report = await runner.rollout()
-        log.info("console rollout of %s: %s", group, report.outcome)
-    except CutoverFailed as exc:  # the runner recorded the operation FAILED with its report
-        log.warning("console rollout of %s failed: %s", group, exc.message)
-    except GrayMQError as exc:
-        log.error("console rollout of %s stopped, its record stays RUNNING (`graymq gray rollout %s` with the same "
-                  "steps resumes it): %s", group, group, exc.message)
-    finally:
-        await runner.close()
-        await nameserver.close()

@@ -43,6 +43,7 @@ from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, IdPath,
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
+from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
 
 START_WAIT_S = 10.0  # for a started cutover's record to appear
 templates = Jinja2Templates(directory=FilePath(__file__).parent / "templates")
@@ -93,6 +94,7 @@ SECURITY_HEADERS = {"Content-Security-Policy": "default-src 'self'; frame-ancest
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
     context.setdefault("dev_mode", request.app.state.settings.dev_mode)
+    context.setdefault("runbook_timeout_s", f"{RUNBOOK_TIMEOUT_S:g}")  # the rollout form's default, the CLI's too
     return templates.TemplateResponse(request, name, context, headers=SECURITY_HEADERS)
 
 

@@ -1,0 +1,35 @@
+"""What a runbook's owner can hear and do while it runs, and the defaults every caller shares.
+
+A runbook (promote, rollback, rollout) is driven by the CLI, the console and the pipeline alike. They differ only
+in what they do around it: the console needs the operation's id as soon as it is recorded and a way to stop a
+rollout's weight steps; the CLI prints progress. ``RunbookHooks`` carries those listeners, so no caller subclasses
+a runner or reaches into its private steps; ``RUNBOOK_TIMEOUT_S`` and ``WAIT_FOR_GRAY_S`` are the defaults the CLI
+options, the console form and the runners read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graymq.runbooks.cutover import CutoverReport
+
+RUNBOOK_TIMEOUT_S = 300.0  # a promote's, rollback's or rollout's --timeout: the longest wait of one step
+WAIT_FOR_GRAY_S = 30.0  # a rollout's --wait-for-gray: how long its start waits for a gray consumer to register
+
+
+def _ignore(report: CutoverReport, what: str = "") -> None:
+    """A listener that hears and does nothing."""
+
+
+@dataclass
+class RunbookHooks:
+    """Listeners of one run: ``started(report)`` once its operation is recorded (its id known; also when it
+    resumes one), ``step(report, step)`` as each step is recorded, ``steps_ended(report)`` when a rollout leaves
+    its weight steps (passed, failed or aborted: it no longer rolls back on a check)."""
+
+    started: Callable[[CutoverReport], None] = _ignore
+    step: Callable[[CutoverReport, str], None] = _ignore
+    steps_ended: Callable[[CutoverReport], None] = _ignore

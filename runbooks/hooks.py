@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from graymq.runbooks.cutover import CutoverReport
+from typing import Protocol
 
 RUNBOOK_TIMEOUT_S = 300.0  # a promote's, rollback's or rollout's --timeout: the longest wait of one step
 WAIT_FOR_GRAY_S = 30.0  # a rollout's --wait-for-gray: how long its start waits for a gray consumer to register
 
 
-def _ignore(report: CutoverReport, what: str = "") -> None:
+class RunReport(Protocol):
+    """What a listener reads of a run's report (``runbooks.cutover.CutoverReport`` and its kinds)."""
+
+    operation_id: int
+    message: str
+
+
+def _ignore(report: RunReport, what: str = "") -> None:
     """A listener that hears and does nothing."""
 
 
@@ -30,6 +34,6 @@ class RunbookHooks:
     resumes one), ``step(report, step)`` as each step is recorded, ``steps_ended(report)`` when a rollout leaves
     its weight steps (passed, failed or aborted: it no longer rolls back on a check)."""
 
-    started: Callable[[CutoverReport], None] = _ignore
-    step: Callable[[CutoverReport, str], None] = _ignore
-    steps_ended: Callable[[CutoverReport], None] = _ignore
+    started: Callable[[RunReport], None] = _ignore
+    step: Callable[[RunReport, str], None] = _ignore
+    steps_ended: Callable[[RunReport], None] = _ignore

@@ -37,6 +37,8 @@ BROKER_FAMILIES = {
     "graymq_broker_tls_handshake_failures": "counter",
     "graymq_broker_refused_requests": "counter",
     "graymq_broker_unauthenticated_closed": "counter",
+    "graymq_broker_grpc_over_budget": "counter",
+    "graymq_broker_grpc_malformed_requests": "counter",
 }
 STORE_FAMILIES = {
     "graymq_store_damaged_records": "counter",

@@ -116,6 +116,10 @@ def test_stock_consumers_are_clients_of_their_group_and_receive_from_their_side(
                 assert (await consumer.open()).status.code == v2.OK
             assert await v2_.assigned() == GRAY_QUEUES
             assert await v1.assigned() == NORMAL_QUEUES
+            # its assignment is gray at once (above); the state it reports reaches the name server with the
+            # broker's next batched heartbeat of its stock clients
+            await eventually(lambda: clients_of(grpc_cluster.ns_url, group).get(v2_.client_id, {}).get("state")
+                             == "GRAY", "the gray stock consumer's state reported")
             clients = await asyncio.to_thread(clients_of, grpc_cluster.ns_url, group)
             assert clients[v2_.client_id]["labels"] == {"host": "orders-v2-7f9c", "language": "python",
                                                         "protocol": "rocketmq5"}

@@ -6,21 +6,29 @@ clients), so they agree on who consumes what without talking to each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from graymq.core.message_queue import MessageQueue
+from graymq.core.queue_layout import GRAY_LANE
+from graymq.core.route import FREE_SLOT
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.membership import ORPHAN_POLICIES, OrphanPolicy
 
 
 @dataclass(frozen=True, order=True, slots=True)
 class ConsumerView:
-    """A member of the group as the rebalance sees it: its id and effective gray flag."""
+    """A member of the group as the rebalance sees it: its id, effective gray flag and the lane it names."""
 
     client_id: str
     gray: bool = False
+    lane: str | None = None  # with ``gray``: its lane (None: ``gray``)
+
+    @property
+    def in_lane(self) -> str | None:
+        """The lane this consumer is in; None for base."""
+        return (self.lane or GRAY_LANE) if self.gray else None
 
 
 class AllocateMessageQueueStrategy(Protocol):
@@ -29,8 +37,8 @@ class AllocateMessageQueueStrategy(Protocol):
     ) -> list[MessageQueue]: ...
 
 
-def _order(view: ConsumerView) -> tuple[str, bool]:
-    return view.client_id, view.gray
+def _order(view: ConsumerView) -> tuple[str, bool, str]:
+    return view.client_id, view.gray, view.lane or ""
 
 
 def _check(client_id: str, clients: Sequence[ConsumerView]) -> list[ConsumerView]:
@@ -87,15 +95,15 @@ class AllocateMessageQueueAveragelyByCircle:
 
 
 class AllocateMessageQueueGray:
-    """Gray queues to gray clients, normal queues to normal clients, each side split by ``base``.
+    """Each lane's queues to that lane's clients, base queues to base clients, each side split by ``base``.
 
-    ``is_gray`` says whether a queue is gray (from the topic route's gray layout). With
-    ``gray_switch`` off every queue is normal and every client takes part. When the group has
-    no gray client, the gray queues are orphans: ``hold`` leaves them unconsumed (gray messages
-    wait for a gray consumer), ``adopt`` hands them to the normal clients. With a ``weight`` and at
-    least one gray client, the normal queues ``is_weighted`` names go to the gray side too (a
-    consumer-only canary). Each side's queues, whatever their kind, are split in one go, so the
-    totals of the clients of a side differ by at most one queue.
+    ``lane_of`` says which lane holds a queue (None: a base queue; ``FREE_SLOT``: a slot no lane holds, which
+    nobody consumes); without it, ``is_gray`` queues are the ``gray`` lane's. With ``gray_switch`` off every queue is
+    base and every client takes part. A lane with no client in the group is an orphan: by its policy
+    (``lane_policies``; the ``gray`` lane's default is ``orphan_policy``, another's ``hold``) its queues wait for a
+    client of the lane (``hold``) or go to the base clients (``adopt``). With a ``weight`` and at least one client
+    of the ``gray`` lane, the base queues ``is_weighted`` names go to that lane too (a consumer-only canary). Each
+    side's queues, whatever their kind, are split in one go, so the totals of a side's clients differ by at most one.
 
     Example (TOPIC_V_ORDER, 6 queues, 2 gray → 0 and 5; v1a v1b normal, v2a v2b gray):
     v2a → q0, v2b → q5, v1a → q1 q2, v1b → q3 q4.
@@ -109,26 +117,52 @@ class AllocateMessageQueueGray:
         orphan_policy: OrphanPolicy = "hold",
         gray_switch: bool = True,
         is_weighted: Callable[[MessageQueue], bool] = lambda mq: False,
+        lane_of: Callable[[MessageQueue], str | None] | None = None,
+        lane_policies: Mapping[str, OrphanPolicy] | None = None,
     ) -> None:
-        if orphan_policy not in ORPHAN_POLICIES:
-            raise ConfigError(f"orphan_policy must be 'hold' or 'adopt', got {orphan_policy!r}")
+        for policy in (orphan_policy, *(lane_policies or {}).values()):
+            if policy not in ORPHAN_POLICIES:
+                raise ConfigError(f"orphan_policy must be 'hold' or 'adopt', got {policy!r}")
         self.is_gray = is_gray
+        self.lane_of = lane_of or (lambda mq: GRAY_LANE if is_gray(mq) else None)
         self.is_weighted = is_weighted
         self.base = base or AllocateMessageQueueAveragely()
         self.orphan_policy: OrphanPolicy = orphan_policy
+        self.lane_policies = dict(lane_policies or {})
         self.gray_switch = gray_switch
+
+    def policy(self, lane: str) -> OrphanPolicy:
+        """What the group does with ``lane``'s queues while no client of the lane is in it."""
+        return self.lane_policies.get(lane) or (self.orphan_policy if lane == GRAY_LANE else "hold")
+
+    def lane_sides(self, queues: Sequence[MessageQueue], lanes_present: Collection[str]
+                   ) -> dict[str | None, list[MessageQueue]]:
+        """Each side's queues, sorted: None the base side, else each lane of ``lanes_present`` (lanes with a client
+        in the group)."""
+        by_lane: dict[str | None, list[MessageQueue]] = {}
+        for mq in sorted(queues):
+            by_lane.setdefault(self.lane_of(mq), []).append(mq)
+        base = by_lane.pop(None, [])
+        by_lane.pop(FREE_SLOT, None)
+        sides: dict[str | None, list[MessageQueue]] = {lane: [] for lane in lanes_present}
+        adopted: list[MessageQueue] = []
+        for lane, lane_queues in by_lane.items():
+            if lane in sides:
+                sides[lane] = lane_queues
+            elif self.policy(lane) == "adopt":
+                adopted += lane_queues
+        if GRAY_LANE in sides:
+            weighted = [mq for mq in base if self.is_weighted(mq)]
+            sides[GRAY_LANE] = sorted(sides[GRAY_LANE] + weighted)
+            base = [mq for mq in base if mq not in weighted]
+        sides[None] = sorted(base + adopted)
+        return sides
 
     def sides(self, queues: Sequence[MessageQueue], has_gray_clients: bool
               ) -> tuple[list[MessageQueue], list[MessageQueue]]:
-        """(the gray side's queues, the normal side's), sorted."""
-        gray: list[MessageQueue] = []
-        normal: list[MessageQueue] = []
-        for mq in sorted(queues):
-            (gray if self.is_gray(mq) else normal).append(mq)
-        if not has_gray_clients:
-            return [], normal + (gray if self.orphan_policy == "adopt" else [])
-        weighted = [mq for mq in normal if self.is_weighted(mq)]
-        return sorted(gray + weighted), [mq for mq in normal if mq not in weighted]
+        """(the ``gray`` lane's queues, the base side's), sorted: the two sides of a group without other lanes."""
+        sides = self.lane_sides(queues, (GRAY_LANE,) if has_gray_clients else ())
+        return sides.get(GRAY_LANE, []), sides[None]
 
     def allocate(
         self, group: str, client_id: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
@@ -138,16 +172,13 @@ class AllocateMessageQueueGray:
             return []
         if not self.gray_switch:
             return self.base.allocate(group, client_id, queues, [ConsumerView(c.client_id) for c in ordered])
-        me = next(c for c in ordered if c.client_id == client_id)
-        gray_clients = [c for c in ordered if c.gray]
-        gray_side, normal_side = self.sides(queues, bool(gray_clients))
-        if me.gray:
-            return self.base.allocate(group, client_id, gray_side, gray_clients)
-        return self.base.allocate(group, client_id, normal_side, [c for c in ordered if not c.gray])
+        lane = next(c for c in ordered if c.client_id == client_id).in_lane
+        sides = self.lane_sides(queues, {c.in_lane for c in ordered if c.gray})
+        return self.base.allocate(group, client_id, sides.get(lane, []), [c for c in ordered if c.in_lane == lane])
 
     def adopted(self, mq: MessageQueue) -> bool:
-        """Whether a normal client holding ``mq`` holds it by adoption (the pull must say so)."""
-        return self.gray_switch and self.is_gray(mq)
+        """Whether a base client holding ``mq`` holds it by adoption (the pull must say so)."""
+        return self.gray_switch and self.lane_of(mq) is not None
 
 
 STRATEGIES: dict[str, type] = {

@@ -23,6 +23,38 @@ alone decides (a producer made gray by a rule or ``--gray`` opens the next relea
 
 from __future__ import annotations
 
+from graymq.core.queue_layout import GRAY_LANE
+
+Mark = bool | str | None
+"""A message's mark or a producer's flag: ``None`` no mark, ``False`` base, ``True`` the ``gray`` lane, or a lane."""
+
+
+def mark_lane(mark: Mark) -> str | None:
+    """The lane a mark names: ``True`` is ``gray``; ``False``/``None`` name none."""
+    return GRAY_LANE if mark is True else (mark or None)
+
+
+def send_lane(producer_lane: Mark, explicit_mark: Mark, propagated_mark: Mark, marks_honoured: bool,
+              gray_switch: bool) -> str | None:
+    """The lane a send goes to (None: base), by the table above with "gray" read as "a lane": the explicit mark's
+    lane, else the propagated mark's, else the producer's lane.
+
+    >>> send_lane("v3", None, "v2", marks_honoured=True, gray_switch=True)
+    'v2'
+    >>> send_lane("v3", None, "v2", marks_honoured=False, gray_switch=True)
+    'v3'
+    >>> send_lane(True, False, None, marks_honoured=True, gray_switch=True) is None
+    True
+    """
+    if not gray_switch or explicit_mark is False:
+        return None
+    if marks_honoured:
+        if explicit_mark:
+            return mark_lane(explicit_mark)
+        if propagated_mark is not None:
+            return mark_lane(propagated_mark)
+    return mark_lane(producer_lane)
+
 
 def send_side(producer_gray: bool, explicit_mark: bool | None, propagated_mark: bool | None,
               marks_honoured: bool, gray_switch: bool) -> bool:
@@ -37,11 +69,4 @@ def send_side(producer_gray: bool, explicit_mark: bool | None, propagated_mark: 
     >>> send_side(True, None, None, marks_honoured=False, gray_switch=False)
     False
     """
-    if not gray_switch or explicit_mark is False:
-        return False
-    if marks_honoured:
-        if explicit_mark:
-            return True
-        if propagated_mark is not None:
-            return propagated_mark
-    return producer_gray
+    return send_lane(producer_gray, explicit_mark, propagated_mark, marks_honoured, gray_switch) is not None

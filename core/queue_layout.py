@@ -92,3 +92,71 @@ def _weighted_ids(queue_nums: int, gray_queue_nums: int, weight: int) -> tuple[i
     normal = _normal_ids(queue_nums, gray_queue_nums)
     k = weighted_count(len(normal), weight)
     return tuple(normal[(2 * i + 1) * len(normal) // (2 * k)] for i in range(k))
+
+
+GRAY_LANE = "gray"
+"""The lane that is today's gray side: ``--gray`` is ``--lane gray``, slot 0 is its home."""
+
+
+@functools.lru_cache(maxsize=1024)
+def base_queue_nums(queue_nums: int, gray_queue_nums: int, lane_slots: int) -> int:
+    """The queues of one broker that are not appended lane slots: ``queue_nums - (lane_slots - 1) × gray_queue_nums``
+    (slot 0 lies inside them, as today's gray queues do).
+
+    >>> base_queue_nums(10, 2, 2), base_queue_nums(8, 2, 1)
+    (8, 8)
+    """
+    if lane_slots < 1:
+        raise ValueError(f"lane_slots must be >= 1, got {lane_slots}")
+    base = queue_nums - (lane_slots - 1) * gray_queue_nums
+    if base < gray_queue_nums:
+        raise ValueError(f"{queue_nums} queues cannot hold {lane_slots} lane slots of {gray_queue_nums} queues")
+    gray_queue_ids(base, gray_queue_nums)  # checks the types and ranges
+    return base
+
+
+def slot_queue_ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, slot: int) -> tuple[int, ...]:
+    """The queue ids of lane slot ``slot`` on one broker of ``queue_nums`` queues: slot 0 is today's gray queues,
+    slot ``s >= 1`` the ``gray_queue_nums`` ids appended after the base queues, so growing a topic's slots moves no
+    queue.
+
+    >>> slot_queue_ids(8, 2, 1, 0), slot_queue_ids(12, 2, 3, 0), slot_queue_ids(12, 2, 3, 2)
+    ((0, 7), (0, 7), (10, 11))
+    """
+    base = base_queue_nums(queue_nums, gray_queue_nums, lane_slots)
+    if not 0 <= slot < lane_slots:
+        raise ValueError(f"slot {slot} outside 0..{lane_slots - 1}")
+    if slot == 0:
+        return _gray_ids(base, gray_queue_nums)
+    start = base + (slot - 1) * gray_queue_nums
+    return tuple(range(start, start + gray_queue_nums))
+
+
+@functools.lru_cache(maxsize=1024)
+def _slots_by_queue(queue_nums: int, gray_queue_nums: int, lane_slots: int) -> dict[int, int]:
+    return {q: slot for slot in range(lane_slots)
+            for q in slot_queue_ids(queue_nums, gray_queue_nums, lane_slots, slot)}
+
+
+def slot_of_queue(queue_id: int, queue_nums: int, gray_queue_nums: int, lane_slots: int = 1) -> int | None:
+    """The lane slot ``queue_id`` belongs to, or None for a base queue.
+
+    >>> [slot_of_queue(q, 10, 2, 2) for q in range(10)]
+    [0, None, None, None, None, None, None, 0, 1, 1]
+    """
+    return _slots_by_queue(queue_nums, gray_queue_nums, lane_slots).get(queue_id)
+
+
+def lane_base_ids(queue_nums: int, gray_queue_nums: int, lane_slots: int = 1) -> tuple[int, ...]:
+    """The base (normal) queue ids of one broker: in no lane slot.
+
+    >>> lane_base_ids(10, 2, 2)
+    (1, 2, 3, 4, 5, 6)
+    """
+    return _normal_ids(base_queue_nums(queue_nums, gray_queue_nums, lane_slots), gray_queue_nums)
+
+
+def lane_weighted_ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, weight: int) -> tuple[int, ...]:
+    """``weighted_queue_ids`` over the base queues of a topic with ``lane_slots`` slots (the appended slots are not
+    base queues, so the weighted ids are the same whatever the slot count)."""
+    return weighted_queue_ids(base_queue_nums(queue_nums, gray_queue_nums, lane_slots), gray_queue_nums, weight)

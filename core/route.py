@@ -1,15 +1,23 @@
-"""Topic routes from the name server and the gray/normal queue sets they imply."""
+"""Topic routes from the name server and the queue sets they imply: base queues, and each lane's slot.
+
+A route names which lane holds which slot (``lanes``); a slot no lane holds is free: nobody sends to it and nobody
+consumes it (a slot is given back only after its lane drained). A route without a lane map (``lanes=None``: an
+answer from before lanes) gives slot 0 to the ``gray`` lane, as today's gray queues.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.core.message_queue import MessageQueue
-from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
+from graymq.core.queue_layout import GRAY_LANE, lane_weighted_ids, slot_of_queue
 
 PERM_READ = 4
 PERM_WRITE = 2
+FREE_SLOT = ""
+"""``TopicRoute.lane_of`` of a queue in a slot no lane holds (never a lane's name: names are not empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,25 +28,36 @@ class BrokerData:
     gray_queue_nums: int
     perm: int = 6
     replicas: int = 0  # a broker set's replicas (``address`` is its leader's); 0: a single copy
+    lane_slots: int = 1  # lane slots of gray_queue_nums queues each (``queue_nums`` counts them all)
 
 
 @dataclass(frozen=True, slots=True)
 class TopicRoute:
     topic: str
     brokers: tuple[BrokerData, ...]
+    lanes: tuple[tuple[str, int], ...] | None = None  # (lane, slot) pairs, sorted; None: slot 0 is ``gray``'s
     _addresses: dict[str, str] = field(init=False, repr=False, compare=False, hash=False)
+    _slot_lanes: dict[int, str] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_addresses", {b.broker_name: b.address for b in self.brokers})
+        lanes = {GRAY_LANE: 0} if self.lanes is None else dict(self.lanes)
+        object.__setattr__(self, "_slot_lanes", {slot: lane for lane, slot in lanes.items()})
+
+    @staticmethod
+    def lane_pairs(lanes: Mapping[str, int] | None) -> tuple[tuple[str, int], ...] | None:
+        """A lane map (lane -> slot) as the route keeps it."""
+        return None if lanes is None else tuple(sorted((str(k), int(v)) for k, v in lanes.items()))
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> TopicRoute:
         brokers = tuple(sorted(
             (BrokerData(b["broker_name"], b["address"], int(b["queue_nums"]), int(b.get("gray_queue_nums", 0)),
-                        int(b.get("perm", 6)), len(b.get("replicas") or ())) for b in raw["brokers"]),
+                        int(b.get("perm", 6)), len(b.get("replicas") or ()), int(b.get("lane_slots") or 1))
+             for b in raw["brokers"]),
             key=lambda b: b.broker_name,
         ))
-        return cls(raw["topic"], brokers)
+        return cls(raw["topic"], brokers, cls.lane_pairs(raw.get("lanes")))
 
     def broker(self, broker_name: str) -> BrokerData | None:
         return next((b for b in self.brokers if b.broker_name == broker_name), None)
@@ -55,16 +74,32 @@ class TopicRoute:
             for q in range(b.queue_nums)
         ]
 
-    def is_gray(self, mq: MessageQueue) -> bool:
+    def slot_of(self, mq: MessageQueue) -> int | None:
+        """The lane slot ``mq`` belongs to; None for a base queue (or a broker not in the route)."""
         broker = self.broker(mq.broker_name)
-        return broker is not None and mq.queue_id in gray_queue_ids(broker.queue_nums, broker.gray_queue_nums)
+        if broker is None or not 0 <= mq.queue_id < broker.queue_nums:
+            return None
+        return slot_of_queue(mq.queue_id, broker.queue_nums, broker.gray_queue_nums, broker.lane_slots)
+
+    def lane_of(self, mq: MessageQueue) -> str | None:
+        """The lane whose slot holds ``mq``; None for a base queue; ``FREE_SLOT`` in a slot no lane holds."""
+        slot = self.slot_of(mq)
+        return None if slot is None else self._slot_lanes.get(slot, FREE_SLOT)
+
+    def slot_of_lane(self, lane: str) -> int | None:
+        """The slot ``lane`` holds on this topic; None when it holds none."""
+        return next((slot for slot, name in self._slot_lanes.items() if name == lane), None)
+
+    def is_gray(self, mq: MessageQueue) -> bool:
+        """Whether ``mq`` is in a lane slot (held or free): not a base queue."""
+        return self.slot_of(mq) is not None
 
     def is_weighted(self, mq: MessageQueue, weight: int) -> bool:
         """Whether ``mq`` is one of the normal queues a gray side with ``weight`` percent consumes (per broker,
         as the broker computes it)."""
         broker = self.broker(mq.broker_name)
-        return broker is not None and mq.queue_id in weighted_queue_ids(broker.queue_nums, broker.gray_queue_nums,
-                                                                         weight)
+        return broker is not None and mq.queue_id in lane_weighted_ids(broker.queue_nums, broker.gray_queue_nums,
+                                                                       broker.lane_slots, weight)
 
     def split(self, queues: list[MessageQueue]) -> tuple[list[MessageQueue], list[MessageQueue]]:
         """(gray, normal) partition of ``queues`` by this route's layout."""

@@ -140,6 +140,17 @@ class GrayIsolationError(GrayMQError):
     code = pb.GRAY_ISOLATION_VIOLATION
 
 
+class LaneSlotError(GrayMQError):
+    """A lane's send to a topic whose route gives that lane no slot: the sender takes one from the name server
+    (a client-side error, never on the wire)."""
+
+    def __init__(self, topic: str, lane: str) -> None:
+        super().__init__(f"lane {lane} holds no slot on topic {topic}: the name server gives one to its first "
+                         "client or message")
+        self.topic = topic
+        self.lane = lane
+
+
 @register
 class SubscriptionNotExistError(GrayMQError):
     code = pb.SUBSCRIPTION_NOT_EXIST

@@ -177,7 +177,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("topic", "body", "tags", "keys", "properties", "gray", "trace_id", "msg_id", "born_timestamp", "born_host")
+    __slots__ = ("topic", "body", "tags", "keys", "properties", "gray", "trace_id", "msg_id", "born_timestamp", "born_host", "lane")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +195,7 @@ class Message(_message.Message):
     MSG_ID_FIELD_NUMBER: _ClassVar[int]
     BORN_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     BORN_HOST_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     body: bytes
     tags: str
@@ -205,7 +206,8 @@ class Message(_message.Message):
     msg_id: str
     born_timestamp: int
     born_host: str
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., properties: _Optional[_Mapping[str, str]] = ..., gray: _Optional[bool] = ..., trace_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., born_host: _Optional[str] = ...) -> None: ...
+    lane: str
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., properties: _Optional[_Mapping[str, str]] = ..., gray: _Optional[bool] = ..., trace_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., born_host: _Optional[str] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class SendRequest(_message.Message):
     __slots__ = ("producer_group", "message", "queue_id", "reconsume_times", "producer_id", "sequence")
@@ -274,7 +276,7 @@ class SendBatchResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[SendStatus, str]] = ..., msg_ids: _Optional[_Iterable[str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("consumer_group", "client_id", "topic", "queue_id", "queue_offset", "max_msg_nums", "suspend_timeout_ms", "gray_flag", "adopted", "commit_offset", "sub_expression")
+    __slots__ = ("consumer_group", "client_id", "topic", "queue_id", "queue_offset", "max_msg_nums", "suspend_timeout_ms", "gray_flag", "adopted", "commit_offset", "sub_expression", "lane")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +288,7 @@ class PullRequest(_message.Message):
     ADOPTED_FIELD_NUMBER: _ClassVar[int]
     COMMIT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SUB_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     client_id: str
     topic: str
@@ -297,7 +300,8 @@ class PullRequest(_message.Message):
     adopted: bool
     commit_offset: int
     sub_expression: str
-    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., gray_flag: _Optional[bool] = ..., adopted: _Optional[bool] = ..., commit_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ...) -> None: ...
+    lane: str
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_msg_nums: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., gray_flag: _Optional[bool] = ..., adopted: _Optional[bool] = ..., commit_offset: _Optional[int] = ..., sub_expression: _Optional[str] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class PullResponse(_message.Message):
     __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count")
@@ -326,7 +330,7 @@ class SubscriptionData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., sub_string: _Optional[str] = ..., sub_version: _Optional[int] = ...) -> None: ...
 
 class ConsumerData(_message.Message):
-    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch", "gray_weight")
+    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch", "gray_weight", "lane")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUME_MODEL_FIELD_NUMBER: _ClassVar[int]
     CONSUME_FROM_WHERE_FIELD_NUMBER: _ClassVar[int]
@@ -334,6 +338,7 @@ class ConsumerData(_message.Message):
     GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
     GRAY_SWITCH_FIELD_NUMBER: _ClassVar[int]
     GRAY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     group: str
     consume_model: ConsumeModel
     consume_from_where: ConsumeFromWhere
@@ -341,15 +346,18 @@ class ConsumerData(_message.Message):
     gray_flag: bool
     gray_switch: bool
     gray_weight: int
-    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ..., gray_weight: _Optional[int] = ...) -> None: ...
+    lane: str
+    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ..., gray_weight: _Optional[int] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class ProducerData(_message.Message):
-    __slots__ = ("group", "gray_flag")
+    __slots__ = ("group", "gray_flag", "lane")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     group: str
     gray_flag: bool
-    def __init__(self, group: _Optional[str] = ..., gray_flag: _Optional[bool] = ...) -> None: ...
+    lane: str
+    def __init__(self, group: _Optional[str] = ..., gray_flag: _Optional[bool] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("client_id", "consumers", "producers")
@@ -486,44 +494,58 @@ class ConsumerListRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
 
 class ClientInfo(_message.Message):
-    __slots__ = ("client_id", "gray_flag", "last_heartbeat_ms", "topics")
+    __slots__ = ("client_id", "gray_flag", "last_heartbeat_ms", "topics", "lane")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     gray_flag: bool
     last_heartbeat_ms: int
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, client_id: _Optional[str] = ..., gray_flag: _Optional[bool] = ..., last_heartbeat_ms: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    lane: str
+    def __init__(self, client_id: _Optional[str] = ..., gray_flag: _Optional[bool] = ..., last_heartbeat_ms: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class ConsumerListResponse(_message.Message):
-    __slots__ = ("clients", "subscriptions", "gray_subscriptions", "gray_switch")
+    __slots__ = ("clients", "subscriptions", "gray_subscriptions", "gray_switch", "lane_subscriptions")
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     GRAY_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     GRAY_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    LANE_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     clients: _containers.RepeatedCompositeFieldContainer[ClientInfo]
     subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
     gray_subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
     gray_switch: bool
-    def __init__(self, clients: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_switch: _Optional[bool] = ...) -> None: ...
+    lane_subscriptions: _containers.RepeatedCompositeFieldContainer[LaneSubscriptions]
+    def __init__(self, clients: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_switch: _Optional[bool] = ..., lane_subscriptions: _Optional[_Iterable[_Union[LaneSubscriptions, _Mapping]]] = ...) -> None: ...
+
+class LaneSubscriptions(_message.Message):
+    __slots__ = ("lane", "subscriptions")
+    LANE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    lane: str
+    subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionData]
+    def __init__(self, lane: _Optional[str] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ...) -> None: ...
 
 class SendBackRequest(_message.Message):
-    __slots__ = ("consumer_group", "commit_log_offset", "delay_level", "max_reconsume_times", "gray_flag", "origin_topic")
+    __slots__ = ("consumer_group", "commit_log_offset", "delay_level", "max_reconsume_times", "gray_flag", "origin_topic", "lane")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     MAX_RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
     GRAY_FLAG_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     commit_log_offset: int
     delay_level: int
     max_reconsume_times: int
     gray_flag: bool
     origin_topic: str
-    def __init__(self, consumer_group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ..., gray_flag: _Optional[bool] = ..., origin_topic: _Optional[str] = ...) -> None: ...
+    lane: str
+    def __init__(self, consumer_group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ..., gray_flag: _Optional[bool] = ..., origin_topic: _Optional[str] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class QueryByKeyRequest(_message.Message):
     __slots__ = ("topic", "key", "max_num", "begin_timestamp_ms", "end_timestamp_ms")
@@ -554,18 +576,29 @@ class MessagesResponse(_message.Message):
     def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
 
 class TopicConfig(_message.Message):
-    __slots__ = ("topic", "queue_nums", "gray_queue_nums", "perm", "order")
+    __slots__ = ("topic", "queue_nums", "gray_queue_nums", "perm", "order", "lane_slots", "lanes")
+    class LanesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
     GRAY_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
     PERM_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
+    LANE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LANES_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_nums: int
     gray_queue_nums: int
     perm: TopicPerm
     order: bool
-    def __init__(self, topic: _Optional[str] = ..., queue_nums: _Optional[int] = ..., gray_queue_nums: _Optional[int] = ..., perm: _Optional[_Union[TopicPerm, str]] = ..., order: _Optional[bool] = ...) -> None: ...
+    lane_slots: int
+    lanes: _containers.ScalarMap[str, int]
+    def __init__(self, topic: _Optional[str] = ..., queue_nums: _Optional[int] = ..., gray_queue_nums: _Optional[int] = ..., perm: _Optional[_Union[TopicPerm, str]] = ..., order: _Optional[bool] = ..., lane_slots: _Optional[int] = ..., lanes: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
     __slots__ = ("config",)
@@ -588,20 +621,22 @@ class GroupBacklogRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class QueueBacklog(_message.Message):
-    __slots__ = ("topic", "queue_id", "gray", "consumer_offset", "max_offset", "min_offset")
+    __slots__ = ("topic", "queue_id", "gray", "consumer_offset", "max_offset", "min_offset", "lane")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     GRAY_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LANE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     gray: bool
     consumer_offset: int
     max_offset: int
     min_offset: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., gray: _Optional[bool] = ..., consumer_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., min_offset: _Optional[int] = ...) -> None: ...
+    lane: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., gray: _Optional[bool] = ..., consumer_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., lane: _Optional[str] = ...) -> None: ...
 
 class GroupBacklogResponse(_message.Message):
     __slots__ = ("queues",)

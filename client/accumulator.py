@@ -18,10 +18,10 @@ from typing import Any, TypeAlias
 from graymq.client.message import SendResult
 from graymq.protocol.errors import GrayMQError
 
-BatchKey: TypeAlias = tuple[str, bool, "str | None"]  # topic, gray, sharding key
+BatchKey: TypeAlias = tuple[str, "bool | str", "str | None"]  # topic, side (a lane's name, or gray), sharding key
 Fields: TypeAlias = dict[str, Any]  # a pb.Message as constructor fields
-SendOne: TypeAlias = Callable[[str, bool, "str | None", Fields], Awaitable[SendResult]]
-SendBatch: TypeAlias = Callable[[str, bool, "str | None", list[Fields]], Awaitable[list[SendResult]]]
+SendOne: TypeAlias = Callable[[str, "bool | str", "str | None", Fields], Awaitable[SendResult]]
+SendBatch: TypeAlias = Callable[[str, "bool | str", "str | None", list[Fields]], Awaitable[list[SendResult]]]
 
 
 class _OpenBatch:

@@ -1,4 +1,5 @@
-"""Gray backlog of a group: unconsumed messages in the gray queues of its topics, read from every broker.
+"""Gray backlog of a group: unconsumed messages in the gray queues (every lane slot, or one lane's) of its
+topics, read from every broker.
 
 One implementation shared by the consumer's drain, ``graymq gray status`` and the controller.
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 from graymq.client.message import MessageQueue
 from graymq.client.route_cache import Routes
-from graymq.core.queue_layout import gray_queue_ids
+from graymq.core.route import TopicRoute
 from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 
@@ -66,14 +67,15 @@ class Backlogs:
         return self.queues
 
 
-async def gray_backlog(brokers: BrokerClient, routes: Routes, group: str,
-                       topics: Iterable[str]) -> list[QueueBacklog]:
-    """Per gray queue of ``topics`` on every broker: what ``group`` has not consumed yet.
+async def gray_backlog(brokers: BrokerClient, routes: Routes, group: str, topics: Iterable[str],
+                       lane: str | None = None) -> list[QueueBacklog]:
+    """Per gray queue of ``topics`` on every broker (``lane``: per queue of that lane's slot): what ``group`` has
+    not consumed yet.
 
     Raises ``BacklogUnavailable`` when a broker does not answer (unknown is not zero).
     Topics without a route (not created yet) have no backlog.
     """
-    return (await read_backlogs(brokers, routes, group, topics, gray_only=True)).complete()
+    return (await read_backlogs(brokers, routes, group, topics, gray_only=True, lane=lane)).complete()
 
 
 async def queue_backlogs(brokers: BrokerClient, routes: Routes, group: str, topics: Iterable[str],
@@ -85,9 +87,9 @@ async def queue_backlogs(brokers: BrokerClient, routes: Routes, group: str, topi
 
 
 async def read_backlogs(brokers: BrokerClient, routes: Routes, group: str, topics: Iterable[str],
-                        gray_only: bool = False) -> Backlogs:
-    """Per queue of ``topics`` (``gray_only``: per gray queue): what ``group`` has not consumed, from every broker
-    that answers, and the brokers that do not (never raised).
+                        gray_only: bool = False, lane: str | None = None) -> Backlogs:
+    """Per queue of ``topics`` (``gray_only``: per gray queue, ``lane`` too: per queue of that lane's slot): what
+    ``group`` has not consumed, from every broker that answers, and the brokers that do not (never raised).
 
     The brokers are asked side by side, each about its topics in turn; one that fails is asked nothing more (a dead
     broker costs one connection attempt, not one per topic), and the routes of its topics are refreshed at their
@@ -101,8 +103,8 @@ async def read_backlogs(brokers: BrokerClient, routes: Routes, group: str, topic
             log.debug("no route for %s: %s", topic, exc.message)
             continue
         for broker in route.brokers:
-            ids = gray_queue_ids(broker.queue_nums, broker.gray_queue_nums) if gray_only \
-                else range(broker.queue_nums)
+            ids = [q for q in range(broker.queue_nums)
+                   if not gray_only or _in_side(route, MessageQueue(topic, broker.broker_name, q), lane)]
             if ids:
                 asked.setdefault(broker.address, []).append((topic, broker.broker_name, sorted(ids)))
     result = Backlogs()
@@ -115,6 +117,11 @@ async def read_backlogs(brokers: BrokerClient, routes: Routes, group: str, topic
                 routes.invalidate(topic)
     result.queues.sort(key=lambda q: (q.topic, q.broker_name, q.queue_id))
     return result
+
+
+def _in_side(route: TopicRoute, mq: MessageQueue, lane: str | None) -> bool:
+    """Whether ``mq`` is a gray queue (``lane``: of that lane's slot)."""
+    return route.slot_of(mq) is not None if lane is None else route.lane_of(mq) == lane
 
 
 async def _ask(brokers: BrokerClient, group: str, address: str,

@@ -27,8 +27,9 @@ from typing import Any
 from graymq.client.blocking_brokers import BlockingBrokers
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
+from graymq.client.lane_slots import route_with_slot
 from graymq.client.loop_thread import LoopThread
-from graymq.client.message import Message, MessageQueue, SendResult, SendStatus
+from graymq.client.message import Message, MessageQueue, SendResult, SendStatus, named_lane
 from graymq.client.producer import TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
 from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
@@ -38,12 +39,13 @@ from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.send_window import BlockingSendWindow, QueueKey, queue_key, select_with_room
 from graymq.client.send_wire import WireSend
+from graymq.core.gray_side import Mark
 from graymq.core.route import TopicRoute
 from graymq.core.selector import MemoSelector
 from graymq.nameserver_api.client import NameServerClient
 from graymq.nameserver_api.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError
+from graymq.protocol.errors import BadRequestError, GrayMQError, LaneSlotError, RequestTimeoutError
 from graymq.protocol.retry import Backoff
 from graymq.protocol.tls import broker_tls
 
@@ -65,11 +67,12 @@ class BlockingProducer(ProducerFlags):
     """
 
     def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
-                 labels: dict[str, str] | None = None, gray: bool | None = None, token: str | None = None,
+                 labels: dict[str, str] | None = None, gray: bool | None = None, lane: str | None = None,
+                 token: str | None = None,
                  settings: ProducerSettings | None = None, config: ClientConfig | None = None,
                  **keywords: Any) -> None:
         self.settings = s = producer_settings(settings, keywords)
-        self._init_flags(group, client_id, gray)
+        self._init_flags(group, client_id, gray, lane)
         self.config = c = client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s)
         self.nameserver = NameServerClient(list(c.nameserver), token=c.token, timeout_s=c.nameserver_timeout_s)
         self.routes = RouteCache(self.nameserver, c.route_ttl_s)
@@ -82,7 +85,8 @@ class BlockingProducer(ProducerFlags):
         self._refresh_asked: dict[str, float] = {}
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
-            declared_gray=gray, interval_s=s.heartbeat_interval_s, report=self._report, on_update=self._on_update)
+            declared_gray=lane or gray, interval_s=s.heartbeat_interval_s, report=self._report,
+            on_update=self._on_update)
         self._loop = LoopThread(f"graymq-producer {self.client_id}")
         self.started = False
 
@@ -140,7 +144,7 @@ class BlockingProducer(ProducerFlags):
                        self.producer_id)
         mq, (_, msg_id, queue_offset, commit_log_offset) = self._with_retries(message.topic, gray,
                                                                               message.sharding_key, req, timeout_s)
-        return SendResult(_SEND_OK, msg_id, mq, queue_offset, gray, commit_log_offset)
+        return SendResult(_SEND_OK, msg_id, mq, queue_offset, bool(gray), commit_log_offset, named_lane(gray))
 
     def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
         """All messages to one queue of one topic in one request (same topic, gray side and key)."""
@@ -158,10 +162,10 @@ class BlockingProducer(ProducerFlags):
                                   producer_id=self.producer_id)
         mq, resp = self._with_retries(topic, gray, key, req, timeout_s)
         first = resp.first_queue_offset
-        return [SendResult(_SEND_OK, msg_id, mq, first + i if first >= 0 else -1, gray)
+        return [SendResult(_SEND_OK, msg_id, mq, first + i if first >= 0 else -1, bool(gray), -1, named_lane(gray))
                 for i, msg_id in enumerate(resp.msg_ids)]
 
-    def _with_retries(self, topic: str, gray: bool, sharding_key: str | None,
+    def _with_retries(self, topic: str, gray: Mark, sharding_key: str | None,
                       req: WireSend | pb.SendBatchRequest, timeout_s: float | None) -> tuple[MessageQueue, Any]:
         """``req`` sent until answered, the retry decision stops or the time is up (``Producer._with_retries``'s
         steps, in this thread)."""
@@ -181,8 +185,13 @@ class BlockingProducer(ProducerFlags):
                     if step is _NEW_LEADER:  # the same queue and sequence, at its set's leader
                         address = route.address_of(mq.broker_name) or address
                     else:  # a queue away from state.avoid_broker, one with room in the send window preferred
-                        mq = select_with_room(self.selector, self.window, route, gray, self.gray_switch,
-                                              state.avoid_broker, sharding_key)
+                        try:
+                            mq = select_with_room(self.selector, self.window, route, gray, self.gray_switch,
+                                                  state.avoid_broker, sharding_key)
+                        except LaneSlotError as missing:  # the lane's first send to the topic
+                            route = self._loop.run(route_with_slot(self.nameserver, self.routes, missing), remaining)
+                            mq = select_with_room(self.selector, self.window, route, gray, self.gray_switch,
+                                                  state.avoid_broker, sharding_key)
                         found = route.address_of(mq.broker_name)
                         assert found is not None
                         held, address = self._numbered(req, mq, found, held, deadline)

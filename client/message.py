@@ -25,12 +25,18 @@ class Message:
     gray: bool | None = None
     trace_id: str = ""
     sharding_key: str | None = None  # ordered messages: same key -> same queue inside the gray/normal set
+    lane: str | None = None  # a lane mark (``gray=True`` is the lane ``gray``); the release decides, as for gray
 
 
 class SendStatus(enum.Enum):
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+def named_lane(side: bool | str | None) -> str | None:
+    """The lane a ``SendResult`` names for a send's side: a lane other than ``gray`` (that one ``gray`` says)."""
+    return side if isinstance(side, str) and side != "gray" else None
 
 
 class SendResult(NamedTuple):
@@ -43,6 +49,7 @@ class SendResult(NamedTuple):
     queue_offset: int
     gray: bool
     commit_log_offset: int = -1
+    lane: str | None = None  # the lane it was sent in (None: base or the ``gray`` lane, as ``gray`` says)
 
 
 class PullStatus(enum.Enum):

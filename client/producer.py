@@ -42,7 +42,8 @@ from graymq.client.accumulator import MessageAccumulator
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
 from graymq.client.instance import ClientInstance
-from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from graymq.client.lane_slots import route_with_slot
+from graymq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus, named_lane
 from graymq.client.producer_flags import ProducerFlags
 from graymq.client.producer_settings import ProducerSettings, producer_settings
 from graymq.client.send_fields import message_fields
@@ -50,12 +51,19 @@ from graymq.client.send_pause import pause_s, send_brokers
 from graymq.client.send_retry import RetryState, Step, after_failure, attempt_timeout
 from graymq.client.send_window import QueueKey, SendWindow, queue_key, select_with_room
 from graymq.client.tracing import send_span, tracer
+from graymq.core.gray_side import Mark
 from graymq.core.route import TopicRoute
 from graymq.core.selector import GrayQueueSelector, MemoSelector
 from graymq.nameserver_api.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import with_timeout
-from graymq.protocol.errors import BadRequestError, GrayMQError, RequestTimeoutError, ServiceNotAvailableError
+from graymq.protocol.errors import (
+    BadRequestError,
+    GrayMQError,
+    LaneSlotError,
+    RequestTimeoutError,
+    ServiceNotAvailableError,
+)
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -108,13 +116,14 @@ class Producer(ProducerFlags):
         client_id: str | None = None,
         labels: dict[str, str] | None = None,
         gray: bool | None = None,
+        lane: str | None = None,
         token: str | None = None,
         settings: ProducerSettings | None = None,
         config: ClientConfig | None = None,
         **keywords: Any,
     ) -> None:
         self.settings = s = producer_settings(settings, keywords)
-        self._init_flags(group, client_id, gray)
+        self._init_flags(group, client_id, gray, lane)
         self.client = ClientInstance.of(client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s))
         self.nameserver = self.client.nameserver
         self.routes = self.client.route_view()
@@ -125,7 +134,8 @@ class Producer(ProducerFlags):
         self.window = SendWindow()  # sequences per (broker, topic, queue), at most SEQUENCES_KEPT unresolved
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
-            declared_gray=gray, interval_s=s.heartbeat_interval_s, report=self._report, on_update=self._on_update,
+            declared_gray=lane or gray, interval_s=s.heartbeat_interval_s, report=self._report,
+            on_update=self._on_update,
         )
         self._pending: set[asyncio.Task[Any]] = set()
         self.started = False
@@ -168,7 +178,7 @@ class Producer(ProducerFlags):
             await self.client.leave()
 
     # -- sending ---------------------------------------------------------------------------
-    def _fields(self, message: Message, gray: bool, born_ms: int, handling: MessageExt | None,
+    def _fields(self, message: Message, gray: Mark, born_ms: int, handling: MessageExt | None,
                 properties: dict[str, str]) -> dict[str, Any]:
         return message_fields(message, gray, born_ms, handling, properties, self.ids)
 
@@ -183,7 +193,7 @@ class Producer(ProducerFlags):
             sending.stored(result.msg_id, result.queue.broker_name, result.queue.queue_id)
             return result
 
-    async def _store(self, message: Message, gray: bool, handling: MessageExt | None, properties: dict[str, str],
+    async def _store(self, message: Message, gray: Mark, handling: MessageExt | None, properties: dict[str, str],
                      timeout_s: float | None) -> SendResult:
         """One message sent: in the open batch of its topic, side and key (``auto_batch``), else alone."""
         fields = self._fields(message, gray, int(time.time() * 1000), handling, properties)
@@ -191,20 +201,21 @@ class Producer(ProducerFlags):
             return await self.accumulator.send((message.topic, gray, message.sharding_key), fields, len(message.body))
         return await self._send_one(message.topic, gray, message.sharding_key, fields, timeout_s)
 
-    async def _send_one(self, topic: str, gray: bool, sharding_key: str | None, fields: dict[str, Any],
+    async def _send_one(self, topic: str, gray: Mark, sharding_key: str | None, fields: dict[str, Any],
                         timeout_s: float | None) -> SendResult:
         req = pb.SendRequest(producer_group=self.group, message=fields, producer_id=self.producer_id)
         mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
-        return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, gray, resp.commit_log_offset)
+        return SendResult(SendStatus.SEND_OK, resp.msg_id, mq, resp.queue_offset, bool(gray), resp.commit_log_offset,
+                          named_lane(gray))
 
-    async def _send_batch_request(self, topic: str, gray: bool, sharding_key: str | None,
+    async def _send_batch_request(self, topic: str, gray: Mark, sharding_key: str | None,
                                   messages: list[dict[str, Any]], timeout_s: float | None) -> list[SendResult]:
         req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=messages,
                                   producer_id=self.producer_id)
         mq, resp = await self._with_retries(topic, gray, sharding_key, req, timeout_s)
         return _batch_results(mq, resp, gray)
 
-    async def send_batch_to(self, mq: MessageQueue, messages: Sequence[Message], sequence: int, *, gray: bool,
+    async def send_batch_to(self, mq: MessageQueue, messages: Sequence[Message], sequence: int, *, gray: Mark,
                             msg_ids: Sequence[str], timeout_s: float | None = None) -> list[SendResult]:
         """A replayable request: ``messages`` (with ``msg_ids``) to ``mq`` numbered ``sequence``, every attempt to
         that queue under that number, so the same call repeated under the same ``producer_id`` — by this producer
@@ -236,7 +247,7 @@ class Producer(ProducerFlags):
             sending.stored(results[0].msg_id, results[0].queue.broker_name, results[0].queue.queue_id)
             return results
 
-    def _batch_fields(self, messages: Sequence[Message], gray: bool, handling: MessageExt | None,
+    def _batch_fields(self, messages: Sequence[Message], gray: Mark, handling: MessageExt | None,
                       context: dict[str, str]) -> list[dict[str, Any]]:
         """Each message's fields, the batch's span ``context`` added to its properties (each delivery is that span's
         child); refused unless every message shares the first one's topic and side."""
@@ -279,7 +290,7 @@ class Producer(ProducerFlags):
         """Fire and forget: errors are logged, never raised."""
         self.send_async(message)
 
-    async def _with_retries(self, topic: str, gray: bool, sharding_key: str | None, req: _SendRequest,
+    async def _with_retries(self, topic: str, gray: Mark, sharding_key: str | None, req: _SendRequest,
                             timeout_s: float | None, pinned: MessageQueue | None = None) -> tuple[MessageQueue, Any]:
         """Send ``req`` (SEND_MESSAGE or SEND_BATCH) to a queue of the message's side until it is answered, the
         retry decision (``send_retry.after_failure``) stops or the timeout passes. Returns the queue and response.
@@ -305,7 +316,11 @@ class Producer(ProducerFlags):
                             route = await self._route(topic, state, remaining)
                         except TimeoutError:  # a hung name server must not outlast the timeout
                             break
-                    mq, address = self._target(route, state, gray, sharding_key, mq, address, pinned)
+                    try:
+                        mq, address = self._target(route, state, gray, sharding_key, mq, address, pinned)
+                    except LaneSlotError as missing:  # the lane's first send to the topic
+                        route = await with_timeout(route_with_slot(self.nameserver, self.routes, missing), remaining)
+                        mq, address = self._target(route, state, gray, sharding_key, mq, address, pinned)
                     if state.step is not Step.NEW_LEADER:
                         held, address = await self._numbered(req, mq, address, held, deadline, pinned)
                 try:
@@ -348,7 +363,7 @@ class Producer(ProducerFlags):
         refresh = state.step in (Step.NEW_LEADER, Step.WAIT_LEADER, Step.RECHECK_TOPIC)
         return await with_timeout(self.routes.get(topic, refresh=refresh), remaining_s)
 
-    def _target(self, route: TopicRoute, state: RetryState, gray: bool, sharding_key: str | None,
+    def _target(self, route: TopicRoute, state: RetryState, gray: Mark, sharding_key: str | None,
                 mq: MessageQueue, address: str, pinned: MessageQueue | None = None) -> tuple[MessageQueue, str]:
         """The queue and broker address of the next attempt: the same queue at its set's leader, or a queue
         selected (away from ``state.avoid_broker``, one with room in the send window preferred)."""
@@ -371,13 +386,14 @@ class Producer(ProducerFlags):
         if delay_s > 0:
             await asyncio.sleep(delay_s)
 
-def _batch_results(mq: MessageQueue, resp: Any, gray: bool) -> list[SendResult]:
+def _batch_results(mq: MessageQueue, resp: Any, side: Mark) -> list[SendResult]:
     """One ``SendResult`` per message of a SEND_BATCH answer (offsets -1: a duplicate stored longer ago than the
     broker remembers where)."""
-    first = resp.first_queue_offset
+    first, gray, lane = resp.first_queue_offset, bool(side), named_lane(side)
     if first < 0:
-        return [SendResult(SendStatus.SEND_OK, msg_id, mq, -1, gray) for msg_id in resp.msg_ids]
-    return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray) for i, msg_id in enumerate(resp.msg_ids)]
+        return [SendResult(SendStatus.SEND_OK, msg_id, mq, -1, gray, -1, lane) for msg_id in resp.msg_ids]
+    return [SendResult(SendStatus.SEND_OK, msg_id, mq, first + i, gray, -1, lane)
+            for i, msg_id in enumerate(resp.msg_ids)]
 
 
 def _replicated(route: TopicRoute | None, broker_name: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from graymq.client.message import Message, MessageExt
 from graymq.client.send_wire import encode_message
+from graymq.core.gray_side import Mark
 from graymq.protocol.errors import BadRequestError
 
 HOST = socket.gethostname()
@@ -25,7 +26,7 @@ class IdSource(Protocol):
     def trace_id(self) -> str: ...
 
 
-def message_fields(message: Message, gray: bool, born_ms: int, handling: MessageExt | None,
+def message_fields(message: Message, gray: Mark, born_ms: int, handling: MessageExt | None,
                    properties: dict[str, str], ids: IdSource) -> dict[str, Any]:
     """The ``pb.Message`` of ``message`` as constructor fields; empty fields are left out. ``handling``: the message
     being handled (its trace id is inherited); ``properties``: the message's, with its send span's context when
@@ -38,7 +39,7 @@ def message_fields(message: Message, gray: bool, born_ms: int, handling: Message
     ['body', 'born_host', 'born_timestamp', 'gray', 'msg_id', 'tags', 'topic', 'trace_id']
     """
     fields: dict[str, Any] = {
-        "topic": message.topic, "body": message.body, "gray": gray, "trace_id": _trace_id(message, handling, ids),
+        "topic": message.topic, "body": message.body, "gray": bool(gray), "trace_id": _trace_id(message, handling, ids),
         "msg_id": ids.msg_id(), "born_timestamp": born_ms, "born_host": HOST,
     }
     if message.tags:
@@ -50,10 +51,10 @@ def message_fields(message: Message, gray: bool, born_ms: int, handling: Message
     return fields
 
 
-def message_wire(message: Message, gray: bool, born_ms: int, handling: MessageExt | None, ids: IdSource) -> bytes:
+def message_wire(message: Message, gray: Mark, born_ms: int, handling: MessageExt | None, ids: IdSource) -> bytes:
     """The same ``pb.Message`` as ``message_fields``, serialized (``send_wire.encode_message``): the blocking
     producer's single send, whose attempts all carry these bytes."""
-    return encode_message(message.topic, message.body, message.tags, message.keys, message.properties, gray,
+    return encode_message(message.topic, message.body, message.tags, message.keys, message.properties, bool(gray),
                           _trace_id(message, handling, ids), ids.msg_id(), born_ms, HOST)
 
 

@@ -10,7 +10,7 @@ from typing import Protocol
 from graymq.client.message import MessageQueue
 from graymq.client.send_retry import RetryState, Step
 from graymq.core.route import TopicRoute
-from graymq.core.selector import GrayQueueSelector
+from graymq.core.selector import GrayQueueSelector, Side
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def pause_s(state: RetryState, mq: MessageQueue, sequence: int, backoff: Backoff
     return 0.0
 
 
-def send_brokers(selector: GrayQueueSelector, route: TopicRoute, gray: bool, gray_switch: bool,
+def send_brokers(selector: GrayQueueSelector, route: TopicRoute, gray: Side, gray_switch: bool,
                  mq: MessageQueue, fixed: bool) -> frozenset[str]:
     """The brokers a send to ``mq`` may go to after a refusal: only ``mq``'s when its queue is ``fixed`` (a
     sharding key, a pinned queue), else every broker with a writable queue of its side."""

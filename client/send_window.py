@@ -23,7 +23,7 @@ from collections import deque
 
 from graymq.client.message import MessageQueue
 from graymq.core.route import TopicRoute
-from graymq.core.selector import GrayQueueSelector
+from graymq.core.selector import GrayQueueSelector, Side
 from graymq.protocol.constants import SEQUENCES_KEPT
 from graymq.protocol.errors import RequestTimeoutError
 
@@ -191,7 +191,7 @@ class BlockingSendWindow(WindowState):
                 self._changed.notify_all()
 
 
-def select_with_room(selector: GrayQueueSelector, window: WindowState, route: TopicRoute, gray: bool,
+def select_with_room(selector: GrayQueueSelector, window: WindowState, route: TopicRoute, gray: Side,
                      gray_switch: bool, avoid_broker: str | None, sharding_key: str | None) -> MessageQueue:
     """The selector's queue, or when its window is full another the selector picks (same side, away from
     ``avoid_broker`` as it chooses) with room; the first one when none has (the send then waits for it). A send

@@ -139,11 +139,14 @@ class AllocateMessageQueueGray:
                    ) -> dict[str | None, list[MessageQueue]]:
         """Each side's queues, sorted: None the base side, else each lane of ``lanes_present`` (lanes with a client
         in the group)."""
-        by_lane: dict[str | None, list[MessageQueue]] = {}
+        base: list[MessageQueue] = []
+        by_lane: dict[str, list[MessageQueue]] = {}
         for mq in sorted(queues):
-            by_lane.setdefault(self.lane_of(mq), []).append(mq)
-        base = by_lane.pop(None, [])
-        by_lane.pop(FREE_SLOT, None)
+            lane = self.lane_of(mq)
+            if lane is None:
+                base.append(mq)
+            elif lane != FREE_SLOT:
+                by_lane.setdefault(lane, []).append(mq)
         sides: dict[str | None, list[MessageQueue]] = {lane: [] for lane in lanes_present}
         adopted: list[MessageQueue] = []
         for lane, lane_queues in by_lane.items():
@@ -172,8 +175,8 @@ class AllocateMessageQueueGray:
             return []
         if not self.gray_switch:
             return self.base.allocate(group, client_id, queues, [ConsumerView(c.client_id) for c in ordered])
+        sides = self.lane_sides(queues, {side for c in ordered if (side := c.in_lane) is not None})
         lane = next(c for c in ordered if c.client_id == client_id).in_lane
-        sides = self.lane_sides(queues, {c.in_lane for c in ordered if c.gray})
         return self.base.allocate(group, client_id, sides.get(lane, []), [c for c in ordered if c.in_lane == lane])
 
     def adopted(self, mq: MessageQueue) -> bool:

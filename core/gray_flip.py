@@ -8,6 +8,8 @@
   heartbeats the brokers (which push "group changed") and rebalances onto normal queues.
   A drain that times out leaves the client gray and says why; nothing is lost.
 - with the group's gray switch off every queue is normal, so a flip needs no drain.
+- lane A → lane B: A's queues are drained first (the client is normal a moment), then it becomes gray in B; a
+  client is in one lane at a time, so no message of A is left to a consumer of B.
 
 ``GrayFlip`` is pure, like ``GrayState`` whose transitions it applies: each call takes what the
 consumer observed (the desired flag, the gray backlog, whether the name server heard) and returns
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import enum
 
+from graymq.core.gray_side import Mark, mark_lane
 from graymq.core.gray_state import GrayState, Step
 
 
@@ -45,10 +48,13 @@ class GrayFlip:
     (<FlipAction.CHECK_BACKLOG: 5>, <FlipAction.WAIT: 6>)
     >>> flip.backlog_read(0, now=2.0), flip.report_heard(True, now=2.0), flip.gray_state.gray
     (<FlipAction.REPORT_NORMAL: 7>, <FlipAction.HAND_OVER: 8>, False)
+    >>> flip.follow("v3", draining=False), flip.lane
+    (<FlipAction.BECOME_GRAY: 2>, 'v3')
     """
 
-    def __init__(self, gray: bool, *, drain_timeout_s: float, drain_poll_s: float) -> None:
-        self.gray_state = GrayState(gray)
+    def __init__(self, gray: Mark, *, drain_timeout_s: float, drain_poll_s: float) -> None:
+        self.lane = mark_lane(gray)  # the lane this client is (or last was) gray in
+        self.gray_state = GrayState(self.lane is not None)
         self.drain_timeout_s = drain_timeout_s
         self.drain_poll_s = drain_poll_s
         self.last_drain_error = ""
@@ -60,13 +66,23 @@ class GrayFlip:
         """From now on a change of the desired flag flips (until then nothing was consumed: it is taken as is)."""
         self._following = True
 
-    def follow(self, desired: bool, *, draining: bool) -> FlipAction:
-        """What to do about the desired flag; ``draining``: a drain the consumer can cancel is under way."""
+    @property
+    def in_lane(self) -> str | None:
+        """The lane the client is in now (a draining client still is); None when normal."""
+        return self.lane if self.gray_state.gray else None
+
+    def follow(self, desired: Mark, *, draining: bool) -> FlipAction:
+        """What to do about the desired flag or lane (``True``: the ``gray`` lane); ``draining``: a drain the
+        consumer can cancel is under way. Another lane than the client's is reached through normal: drain first."""
+        want = mark_lane(desired)
         if not self._following:
-            self.gray_state.adopt(desired)
+            self.gray_state.adopt(want is not None)
+            self.lane = want or self.lane
             return FlipAction.NONE
-        step = self.gray_state.follow(desired, draining=draining)
+        other_lane = want is not None and self.gray_state.gray and want != self.lane
+        step = self.gray_state.follow(want is not None and not other_lane, draining=draining)
         if step is Step.BECOME_GRAY:
+            self.lane = want
             return FlipAction.BECOME_GRAY
         if step is Step.ABANDON_DRAIN:
             self.gray_state.abandon_drain()

@@ -138,6 +138,11 @@ class NameServerClient:
         except NotFoundError as exc:
             raise TopicNotExistError(f"no route for topic {topic}: {exc.message}") from exc
 
+    async def take_lane_slot(self, topic: str, lane: str) -> dict[str, Any]:
+        """Give ``lane`` a slot of ``topic`` (or say the one it holds): ``{topic, lane, slot}``. A topic whose slots
+        are all held refuses with one line naming the lanes holding them (``ConflictError``)."""
+        return dict(await self.request("POST", f"/v1/topics/{topic}/lanes/{lane}"))
+
     async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(await self.request("POST", "/v1/clients/heartbeat", json=body))
 

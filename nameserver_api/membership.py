@@ -23,13 +23,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
 
 # what a watch compares
-WATCHED = ("desired_gray", "gray_switch", "orphan_policy", "gray_weight", "gray_retired", "gray_marks")
+WATCHED = ("desired_gray", "gray_switch", "orphan_policy", "gray_weight", "gray_retired", "gray_marks", "desired_lane",
+           "lanes")
 WATCH_S = 20.0  # one watch's timeout on the name server
 WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 
@@ -42,6 +44,31 @@ class MembershipLink(Protocol):
     async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
 
     async def unregister_client(self, group: str, client_id: str, role: str) -> None: ...
+
+
+def declared_fields(declared: bool | str | None) -> dict[str, Any]:
+    """A heartbeat's declaration: ``declared_gray`` as before, and ``declared_lane`` when a lane was named.
+
+    >>> declared_fields("v3"), declared_fields(True)
+    ({'declared_gray': True, 'declared_lane': 'v3'}, {'declared_gray': True})
+    """
+    if isinstance(declared, str):
+        return {"declared_gray": True, "declared_lane": declared}
+    return {"declared_gray": declared}
+
+
+def desired_lane(response: dict[str, Any], current: str | None) -> str | None:
+    """The lane a name server answer wants (``desired_lane``; an answer from before lanes: ``desired_gray`` names
+    the ``gray`` lane), else ``current``.
+
+    >>> desired_lane({"desired_gray": True}, None), desired_lane({"desired_lane": None, "desired_gray": True}, "v3")
+    ('gray', None)
+    """
+    if "desired_lane" in response:
+        return response["desired_lane"] or None
+    if "desired_gray" in response:
+        return GRAY_LANE if response["desired_gray"] else None
+    return current
 
 
 def new_client_id(role: str) -> str:
@@ -57,7 +84,7 @@ class Membership:
         client_id: str,
         role: str,
         labels: dict[str, str],
-        declared_gray: bool | None,
+        declared_gray: bool | str | None,
         interval_s: float,
         report: Callable[[], dict[str, Any]],
         on_update: Callable[[dict[str, Any]], Awaitable[None]],
@@ -70,7 +97,7 @@ class Membership:
         self.client_id = client_id
         self.role = role
         self.labels = labels
-        self.declared_gray = declared_gray
+        self.declared_gray = declared_gray  # what the client was started with: a flag, or a lane's name
         self.interval_s = interval_s
         self._report = report
         self._on_update = on_update
@@ -92,7 +119,7 @@ class Membership:
         """
         sent_epoch = self.epoch
         body = {"group": self.group, "client_id": self.client_id, "role": self.role, "labels": self.labels,
-                "declared_gray": self.declared_gray, **self._report()}
+                **declared_fields(self.declared_gray), **self._report()}
         self.registered = True
         try:
             response = await self.nameserver.client_heartbeat(body)

@@ -34,18 +34,19 @@ class ListenerRunner:
         )
         self._pool = None if self._is_async else ThreadPoolExecutor(max_threads, thread_name_prefix="graymq-consume")
 
-    async def run(self, messages: Sequence[MessageExt]) -> bool:
+    async def run(self, messages: Sequence[MessageExt], lane: str | None = None) -> bool:
+        """Whether the listener accepted ``messages`` (of one queue; ``lane``: that queue's lane)."""
         batch = list(messages)
         with process_spans(self.group, batch) as processing:
             try:
                 if self._is_async:
-                    with handling(batch[0]):
+                    with handling(batch[0], lane):
                         status = await self.listener(batch)  # type: ignore[misc]
                 else:
                     assert self._pool is not None
                     ctx = contextvars.copy_context()  # the span and the message, seen from the pool's thread
                     status = await asyncio.get_running_loop().run_in_executor(
-                        self._pool, ctx.run, self._call_sync, batch)
+                        self._pool, ctx.run, self._call_sync, batch, lane)
             except Exception as exc:
                 log.exception("listener failed on %d message(s) of %s", len(batch), batch[0].topic)
                 processing.finished(False, exc)
@@ -54,8 +55,8 @@ class ListenerRunner:
             processing.finished(ok)
             return ok
 
-    def _call_sync(self, batch: list[MessageExt]) -> ConsumeStatus | None:
-        with handling(batch[0]):
+    def _call_sync(self, batch: list[MessageExt], lane: str | None) -> ConsumeStatus | None:
+        with handling(batch[0], lane):
             return self.listener(batch)  # type: ignore[return-value]
 
     def shutdown(self) -> None:

@@ -90,6 +90,7 @@ class Fetcher:
                 await pq.space.wait()
             request.queue_offset = pulled_from = pq.pull_offset
             request.gray_flag = rt.gray
+            request.lane = rt.wire_lane
             request.commit_offset = -1 if rt.broadcasting else pq.commit_offset()
             try:
                 response = await rt.brokers.pull(pq.address, request)
@@ -201,7 +202,7 @@ class Fetcher:
         while True:
             try:
                 started = time.monotonic()
-                accepted = await self.runner.run(batch)
+                accepted = await self.runner.run(batch, pq.lane)
                 (self.health.consumed if accepted else self.health.failed)(rt.gray, len(batch),
                                                                            time.monotonic() - started)
                 if accepted or (not self.orderly and not rt.flip.gray_state.draining
@@ -222,7 +223,7 @@ class Fetcher:
             for message in batch:
                 await rt.brokers.send_back(pq.address, pb.SendBackRequest(
                     consumer_group=rt.group, commit_log_offset=message.commit_log_offset,
-                    max_reconsume_times=rt.settings.max_reconsume_times, gray_flag=rt.gray,
+                    max_reconsume_times=rt.settings.max_reconsume_times, gray_flag=rt.gray, lane=rt.wire_lane,
                     origin_topic=origin_topic(message, rt.group),
                 ))
             out_of_retries = sum(1 for m in batch if m.reconsume_times + 1 > rt.settings.max_reconsume_times)

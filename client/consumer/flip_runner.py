@@ -18,8 +18,9 @@ from graymq.client.consumer.fetcher import Fetcher
 from graymq.client.consumer.rebalancer import Rebalancer
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.core.gray_flip import FlipAction, GrayFlip
+from graymq.core.gray_side import Mark
 from graymq.core.group_gray import GroupGray
-from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.membership import Membership, desired_lane
 from graymq.protocol.errors import DrainTimeoutError
 from graymq.protocol.membership import OrphanPolicy
 
@@ -50,11 +51,13 @@ class FlipRunner:
         rt.group_gray = update = GroupGray(
             switch=bool(response.get("gray_switch", gg.switch)), weight=int(response.get("gray_weight") or 0),
             orphan_policy=self.orphan_policy or response.get("orphan_policy") or "hold",
-            retired=bool(response.get("gray_retired")))
+            retired=bool(response.get("gray_retired")), lane_policies=GroupGray.policies(response.get("lanes")))
         if (update.switch, update.orphan_policy, update.weight) != (gg.switch, gg.orphan_policy, gg.weight):
             await self.heartbeats.beat()  # the brokers' isolation check follows the new allocation
             rt.rebalance_now.set()
-        await self.follow(bool(response.get("desired_gray", rt.gray)))
+        elif update.lane_policies != gg.lane_policies:
+            rt.rebalance_now.set()
+        await self.follow(desired_lane(response, rt.lane))
         if rt.retired != was_retired:
             await self._retirement_changed()
 
@@ -73,10 +76,11 @@ class FlipRunner:
         self.membership.changed()
 
     async def gray_backlog(self) -> int | None:
-        """Unconsumed messages in the gray queues of every subscribed topic; None when a broker is unreachable."""
+        """Unconsumed messages in the queues of this consumer's lane on every subscribed topic; None when a broker is
+        unreachable."""
         rt = self.runtime
         try:
-            queues = await gray_backlog(rt.brokers, rt.routes, rt.group, rt.subscriptions)
+            queues = await gray_backlog(rt.brokers, rt.routes, rt.group, rt.subscriptions, lane=rt.flip.lane)
         except BacklogUnavailable as exc:
             log.info("consumer %s: %s", rt.client_id, exc.message)
             return None
@@ -87,12 +91,12 @@ class FlipRunner:
         if self._drain_task is not None:
             self._drain_task.cancel()
 
-    async def follow(self, desired: bool) -> None:
-        """Act on the desired flag of a name server answer."""
+    async def follow(self, desired: Mark) -> None:
+        """Act on the desired flag (or lane) of a name server answer."""
         rt = self.runtime
         action = self.flip.follow(desired, draining=self._drain_task is not None)
         if action is FlipAction.BECOME_GRAY:
-            log.info("consumer %s of %s: normal -> gray (no drain needed)", rt.client_id, rt.group)
+            log.info("consumer %s of %s: normal -> lane %s (no drain needed)", rt.client_id, rt.group, rt.flip.lane)
             await self.rebalancer.release_queues(keep_adopted=False)
             self.flip.became_gray()
             self.membership.changed()

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from graymq.core.gray_side import Mark
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol import graymq_pb2 as pb
 
-View = dict[str, tuple[bool, "set[str] | None"]]  # client id -> (effective gray flag, subscribed topics or None)
+View = dict[str, tuple[Mark, "set[str] | None"]]
+"""client id -> (its side: False base, True the ``gray`` lane, else its lane's name; subscribed topics or None)"""
 Listings = tuple[tuple[str, bytes], ...]  # (broker address, its encoded listing), sorted
 KEEP = 16  # views of the latest listings kept (a few groups, a change or two in flight)
 
@@ -30,7 +33,14 @@ def group_view(listings: dict[str, pb.ConsumerListResponse]) -> tuple[Listings, 
             seen = latest.get(c.client_id)
             if seen is None or c.last_heartbeat_ms > seen.last_heartbeat_ms:
                 latest[c.client_id] = c
-    view = _views[key] = {client_id: (c.gray_flag, set(c.topics) or None) for client_id, c in latest.items()}
+    view = _views[key] = {client_id: (side(c), set(c.topics) or None) for client_id, c in latest.items()}
     while len(_views) > KEEP:
         _views.popitem(last=False)
     return key, view
+
+
+def side(client: pb.ClientInfo) -> Mark:
+    """A listed client's side: False base, True the ``gray`` lane, else its lane's name."""
+    if not client.gray_flag:
+        return False
+    return True if client.lane in ("", GRAY_LANE) else client.lane

@@ -21,6 +21,7 @@ class ProcessQueue:
     address: str
     pull_offset: int
     adopted: bool = False
+    lane: str | None = None  # the lane whose slot holds the queue, as the route said when it was taken
     in_flight: set[int] = field(default_factory=set)
     dropped: bool = False
     committed: int = -1
@@ -28,7 +29,7 @@ class ProcessQueue:
     consuming: set[asyncio.Task[None]] = field(default_factory=set)  # listener batches of this queue running
     in_listener: bool = False  # an orderly batch is in the listener (the pull task itself runs it)
     space: asyncio.Event = field(default_factory=asyncio.Event)
-    _order: list[int] = field(default_factory=list)
+    _order: list[int] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.space.set()

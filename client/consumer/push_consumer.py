@@ -60,7 +60,8 @@ class PushConsumer:
     ``options`` and its tuning (batch sizes, threads, intervals, the drain timeout) from ``settings``; a
     field of either given as a keyword argument takes precedence (an unknown one raises ``TypeError``).
     ``config=`` (a ``ClientConfig``) replaces ``nameserver`` and ``token``: the clients given one share its
-    name-server client, route cache and broker connections.
+    name-server client, route cache and broker connections. ``lane=`` declares the lane it starts in (``gray=True``
+    is the lane ``gray``; the name server's flags and rules come first).
     """
 
     def __init__(
@@ -79,7 +80,8 @@ class PushConsumer:
         settings: ConsumerSettings | None = None,
         **keywords: Any,
     ) -> None:
-        config = keywords.pop("config", None)  # a keyword, so the parameters stay within twelve
+        config = keywords.pop("config", None)  # keywords, so the parameters stay within twelve
+        lane: str | None = keywords.pop("lane", None)
         self.options, self.settings = o, s = apply_keywords(options, settings, keywords)
         if o.consume_from not in CONSUME_FROM:
             raise BadRequestError(f"consume_from must be one of {sorted(CONSUME_FROM)}, got {o.consume_from!r}")
@@ -95,19 +97,19 @@ class PushConsumer:
         store_dir = o.offset_dir or Path("./graymq-data/offsets")
         self.offset_store: OffsetStore = (LocalFileOffsetStore(store_dir, group, self.client_id) if o.broadcasting
                                           else RemoteOffsetStore(self.brokers, group, self.client_id))
-        self.flip = GrayFlip(bool(gray), drain_timeout_s=s.drain_timeout_s, drain_poll_s=s.drain_poll_s)
+        self.flip = GrayFlip(lane or bool(gray), drain_timeout_s=s.drain_timeout_s, drain_poll_s=s.drain_poll_s)
         self._tasks = Supervisor(f"consumer {self.client_id}", self._fail)
         self.runtime = rt = ConsumerRuntime(group, self.client_id, o.broadcasting, s, self.brokers, self.routes,
                                             self.flip, self._tasks, self._fail,
                                             group_gray=GroupGray(orphan_policy=orphan_policy or "hold"))
         self.subscriptions = rt.subscriptions
-        self._wire(listener, dict(labels or {}), gray, orphan_policy)
+        self._wire(listener, dict(labels or {}), lane or gray, orphan_policy)
         self._loops: list[asyncio.Task[None]] = []
         self._stop_task: asyncio.Task[None] | None = None
         self._failed = asyncio.Event()
         self._started = False
 
-    def _wire(self, listener: Listener, labels: dict[str, str], gray: bool | None,
+    def _wire(self, listener: Listener, labels: dict[str, str], gray: bool | str | None,
               orphan_policy: OrphanPolicy | None) -> None:
         """Build the parts around the shared runtime: membership, assignment, fetcher, rebalancer, flip runner."""
         rt, s, group = self.runtime, self.settings, self.group
@@ -136,6 +138,11 @@ class PushConsumer:
     def gray(self) -> bool:
         """The effective flag (a draining consumer is still gray)."""
         return self.runtime.gray
+
+    @property
+    def lane(self) -> str | None:
+        """The lane this consumer is in (a draining consumer still is); None for base."""
+        return self.runtime.lane
 
     @property
     def retired(self) -> bool:
@@ -288,7 +295,7 @@ class PushConsumer:
 
     def _report(self) -> dict[str, Any]:
         return {"gray": self.gray, "state": self.state, "topics": sorted(self.subscriptions),
-                "queues": [str(mq) for mq in self.assigned()], "health": self.health.report()}
+                "queues": [str(mq) for mq in self.assigned()], "health": self.health.report(), "lane": self.lane}
 
     def _on_group_changed(self, group: str) -> None:
         if group == self.group:

@@ -93,7 +93,7 @@ class Rebalancer:
             if new:
                 await self._take(new)
             if self.assignment.queues != held:  # not when a queue whose start is unknown yet stays untaken
-                log.info("consumer %s (%s) now holds %s", rt.client_id, "gray" if rt.gray else "normal",
+                log.info("consumer %s (%s) now holds %s", rt.client_id, f"lane {rt.lane}" if rt.gray else "normal",
                          " ".join(str(mq) for mq in self.assignment.assigned()) or "nothing")
                 self.on_queues_changed()
 
@@ -119,22 +119,23 @@ class Rebalancer:
         """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer
         again when nothing it depends on changed (the group's listings, this client's flags, the routes)."""
         rt, gg = self.runtime, self.runtime.group_gray
-        key = (self._listings, rt.gray, gg.switch, gg.weight, gg.orphan_policy, rt.broadcasting,
-               tuple((topic, id(route)) for topic, route in routes))
+        key = (self._listings, rt.lane, gg.switch, gg.weight, gg.orphan_policy, tuple(gg.lane_policies.items()),
+               rt.broadcasting, tuple((topic, id(route)) for topic, route in routes))
         if self._allocation is not None and self._allocation[0] == key:
             return self._allocation[2]
         wanted: Wanted = {}
-        view = {**view, rt.client_id: (rt.gray, None)}
+        view = {**view, rt.client_id: (rt.lane or False, None)}
         for topic, route in routes:
             strategy = AllocateMessageQueueGray(
                 route.is_gray, self.base_strategy, orphan_policy=gg.orphan_policy, gray_switch=gg.switch,
-                is_weighted=functools.partial(route.is_weighted, weight=gg.weight))
+                is_weighted=functools.partial(route.is_weighted, weight=gg.weight), lane_of=route.lane_of,
+                lane_policies=gg.lane_policies)
             queues = route.queues(readable=True)
             if rt.broadcasting:
-                mine = [mq for mq in queues if not gg.switch or route.is_gray(mq) == rt.gray]
+                mine = [mq for mq in queues if not gg.switch or route.lane_of(mq) == rt.lane]
             else:
-                clients = [ConsumerView(cid, gray) for cid, (gray, topics) in view.items()
-                           if topics is None or topic in topics]
+                clients = [ConsumerView(cid, bool(side), side if isinstance(side, str) else None)
+                           for cid, (side, topics) in view.items() if topics is None or topic in topics]
                 mine = strategy.allocate(rt.group, rt.client_id, queues, clients)
             for mq in mine:
                 address = route.address_of(mq.broker_name)
@@ -161,7 +162,7 @@ class Rebalancer:
                     return
                 continue
             pq = ProcessQueue(mq, address, self.assignment.resume_offset(mq, offset), adopted=adopted,
-                              committed=offset)
+                              committed=offset, lane=self._lane_of(mq))
             self.assignment.add(pq)
             self.fetcher.fetch(pq)
 
@@ -187,6 +188,11 @@ class Rebalancer:
         """Release leases of queues neither consumed nor wanted (taken while their start was unknown)."""
         for mq in [mq for mq in self.leases.held if mq not in wanted and mq not in self.assignment]:
             await self.leases.release(mq, -1)
+
+    def _lane_of(self, mq: MessageQueue) -> str | None:
+        """The lane whose slot holds ``mq`` (None: a base queue, a free slot, or the switch off)."""
+        route = self.runtime.routes.cached(mq.topic)
+        return (route.lane_of(mq) or None) if route is not None and self.runtime.group_gray.switch else None
 
     def _is_gray_queue(self, mq: MessageQueue) -> bool:
         route = self.runtime.routes.cached(mq.topic)

@@ -12,6 +12,7 @@ from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.route_cache import SharedRouteCache
 from graymq.core.gray_flip import GrayFlip
 from graymq.core.group_gray import GroupGray
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.retry import ThrottledLog
@@ -44,6 +45,17 @@ class ConsumerRuntime:
     def gray(self) -> bool:
         """The effective flag (a draining consumer is still gray)."""
         return self.flip.gray_state.gray
+
+    @property
+    def lane(self) -> str | None:
+        """The lane this consumer is in (a draining consumer still is); None for base."""
+        return self.flip.in_lane
+
+    @property
+    def wire_lane(self) -> str:
+        """The lane as requests to brokers carry it: "" for base and the ``gray`` lane (the gray flag says which)."""
+        lane = self.lane
+        return "" if lane in (None, GRAY_LANE) else lane
 
     @property
     def retired(self) -> bool:

@@ -177,7 +177,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("topic", "body", "tags", "keys", "properties", "gray", "trace_id", "msg_id", "born_timestamp", "born_host", "lane")
+    __slots__ = ("topic", "body", "tags", "keys", "properties", "gray", "trace_id", "msg_id", "born_timestamp", "born_host")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -195,7 +195,6 @@ class Message(_message.Message):
     MSG_ID_FIELD_NUMBER: _ClassVar[int]
     BORN_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     BORN_HOST_FIELD_NUMBER: _ClassVar[int]
-    LANE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     body: bytes
     tags: str
@@ -206,8 +205,7 @@ class Message(_message.Message):
     msg_id: str
     born_timestamp: int
     born_host: str
-    lane: str
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., properties: _Optional[_Mapping[str, str]] = ..., gray: _Optional[bool] = ..., trace_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., born_host: _Optional[str] = ..., lane: _Optional[str] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., tags: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., properties: _Optional[_Mapping[str, str]] = ..., gray: _Optional[bool] = ..., trace_id: _Optional[str] = ..., msg_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., born_host: _Optional[str] = ...) -> None: ...
 
 class SendRequest(_message.Message):
     __slots__ = ("producer_group", "message", "queue_id", "reconsume_times", "producer_id", "sequence")

@@ -71,8 +71,8 @@ class Ledger:
 
 async def status_table(inspector: GroupInspector) -> None:
     status = await inspector.status(GROUP)
-    rows = [[c["client_id"], c["role"], c["labels"].get("version", ""), "gray" if c["gray"] else "normal", c["state"],
-             " ".join(q.split(":")[-1] for q in c["queues"] if TOPIC in q)] for c in status.clients]
+    rows = [[c.client_id, c.role, c.labels.get("version", ""), "gray" if c.gray else "normal", c.state,
+             " ".join(q.split(":")[-1] for q in c.queues if TOPIC in q)] for c in status.clients]
     print(table(rows, ["client", "role", "version", "flag", "state", f"{TOPIC} queues"]))
     print(f"gray backlog: {status.gray_backlog}")
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
+from graymq.nameserver_api.records import ClientRecord
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
@@ -126,7 +127,7 @@ class CutoverRunner:
         await self._step(report, CutoverStep.VERIFY)
         status = await self.inspector.status(self.group)
         self._note_stale(report, status)
-        report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
+        report.gray_consumers_left = [c.client_id for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left or status.gray_backlog:
             raise CutoverFailed("verification failed: gray clients or gray backlog left", report.to_json())
@@ -149,7 +150,7 @@ class CutoverRunner:
                 report, "gray consumers draining the gray backlog", lambda s: s.gray_backlog == 0))
         status = await self.inspector.status(self.group)
         self._note_stale(report, status)
-        report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
+        report.gray_consumers_left = [c.client_id for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left:
             report.message = ("gray backlog is 0; these gray consumers hold only empty gray queues and can be "
@@ -169,8 +170,8 @@ class CutoverRunner:
         found = False
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
-            gray = [c["client_id"] for c in data["clients"] if c["explicit_gray"] is not False or _may_send_gray(c)]
-            found = found or any(_may_send_gray(c) or c["desired_gray"] for c in data["clients"])
+            gray = [c.client_id for c in data.clients if c.explicit_gray is not False or _may_send_gray(c)]
+            found = found or any(_may_send_gray(c) or c.desired_gray for c in data.clients)
             await asyncio.gather(*(self._set_normal(report, producer_group, client_id) for client_id in gray))
             for client_id in gray:
                 name = f"{producer_group}/{client_id}"
@@ -183,13 +184,13 @@ class CutoverRunner:
             left, stale = [], []
             for producer_group in self.producer_groups:
                 data = await self.inspector.clients(producer_group, role="producer")
-                for c in data["clients"]:
-                    if c.get("stale"):
-                        _add(report.stale_clients, f"{producer_group}/{c['client_id']}")
+                for c in data.clients:
+                    if c.stale:
+                        _add(report.stale_clients, f"{producer_group}/{c.client_id}")
                     if _may_send_gray(c):
-                        left.append(c["client_id"] + (f" (principal {c['principal']})" if c.get("principal") else ""))
-                        if c.get("stale"):
-                            stale.append(c["client_id"])
+                        left.append(c.client_id + (f" (principal {c.principal})" if c.principal else ""))
+                        if c.stale:
+                            stale.append(c.client_id)
             return left, stale
 
         while True:
@@ -219,8 +220,8 @@ class CutoverRunner:
         await self._remove_rules(report)
         await self._step(report, CutoverStep.DRAIN)
         after = await self.inspector.status(self.group, with_backlog=False)
-        gray = [c["client_id"] for c in before.clients + before.stale + after.clients + after.stale
-                if c["role"] != "producer" and (c["gray"] or c["desired_gray"])]
+        gray = [c.client_id for c in before.clients + before.stale + after.clients + after.stale
+                if c.role != "producer" and (c.gray or c.desired_gray)]
         todo = [client_id for client_id in dict.fromkeys(gray) if client_id not in report.consumers_flipped]
         await asyncio.gather(*(self._set_normal(report, self.group, client_id) for client_id in todo))
         report.consumers_flipped += todo
@@ -238,7 +239,7 @@ class CutoverRunner:
                 continue
             backlog = status.gray_backlog
             initial = backlog if initial is None else max(initial, backlog)
-            gray = [c["client_id"] for c in status.gray_clients()]
+            gray = [c.client_id for c in status.gray_clients()]
             report.gray_backlog, report.gray_consumers_left = backlog, gray
             self._note_stale(report, status)
             if done(status):
@@ -246,7 +247,7 @@ class CutoverRunner:
                 self.progress.note("")
                 return
             self.progress.update(initial - backlog, initial, f"gray backlog {backlog}, gray consumers {len(gray)}")
-            stale = [c["client_id"] for c in status.stale if c["role"] in CONSUMING_ROLES]
+            stale = [c.client_id for c in status.stale if c.role in CONSUMING_ROLES]
             self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}"
                                  + (f" (stale consumers, not waited for: {', '.join(stale)})" if stale else ""))
             await asyncio.sleep(POLL_S)
@@ -254,8 +255,8 @@ class CutoverRunner:
     def _note_stale(self, report: CutoverReport, status: GroupStatus) -> None:
         """List the group's stale consumers (stale producers are listed, as group/client, by the producer step)."""
         for c in status.stale:
-            if c["role"] in CONSUMING_ROLES:
-                _add(report.stale_clients, c["client_id"])
+            if c.role in CONSUMING_ROLES:
+                _add(report.stale_clients, c.client_id)
 
     async def _remove_gray_rules(self, group: str) -> list[dict[str, Any]]:
         try:
@@ -337,9 +338,9 @@ class CutoverRunner:
             raise CutoverFailed(f"timed out after {self.timeout_s:g}s — {what}", report.to_json())
 
 
-def _may_send_gray(client: dict[str, Any]) -> bool:
+def _may_send_gray(client: ClientRecord) -> bool:
     """A producer that is gray, or honours messages' gray marks, as it last reported."""
-    return bool(client["gray"] or client.get("gray_marks"))
+    return bool(client.gray or client.gray_marks)
 
 
 def _add(names: list[str], name: str) -> None:

@@ -151,7 +151,7 @@ class RolloutRunner(CutoverRunner):
         if not status.gray_switch:
             raise CutoverFailed(f"the gray switch of {self.group} is off: a weight has no effect",
                                 report.to_json())
-        spark = [c["client_id"] for c in status.gray_clients(("spark",))]
+        spark = [c.client_id for c in status.gray_clients(("spark",))]
         if spark:
             raise CutoverFailed(f"gray Spark jobs in {self.group} ({', '.join(spark)}) take no weight: use "
                                 "graymq gray promote/rollback", report.to_json())
@@ -265,7 +265,7 @@ class RolloutRunner(CutoverRunner):
         await self._timed(report, CutoverStep.ROLLBACK, self._wait(
             report, "gray consumers retiring, normal consumers adopting the gray queues", _rolled_back))
         status = await self.inspector.status(self.group, with_backlog=False)
-        report.safe_to_stop = [c["client_id"] for c in status.retired_clients()]
+        report.safe_to_stop = [c.client_id for c in status.retired_clients()]
         if report.safe_to_stop:
             report.message += f"; retired, safe to stop: {', '.join(report.safe_to_stop)}"
 
@@ -298,11 +298,11 @@ def judge(policy: RolloutPolicy, gray: dict[str, float], normal: dict[str, float
 def _rolled_back(status: GroupStatus) -> bool:
     """Every gray consumer retired and holding nothing, and the gray backlog consumed."""
     gray = status.gray_clients(("consumer",))
-    return all(c["state"] == ClientState.RETIRED and not c["queues"] for c in gray) and status.gray_backlog == 0
+    return all(c.state == ClientState.RETIRED and not c.queues for c in gray) and status.gray_backlog == 0
 
 
 def _health_by_client(status: GroupStatus) -> dict[str, Any]:
-    return {c["client_id"]: c.get("health") for c in status.clients if c["role"] == "consumer"}
+    return {c.client_id: c.health for c in status.clients if c.role == "consumer"}
 
 
 def _check_line(index: int, steps: int, check: dict[str, Any]) -> str:

@@ -100,7 +100,7 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     elif action == "flag":
         value = {"on": True, "off": False, "auto": None}[args.value]
         result = await ns.set_flag(args.group, args.client_id, value, args.reason)
-        desired = ", ".join(sorted({_flag(c["desired_gray"]) for c in result["clients"]})) or "unknown"
+        desired = ", ".join(sorted({_flag(c.desired_gray) for c in result.clients})) or "unknown"
         print(f"{args.group}/{args.client_id}: explicit flag {args.value}; desired now {desired}"
               + (" (a gray client drains its gray queues before flipping)" if value is False else ""))
     elif action == "rule":
@@ -128,12 +128,12 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
           f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%"
           + (", gray side RETIRED (its consumers hold nothing)" if status.gray_retired else ""))
-    rows = [[c["client_id"], c["role"], format_labels(c["labels"]), _flag(c["desired_gray"]), _flag(c["gray"]),
-             c["state"], format_queues(c["queues"])] for c in status.clients]
+    rows = [[c.client_id, c.role, format_labels(c.labels), _flag(c.desired_gray), _flag(c.gray), c.state,
+             format_queues(c.queues)] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     if status.stale:
         print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
-              + ", ".join(f"{c['client_id']} ({c['role']}, {_flag(c['gray'])})" for c in status.stale))
+              + ", ".join(f"{c.client_id} ({c.role}, {_flag(c.gray)})" for c in status.stale))
     if status.gray_weight or status.weighted:
         held = format_queues((str(w.queue) for w in status.weighted), width=120) or "none"
         print(f"normal queues held by the gray side: {held}")
@@ -142,11 +142,11 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
         lag = (status.lag or {}).get(side, 0)
         print(f"{side} side: {format_side(health[side])}, lag {'unknown' if lag is None else lag}")
     for rs in status.broker_sets:
-        followers = ", ".join(f"{r['replica_id']} ({'in sync' if r['in_sync'] else 'not in sync'}, "
-                              f"lag {r['lag_bytes']} B{'' if r['live'] else ', silent'})"
-                              for r in rs["replicas"] if not r["leader"]) or "none"
-        print(f"broker set {rs['broker_name']} ({rs['replication']}): leader replica {rs['leader_replica_id']} "
-              f"at epoch {rs['epoch']}, followers {followers}")
+        followers = ", ".join(f"{r.replica_id} ({'in sync' if r.in_sync else 'not in sync'}, "
+                              f"lag {r.lag_bytes} B{'' if r.live else ', silent'})"
+                              for r in rs.replicas if not r.leader) or "none"
+        print(f"broker set {rs.broker_name} ({rs.replication}): leader replica {rs.leader_replica_id} "
+              f"at epoch {rs.epoch}, followers {followers}")
     if status.unknown_gray:
         silent = ", ".join(b.broker_name for b in status.unavailable)
         print(f"gray backlog: unknown ({status.gray_backlog} on the brokers that answered; unknown on "

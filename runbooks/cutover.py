@@ -50,10 +50,9 @@ from graymq.nameserver_api.records import ClientRecord
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, RunbookHooks
+from graymq.runbooks.hooks import RunbookHooks
+from graymq.runbooks.policy import CutoverPolicy
 from graymq.runbooks.progress import Progress
-
-POLL_S = 0.05
 
 
 class CutoverFailed(GrayMQError):
@@ -94,15 +93,17 @@ class CutoverReport:
 
 
 class CutoverRunner:
+    """Runs promote or rollback (in the policy's mode) on ``group`` as ``policy`` says (the shared defaults when
+    not given)."""
+
     report_type: type[CutoverReport] = CutoverReport
 
-    def __init__(self, nameserver: NameServerClient, group: str, producer_groups: list[str] | None = None,
-                 timeout_s: float = RUNBOOK_TIMEOUT_S, progress: Progress | None = None,
-                 hooks: RunbookHooks | None = None) -> None:
+    def __init__(self, nameserver: NameServerClient, group: str, policy: CutoverPolicy | None = None,
+                 progress: Progress | None = None, hooks: RunbookHooks | None = None) -> None:
         self.nameserver = nameserver
         self.group = group
-        self.producer_groups = producer_groups or [group]
-        self.timeout_s = timeout_s
+        self.policy = policy or CutoverPolicy()
+        self.producer_groups = self.policy.producer_groups_of(group)
         self.progress = progress or Progress()
         self.hooks = hooks or RunbookHooks()
         self.inspector = GroupInspector(nameserver)
@@ -117,8 +118,8 @@ class CutoverRunner:
         report = await self._begin(CutoverKind.PROMOTE, CutoverMode.DRAIN)
         return await self._run(report, self._promote_steps)
 
-    async def rollback(self, mode: str) -> CutoverReport:
-        report = await self._begin(CutoverKind.ROLLBACK, CutoverMode(mode))
+    async def rollback(self) -> CutoverReport:
+        report = await self._begin(CutoverKind.ROLLBACK, self.policy.mode)
         return await self._run(report, self._rollback_steps)
 
     async def _promote_steps(self, report: CutoverReport) -> None:
@@ -203,7 +204,7 @@ class CutoverRunner:
                                     if stale else ""))
             self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal: {', '.join(left)}"
                                  + (f", {len(stale)} of them stale" if stale else ""))
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.policy.poll_s)
         if found or not recheck:
             self.progress.note("producers report normal: no new gray messages")
 
@@ -235,7 +236,7 @@ class CutoverRunner:
                 status = await self.inspector.status(self.group)
             except BacklogUnavailable as exc:
                 self._check_deadline(report, f"{what}: {exc.message}")
-                await asyncio.sleep(POLL_S)
+                await asyncio.sleep(self.policy.poll_s)
                 continue
             backlog = status.gray_backlog
             initial = backlog if initial is None else max(initial, backlog)
@@ -250,7 +251,7 @@ class CutoverRunner:
             stale = [c.client_id for c in status.stale if c.role in CONSUMING_ROLES]
             self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}"
                                  + (f" (stale consumers, not waited for: {', '.join(stale)})" if stale else ""))
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.policy.poll_s)
 
     def _note_stale(self, report: CutoverReport, status: GroupStatus) -> None:
         """List the group's stale consumers (stale producers are listed, as group/client, by the producer step)."""
@@ -317,8 +318,8 @@ class CutoverRunner:
         return report
 
     def _restart_clock(self) -> None:
-        """Give what follows ``timeout_s`` from now."""
-        self._deadline = time.monotonic() + self.timeout_s
+        """Give what follows the policy's ``timeout_s`` from now."""
+        self._deadline = time.monotonic() + self.policy.timeout_s
 
     async def _step(self, report: CutoverReport, step: CutoverStep | str) -> None:
         """Record the step and the report so far (skipped when both are what was recorded last)."""
@@ -335,7 +336,7 @@ class CutoverRunner:
 
     def _check_deadline(self, report: CutoverReport, what: str) -> None:
         if time.monotonic() > self._deadline:
-            raise CutoverFailed(f"timed out after {self.timeout_s:g}s — {what}", report.to_json())
+            raise CutoverFailed(f"timed out after {self.policy.timeout_s:g}s — {what}", report.to_json())
 
 
 def _may_send_gray(client: ClientRecord) -> bool:

@@ -17,10 +17,10 @@ from graymq.gray_controller.cli.common import (
     table,
     until_interrupted,
 )
+from graymq.gray_controller.cli.policy_args import DEFAULT, cutover_policy
 from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.operations import CutoverKind, CutoverState
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
 
 if TYPE_CHECKING:
     from graymq.nameserver_api.records import CutoverRecord
@@ -61,15 +61,16 @@ def register(subparsers: Any) -> None:
                            "a pipeline: each group in turn, upstream first; a failed stage stops it.")
         q.add_argument("group")
         pipeline_cmd.add_arguments(q)
-        add_timeout_arg(q, default=RUNBOOK_TIMEOUT_S, help=f"give up after S seconds (default: {RUNBOOK_TIMEOUT_S:g})")
+        add_timeout_arg(q, default=DEFAULT.timeout_s, help=f"give up after S seconds (default: {DEFAULT.timeout_s:g})")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()
             mode.add_argument("--drain", dest="mode", action="store_const", const="drain",
-                              help="gray consumers finish the gray backlog (default)")
+                              help="gray consumers finish the gray backlog" + _default_mode("drain"))
             mode.add_argument("--adopt", dest="mode", action="store_const", const="adopt",
-                              help="normal consumers take over the gray queues once gray consumers stop")
-            q.set_defaults(mode="drain")
+                              help="normal consumers take over the gray queues once gray consumers stop"
+                              + _default_mode("adopt"))
+            q.set_defaults(mode=DEFAULT.mode.value)
     _register_orphan_and_history(sub)
     _register_weight(sub)
     rollout_cmd.register(sub)
@@ -183,10 +184,9 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
 
     if args.then:
         return await pipeline_cmd.run(ns, args)
-    runner = CutoverRunner(ns, args.group, args.producer_group, args.timeout)
+    runner = CutoverRunner(ns, args.group, cutover_policy(args))
     try:
-        report = await until_interrupted(
-            runner.promote() if args.gray_command == "promote" else runner.rollback(args.mode))
+        report = await until_interrupted(runner.promote() if args.gray_command == "promote" else runner.rollback())
     except Interrupted as exc:
         runner.progress.note(await _interrupted_text(ns, args))
         return exc.exit_code
@@ -223,6 +223,10 @@ async def _interrupted_text(ns: Any, args: argparse.Namespace) -> str:
         return f"{args.gray_command} of {args.group} interrupted before it started; nothing is running"
     op = running[0]
     return f"{op.kind} #{op.id} of {args.group} is still running; run the command again to resume"
+
+
+def _default_mode(mode: str) -> str:
+    return " (default)" if mode == DEFAULT.mode else ""
 
 
 def _register_orphan_and_history(sub: Any) -> None:

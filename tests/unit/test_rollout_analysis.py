@@ -14,7 +14,8 @@ from graymq.protocol import health
 from graymq.protocol.errors import ConfigError
 from graymq.runbooks import rollout
 from graymq.runbooks.group_state import GroupStatus, side_lag
-from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, judge
+from graymq.runbooks.policy import RolloutPolicy
+from graymq.runbooks.rollout import RolloutReport, judge
 from tests.support.records import client_record
 
 pytestmark = pytest.mark.unit

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from graymq.client.message import Message, MessageExt
 from graymq.core.gray_side import send_side
 from graymq.nameserver_api.membership import new_client_id
+from graymq.nameserver_api.records import HeartbeatAnswer
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,9 @@ class ProducerFlags:
         return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
                 "gray_marks": self.gray_marks}
 
-    async def _on_update(self, response: dict[str, Any]) -> None:
-        desired = bool(response.get("desired_gray", self.gray))
-        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
-        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+    async def _on_update(self, response: HeartbeatAnswer) -> None:
+        desired, marks = response.desired_gray, response.gray_marks
+        self.gray_switch = response.gray_switch
         if desired != self.gray or marks != self.gray_marks:
             log.info("producer %s of %s: gray flag %s -> %s, gray marks honoured %s -> %s", self.client_id,
                      self.group, self.gray, desired, self.gray_marks, marks)

@@ -24,6 +24,7 @@ from graymq.nameserver_api.records import (
     GroupDetail,
     GroupSettings,
     GroupSummary,
+    HeartbeatAnswer,
     PrincipalRecord,
     PrincipalToken,
     TopicPutResult,
@@ -151,14 +152,15 @@ class NameServerClient:
         except NotFoundError as exc:
             raise TopicNotExistError(f"no route for topic {topic}: {exc.message}") from exc
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.request("POST", "/v1/clients/heartbeat", json=body))
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
+        return HeartbeatAnswer.from_json(await self.request("POST", "/v1/clients/heartbeat", json=body))
 
-    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer:
         """Long poll: the heartbeat answer once the desired flag, switch or orphan policy differs from
         ``body["known"]``, or after ``timeout_s``."""
-        return dict(await self.request("POST", "/v1/clients/watch", json={**body, "timeout_s": timeout_s},
-                                       timeout_s=timeout_s + WATCH_GRACE_S))
+        return HeartbeatAnswer.from_json(await self.request("POST", "/v1/clients/watch",
+                                                            json={**body, "timeout_s": timeout_s},
+                                                            timeout_s=timeout_s + WATCH_GRACE_S))
 
     async def group_clients(self, group: str, role: str | None = None) -> GroupClients:
         """The group's settings and registered clients (of ``role`` only, when given)."""

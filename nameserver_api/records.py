@@ -8,7 +8,7 @@ what prints it (``graymq gray history --json``, ``graymq audit --json``, ``graym
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -182,6 +182,40 @@ class ClientRecord:
                 "queues": list(self.queues), "topics": list(self.topics), "last_seen": _text(self.last_seen),
                 "health": self.health, "gray_marks": self.gray_marks, "principal": self.principal,
                 "stale": self.stale}
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """What a client's heartbeat (``POST /v1/clients/heartbeat``) or watch answers: the flag it should have, its
+    group's gray settings (switch, orphan policy, weight, retirement, a stock pop consumer's FIFO and deliveries),
+    whether a producer honours messages' gray marks, and the queue counts of its topics."""
+
+    group: str
+    client_id: str
+    role: Role
+    gray_switch: bool
+    desired_gray: bool
+    explicit_gray: bool | None
+    gray: bool
+    state: ClientState
+    orphan_policy: OrphanPolicy
+    gray_weight: int
+    gray_retired: bool = False
+    gray_marks: bool = True  # a name server without the field lets producers honour marks
+    fifo: bool = False
+    max_attempts: int = 16
+    topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # topic -> (queue_nums, gray_queue_nums)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HeartbeatAnswer:
+        return cls(group=data["group"], client_id=data["client_id"], role=data["role"],
+                   gray_switch=bool(data["gray_switch"]), desired_gray=bool(data["desired_gray"]),
+                   explicit_gray=data["explicit_gray"], gray=bool(data["gray"]), state=ClientState(data["state"]),
+                   orphan_policy=data["orphan_policy"], gray_weight=int(data["gray_weight"]),
+                   gray_retired=bool(data.get("gray_retired", False)), gray_marks=bool(data.get("gray_marks", True)),
+                   fifo=bool(data.get("fifo", False)), max_attempts=int(data.get("max_attempts", 16)),
+                   topics={topic: (int(counts["queue_nums"]), int(counts["gray_queue_nums"]))
+                           for topic, counts in (data.get("topics") or {}).items()})
 
 
 @dataclass(frozen=True)

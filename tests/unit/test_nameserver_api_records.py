@@ -81,3 +81,18 @@ def test_brokers_and_principal_tokens_are_typed() -> None:
     assert plain.replica_set is None
     token = records.PrincipalToken.from_json(served(schemas.PrincipalToken, {"name": "app", "token": "t0k"}))
     assert (token.name, token.token, token.access_key, token.secret_key) == ("app", "t0k", None, None)
+
+
+def test_a_heartbeat_answer_is_typed_and_a_watch_compares_its_values() -> None:
+    answer = records.HeartbeatAnswer.from_json(served(schemas.ClientHeartbeatResponse, {
+        "group": "G", "client_id": "c1", "role": "producer", "gray_switch": True, "desired_gray": False,
+        "explicit_gray": False, "gray": True, "state": "GRAY", "orphan_policy": "adopt", "gray_weight": 25,
+        "gray_marks": False, "topics": {"T": {"queue_nums": 8, "gray_queue_nums": 2}}}))
+    assert (answer.desired_gray, answer.state, answer.orphan_policy, answer.gray_weight, answer.gray_marks) == (
+        False, ClientState.GRAY, "adopt", 25, False)
+    assert (answer.gray_retired, answer.fifo, answer.max_attempts, answer.topics) == (False, False, 16, {"T": (8, 2)})
+    older = records.HeartbeatAnswer.from_json({k: v for k, v in served(schemas.ClientHeartbeatResponse, {
+        "group": "G", "client_id": "c1", "role": "producer", "gray_switch": True, "desired_gray": False,
+        "explicit_gray": None, "gray": False, "state": "NORMAL", "orphan_policy": "hold", "gray_weight": 0,
+        "topics": {}}).items() if k not in ("gray_marks", "gray_retired", "fifo", "max_attempts")})
+    assert older.gray_marks is True  # a name server without the field lets producers honour marks

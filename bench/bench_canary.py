@@ -28,8 +28,9 @@ from graymq.bench.graymq_servers import NameServer
 from graymq.client import ConsumeStatus, Message, Producer, PushConsumer
 from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
 from graymq.protocol.errors import GrayMQError
+from graymq.runbooks.policy import CutoverPolicy, RolloutPolicy
 from graymq.runbooks.progress import Progress
-from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
+from graymq.runbooks.rollout import RolloutRunner
 
 QUEUES, GRAY = 8, 2
 
@@ -117,7 +118,7 @@ async def rollback_case(ns: NameServer, root: Path, log_dir: Path) -> Figures:
     admin = ns.admin()
     sent: list[asyncio.Future[Any]] = []
     progress = TimedProgress()
-    runner = RolloutRunner(admin, group, RolloutPolicy([25], 1.0, min_messages=20), timeout_s=120,
+    runner = RolloutRunner(admin, group, RolloutPolicy([25], 1.0, min_messages=20), CutoverPolicy(timeout_s=120),
                            progress=progress)
     try:
         producing = asyncio.create_task(paced(200, 1000, lambda first, n: sent.extend(

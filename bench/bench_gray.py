@@ -32,6 +32,7 @@ from graymq.bench.graymq_servers import Broker, NameServer, create_topic
 from graymq.client import Message, Producer, PushConsumer
 from graymq.core.queue_layout import gray_queue_ids
 from graymq.runbooks.cutover import CutoverRunner
+from graymq.runbooks.policy import CutoverPolicy
 from graymq.runbooks.progress import Progress
 
 _case_ids = itertools.count()
@@ -93,7 +94,7 @@ async def _setup(ns: NameServer, root: Path, log_dir: Path, queues: int, gray: i
 
 async def _promote(ns: NameServer, group: str, producer_group: str) -> tuple[float, dict[str, float]]:
     admin = ns.admin()
-    runner = CutoverRunner(admin, group, [producer_group], timeout_s=300, progress=Progress(io.StringIO()))
+    runner = CutoverRunner(admin, group, CutoverPolicy((producer_group,), timeout_s=300), Progress(io.StringIO()))
     try:
         began = time.monotonic()
         report = await runner.promote()

@@ -67,7 +67,7 @@ async def _principals_and_topic(ns: NameServer) -> tuple[str, str]:
         client = await admin.add_principal("bench-client", PRODUCE_RIGHTS, CONSUME_RIGHTS, admin=False, broker=False)
     finally:
         await admin.close()
-    return str(broker["token"]), str(client["token"])
+    return broker.token, client.token
 
 
 def start_broker(setup: TrustSetup, root: Path, log_dir: Path, config: str) -> Broker:

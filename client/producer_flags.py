@@ -10,7 +10,8 @@ from graymq.client.context import propagated_mark
 from graymq.client.message import Message, MessageExt
 from graymq.core.gray_side import Mark, send_lane
 from graymq.core.queue_layout import GRAY_LANE
-from graymq.nameserver_api.membership import desired_lane, new_client_id
+from graymq.nameserver_api.membership import new_client_id
+from graymq.nameserver_api.records import HeartbeatAnswer
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,9 @@ class ProducerFlags:
         return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
                 "gray_marks": self.gray_marks, "lane": (self.lane or GRAY_LANE) if gray else None}
 
-    async def _on_update(self, response: dict[str, Any]) -> None:
-        desired = desired_lane(response, (self.lane or GRAY_LANE) if self.gray else None)
-        marks = bool(response.get("gray_marks", True))  # a name server without the field honours them
-        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+    async def _on_update(self, response: HeartbeatAnswer) -> None:
+        desired, marks = response.desired_lane, response.gray_marks
+        self.gray_switch = response.gray_switch
         if (desired is not None) != self.gray or (desired and desired != (self.lane or GRAY_LANE)) \
                 or marks != self.gray_marks:
             log.info("producer %s of %s: lane %s -> %s, gray marks honoured %s -> %s", self.client_id, self.group,

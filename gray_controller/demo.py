@@ -25,6 +25,7 @@ from graymq.gray_controller.cli.text import format_timings
 from graymq.nameserver_api.client import NameServerClient
 from graymq.runbooks.cutover import CutoverRunner
 from graymq.runbooks.group_state import GroupInspector
+from graymq.runbooks.policy import CutoverPolicy
 
 GROUP = "ORDER_GROUP"
 TOPIC = "TOPIC_V_ORDER"
@@ -71,8 +72,8 @@ class Ledger:
 
 async def status_table(inspector: GroupInspector) -> None:
     status = await inspector.status(GROUP)
-    rows = [[c["client_id"], c["role"], c["labels"].get("version", ""), "gray" if c["gray"] else "normal", c["state"],
-             " ".join(q.split(":")[-1] for q in c["queues"] if TOPIC in q)] for c in status.clients]
+    rows = [[c.client_id, c.role, c.labels.get("version", ""), "gray" if c.gray else "normal", c.state,
+             " ".join(q.split(":")[-1] for q in c.queues if TOPIC in q)] for c in status.clients]
     print(table(rows, ["client", "role", "version", "flag", "state", f"{TOPIC} queues"]))
     print(f"gray backlog: {status.gray_backlog}")
 
@@ -170,7 +171,7 @@ async def release(ns_url: str) -> int:
     await status_table(inspector)
 
     say("promote: flip producers, drain the gray queues, flip v2 consumers, verify")
-    runner = CutoverRunner(ns, GROUP, [GROUP], timeout_s=60)
+    runner = CutoverRunner(ns, GROUP, CutoverPolicy((GROUP,), timeout_s=60))
     report = await runner.promote()
     await runner.close()
     print(f"promote #{report.operation_id} {report.state}: {format_timings(report.timings_s)}")

@@ -14,7 +14,21 @@ from urllib.parse import quote
 import httpx
 
 from graymq.core.route import TopicRoute
-from graymq.nameserver_api.records import CutoverRecord, GrayRule, GroupDetail, GroupSettings, GroupSummary
+from graymq.nameserver_api.records import (
+    AuditRecord,
+    BrokerRecord,
+    CutoverRecord,
+    FlagResult,
+    GrayRule,
+    GroupClients,
+    GroupDetail,
+    GroupSettings,
+    GroupSummary,
+    HeartbeatAnswer,
+    PrincipalRecord,
+    PrincipalToken,
+    TopicPutResult,
+)
 from graymq.protocol.errors import (
     BadRequestError,
     ConfigError,
@@ -143,17 +157,20 @@ class NameServerClient:
         are all held refuses with one line naming the lanes holding them (``ConflictError``)."""
         return dict(await self.request("POST", f"/v1/topics/{topic}/lanes/{lane}"))
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.request("POST", "/v1/clients/heartbeat", json=body))
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
+        return HeartbeatAnswer.from_json(await self.request("POST", "/v1/clients/heartbeat", json=body))
 
-    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer:
         """Long poll: the heartbeat answer once the desired flag, switch or orphan policy differs from
         ``body["known"]``, or after ``timeout_s``."""
-        return dict(await self.request("POST", "/v1/clients/watch", json={**body, "timeout_s": timeout_s},
-                                       timeout_s=timeout_s + WATCH_GRACE_S))
+        return HeartbeatAnswer.from_json(await self.request("POST", "/v1/clients/watch",
+                                                            json={**body, "timeout_s": timeout_s},
+                                                            timeout_s=timeout_s + WATCH_GRACE_S))
 
-    async def group_clients(self, group: str, role: str | None = None) -> dict[str, Any]:
-        return dict(await self.request("GET", f"/v1/groups/{group}/clients", params={"role": role} if role else None))
+    async def group_clients(self, group: str, role: str | None = None) -> GroupClients:
+        """The group's settings and registered clients (of ``role`` only, when given)."""
+        return GroupClients.from_json(await self.request("GET", f"/v1/groups/{group}/clients",
+                                                         params={"role": role} if role else None))
 
     async def unregister_client(self, group: str, client_id: str, role: str) -> None:
         """Leave the group at once (a clean stop); idempotent."""
@@ -161,13 +178,13 @@ class NameServerClient:
 
     # -- admin -------------------------------------------------------------------------------
     async def put_topic(self, topic: str, queue_nums: int, gray_queue_nums: int, perm: int = 6,
-                        wait_s: float = 0.0) -> dict[str, Any]:
+                        wait_s: float = 0.0) -> TopicPutResult:
         """Create or change a topic; ``wait_s``: until every live broker serves it (``brokers_pending`` lists
         those that do not yet)."""
         body = {"queue_nums": queue_nums, "gray_queue_nums": gray_queue_nums, "perm": perm}
-        return dict(await self.request("PUT", f"/v1/topics/{topic}", json=body, admin=True,
-                                       params={"wait_s": wait_s} if wait_s else None,
-                                       timeout_s=wait_s + WATCH_GRACE_S if wait_s else None))
+        return TopicPutResult.from_json(await self.request("PUT", f"/v1/topics/{topic}", json=body, admin=True,
+                                                           params={"wait_s": wait_s} if wait_s else None,
+                                                           timeout_s=wait_s + WATCH_GRACE_S if wait_s else None))
 
     async def delete_topic(self, topic: str, reason: str = "") -> None:
         """Delete a topic no live client uses (``ConflictError`` naming them otherwise)."""
@@ -184,18 +201,20 @@ class NameServerClient:
         """Delete a group without live clients or a running cutover (``ConflictError`` otherwise)."""
         await self.request("DELETE", f"/v1/groups/{group}", params={"reason": reason} if reason else None, admin=True)
 
-    async def list_audit(self, group: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    async def list_audit(self, group: str | None = None, limit: int = 100) -> list[AuditRecord]:
         """Audit entries, newest first (of one group, when given)."""
         params: dict[str, Any] = {"limit": limit}
         if group is not None:
             params["group"] = group
-        return list(await self.request("GET", "/v1/audit", params=params))
+        return [AuditRecord.from_json(entry) for entry in await self.request("GET", "/v1/audit", params=params)]
 
     async def set_flag(self, group: str, client_id: str, gray: bool | None, reason: str = "",
-                       operation_id: int | None = None) -> dict[str, Any]:
+                       operation_id: int | None = None) -> FlagResult:
+        """Set (or, with None, clear) the client's explicit flag; ``operation_id``: the promote or rollback doing it."""
         headers = {"X-Graymq-Operation": str(operation_id)} if operation_id is not None else None
-        return dict(await self.request("PUT", f"/v1/groups/{group}/clients/{client_id}/flag",
-                                       json={"gray": gray, "reason": reason}, admin=True, headers=headers))
+        return FlagResult.from_json(await self.request("PUT", f"/v1/groups/{group}/clients/{client_id}/flag",
+                                                       json={"gray": gray, "reason": reason}, admin=True,
+                                                       headers=headers))
 
     async def set_switch(self, group: str, enabled: bool, reason: str = "") -> GroupSettings:
         return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/switch",
@@ -217,9 +236,9 @@ class NameServerClient:
         return GroupSettings.from_json(await self.request("PUT", f"/v1/groups/{group}/consumption", json=body,
                                                           admin=True))
 
-    async def list_brokers(self) -> list[dict[str, Any]]:
+    async def list_brokers(self) -> list[BrokerRecord]:
         """Live brokers, each with its broker set (``replica_set``: leader, epoch, in-sync, replicas) if it has one."""
-        return list(await self.request("GET", "/v1/brokers"))
+        return [BrokerRecord.from_json(broker) for broker in await self.request("GET", "/v1/brokers")]
 
     async def set_retired(self, group: str, retired: bool, reason: str = "") -> GroupSettings:
         """Retire the group's gray side (its consumers hold and consume nothing) or bring it back."""
@@ -249,25 +268,26 @@ class NameServerClient:
 
     async def add_principal(self, name: str, produce: list[str], consume: list[str], admin: bool,
                             broker: bool, broker_names: list[str] | None = None, access_key: bool = False
-                            ) -> dict[str, Any]:
-        """Create a principal; the answer ``{"name", "token"}`` holds its token, shown this once. ``broker_names``
+                            ) -> PrincipalToken:
+        """Create a principal; the answer holds its token, shown this once. ``broker_names``
         (with ``broker``): the broker names it may register as; ``None``: the name server's default (its own).
         ``access_key``: also issue an access key and secret key for stock RocketMQ 5 clients (in the answer)."""
         body: dict[str, Any] = {"name": name, "produce": produce, "consume": consume, "admin": admin,
                                 "broker": broker, "access_key": access_key}
         if broker_names is not None:
             body["broker_names"] = broker_names
-        return dict(await self.request("POST", "/v1/principals", json=body, admin=True))
+        return PrincipalToken.from_json(await self.request("POST", "/v1/principals", json=body, admin=True))
 
-    async def list_principals(self) -> list[dict[str, Any]]:
-        return list(await self.request("GET", "/v1/principals", admin=True))
+    async def list_principals(self) -> list[PrincipalRecord]:
+        return [PrincipalRecord.from_json(p) for p in await self.request("GET", "/v1/principals", admin=True)]
 
     async def remove_principal(self, name: str) -> None:
         await self.request("DELETE", f"/v1/principals/{name}", admin=True)
 
-    async def rotate_principal(self, name: str) -> dict[str, Any]:
-        """A new token for the principal (``{"name", "token"}``); the old one stops working at once."""
-        return dict(await self.request("POST", f"/v1/principals/{name}/rotate", admin=True))
+    async def rotate_principal(self, name: str) -> PrincipalToken:
+        """A new token for the principal (and a new secret key for its access key); the old ones stop working at
+        once."""
+        return PrincipalToken.from_json(await self.request("POST", f"/v1/principals/{name}/rotate", admin=True))
 
     async def update_cutover(self, operation_id: int, **fields: Any) -> CutoverRecord:
         """Record ``state``, ``step`` and/or ``result``; ``ConflictError`` for a state change the name server

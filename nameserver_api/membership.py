@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from graymq.core.queue_layout import GRAY_LANE
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
 
@@ -39,9 +39,9 @@ WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 class MembershipLink(Protocol):
     """What a membership asks of the name server (a ``NameServerClient``, or heartbeats batched over one)."""
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer: ...
 
-    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer: ...
 
     async def unregister_client(self, group: str, client_id: str, role: str) -> None: ...
 
@@ -55,20 +55,6 @@ def declared_fields(declared: bool | str | None) -> dict[str, Any]:
     if isinstance(declared, str):
         return {"declared_gray": True, "declared_lane": declared}
     return {"declared_gray": declared}
-
-
-def desired_lane(response: dict[str, Any], current: str | None) -> str | None:
-    """The lane a name server answer wants (``desired_lane``; an answer from before lanes: ``desired_gray`` names
-    the ``gray`` lane), else ``current``.
-
-    >>> desired_lane({"desired_gray": True}, None), desired_lane({"desired_lane": None, "desired_gray": True}, "v3")
-    ('gray', None)
-    """
-    if "desired_lane" in response:
-        return response["desired_lane"] or None
-    if "desired_gray" in response:
-        return GRAY_LANE if response["desired_gray"] else None
-    return current
 
 
 def new_client_id(role: str) -> str:
@@ -87,7 +73,7 @@ class Membership:
         declared_gray: bool | str | None,
         interval_s: float,
         report: Callable[[], dict[str, Any]],
-        on_update: Callable[[dict[str, Any]], Awaitable[None]],
+        on_update: Callable[[HeartbeatAnswer], Awaitable[None]],
         on_permanent: Callable[[GrayMQError], None] | None = None,
         aligned: bool = False,
     ) -> None:
@@ -102,7 +88,7 @@ class Membership:
         self._report = report
         self._on_update = on_update
         self._on_permanent = on_permanent  # a heartbeat refused for good (rights, TLS trust): the loops end
-        self.last: dict[str, Any] | None = None
+        self.last: HeartbeatAnswer | None = None
         self.reachable = False
         self.epoch = 0  # bumped on every local change; answers to older reports are stale
         self.registered = False  # a heartbeat was sent: the name server may know this client
@@ -110,7 +96,7 @@ class Membership:
         self._wake = asyncio.Event()
         self._applying = asyncio.Lock()  # answers are acted on one at a time
 
-    async def beat(self) -> dict[str, Any] | None:
+    async def beat(self) -> HeartbeatAnswer | None:
         """One heartbeat now; returns the response, or None when no name server answered. A permanent error
         (``GrayMQError.permanent``: a missing right, a certificate that does not verify) is raised.
 
@@ -136,7 +122,7 @@ class Membership:
         await self._apply(response, sent_epoch)
         return response
 
-    async def _apply(self, response: dict[str, Any], sent_epoch: int) -> bool:
+    async def _apply(self, response: HeartbeatAnswer, sent_epoch: int) -> bool:
         """Act on an answer unless the client changed since it asked; False when it was stale."""
         async with self._applying:
             if sent_epoch != self.epoch:
@@ -202,16 +188,16 @@ class Membership:
         if last is None or not self.reachable:
             return None
         return {"group": self.group, "client_id": self.client_id, "role": self.role,
-                "known": {key: last.get(key) for key in WATCHED}}
+                "known": {key: getattr(last, key) for key in WATCHED}}
 
-    async def watched(self, body: dict[str, Any], response: dict[str, Any], sent_epoch: int) -> None:
+    async def watched(self, body: dict[str, Any], response: HeartbeatAnswer, sent_epoch: int) -> None:
         """A watch's ``response`` to ``body`` (sent at ``sent_epoch``): acted on when it differs from what was known.
 
         A stale answer (the client changed meanwhile) is not acted on; a heartbeat follows at once.
         """
-        if all(response.get(key) == value for key, value in body["known"].items()):
+        if all(getattr(response, key) == value for key, value in body["known"].items()):
             return
-        log.debug("%s %s: watch saw %s", self.role, self.client_id, {k: response.get(k) for k in WATCHED})
+        log.debug("%s %s: watch saw %s", self.role, self.client_id, {k: getattr(response, k) for k in WATCHED})
         self.last = response
         if not await self._apply(response, sent_epoch):
             self.poke()

@@ -1,16 +1,19 @@
-"""What the name server's REST API answers about groups, rules and operations, as frozen values.
+"""What the name server's REST API answers, as frozen values: groups, rules and operations; clients, their
+heartbeat answers and flags; topics, brokers, principals and the audit log.
 
-``NameServerClient`` converts its JSON answers here (``from_json``); ``to_json`` gives the
-name server's JSON back unchanged, key for key, for what prints it (``graymq gray history --json``).
+``NameServerClient`` converts its JSON answers here (``from_json``); a key a newer name server adds is ignored, so
+an older client still reads its answers. ``to_json`` gives the name server's JSON back unchanged, key for key, for
+what prints it (``graymq gray history --json``, ``graymq audit --json``, ``graymq gray status --json``...).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from graymq.protocol.membership import OrphanPolicy
+from graymq.core.queue_layout import GRAY_LANE
+from graymq.protocol.membership import ClientState, OrphanPolicy, Role
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 
 
@@ -139,3 +142,302 @@ class GroupDetail:
         running = data.get("running_cutover")
         return cls(settings=GroupSettings.from_json(data), rules=tuple(GrayRule.from_json(r) for r in data["rules"]),
                    running_cutover=None if running is None else CutoverRecord.from_json(running))
+
+
+@dataclass(frozen=True)
+class ClientRecord:
+    """A registered client as the name server lists it (``/v1/groups/{group}/clients``): its labels, flags, state,
+    the queues and topics it reported, its last consume health report (``protocol.health``) and whether it is stale
+    (no heartbeat for a while: presumed gone)."""
+
+    client_id: str
+    role: Role
+    labels: dict[str, str]
+    explicit_gray: bool | None
+    declared_gray: bool | None
+    desired_gray: bool
+    gray: bool
+    state: ClientState
+    queues: tuple[str, ...]
+    topics: tuple[str, ...]
+    last_seen: datetime
+    health: dict[str, dict[str, float]] | None = None
+    gray_marks: bool | None = None
+    principal: str | None = None
+    stale: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClientRecord:
+        return cls(client_id=data["client_id"], role=data["role"], labels=dict(data["labels"]),
+                   explicit_gray=data["explicit_gray"], declared_gray=data.get("declared_gray"),
+                   desired_gray=bool(data["desired_gray"]), gray=bool(data["gray"]), state=ClientState(data["state"]),
+                   queues=tuple(data["queues"]), topics=tuple(data["topics"]),
+                   last_seen=datetime.fromisoformat(data["last_seen"]), health=data.get("health"),
+                   gray_marks=data.get("gray_marks"), principal=data.get("principal"),
+                   stale=bool(data.get("stale", False)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"client_id": self.client_id, "role": self.role, "labels": self.labels,
+                "explicit_gray": self.explicit_gray, "declared_gray": self.declared_gray,
+                "desired_gray": self.desired_gray, "gray": self.gray, "state": self.state.value,
+                "queues": list(self.queues), "topics": list(self.topics), "last_seen": _text(self.last_seen),
+                "health": self.health, "gray_marks": self.gray_marks, "principal": self.principal,
+                "stale": self.stale}
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """What a client's heartbeat (``POST /v1/clients/heartbeat``) or watch answers: the flag it should have, its
+    group's gray settings (switch, orphan policy, weight, retirement, a stock pop consumer's FIFO and deliveries),
+    whether a producer honours messages' gray marks, and the queue counts of its topics."""
+
+    group: str
+    client_id: str
+    role: Role
+    gray_switch: bool
+    desired_gray: bool
+    explicit_gray: bool | None
+    gray: bool
+    state: ClientState
+    orphan_policy: OrphanPolicy
+    gray_weight: int
+    gray_retired: bool = False
+    gray_marks: bool = True  # a name server without the field lets producers honour marks
+    fifo: bool = False
+    max_attempts: int = 16
+    topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # topic -> (queue_nums, gray_queue_nums)
+    desired_lane: str | None = None  # the lane it should be in (an answer from before lanes: ``gray`` when gray)
+    lanes: dict[str, dict[str, Any]] = field(default_factory=dict)  # the group's lanes: orphan policy, taking part
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HeartbeatAnswer:
+        return cls(group=data["group"], client_id=data["client_id"], role=data["role"],
+                   gray_switch=bool(data["gray_switch"]), desired_gray=bool(data["desired_gray"]),
+                   explicit_gray=data["explicit_gray"], gray=bool(data["gray"]), state=ClientState(data["state"]),
+                   orphan_policy=data["orphan_policy"], gray_weight=int(data["gray_weight"]),
+                   gray_retired=bool(data.get("gray_retired", False)), gray_marks=bool(data.get("gray_marks", True)),
+                   fifo=bool(data.get("fifo", False)), max_attempts=int(data.get("max_attempts", 16)),
+                   topics={topic: (int(counts["queue_nums"]), int(counts["gray_queue_nums"]))
+                           for topic, counts in (data.get("topics") or {}).items()},
+                   desired_lane=data["desired_lane"] if "desired_lane" in data else
+                   (GRAY_LANE if data["desired_gray"] else None), lanes=dict(data.get("lanes") or {}))
+
+
+@dataclass(frozen=True)
+class GroupClients:
+    """A group's gray settings and its registered clients (``/v1/groups/{group}/clients``)."""
+
+    group: str
+    gray_switch: bool
+    orphan_policy: OrphanPolicy
+    gray_weight: int
+    gray_retired: bool
+    clients: tuple[ClientRecord, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GroupClients:
+        return cls(group=data["group"], gray_switch=bool(data["gray_switch"]), orphan_policy=data["orphan_policy"],
+                   gray_weight=int(data["gray_weight"]), gray_retired=bool(data.get("gray_retired", False)),
+                   clients=tuple(ClientRecord.from_json(c) for c in data["clients"]))
+
+    @classmethod
+    def unknown(cls, group: str) -> GroupClients:
+        """A group the name server never heard of: no clients, the defaults a new group gets."""
+        return cls(group=group, gray_switch=False, orphan_policy="hold", gray_weight=0, gray_retired=False,
+                   clients=())
+
+
+@dataclass(frozen=True)
+class FlagResult:
+    """What setting a client's flag answers (``PUT .../clients/{client_id}/flag``): the explicit flag now, and the
+    client's registrations (one per role) with the flag each should now have."""
+
+    group: str
+    client_id: str
+    explicit_gray: bool | None
+    clients: tuple[ClientRecord, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FlagResult:
+        return cls(group=data["group"], client_id=data["client_id"], explicit_gray=data["explicit_gray"],
+                   clients=tuple(ClientRecord.from_json(c) for c in data["clients"]))
+
+
+@dataclass(frozen=True)
+class TopicPutResult:
+    """A created or changed topic (``PUT /v1/topics/{topic}``) and which live brokers serve it with this layout
+    (``brokers_pending``: not yet, after the call's wait)."""
+
+    topic: str
+    queue_nums: int
+    gray_queue_nums: int
+    perm: int
+    created_at: datetime
+    updated_at: datetime
+    brokers_ready: tuple[str, ...]
+    brokers_pending: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TopicPutResult:
+        return cls(topic=data["topic"], queue_nums=int(data["queue_nums"]),
+                   gray_queue_nums=int(data["gray_queue_nums"]), perm=int(data["perm"]),
+                   created_at=datetime.fromisoformat(data["created_at"]),
+                   updated_at=datetime.fromisoformat(data["updated_at"]),
+                   brokers_ready=tuple(data["brokers_ready"]), brokers_pending=tuple(data["brokers_pending"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "queue_nums": self.queue_nums, "gray_queue_nums": self.gray_queue_nums,
+                "perm": self.perm, "created_at": _text(self.created_at), "updated_at": _text(self.updated_at),
+                "brokers_ready": list(self.brokers_ready), "brokers_pending": list(self.brokers_pending)}
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One audit entry (``/v1/audit``): who changed which object, when, from which value to which (JSON values,
+    whole), and why."""
+
+    id: int
+    actor: str
+    at: datetime
+    object_type: str
+    object_id: str
+    group: str | None
+    action: str
+    before: Any
+    after: Any
+    reason: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AuditRecord:
+        return cls(id=int(data["id"]), actor=data["actor"], at=datetime.fromisoformat(data["at"]),
+                   object_type=data["object_type"], object_id=data["object_id"], group=data.get("group"),
+                   action=data["action"], before=data.get("before"), after=data.get("after"),
+                   reason=data.get("reason"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "actor": self.actor, "at": _text(self.at), "object_type": self.object_type,
+                "object_id": self.object_id, "group": self.group, "action": self.action, "before": self.before,
+                "after": self.after, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ReplicaRecord:
+    """One replica of a broker set, as the name server last heard of it."""
+
+    replica_id: int
+    address: str
+    leader: bool
+    in_sync: bool
+    live: bool  # a heartbeat within the lease
+    log_end_offset: int
+    lag_bytes: int  # the leader's last reported log end minus this replica's
+    last_heartbeat: datetime
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReplicaRecord:
+        return cls(replica_id=int(data["replica_id"]), address=data["address"], leader=bool(data["leader"]),
+                   in_sync=bool(data["in_sync"]), live=bool(data["live"]), log_end_offset=int(data["log_end_offset"]),
+                   lag_bytes=int(data["lag_bytes"]), last_heartbeat=datetime.fromisoformat(data["last_heartbeat"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replica_id": self.replica_id, "address": self.address, "leader": self.leader,
+                "in_sync": self.in_sync, "live": self.live, "log_end_offset": self.log_end_offset,
+                "lag_bytes": self.lag_bytes, "last_heartbeat": _text(self.last_heartbeat)}
+
+
+@dataclass(frozen=True)
+class ReplicaSetRecord:
+    """A replicated broker set: its leader, epoch, in-sync replicas and every replica's lag."""
+
+    broker_name: str
+    replication: str  # sync or async
+    epoch: int
+    leader_replica_id: int
+    leader_address: str
+    in_sync: tuple[int, ...]
+    epoch_start_offset: int
+    lease_seconds: float
+    leader_lease_expires_at: datetime
+    replicas: tuple[ReplicaRecord, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReplicaSetRecord:
+        return cls(broker_name=data["broker_name"], replication=data["replication"], epoch=int(data["epoch"]),
+                   leader_replica_id=int(data["leader_replica_id"]), leader_address=data["leader_address"],
+                   in_sync=tuple(data["in_sync"]), epoch_start_offset=int(data["epoch_start_offset"]),
+                   lease_seconds=data["lease_seconds"],
+                   leader_lease_expires_at=datetime.fromisoformat(data["leader_lease_expires_at"]),
+                   replicas=tuple(ReplicaRecord.from_json(r) for r in data["replicas"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"broker_name": self.broker_name, "replication": self.replication, "epoch": self.epoch,
+                "leader_replica_id": self.leader_replica_id, "leader_address": self.leader_address,
+                "in_sync": list(self.in_sync), "epoch_start_offset": self.epoch_start_offset,
+                "lease_seconds": self.lease_seconds, "leader_lease_expires_at": _text(self.leader_lease_expires_at),
+                "replicas": [r.to_json() for r in self.replicas]}
+
+
+@dataclass(frozen=True)
+class BrokerRecord:
+    """A live broker (``/v1/brokers``): where it serves, its lease, its topics, its broker set if it has one."""
+
+    broker_name: str
+    address: str
+    last_heartbeat: datetime
+    lease_expires_at: datetime
+    topics: tuple[str, ...]
+    replica_set: ReplicaSetRecord | None = None
+    grpc_address: str | None = None  # its RocketMQ 5 gRPC endpoint; None: not served
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BrokerRecord:
+        replica_set = data.get("replica_set")
+        return cls(broker_name=data["broker_name"], address=data["address"],
+                   last_heartbeat=datetime.fromisoformat(data["last_heartbeat"]),
+                   lease_expires_at=datetime.fromisoformat(data["lease_expires_at"]), topics=tuple(data["topics"]),
+                   replica_set=None if replica_set is None else ReplicaSetRecord.from_json(replica_set),
+                   grpc_address=data.get("grpc_address"))
+
+
+@dataclass(frozen=True)
+class PrincipalRecord:
+    """A principal and its rights (``/v1/principals``); never its token, nor its access key's secret."""
+
+    name: str
+    produce: tuple[str, ...]
+    consume: tuple[str, ...]
+    admin: bool
+    broker: bool
+    broker_names: tuple[str, ...]
+    access_key: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PrincipalRecord:
+        return cls(name=data["name"], produce=tuple(data["produce"]), consume=tuple(data["consume"]),
+                   admin=bool(data["admin"]), broker=bool(data["broker"]),
+                   broker_names=tuple(data.get("broker_names") or ()), access_key=data.get("access_key"),
+                   created_at=datetime.fromisoformat(data["created_at"]),
+                   updated_at=datetime.fromisoformat(data["updated_at"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "produce": list(self.produce), "consume": list(self.consume), "admin": self.admin,
+                "broker": self.broker, "broker_names": list(self.broker_names), "access_key": self.access_key,
+                "created_at": _text(self.created_at), "updated_at": _text(self.updated_at)}
+
+
+@dataclass(frozen=True)
+class PrincipalToken:
+    """A principal's new token (``add``, ``rotate``), shown this once, with its access key and secret key when it
+    has them."""
+
+    name: str
+    token: str
+    access_key: str | None = None
+    secret_key: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PrincipalToken:
+        return cls(name=data["name"], token=data["token"], access_key=data.get("access_key"),
+                   secret_key=data.get("secret_key"))

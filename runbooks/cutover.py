@@ -46,13 +46,13 @@ from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
+from graymq.nameserver_api.records import ClientRecord
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, RunbookHooks
+from graymq.runbooks.hooks import RunbookHooks
+from graymq.runbooks.policy import CutoverPolicy
 from graymq.runbooks.progress import Progress
-
-POLL_S = 0.05
 
 
 class CutoverFailed(GrayMQError):
@@ -93,15 +93,17 @@ class CutoverReport:
 
 
 class CutoverRunner:
+    """Runs promote or rollback (in the policy's mode) on ``group`` as ``policy`` says (the shared defaults when
+    not given)."""
+
     report_type: type[CutoverReport] = CutoverReport
 
-    def __init__(self, nameserver: NameServerClient, group: str, producer_groups: list[str] | None = None,
-                 timeout_s: float = RUNBOOK_TIMEOUT_S, progress: Progress | None = None,
-                 hooks: RunbookHooks | None = None) -> None:
+    def __init__(self, nameserver: NameServerClient, group: str, policy: CutoverPolicy | None = None,
+                 progress: Progress | None = None, hooks: RunbookHooks | None = None) -> None:
         self.nameserver = nameserver
         self.group = group
-        self.producer_groups = producer_groups or [group]
-        self.timeout_s = timeout_s
+        self.policy = policy or CutoverPolicy()
+        self.producer_groups = self.policy.producer_groups_of(group)
         self.progress = progress or Progress()
         self.hooks = hooks or RunbookHooks()
         self.inspector = GroupInspector(nameserver)
@@ -116,8 +118,8 @@ class CutoverRunner:
         report = await self._begin(CutoverKind.PROMOTE, CutoverMode.DRAIN)
         return await self._run(report, self._promote_steps)
 
-    async def rollback(self, mode: str) -> CutoverReport:
-        report = await self._begin(CutoverKind.ROLLBACK, CutoverMode(mode))
+    async def rollback(self) -> CutoverReport:
+        report = await self._begin(CutoverKind.ROLLBACK, self.policy.mode)
         return await self._run(report, self._rollback_steps)
 
     async def _promote_steps(self, report: CutoverReport) -> None:
@@ -126,7 +128,7 @@ class CutoverRunner:
         await self._step(report, CutoverStep.VERIFY)
         status = await self.inspector.status(self.group)
         self._note_stale(report, status)
-        report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
+        report.gray_consumers_left = [c.client_id for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left or status.gray_backlog:
             raise CutoverFailed("verification failed: gray clients or gray backlog left", report.to_json())
@@ -149,7 +151,7 @@ class CutoverRunner:
                 report, "gray consumers draining the gray backlog", lambda s: s.gray_backlog == 0))
         status = await self.inspector.status(self.group)
         self._note_stale(report, status)
-        report.gray_consumers_left = [c["client_id"] for c in status.gray_clients()]
+        report.gray_consumers_left = [c.client_id for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left:
             report.message = ("gray backlog is 0; these gray consumers hold only empty gray queues and can be "
@@ -169,8 +171,8 @@ class CutoverRunner:
         found = False
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
-            gray = [c["client_id"] for c in data["clients"] if c["explicit_gray"] is not False or _may_send_gray(c)]
-            found = found or any(_may_send_gray(c) or c["desired_gray"] for c in data["clients"])
+            gray = [c.client_id for c in data.clients if c.explicit_gray is not False or _may_send_gray(c)]
+            found = found or any(_may_send_gray(c) or c.desired_gray for c in data.clients)
             await asyncio.gather(*(self._set_normal(report, producer_group, client_id) for client_id in gray))
             for client_id in gray:
                 name = f"{producer_group}/{client_id}"
@@ -183,13 +185,13 @@ class CutoverRunner:
             left, stale = [], []
             for producer_group in self.producer_groups:
                 data = await self.inspector.clients(producer_group, role="producer")
-                for c in data["clients"]:
-                    if c.get("stale"):
-                        _add(report.stale_clients, f"{producer_group}/{c['client_id']}")
+                for c in data.clients:
+                    if c.stale:
+                        _add(report.stale_clients, f"{producer_group}/{c.client_id}")
                     if _may_send_gray(c):
-                        left.append(c["client_id"] + (f" (principal {c['principal']})" if c.get("principal") else ""))
-                        if c.get("stale"):
-                            stale.append(c["client_id"])
+                        left.append(c.client_id + (f" (principal {c.principal})" if c.principal else ""))
+                        if c.stale:
+                            stale.append(c.client_id)
             return left, stale
 
         while True:
@@ -202,7 +204,7 @@ class CutoverRunner:
                                     if stale else ""))
             self.progress.update(0, 1, f"waiting for {len(left)} producer(s) to report normal: {', '.join(left)}"
                                  + (f", {len(stale)} of them stale" if stale else ""))
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.policy.poll_s)
         if found or not recheck:
             self.progress.note("producers report normal: no new gray messages")
 
@@ -219,8 +221,8 @@ class CutoverRunner:
         await self._remove_rules(report)
         await self._step(report, CutoverStep.DRAIN)
         after = await self.inspector.status(self.group, with_backlog=False)
-        gray = [c["client_id"] for c in before.clients + before.stale + after.clients + after.stale
-                if c["role"] != "producer" and (c["gray"] or c["desired_gray"])]
+        gray = [c.client_id for c in before.clients + before.stale + after.clients + after.stale
+                if c.role != "producer" and (c.gray or c.desired_gray)]
         todo = [client_id for client_id in dict.fromkeys(gray) if client_id not in report.consumers_flipped]
         await asyncio.gather(*(self._set_normal(report, self.group, client_id) for client_id in todo))
         report.consumers_flipped += todo
@@ -234,11 +236,11 @@ class CutoverRunner:
                 status = await self.inspector.status(self.group)
             except BacklogUnavailable as exc:
                 self._check_deadline(report, f"{what}: {exc.message}")
-                await asyncio.sleep(POLL_S)
+                await asyncio.sleep(self.policy.poll_s)
                 continue
             backlog = status.gray_backlog
             initial = backlog if initial is None else max(initial, backlog)
-            gray = [c["client_id"] for c in status.gray_clients()]
+            gray = [c.client_id for c in status.gray_clients()]
             report.gray_backlog, report.gray_consumers_left = backlog, gray
             self._note_stale(report, status)
             if done(status):
@@ -246,16 +248,16 @@ class CutoverRunner:
                 self.progress.note("")
                 return
             self.progress.update(initial - backlog, initial, f"gray backlog {backlog}, gray consumers {len(gray)}")
-            stale = [c["client_id"] for c in status.stale if c["role"] in CONSUMING_ROLES]
+            stale = [c.client_id for c in status.stale if c.role in CONSUMING_ROLES]
             self._check_deadline(report, f"{what}: gray backlog {backlog}, still gray: {', '.join(gray) or 'none'}"
                                  + (f" (stale consumers, not waited for: {', '.join(stale)})" if stale else ""))
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.policy.poll_s)
 
     def _note_stale(self, report: CutoverReport, status: GroupStatus) -> None:
         """List the group's stale consumers (stale producers are listed, as group/client, by the producer step)."""
         for c in status.stale:
-            if c["role"] in CONSUMING_ROLES:
-                _add(report.stale_clients, c["client_id"])
+            if c.role in CONSUMING_ROLES:
+                _add(report.stale_clients, c.client_id)
 
     async def _remove_gray_rules(self, group: str) -> list[dict[str, Any]]:
         try:
@@ -316,8 +318,8 @@ class CutoverRunner:
         return report
 
     def _restart_clock(self) -> None:
-        """Give what follows ``timeout_s`` from now."""
-        self._deadline = time.monotonic() + self.timeout_s
+        """Give what follows the policy's ``timeout_s`` from now."""
+        self._deadline = time.monotonic() + self.policy.timeout_s
 
     async def _step(self, report: CutoverReport, step: CutoverStep | str) -> None:
         """Record the step and the report so far (skipped when both are what was recorded last)."""
@@ -334,12 +336,12 @@ class CutoverRunner:
 
     def _check_deadline(self, report: CutoverReport, what: str) -> None:
         if time.monotonic() > self._deadline:
-            raise CutoverFailed(f"timed out after {self.timeout_s:g}s — {what}", report.to_json())
+            raise CutoverFailed(f"timed out after {self.policy.timeout_s:g}s — {what}", report.to_json())
 
 
-def _may_send_gray(client: dict[str, Any]) -> bool:
+def _may_send_gray(client: ClientRecord) -> bool:
     """A producer that is gray, or honours messages' gray marks, as it last reported."""
-    return bool(client["gray"] or client.get("gray_marks"))
+    return bool(client.gray or client.gray_marks)
 
 
 def _add(names: list[str], name: str) -> None:

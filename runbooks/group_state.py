@@ -26,6 +26,7 @@ from graymq.client.message import MessageQueue
 from graymq.client.route_cache import RouteCache
 from graymq.core.route import TopicRoute
 from graymq.nameserver_api.client import NameServerClient, NotFoundError
+from graymq.nameserver_api.records import ClientRecord, GroupClients, ReplicaSetRecord
 from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.health import SIDES, add_up
@@ -49,14 +50,14 @@ class GroupStatus:
     group: str
     gray_switch: bool
     orphan_policy: str
-    clients: list[dict[str, Any]]
+    clients: list[ClientRecord]
     queues: list[QueueBacklog] = field(default_factory=list)
-    stale: list[dict[str, Any]] = field(default_factory=list)
+    stale: list[ClientRecord] = field(default_factory=list)
     gray_weight: int = 0
     gray_retired: bool = False
     weighted: list[WeightedQueue] = field(default_factory=list)
     lag: dict[str, int | None] | None = None  # per side: what the queues each side holds have not consumed
-    broker_sets: list[dict[str, Any]] = field(default_factory=list)  # the replicated brokers of its topics
+    broker_sets: list[ReplicaSetRecord] = field(default_factory=list)  # the replicated brokers of its topics
     unavailable: list[UnavailableBroker] = field(default_factory=list)  # brokers that did not answer (``partial``)
     unknown_gray: list[MessageQueue] = field(default_factory=list)  # their gray queues: backlog unknown
 
@@ -65,15 +66,15 @@ class GroupStatus:
         """The gray backlog on the brokers that answered (all of it unless ``unknown_gray``)."""
         return sum(q.backlog for q in self.queues)
 
-    def gray_clients(self, roles: tuple[str, ...] = CONSUMING_ROLES) -> list[dict[str, Any]]:
-        return [c for c in self.clients if c["role"] in roles and c["gray"]]
+    def gray_clients(self, roles: tuple[str, ...] = CONSUMING_ROLES) -> list[ClientRecord]:
+        return [c for c in self.clients if c.role in roles and c.gray]
 
-    def retired_clients(self) -> list[dict[str, Any]]:
-        return [c for c in self.clients if c["state"] == ClientState.RETIRED]
+    def retired_clients(self) -> list[ClientRecord]:
+        return [c for c in self.clients if c.state == ClientState.RETIRED]
 
     def health(self) -> dict[str, dict[str, float]]:
         """The live consumers' health reports added up per side (``protocol.health``)."""
-        return add_up(c.get("health") for c in self.clients if c["role"] in CONSUMING_ROLES)
+        return add_up(c.health for c in self.clients if c.role in CONSUMING_ROLES)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,14 +100,18 @@ class GroupStatus:
             "gray_retired": self.gray_retired,
             "health": self.health(),
             "lag": self.lag,
-            "broker_sets": self.broker_sets,
+            "broker_sets": [rs.to_json() for rs in self.broker_sets],
         }
 
 
-def _client_json(client: dict[str, Any], stale: bool) -> dict[str, Any]:
-    fields = ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues", "topics",
-              "last_seen", "health", "gray_marks", "principal")
-    return {**{k: client.get(k) for k in fields}, "stale": stale}
+STATUS_CLIENT_KEYS = ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues",
+                      "topics", "last_seen", "health", "gray_marks", "principal")
+
+
+def _client_json(client: ClientRecord, stale: bool) -> dict[str, Any]:
+    """A client as ``graymq gray status --json`` lists it: the name server's keys it always showed, ``stale``."""
+    shown = client.to_json()
+    return {**{k: shown[k] for k in STATUS_CLIENT_KEYS}, "stale": stale}
 
 
 class GroupInspector:
@@ -121,12 +126,12 @@ class GroupInspector:
     async def close(self) -> None:
         await self.brokers.close()
 
-    async def clients(self, group: str, role: str | None = None) -> dict[str, Any]:
+    async def clients(self, group: str, role: str | None = None) -> GroupClients:
         """The name server's view; a group it never heard of has no clients."""
         try:
             return await self.nameserver.group_clients(group, role)
         except NotFoundError:
-            return {"group": group, "gray_switch": False, "orphan_policy": "hold", "gray_weight": 0, "clients": []}
+            return GroupClients.unknown(group)
 
     async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False,
                      with_lag: bool = False, partial: bool = False) -> GroupStatus:
@@ -136,13 +141,12 @@ class GroupInspector:
         A broker that does not answer raises ``BacklogUnavailable`` (naming every such broker); with ``partial``
         it is listed in ``unavailable`` instead, and the figures that depend on it are unknown."""
         data = await self.clients(group)
-        listed = sorted(data["clients"], key=lambda c: (c["role"], c["client_id"]))
-        status = GroupStatus(group, bool(data["gray_switch"]), str(data.get("orphan_policy", "hold")),
-                             [c for c in listed if not c.get("stale")], stale=[c for c in listed if c.get("stale")],
-                             gray_weight=int(data.get("gray_weight") or 0),
-                             gray_retired=bool(data.get("gray_retired")))
+        listed = sorted(data.clients, key=lambda c: (c.role, c.client_id))
+        status = GroupStatus(group, data.gray_switch, data.orphan_policy, [c for c in listed if not c.stale],
+                             stale=[c for c in listed if c.stale], gray_weight=data.gray_weight,
+                             gray_retired=data.gray_retired)
         if with_backlog:
-            topics = {t for c in listed if c["role"] in CONSUMING_ROLES for t in c.get("topics") or []}
+            topics = {t for c in listed if c.role in CONSUMING_ROLES for t in c.topics}
             gray = await self._backlogs(group, topics, True, partial)
             status.queues = gray.queues
             status.unknown_gray = sorted(mq for b in gray.unavailable for mq in b.queues)
@@ -163,13 +167,13 @@ class GroupInspector:
             backlogs.complete()
         return backlogs
 
-    async def weighted_queues(self, gray_clients: list[dict[str, Any]]) -> list[WeightedQueue]:
+    async def weighted_queues(self, gray_clients: list[ClientRecord]) -> list[WeightedQueue]:
         """The queues the clients report holding that their topic's route does not lay out as gray (a topic
         without a route is left out: its layout is unknown)."""
         routes: dict[str, TopicRoute | None] = {}
         weighted = []
         for client in gray_clients:
-            for text in client.get("queues") or []:
+            for text in client.queues:
                 mq = _parse_queue(text)
                 if mq is None:
                     continue
@@ -177,7 +181,7 @@ class GroupInspector:
                     routes[mq.topic] = await self._route(mq.topic)
                 route = routes[mq.topic]
                 if route is not None and route.broker(mq.broker_name) is not None and not route.is_gray(mq):
-                    weighted.append(WeightedQueue(client["client_id"], mq))
+                    weighted.append(WeightedQueue(client.client_id, mq))
         return sorted(weighted, key=lambda w: (w.queue, w.client_id))
 
     async def _queues(self, topics: set[str]) -> list[MessageQueue]:
@@ -188,14 +192,14 @@ class GroupInspector:
                 queues += route.queues()
         return queues
 
-    async def _broker_sets(self, names: set[str]) -> list[dict[str, Any]]:
+    async def _broker_sets(self, names: set[str]) -> list[ReplicaSetRecord]:
         """The broker sets among ``names``: leader, epoch, in-sync replicas and each replica's lag."""
         try:
             brokers = await self.nameserver.list_brokers()
         except GrayMQError as exc:
             log.debug("broker sets unavailable: %s", exc.message)
             return []
-        return [b["replica_set"] for b in brokers if b["broker_name"] in names and b.get("replica_set")]
+        return [b.replica_set for b in brokers if b.broker_name in names and b.replica_set is not None]
 
     async def _route(self, topic: str) -> TopicRoute | None:
         try:
@@ -211,8 +215,7 @@ def side_lag(status: GroupStatus, backlogs: list[QueueBacklog],
     gives it (a gray queue: gray). A retired consumer holds nothing. A side holding one of the ``unknown`` queues
     (its broker did not answer) has an unknown lag (None)."""
     gray_queues = {_queue_key(q) for q in status.queues} | {str(mq) for mq in status.unknown_gray}
-    owner_gray = {queue: c["gray"] for c in status.clients if c["state"] != ClientState.RETIRED
-                  for queue in c.get("queues") or []}
+    owner_gray = {queue: c.gray for c in status.clients if c.state != ClientState.RETIRED for queue in c.queues}
 
     def side(key: str) -> str:
         return "gray" if owner_gray.get(key, key in gray_queues) else "normal"

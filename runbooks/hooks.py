@@ -1,10 +1,9 @@
-"""What a runbook's owner can hear and do while it runs, and the defaults every caller shares.
+"""What a runbook's owner can hear and do while it runs.
 
 A runbook (promote, rollback, rollout) is driven by the CLI, the console and the pipeline alike. They differ only
 in what they do around it: the console needs the operation's id as soon as it is recorded and a way to stop a
 rollout's weight steps; the CLI prints progress. ``RunbookHooks`` carries those listeners, so no caller subclasses
-a runner or reaches into its private steps; ``RUNBOOK_TIMEOUT_S`` and ``WAIT_FOR_GRAY_S`` are the defaults the CLI
-options, the console form and the runners read.
+a runner or reaches into its private steps (the defaults every caller shares are in ``runbooks.policy``).
 """
 
 from __future__ import annotations
@@ -12,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-
-RUNBOOK_TIMEOUT_S = 300.0  # a promote's, rollback's or rollout's --timeout: the longest wait of one step
-WAIT_FOR_GRAY_S = 30.0  # a rollout's --wait-for-gray: how long its start waits for a gray consumer to register
 
 
 class RunReport(Protocol):

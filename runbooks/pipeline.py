@@ -23,7 +23,7 @@ command resumes it (the stages done before it are run again and find nothing to 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
@@ -31,7 +31,7 @@ from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.names import check_group_name
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
+from graymq.runbooks.policy import CutoverPolicy
 from graymq.runbooks.progress import Progress
 
 
@@ -97,16 +97,16 @@ class PipelineFailed(GrayMQError):
 
 
 class PipelineRunner:
-    """Runs the cutover runbook on each stage in order; ``report`` is up to date even when the run is cancelled."""
+    """Runs the cutover runbook on each stage in order, each as ``policy`` says (a rollback's mode, the timeout of
+    each stage; a stage's producer groups are its own); ``report`` is up to date even when the run is cancelled."""
 
     def __init__(self, nameserver: NameServerClient, stages: Sequence[PipelineStage], kind: CutoverKind,
-                 mode: CutoverMode = CutoverMode.DRAIN, timeout_s: float = RUNBOOK_TIMEOUT_S,
-                 progress: Progress | None = None) -> None:
+                 policy: CutoverPolicy | None = None, progress: Progress | None = None) -> None:
         check_stages(stages)
         self.nameserver = nameserver
-        self.timeout_s = timeout_s
+        self.policy = policy or CutoverPolicy()
         self.progress = progress or Progress()
-        self.report = PipelineReport(kind, mode, list(stages))
+        self.report = PipelineReport(kind, self.policy.mode, list(stages))
 
     async def check(self) -> None:
         """Before the first stage: every group is known to the name server (a ``ConfigError`` otherwise) and none
@@ -139,13 +139,13 @@ class PipelineRunner:
 
     async def _run_stage(self, stage: PipelineStage) -> dict[str, Any]:
         """The stage's cutover report as JSON (a failed stage's too); promote's gain ``nothing_to_promote``."""
-        runner = CutoverRunner(self.nameserver, stage.group, list(stage.producer_groups) or None, self.timeout_s,
-                               self.progress)
+        policy = replace(self.policy, producer_groups=stage.producer_groups)
+        runner = CutoverRunner(self.nameserver, stage.group, policy, self.progress)
         try:
             if self.report.kind == CutoverKind.PROMOTE:
                 done: CutoverReport = await runner.promote()
                 return {**done.to_json(), "nothing_to_promote": done.changed_nothing()}
-            return (await runner.rollback(self.report.mode)).to_json()
+            return (await runner.rollback()).to_json()
         except CutoverFailed as exc:
             return exc.report
         except GrayMQError as exc:  # no cutover report: refused (a conflict) or the name server did not answer

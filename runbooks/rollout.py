@@ -26,12 +26,11 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
 from graymq.nameserver_api.client import NameServerClient
-from graymq.protocol.errors import ConfigError
 from graymq.protocol.health import failure_rate, since
 from graymq.protocol.membership import ClientState
 from graymq.protocol.operations import (
@@ -45,37 +44,12 @@ from graymq.protocol.operations import (
 )
 from graymq.runbooks.cutover import CutoverFailed, CutoverReport, CutoverRunner
 from graymq.runbooks.group_state import GroupStatus
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, RunbookHooks
+from graymq.runbooks.hooks import RunbookHooks
+from graymq.runbooks.policy import CutoverPolicy, RolloutPolicy
 from graymq.runbooks.progress import Progress
 
-POLL_S = 0.25
 OUTCOMES = {CutoverState.ABORTED: RolloutOutcome.ROLLED_BACK, CutoverState.FAILED: RolloutOutcome.FAILED,
             CutoverState.RUNNING: RolloutOutcome.RUNNING}
-
-
-@dataclass
-class RolloutPolicy:
-    steps: list[int]
-    step_seconds: float
-    max_failure_rate: float = 5.0  # percent
-    failure_margin: float = 5.0  # percentage points above the normal side's rate still tolerated
-    max_p99_ms: float | None = None
-    max_lag: int | None = None
-    min_messages: int = 10
-    failed_checks: int = 1
-    then: str = "promote"
-
-    def __post_init__(self) -> None:
-        if not self.steps or any(not 1 <= w <= 100 for w in self.steps):
-            raise ConfigError(f"--steps must be weights from 1 to 100, got {self.steps}")
-        checks = {"--step-seconds": self.step_seconds > 0, "--max-failure-rate": 0 <= self.max_failure_rate <= 100,
-                  "--failure-margin": self.failure_margin >= 0, "--min-messages": self.min_messages >= 1,
-                  "--failed-checks": self.failed_checks >= 1,
-                  "--max-p99-ms": self.max_p99_ms is None or self.max_p99_ms > 0,
-                  "--max-lag": self.max_lag is None or self.max_lag >= 0, "--then": self.then in ("promote", "hold")}
-        wrong = [name for name, ok in checks.items() if not ok]
-        if wrong:
-            raise ConfigError(f"out of range: {', '.join(wrong)} (see graymq gray rollout --help)")
 
 
 @dataclass
@@ -100,15 +74,16 @@ class RolloutReport(CutoverReport):
 
 
 class RolloutRunner(CutoverRunner):
+    """Runs a rollout of ``group`` by ``rollout_policy`` (its steps and thresholds), as ``policy`` says (the shared
+    defaults when not given: its producer groups, timeouts and waits)."""
+
     report_type = RolloutReport
 
-    def __init__(self, nameserver: NameServerClient, group: str, policy: RolloutPolicy,
-                 producer_groups: list[str] | None = None, timeout_s: float = RUNBOOK_TIMEOUT_S,
-                 progress: Progress | None = None, wait_for_gray_s: float = 0.0,
+    def __init__(self, nameserver: NameServerClient, group: str, rollout_policy: RolloutPolicy,
+                 policy: CutoverPolicy | None = None, progress: Progress | None = None,
                  hooks: RunbookHooks | None = None) -> None:
-        super().__init__(nameserver, group, producer_groups, timeout_s, progress, hooks)
-        self.policy = policy
-        self.wait_for_gray_s = wait_for_gray_s  # how long a start waits for a live gray consumer to register
+        super().__init__(nameserver, group, policy, progress, hooks)
+        self.rollout_policy = rollout_policy
         self.past_steps = False  # the weight steps ended: an abort no longer rolls back
         self._holding: str | None = None  # the last "holding weight" line printed
         self._aborted = asyncio.Event()
@@ -124,18 +99,18 @@ class RolloutRunner(CutoverRunner):
         return True
 
     async def rollout(self) -> RolloutReport:
-        report: RolloutReport = await self._begin(CutoverKind.ROLLOUT, CutoverMode(self.policy.then))
+        report: RolloutReport = await self._begin(CutoverKind.ROLLOUT, CutoverMode(self.rollout_policy.then))
         if report.resumed and report.policy:
-            self.policy = RolloutPolicy(**report.policy)  # a resumed rollout goes on as it started
-            self.progress.note(f"resuming with the recorded steps {self.policy.steps} and thresholds")
-        report.policy = asdict(self.policy)
+            self.rollout_policy = RolloutPolicy(**report.policy)  # a resumed rollout goes on as it started
+            self.progress.note(f"resuming with the recorded steps {list(self.rollout_policy.steps)} and thresholds")
+        report.policy = self.rollout_policy.to_json()
         return await self._run(report, self._rollout_steps)  # type: ignore[no-any-return]
 
     async def _rollout_steps(self, report: RolloutReport) -> None:
         if report.phase == RolloutPhase.STEPS:
             await self._preflight(report)
             passed = await self._abortable_steps(report)
-            report.phase = RolloutPhase(self.policy.then) if passed else RolloutPhase.ROLLBACK
+            report.phase = RolloutPhase(self.rollout_policy.then) if passed else RolloutPhase.ROLLBACK
         self._restart_clock()
         if report.phase == RolloutPhase.ROLLBACK:
             await self._rollback(report)
@@ -145,13 +120,14 @@ class RolloutRunner(CutoverRunner):
             await self._promote_steps(report)
 
     async def _preflight(self, report: RolloutReport) -> None:
-        """A rollout needs the gray switch on and a live gray push consumer (waited for ``wait_for_gray_s``: one
+        """A rollout needs the gray switch on and a live gray push consumer (waited for the policy's
+        ``wait_for_gray_s``: one
         started just before the rollout may not have registered yet); a retired gray side comes back."""
         status = await self._gray_consumer_registered()
         if not status.gray_switch:
             raise CutoverFailed(f"the gray switch of {self.group} is off: a weight has no effect",
                                 report.to_json())
-        spark = [c["client_id"] for c in status.gray_clients(("spark",))]
+        spark = [c.client_id for c in status.gray_clients(("spark",))]
         if spark:
             raise CutoverFailed(f"gray Spark jobs in {self.group} ({', '.join(spark)}) take no weight: use "
                                 "graymq gray promote/rollback", report.to_json())
@@ -163,12 +139,13 @@ class RolloutRunner(CutoverRunner):
 
     async def _gray_consumer_registered(self) -> GroupStatus:
         """The group's status once a live gray consumer (or a retired one) is in it, or when the wait is over."""
-        deadline = time.monotonic() + self.wait_for_gray_s
+        wait_s = self.policy.wait_for_gray_s
+        deadline = time.monotonic() + wait_s
         status = await self.inspector.status(self.group, with_backlog=False)
-        if not status.gray_clients(("consumer",)) and self.wait_for_gray_s > 0:
-            self.progress.note(f"waiting up to {self.wait_for_gray_s:g} s for a gray consumer of {self.group}")
+        if not status.gray_clients(("consumer",)) and wait_s > 0:
+            self.progress.note(f"waiting up to {wait_s:g} s for a gray consumer of {self.group}")
         while not status.gray_clients(("consumer",)) and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.policy.check_poll_s)
             status = await self.inspector.status(self.group, with_backlog=False)
         return status
 
@@ -192,7 +169,7 @@ class RolloutRunner(CutoverRunner):
 
     async def _weighted_steps(self, report: RolloutReport) -> bool:
         """Check each step's weight in turn; False once ``failed_checks`` checks in a row failed."""
-        steps = self.policy.steps
+        steps = self.rollout_policy.steps
         while report.step_index < len(steps):
             weight = steps[report.step_index]
             await self.nameserver.set_weight(self.group, weight, f"rollout #{report.operation_id} step "
@@ -205,7 +182,7 @@ class RolloutRunner(CutoverRunner):
                 report.step_index, report.failed_in_a_row = report.step_index + 1, 0
             else:
                 report.failed_in_a_row += 1
-                if report.failed_in_a_row >= self.policy.failed_checks:
+                if report.failed_in_a_row >= self.rollout_policy.failed_checks:
                     report.message = f"rolled back at weight {weight}%: {'; '.join(check['reasons'])}"
                     return False
         return True
@@ -214,14 +191,15 @@ class RolloutRunner(CutoverRunner):
         """Wait one step interval, then judge the gray side on what both sides did meanwhile."""
         before = _health_by_client(await self.inspector.status(self.group, with_backlog=False))
         started = time.monotonic()
-        total = math.ceil(self.policy.step_seconds)
-        while (left := self.policy.step_seconds - (time.monotonic() - started)) > 0:
+        policy = self.rollout_policy
+        total = math.ceil(policy.step_seconds)
+        while (left := policy.step_seconds - (time.monotonic() - started)) > 0:
             self.progress.update(total - math.ceil(left), total, f"weight {weight}%: {math.ceil(left)} s to the check")
-            await asyncio.sleep(min(POLL_S, left))
+            await asyncio.sleep(min(self.policy.check_poll_s, left))
         self._restart_clock()
         while True:
             try:
-                status = await self.inspector.status(self.group, with_lag=self.policy.max_lag is not None)
+                status = await self.inspector.status(self.group, with_lag=policy.max_lag is not None)
             except BacklogUnavailable as exc:
                 await self._hold(report, weight, exc)
                 continue
@@ -231,13 +209,13 @@ class RolloutRunner(CutoverRunner):
             figures = since(before, _health_by_client(status))
             gray, normal = figures["gray"], figures["normal"]
             deliveries = int(gray["consumed"] + gray["failed"])
-            if deliveries >= self.policy.min_messages:
+            if deliveries >= policy.min_messages:
                 break
             self._check_deadline(report, f"weight {weight}%: {deliveries} gray deliveries since the step began, "
-                                         f"fewer than --min-messages {self.policy.min_messages}")
-            self.progress.update(deliveries, self.policy.min_messages, f"weight {weight}%: waiting for gray traffic")
-            await asyncio.sleep(POLL_S)
-        reasons = judge(self.policy, gray, normal, status.lag)
+                                         f"fewer than --min-messages {policy.min_messages}")
+            self.progress.update(deliveries, policy.min_messages, f"weight {weight}%: waiting for gray traffic")
+            await asyncio.sleep(self.policy.check_poll_s)
+        reasons = judge(policy, gray, normal, status.lag)
         return {"weight": weight, "seconds": round(time.monotonic() - started, 3), "gray": gray, "normal": normal,
                 "lag": status.lag, "verdict": "fail" if reasons else "pass", "reasons": reasons}
 
@@ -248,7 +226,7 @@ class RolloutRunner(CutoverRunner):
         if line != self._holding:
             self.progress.note(line)
             self._holding = line
-        await asyncio.sleep(POLL_S)
+        await asyncio.sleep(self.policy.check_poll_s)
 
     async def _rollback(self, report: RolloutReport) -> None:
         """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""
@@ -265,7 +243,7 @@ class RolloutRunner(CutoverRunner):
         await self._timed(report, CutoverStep.ROLLBACK, self._wait(
             report, "gray consumers retiring, normal consumers adopting the gray queues", _rolled_back))
         status = await self.inspector.status(self.group, with_backlog=False)
-        report.safe_to_stop = [c["client_id"] for c in status.retired_clients()]
+        report.safe_to_stop = [c.client_id for c in status.retired_clients()]
         if report.safe_to_stop:
             report.message += f"; retired, safe to stop: {', '.join(report.safe_to_stop)}"
 
@@ -298,11 +276,11 @@ def judge(policy: RolloutPolicy, gray: dict[str, float], normal: dict[str, float
 def _rolled_back(status: GroupStatus) -> bool:
     """Every gray consumer retired and holding nothing, and the gray backlog consumed."""
     gray = status.gray_clients(("consumer",))
-    return all(c["state"] == ClientState.RETIRED and not c["queues"] for c in gray) and status.gray_backlog == 0
+    return all(c.state == ClientState.RETIRED and not c.queues for c in gray) and status.gray_backlog == 0
 
 
 def _health_by_client(status: GroupStatus) -> dict[str, Any]:
-    return {c["client_id"]: c.get("health") for c in status.clients if c["role"] == "consumer"}
+    return {c.client_id: c.health for c in status.clients if c.role == "consumer"}
 
 
 def _check_line(index: int, steps: int, check: dict[str, Any]) -> str:

@@ -36,6 +36,7 @@ from graymq.broker_ext.topic_config import TopicConfig
 from graymq.core.gray_flip import FlipAction, GrayFlip
 from graymq.core.group_gray import GroupGray
 from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -216,16 +217,13 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return {"gray": consumer.gray, "state": consumer.state.value, "topics": sorted(consumer.topics),
                 "queues": queues}
 
-    async def _apply(self, consumer: StockConsumer, answer: dict[str, Any]) -> None:
+    async def _apply(self, consumer: StockConsumer, answer: HeartbeatAnswer) -> None:
         """A name server answer: the group's gray settings, then the desired flag (``GrayFlip`` decides)."""
-        gg = consumer.group_gray
         consumer.group_gray = GroupGray(
-            switch=bool(answer.get("gray_switch", gg.switch)), weight=int(answer.get("gray_weight") or 0),
-            orphan_policy=answer.get("orphan_policy") or "hold", retired=bool(answer.get("gray_retired")))
-        self.consumption[consumer.group] = GroupConsumption(
-            bool(answer.get("fifo")), int(answer.get("max_attempts") or CONSUMER_MAX_ATTEMPTS))
-        action = consumer.flip.follow(bool(answer.get("desired_gray", consumer.gray)),
-                                      draining=consumer.drain is not None)
+            switch=answer.gray_switch, weight=answer.gray_weight, orphan_policy=answer.orphan_policy,
+            retired=answer.gray_retired)
+        self.consumption[consumer.group] = GroupConsumption(answer.fifo, answer.max_attempts or CONSUMER_MAX_ATTEMPTS)
+        action = consumer.flip.follow(answer.desired_gray, draining=consumer.drain is not None)
         if action is FlipAction.BECOME_GRAY:
             consumer.flip.became_gray()
             log.info("stock consumer %s of %s: normal -> gray (no drain needed)", consumer.client_id, consumer.group)

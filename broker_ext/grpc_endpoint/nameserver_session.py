@@ -20,6 +20,7 @@ from typing import Any
 
 from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
 from graymq.nameserver_api.membership import WATCH_RETRY_S, WATCH_S, Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
 
@@ -30,7 +31,7 @@ MAX_BATCH = 100  # heartbeats a request (the name server takes up to 500; a requ
 PATH = "/v1/clients/heartbeats"
 WATCHES_PATH = "/v1/clients/watches"
 
-Pending = tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]
+Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer]]
 Watched = tuple[Membership, dict[str, Any], int]  # a membership, its watch body, its epoch when sent
 
 
@@ -60,16 +61,16 @@ class NameServerSession:
         if self._watched.pop(id(membership), None) is not None:
             self._members_changed.set()
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
         if not self._batched:
             return await self.nameserver.client_heartbeat(body)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[HeartbeatAnswer] = asyncio.get_running_loop().create_future()
         self._pending.append((body, future))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._send(), name="stock client heartbeats")
         return await future
 
-    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer:
         return await self.nameserver.watch_client(body, timeout_s)
 
     async def unregister_client(self, group: str, client_id: str, role: str) -> None:
@@ -112,13 +113,13 @@ class NameServerSession:
             if future.done():
                 continue
             if result["status_code"] < 300:
-                future.set_result(result["answer"])
+                future.set_result(HeartbeatAnswer.from_json(result["answer"]))
             else:
                 text = f"{result.get('error')}: {result.get('detail')}"
                 future.set_exception(status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text,
                                                   result.get("detail")))
 
-    async def _single(self, body: dict[str, Any], future: asyncio.Future[dict[str, Any]]) -> None:
+    async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer]) -> None:
         try:
             answer = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
@@ -164,7 +165,7 @@ class NameServerSession:
             else:
                 for (membership, body, epoch), result in zip(entries, answer["results"], strict=True):
                     if result["status_code"] < 300:
-                        await membership.watched(body, result["answer"], epoch)
+                        await membership.watched(body, HeartbeatAnswer.from_json(result["answer"]), epoch)
                 return
         await asyncio.gather(*(self._single_watch(entry, timeout_s) for entry in entries))
 

@@ -29,6 +29,7 @@ from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, Re
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.core.gray_side import send_side
 from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
@@ -71,9 +72,9 @@ class _Registration:
         return {"gray": self.gray, "state": "GRAY" if self.gray else "NORMAL", "topics": [self.topic], "queues": [],
                 "gray_marks": self.gray_marks}
 
-    async def apply(self, answer: dict[str, Any]) -> None:
-        gray, marks = bool(answer.get("desired_gray", False)), bool(answer.get("gray_marks", True))
-        self.gray_switch = bool(answer.get("gray_switch", self.gray_switch))
+    async def apply(self, answer: HeartbeatAnswer) -> None:
+        gray, marks = answer.desired_gray, answer.gray_marks
+        self.gray_switch = answer.gray_switch
         if (gray, marks) != (self.gray, self.gray_marks):
             self.gray, self.gray_marks = gray, marks
             if self.membership is not None:

@@ -20,7 +20,8 @@ from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.core.gray_flip import FlipAction, GrayFlip
 from graymq.core.gray_side import Mark
 from graymq.core.group_gray import GroupGray
-from graymq.nameserver_api.membership import Membership, desired_lane
+from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.errors import DrainTimeoutError
 from graymq.protocol.membership import OrphanPolicy
 
@@ -43,21 +44,21 @@ class FlipRunner:
         self._drain_task: asyncio.Task[None] | None = None
         self._drain_lock = asyncio.Lock()
 
-    async def on_update(self, response: dict[str, Any]) -> None:
+    async def on_update(self, response: HeartbeatAnswer) -> None:
         """A name server answer: the group's gray settings first (the brokers and the allocation follow), then the
         desired flag, then a change of retirement."""
         rt = self.runtime
         gg, was_retired = rt.group_gray, rt.retired
         rt.group_gray = update = GroupGray(
-            switch=bool(response.get("gray_switch", gg.switch)), weight=int(response.get("gray_weight") or 0),
-            orphan_policy=self.orphan_policy or response.get("orphan_policy") or "hold",
-            retired=bool(response.get("gray_retired")), lane_policies=GroupGray.policies(response.get("lanes")))
+            switch=response.gray_switch, weight=response.gray_weight,
+            orphan_policy=self.orphan_policy or response.orphan_policy, retired=response.gray_retired,
+            lane_policies=GroupGray.policies(response.lanes))
         if (update.switch, update.orphan_policy, update.weight) != (gg.switch, gg.orphan_policy, gg.weight):
             await self.heartbeats.beat()  # the brokers' isolation check follows the new allocation
             rt.rebalance_now.set()
         elif update.lane_policies != gg.lane_policies:
             rt.rebalance_now.set()
-        await self.follow(desired_lane(response, rt.lane))
+        await self.follow(response.desired_lane)
         if rt.retired != was_retired:
             await self._retirement_changed()
 

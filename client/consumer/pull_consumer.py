@@ -18,6 +18,7 @@ from graymq.client.instance import ClientInstance
 from graymq.client.message import MessageQueue, PullResult, PullStatus
 from graymq.core.route import TopicRoute
 from graymq.nameserver_api.membership import Membership, new_client_id
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.membership import ClientState, Role
@@ -53,9 +54,9 @@ class PullConsumer:
         return {"gray": self.gray, "state": self.state, "topics": self.routes.topics(),
                 "queues": [str(q) for q in self.queues]}
 
-    async def _on_update(self, response: dict[str, Any]) -> None:
-        self.desired_gray = bool(response.get("desired_gray", self.gray))
-        self.gray_switch = bool(response.get("gray_switch", self.gray_switch))
+    async def _on_update(self, response: HeartbeatAnswer) -> None:
+        self.desired_gray = response.desired_gray
+        self.gray_switch = response.gray_switch
 
     async def start(self) -> None:
         if self._register:

@@ -61,7 +61,7 @@ class Planner:
                 raise
             log.warning("group %s: gray switch unknown, keeping %s: %s", self.options.group, self._switch, exc.message)
         else:
-            self._switch = bool(data["gray_switch"])
+            self._switch = data.gray_switch
         return self._switch
 
     async def queues(self) -> list[MessageQueue]:

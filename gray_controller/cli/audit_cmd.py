@@ -31,10 +31,10 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
         raise ConfigError(f"--limit must be 1 to {MAX_LIMIT}")
     entries = await ns.list_audit(args.group, args.limit)
     if args.json:
-        print_json(entries)
+        print_json([e.to_json() for e in entries])
         return 0
-    rows = [[e["id"], str(e["at"])[:19].replace("T", " "), e["actor"], f"{e['object_type']} {e['object_id']}",
-             e["action"], change_text(e.get("before"), e.get("after")), e.get("reason") or ""] for e in entries]
+    rows = [[e.id, e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor, f"{e.object_type} {e.object_id}", e.action,
+             change_text(e.before, e.after), e.reason or ""] for e in entries]
     print(table(rows, ["id", "at (UTC)", "actor", "object", "action", "change", "reason"]))
     return 0
 

@@ -17,10 +17,10 @@ from graymq.gray_controller.cli.common import (
     table,
     until_interrupted,
 )
+from graymq.gray_controller.cli.policy_args import DEFAULT, cutover_policy
 from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.operations import CutoverKind, CutoverState
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
 
 if TYPE_CHECKING:
     from graymq.nameserver_api.records import CutoverRecord
@@ -61,15 +61,16 @@ def register(subparsers: Any) -> None:
                            "a pipeline: each group in turn, upstream first; a failed stage stops it.")
         q.add_argument("group")
         pipeline_cmd.add_arguments(q)
-        add_timeout_arg(q, default=RUNBOOK_TIMEOUT_S, help=f"give up after S seconds (default: {RUNBOOK_TIMEOUT_S:g})")
+        add_timeout_arg(q, default=DEFAULT.timeout_s, help=f"give up after S seconds (default: {DEFAULT.timeout_s:g})")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()
             mode.add_argument("--drain", dest="mode", action="store_const", const="drain",
-                              help="gray consumers finish the gray backlog (default)")
+                              help="gray consumers finish the gray backlog" + _default_mode("drain"))
             mode.add_argument("--adopt", dest="mode", action="store_const", const="adopt",
-                              help="normal consumers take over the gray queues once gray consumers stop")
-            q.set_defaults(mode="drain")
+                              help="normal consumers take over the gray queues once gray consumers stop"
+                              + _default_mode("adopt"))
+            q.set_defaults(mode=DEFAULT.mode.value)
     _register_orphan_and_history(sub)
     _register_weight(sub)
     rollout_cmd.register(sub)
@@ -100,7 +101,7 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     elif action == "flag":
         value = {"on": True, "off": False, "auto": None}[args.value]
         result = await ns.set_flag(args.group, args.client_id, value, args.reason)
-        desired = ", ".join(sorted({_flag(c["desired_gray"]) for c in result["clients"]})) or "unknown"
+        desired = ", ".join(sorted({_flag(c.desired_gray) for c in result.clients})) or "unknown"
         print(f"{args.group}/{args.client_id}: explicit flag {args.value}; desired now {desired}"
               + (" (a gray client drains its gray queues before flipping)" if value is False else ""))
     elif action == "rule":
@@ -128,12 +129,12 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
           f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%"
           + (", gray side RETIRED (its consumers hold nothing)" if status.gray_retired else ""))
-    rows = [[c["client_id"], c["role"], format_labels(c["labels"]), _flag(c["desired_gray"]), _flag(c["gray"]),
-             c["state"], format_queues(c["queues"])] for c in status.clients]
+    rows = [[c.client_id, c.role, format_labels(c.labels), _flag(c.desired_gray), _flag(c.gray), c.state,
+             format_queues(c.queues)] for c in status.clients]
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     if status.stale:
         print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
-              + ", ".join(f"{c['client_id']} ({c['role']}, {_flag(c['gray'])})" for c in status.stale))
+              + ", ".join(f"{c.client_id} ({c.role}, {_flag(c.gray)})" for c in status.stale))
     if status.gray_weight or status.weighted:
         held = format_queues((str(w.queue) for w in status.weighted), width=120) or "none"
         print(f"normal queues held by the gray side: {held}")
@@ -142,11 +143,11 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
         lag = (status.lag or {}).get(side, 0)
         print(f"{side} side: {format_side(health[side])}, lag {'unknown' if lag is None else lag}")
     for rs in status.broker_sets:
-        followers = ", ".join(f"{r['replica_id']} ({'in sync' if r['in_sync'] else 'not in sync'}, "
-                              f"lag {r['lag_bytes']} B{'' if r['live'] else ', silent'})"
-                              for r in rs["replicas"] if not r["leader"]) or "none"
-        print(f"broker set {rs['broker_name']} ({rs['replication']}): leader replica {rs['leader_replica_id']} "
-              f"at epoch {rs['epoch']}, followers {followers}")
+        followers = ", ".join(f"{r.replica_id} ({'in sync' if r.in_sync else 'not in sync'}, "
+                              f"lag {r.lag_bytes} B{'' if r.live else ', silent'})"
+                              for r in rs.replicas if not r.leader) or "none"
+        print(f"broker set {rs.broker_name} ({rs.replication}): leader replica {rs.leader_replica_id} "
+              f"at epoch {rs.epoch}, followers {followers}")
     if status.unknown_gray:
         silent = ", ".join(b.broker_name for b in status.unavailable)
         print(f"gray backlog: unknown ({status.gray_backlog} on the brokers that answered; unknown on "
@@ -183,10 +184,9 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
 
     if args.then:
         return await pipeline_cmd.run(ns, args)
-    runner = CutoverRunner(ns, args.group, args.producer_group, args.timeout)
+    runner = CutoverRunner(ns, args.group, cutover_policy(args))
     try:
-        report = await until_interrupted(
-            runner.promote() if args.gray_command == "promote" else runner.rollback(args.mode))
+        report = await until_interrupted(runner.promote() if args.gray_command == "promote" else runner.rollback())
     except Interrupted as exc:
         runner.progress.note(await _interrupted_text(ns, args))
         return exc.exit_code
@@ -223,6 +223,10 @@ async def _interrupted_text(ns: Any, args: argparse.Namespace) -> str:
         return f"{args.gray_command} of {args.group} interrupted before it started; nothing is running"
     op = running[0]
     return f"{op.kind} #{op.id} of {args.group} is still running; run the command again to resume"
+
+
+def _default_mode(mode: str) -> str:
+    return " (default)" if mode == DEFAULT.mode else ""
 
 
 def _register_orphan_and_history(sub: Any) -> None:

@@ -47,13 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(ns: Any, args: argparse.Namespace) -> int:
     """Run the pipeline of ``args``; exit 0 when every stage succeeded, 1 when one failed, 128+signal interrupted."""
-    from graymq.protocol.operations import CutoverKind, CutoverMode
+    from graymq.gray_controller.cli.policy_args import cutover_policy
+    from graymq.protocol.operations import CutoverKind
     from graymq.runbooks.pipeline import PipelineFailed, PipelineRunner, PipelineStage
 
     stages = [PipelineStage(args.group, tuple(args.producer_group or ())),
               *(PipelineStage(group, tuple(producer_groups)) for group, producer_groups in args.then)]
     kind = CutoverKind(args.gray_command)
-    runner = PipelineRunner(ns, stages, kind, CutoverMode(getattr(args, "mode", None) or "drain"), args.timeout)
+    runner = PipelineRunner(ns, stages, kind, cutover_policy(args))
     try:
         report = await until_interrupted(runner.run())
     except Interrupted as exc:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graymq.gray_controller.cli.common import add_nameserver_arg, print_json, run_with_nameserver, table
 from graymq.protocol.errors import ConfigError, GrayMQError
+
+if TYPE_CHECKING:
+    from graymq.nameserver_api.records import PrincipalRecord, PrincipalToken
 
 
 def register(subparsers: Any) -> None:
@@ -64,13 +67,13 @@ def run(args: argparse.Namespace) -> int:
     return run_with_nameserver(args, _run)
 
 
-def _print_token(answer: dict[str, Any], as_json: bool, what: str) -> None:
-    keys = {k: answer[k] for k in ("access_key", "secret_key") if answer.get(k)}
+def _print_token(answer: PrincipalToken, as_json: bool, what: str) -> None:
+    keys = {k: v for k, v in (("access_key", answer.access_key), ("secret_key", answer.secret_key)) if v}
     if as_json:
-        print_json({"name": answer["name"], "token": answer["token"], **keys})
+        print_json({"name": answer.name, "token": answer.token, **keys})
         return
-    print(answer["token"])
-    print(f"{what} principal {answer['name']}: the token above is shown this once; clients send it as "
+    print(answer.token)
+    print(f"{what} principal {answer.name}: the token above is shown this once; clients send it as "
           "GRAYMQ_TOKEN, brokers as GRAYMQ_BROKER_TOKEN", file=sys.stderr)
     if keys:
         print(f"access key: {keys['access_key']}\nsecret key: {keys['secret_key']}")
@@ -101,12 +104,11 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(principals: list[dict[str, Any]], as_json: bool) -> None:
+def _list(principals: list[PrincipalRecord], as_json: bool) -> None:
     if as_json:
-        print_json(principals)
+        print_json([p.to_json() for p in principals])
         return
-    rows = [[p["name"], ",".join(p["produce"]) or "-", ",".join(p["consume"]) or "-",
-             "yes" if p["admin"] else "no", "yes" if p["broker"] else "no", ",".join(p.get("broker_names", [])) or "-",
-             p.get("access_key") or "-"]
+    rows = [[p.name, ",".join(p.produce) or "-", ",".join(p.consume) or "-", "yes" if p.admin else "no",
+             "yes" if p.broker else "no", ",".join(p.broker_names) or "-", p.access_key or "-"]
             for p in principals]
     print(table(rows, ["principal", "produce", "consume", "admin", "broker", "broker names", "access key"]))

@@ -15,9 +15,10 @@ from graymq.gray_controller.cli.common import (
     seconds,
     until_interrupted,
 )
+from graymq.gray_controller.cli.policy_args import DEFAULT, cutover_policy, rollout_policy
 from graymq.gray_controller.cli.text import format_timings
 from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, WAIT_FOR_GRAY_S
+from graymq.runbooks.policy import ROLLOUT_THEN, RolloutPolicy
 
 EXIT = {"PROMOTED": 0, "HELD": 0, "ROLLED_BACK": 1, "FAILED": 1}
 
@@ -39,26 +40,30 @@ def register(sub: Any) -> None:
     rollout.add_argument("--steps", required=True, type=_weights, help="weights in percent, e.g. 5,25,50")
     add_number_arg(rollout, "--step-seconds", seconds("--step-seconds", MAX_STEP_S, above_zero=True), required=True,
                    metavar="S", help="time at each weight (at most a day)")
-    add_number_arg(rollout, "--max-failure-rate", NumberBound("--max-failure-rate", 0, 100), default=5.0,
-                   metavar="PCT", help="highest tolerated gray failure rate (default: 5)")
-    add_number_arg(rollout, "--failure-margin", NumberBound("--failure-margin", 0, 100), default=5.0, metavar="PCT",
-                   help="points above the normal side's failure rate still tolerated (default: 5)")
-    add_number_arg(rollout, "--max-p99-ms", NumberBound("--max-p99-ms", 0, MAX_P99_MS, above_low=True), default=None,
-                   metavar="MS", help="highest gray p99 latency")
-    rollout.add_argument("--max-lag", type=int, default=None, metavar="N", help="highest gray lag (messages)")
-    rollout.add_argument("--min-messages", type=int, default=10, metavar="N",
-                         help="gray deliveries a check needs (default: 10)")
-    rollout.add_argument("--failed-checks", type=int, default=1, metavar="K",
-                         help="failed checks in a row that roll back (default: 1)")
-    rollout.add_argument("--then", choices=["promote", "hold"], default="promote",
-                         help="after the last step passes: promote (default) or hold the last weight")
+    add_number_arg(rollout, "--max-failure-rate", NumberBound("--max-failure-rate", 0, 100),
+                   default=RolloutPolicy.max_failure_rate, metavar="PCT",
+                   help=f"highest tolerated gray failure rate (default: {RolloutPolicy.max_failure_rate:g})")
+    add_number_arg(rollout, "--failure-margin", NumberBound("--failure-margin", 0, 100),
+                   default=RolloutPolicy.failure_margin, metavar="PCT", help="points above the normal side's failure "
+                   f"rate still tolerated (default: {RolloutPolicy.failure_margin:g})")
+    add_number_arg(rollout, "--max-p99-ms", NumberBound("--max-p99-ms", 0, MAX_P99_MS, above_low=True),
+                   default=RolloutPolicy.max_p99_ms, metavar="MS", help="highest gray p99 latency")
+    rollout.add_argument("--max-lag", type=int, default=RolloutPolicy.max_lag, metavar="N",
+                         help="highest gray lag (messages)")
+    rollout.add_argument("--min-messages", type=int, default=RolloutPolicy.min_messages, metavar="N",
+                         help=f"gray deliveries a check needs (default: {RolloutPolicy.min_messages})")
+    rollout.add_argument("--failed-checks", type=int, default=RolloutPolicy.failed_checks, metavar="K",
+                         help=f"failed checks in a row that roll back (default: {RolloutPolicy.failed_checks})")
+    rollout.add_argument("--then", choices=ROLLOUT_THEN, default=RolloutPolicy.then,
+                         help=f"after the last step passes: promote or hold the last weight (default: "
+                         f"{RolloutPolicy.then})")
     rollout.add_argument("--producer-group", action="append", default=None,
                          help="producer group of the release (repeatable; default: the group itself)")
-    add_timeout_arg(rollout, default=RUNBOOK_TIMEOUT_S, help="longest wait for a check's messages, and for the "
-                    f"promote or rollback (default: {RUNBOOK_TIMEOUT_S:g})")
-    add_number_arg(rollout, "--wait-for-gray", seconds("--wait-for-gray", MAX_TIMEOUT_S), default=WAIT_FOR_GRAY_S,
-                   metavar="S", help=f"at start, how long to wait for a gray consumer to register (default: "
-                   f"{WAIT_FOR_GRAY_S:g})")
+    add_timeout_arg(rollout, default=DEFAULT.timeout_s, help="longest wait for a check's messages, and for the "
+                    f"promote or rollback (default: {DEFAULT.timeout_s:g})")
+    add_number_arg(rollout, "--wait-for-gray", seconds("--wait-for-gray", MAX_TIMEOUT_S),
+                   default=DEFAULT.wait_for_gray_s, metavar="S", help="at start, how long to wait for a gray "
+                   f"consumer to register (default: {DEFAULT.wait_for_gray_s:g})")
     rollout.add_argument("--json", action="store_true", help="print the report as JSON")
 
     retire = sub.add_parser(
@@ -101,12 +106,9 @@ async def run(ns: Any, args: argparse.Namespace) -> int:
 
 async def _rollout(ns: Any, args: argparse.Namespace) -> int:
     from graymq.runbooks.cutover import CutoverFailed
-    from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
+    from graymq.runbooks.rollout import RolloutRunner
 
-    policy = RolloutPolicy(args.steps, args.step_seconds, args.max_failure_rate, args.failure_margin,
-                           args.max_p99_ms, args.max_lag, args.min_messages, args.failed_checks, args.then)
-    runner = RolloutRunner(ns, args.group, policy, args.producer_group, args.timeout,
-                           wait_for_gray_s=args.wait_for_gray)
+    runner = RolloutRunner(ns, args.group, rollout_policy(args), cutover_policy(args))
     try:
         report = (await until_interrupted(runner.rollout())).to_json()
     except Interrupted as exc:

@@ -88,11 +88,11 @@ async def _create(ns: Any, args: argparse.Namespace) -> int:
         raise GrayMQError(f"topic {args.topic} has {detail['queue_nums']} queues per broker and cannot shrink to "
                           f"{detail['requested_queue_nums']}: keep --queues {detail['queue_nums']} or more, "
                           "or create a new topic") from exc
-    pending = result.get("brokers_pending") or []
+    pending = result.brokers_pending
     if args.json:
-        print_json(result)
+        print_json(result.to_json())
     else:
-        ready = result.get("brokers_ready") or []
+        ready = result.brokers_ready
         served = (f"served by {', '.join(ready)}" if ready
                   else "no live broker yet (brokers pick it up as they register)")
         print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}; {served}")

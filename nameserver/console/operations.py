@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from graymq.nameserver.console.actions import Cutover, PromoteAction
+from graymq.nameserver.errors import ApiError
 from graymq.nameserver_api.client import NameServerClient
-from graymq.protocol.errors import GrayMQError
+from graymq.protocol.errors import ConfigError, GrayMQError
+from graymq.protocol.operations import CutoverMode
 from graymq.runbooks.cutover import CutoverFailed, CutoverRunner
+from graymq.runbooks.policy import RUNBOOK_TIMEOUT_S, CutoverPolicy
 from graymq.runbooks.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -80,12 +83,22 @@ class ConsoleOperations:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def console_policy(mode: str = CutoverMode.DRAIN, timeout_s: float = RUNBOOK_TIMEOUT_S) -> CutoverPolicy:
+    """The policy of an operation the console runs, from what its form and REST body give (a rollback's mode, a
+    rollout's timeout); the rest are the CLI's defaults. A value out of range is a 400 naming the CLI's option."""
+    try:
+        return CutoverPolicy(mode=CutoverMode(mode), timeout_s=timeout_s)
+    except ConfigError as exc:
+        raise ApiError(exc.message) from None
+
+
 async def run_cutover(group: str, action: Cutover, nameserver_url: str, token: str | None) -> None:
     """Run ``action`` on ``group`` as the holder of ``token`` (None: dev mode, no token)."""
     nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
-    runner = CutoverRunner(nameserver, group, progress=Progress(stream=LogStream()))
+    policy = console_policy() if isinstance(action, PromoteAction) else console_policy(action.mode)
+    runner = CutoverRunner(nameserver, group, policy, Progress(stream=LogStream()))
     try:
-        report = await (runner.promote() if isinstance(action, PromoteAction) else runner.rollback(action.mode))
+        report = await (runner.promote() if isinstance(action, PromoteAction) else runner.rollback())
         log.info("console %s of %s: %s", action.action, group, report.state)
     except CutoverFailed as exc:  # the runner recorded the operation FAILED with its report
         log.warning("console %s of %s failed: %s", action.action, group, exc.message)

@@ -1,7 +1,7 @@
 """Rollouts started from the console, run inside the name server as background tasks, and their abort.
 
 A rollout runs the runbook ``graymq gray rollout`` runs (``RolloutRunner``), with the CLI's defaults and checks
-(``RolloutPolicy``), talking to this name server over its own address with the caller's token, like the console's
+(``runbooks.policy``), talking to this name server over its own address with the caller's token, like the console's
 promote and rollback (``operations``). Abort makes the running rollout do what a failed check makes it do: leave its
 steps and roll back (weight 0, the gray side retired, the normal consumers adopting the gray queues — nothing
 lost), ending ABORTED with the outcome ROLLED_BACK and the abort's author in its message. Only the name server
@@ -15,16 +15,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from graymq.nameserver.console.operations import LogStream
+from graymq.nameserver.console.operations import LogStream, console_policy
 from graymq.nameserver.errors import ApiError, Conflict
 from graymq.nameserver.schemas import Reason
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
 from graymq.runbooks.cutover import CutoverFailed
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S, WAIT_FOR_GRAY_S, RunbookHooks
+from graymq.runbooks.hooks import RunbookHooks
+from graymq.runbooks.policy import CutoverPolicy, RolloutPolicy
 from graymq.runbooks.progress import Progress
-from graymq.runbooks.rollout import RolloutPolicy, RolloutRunner
+from graymq.runbooks.rollout import RolloutRunner
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +45,30 @@ class RolloutRequest(BaseModel):
     max_lag: int | None = Field(RolloutPolicy.max_lag, le=MAX_COUNT)
     min_messages: int = Field(RolloutPolicy.min_messages, le=MAX_COUNT)
     failed_checks: int = Field(RolloutPolicy.failed_checks, le=MAX_FAILED_CHECKS)
-    then: Literal["promote", "hold"] = "promote"
-    timeout_s: float = Field(RUNBOOK_TIMEOUT_S, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+    then: Literal["promote", "hold"] = RolloutPolicy.then
+    timeout_s: float = Field(CutoverPolicy.timeout_s, le=MAX_TIMEOUT_S, allow_inf_nan=False,
                              description="longest wait for a check's messages, and for the promote (≤ a week)")
     reason: Reason
 
-    def policy(self) -> RolloutPolicy:
-        """The runbook's policy; a value out of range is a 400 naming it (as the CLI's option)."""
-        if self.timeout_s <= 0:
-            raise ApiError("out of range: --timeout (see graymq gray rollout --help)")
+    def policies(self) -> tuple[RolloutPolicy, CutoverPolicy]:
+        """The runbook's policies (its steps and thresholds, how it runs); a value out of range is a 400 naming it
+        (as the CLI's option)."""
+        run = console_policy(timeout_s=self.timeout_s)
         try:
             return RolloutPolicy(self.steps, self.step_seconds, self.max_failure_rate, self.failure_margin,
-                                 self.max_p99_ms, self.max_lag, self.min_messages, self.failed_checks, self.then)
+                                 self.max_p99_ms, self.max_lag, self.min_messages, self.failed_checks,
+                                 self.then), run
         except ConfigError as exc:
             raise ApiError(exc.message) from None
+
+
+def form_defaults() -> dict[str, str]:
+    """What the console's rollout form shows before it is filled in: the policies' defaults, as the CLI's options
+    have them."""
+    return {"max_failure_rate": f"{RolloutPolicy.max_failure_rate:g}",
+            "failure_margin": f"{RolloutPolicy.failure_margin:g}", "min_messages": f"{RolloutPolicy.min_messages}",
+            "failed_checks": f"{RolloutPolicy.failed_checks}", "then": RolloutPolicy.then,
+            "timeout_s": f"{CutoverPolicy.timeout_s:g}"}
 
 
 class AbortRequest(BaseModel):
@@ -89,14 +100,13 @@ class ConsoleRollouts:
     def __init__(self) -> None:
         self._running: dict[str, tuple[RolloutRunner, list[int]]] = {}  # group -> its runner, its operation's id
 
-    async def run(self, group: str, policy: RolloutPolicy, timeout_s: float, nameserver_url: str,
+    async def run(self, group: str, policies: tuple[RolloutPolicy, CutoverPolicy], nameserver_url: str,
                   token: str | None) -> None:
         """Run the rollout of ``group`` as the holder of ``token`` (None: dev mode), abortable while it runs."""
         nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
         operation_id: list[int] = []
-        runner = RolloutRunner(nameserver, group, policy, None, timeout_s, Progress(stream=LogStream()),
-                               WAIT_FOR_GRAY_S, RunbookHooks(started=lambda report: operation_id.append(
-                                   report.operation_id)))
+        runner = RolloutRunner(nameserver, group, *policies, Progress(stream=LogStream()),
+                               RunbookHooks(started=lambda report: operation_id.append(report.operation_id)))
         self._running[group] = (runner, operation_id)
         try:
             report = await runner.rollout()

@@ -36,14 +36,13 @@ from graymq.nameserver.console.operations import ConsoleOperations, run_cutover
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.reads import ConsoleReader
 from graymq.nameserver.console.rollout_view import rollout_view
-from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest
+from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest, form_defaults
 from graymq.nameserver.console.rollouts import describe as describe_rollout
 from graymq.nameserver.errors import Conflict
 from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, IdPath, Text
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
-from graymq.runbooks.hooks import RUNBOOK_TIMEOUT_S
 
 START_WAIT_S = 10.0  # for a started cutover's record to appear
 templates = Jinja2Templates(directory=FilePath(__file__).parent / "templates")
@@ -94,7 +93,7 @@ SECURITY_HEADERS = {"Content-Security-Policy": "default-src 'self'; frame-ancest
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
     context.setdefault("dev_mode", request.app.state.settings.dev_mode)
-    context.setdefault("runbook_timeout_s", f"{RUNBOOK_TIMEOUT_S:g}")  # the rollout form's default, the CLI's too
+    context.setdefault("rollout_defaults", form_defaults())  # the rollout form's defaults, the CLI's too
     return templates.TemplateResponse(request, name, context, headers=SECURITY_HEADERS)
 
 
@@ -191,17 +190,17 @@ async def _start_cutover(request: Request, group: str, action: Cutover, actor: s
 @data.post("/api/groups/{group}/rollout/preview")
 async def rollout_preview(group: GroupPath, body: RolloutRequest, _actor: AdminActor) -> Preview:
     """What the rollout will do, for the confirmation; a value out of range is refused here, before it."""
-    return Preview(message=describe_rollout(group, body.policy()))
+    return Preview(message=describe_rollout(group, body.policies()[0]))
 
 
 @data.post("/api/groups/{group}/rollout")
 async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActor, request: Request
                         ) -> ActionResult:
     """Start ``graymq gray rollout``'s runbook in this name server as the caller; answers once it is recorded."""
-    policy = body.policy()
+    policies = body.policies()
     rollouts: ConsoleRollouts = request.app.state.console_rollouts
     return await _start_operation(request, group, "rollout", actor, body.reason, lambda: rollouts.run(
-        group, policy, body.timeout_s, _own_url(request), bearer_token(request) or None))
+        group, policies, _own_url(request), bearer_token(request) or None))
 
 
 @data.post("/api/operations/{operation_id}/abort")

@@ -102,8 +102,8 @@ def run_pipeline(cluster, sinks: dict[str, GraymqProcess], graymq_process, *oper
             sent = outcome["sent"] = sent_to_a(*sources)
             await wait_until(lambda: set(sent) <= {s["key"] for r in relays for s in r.sent}, 60, "STAGE relayed all")
             outcome["relayed"] = Counter(s["key"] for r in relays for s in r.sent)
-            outcome["gray_left"] = {group: [c["client_id"] for c in (await asyncio.to_thread(
-                cluster.ns_call, lambda c, g=group: c.group_clients(g)))["clients"] if c["gray"]]
+            outcome["gray_left"] = {group: [c.client_id for c in (await asyncio.to_thread(
+                cluster.ns_call, lambda c, g=group: c.group_clients(g))).clients if c.gray]
                 for group in (SOURCE, STAGE, STAGE_OUT, SINK)}
         finally:
             for relay in relays:

@@ -111,7 +111,7 @@ def test_promote_across_a_spark_stage_under_load_loses_and_doubles_nothing(
     report = json.loads(result.stdout)
     sent = {msg_id: gray for source in sources for msg_id, gray in source.sent.items()}
     wait_for(lambda: set(sent) <= {k for m in at_sink(sinks) for k in m["keys"]}, 120, "every message at SINK")
-    gray_left = {g: [c["client_id"] for c in cluster.ns_call(lambda c, g=g: c.group_clients(g))["clients"] if c["gray"]]
+    gray_left = {g: [c.client_id for c in cluster.ns_call(lambda c, g=g: c.group_clients(g)).clients if c.gray]
                  for g in (SOURCE, STAGE, STAGE_OUT, SINK)}
     for p in sinks:
         assert p.terminate() == 0, p.output[-2000:]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -65,9 +64,9 @@ def set_weight(cluster, weight: int, gray_side: set[int]) -> float:
     out = graymq(ns, "gray", "weight", GROUP, str(weight), "--reason", f"canary at {weight}%").stdout
     assert f"weight of {GROUP}: {weight}%" in out, out
     [entry] = cluster.ns_call(lambda c: c.list_audit(GROUP, limit=1))
-    assert (entry["action"], entry["after"]) == ("set_weight", {"gray_weight": weight})
+    assert (entry.action, entry.after) == ("set_weight", {"gray_weight": weight})
     wait_for(lambda: holds(ns, gray_side), 30, f"the consumers holding their queues at weight {weight}", 0.05)
-    return time.time() - datetime.fromisoformat(entry["at"]).timestamp()
+    return time.time() - entry.at.timestamp()
 
 
 @pytest.fixture

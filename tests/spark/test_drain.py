@@ -29,7 +29,7 @@ def controller_view(cluster) -> tuple[dict, int]:
             await inspector.close()
 
     group = cluster.ns_call(status)
-    spark_clients = [c for c in group.clients if c["role"] == "spark"]
+    spark_clients = [c.to_json() for c in group.clients if c.role == "spark"]
     assert len(spark_clients) == 1, group.clients
     return spark_clients[0], group.gray_backlog
 

@@ -15,6 +15,7 @@ from graymq.gray_controller.cli import gray_cmd, main
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import TopicNotExistError
 from graymq.runbooks.group_state import GroupInspector, GroupStatus, WeightedQueue
+from tests.support.records import client_record
 
 pytestmark = pytest.mark.unit
 UNREACHABLE = "http://127.0.0.1:9"  # a request would fail with exit 1, not 2
@@ -47,7 +48,8 @@ def weighted(clients: list[dict[str, Any]]) -> list[tuple[str, str]]:
         inspector = GroupInspector(NameServerClient(UNREACHABLE))
         inspector.routes = FakeRoutes()  # type: ignore[assignment]
         try:
-            return [(w.client_id, str(w.queue)) for w in await inspector.weighted_queues(clients)]
+            records = [client_record(**c) for c in clients]
+            return [(w.client_id, str(w.queue)) for w in await inspector.weighted_queues(records)]
         finally:
             await inspector.close()
 

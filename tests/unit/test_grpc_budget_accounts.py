@@ -16,7 +16,9 @@ from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.nameserver_api.client import ForbiddenError, NotFoundError
+from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
+from tests.support.records import heartbeat_answer, heartbeat_answer_json
 
 pytestmark = pytest.mark.unit
 
@@ -80,12 +82,13 @@ class FakeNameServer:
         self.batches.append(len(json["heartbeats"]))
         return {"results": [{"status_code": 403, "error": "FORBIDDEN", "detail": "taken"}
                             if b["client_id"].startswith("theirs") else
-                            {"status_code": 200, "answer": {"client_id": b["client_id"], "desired_gray": True}}
+                            {"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"],
+                                                                                desired_gray=True)}
                             for b in json["heartbeats"]]}
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
         self.singles += 1
-        return {"client_id": body["client_id"], "desired_gray": False}
+        return heartbeat_answer(client_id=body["client_id"], desired_gray=False)
 
     async def close(self) -> None:
         pass
@@ -103,7 +106,7 @@ def test_heartbeats_due_together_go_out_as_one_request_and_a_refused_one_fails_a
         return answers
 
     answers = asyncio.run(main())
-    assert [a["client_id"] for a in answers[:150]] == [f"c-{i}" for i in range(150)]
+    assert [a.client_id for a in answers[:150]] == [f"c-{i}" for i in range(150)]
     assert isinstance(answers[150], ForbiddenError) and answers[150].permanent
 
 
@@ -112,8 +115,8 @@ def test_a_name_server_without_the_batched_route_gets_single_heartbeats() -> Non
         nameserver = FakeNameServer(batched=False)
         link = NameServerSession(nameserver)  # type: ignore[arg-type]
         answers = await asyncio.gather(*(link.client_heartbeat({"client_id": f"c-{i}"}) for i in range(3)))
-        assert [a["client_id"] for a in answers] == ["c-0", "c-1", "c-2"] and nameserver.singles == 3
-        assert (await link.client_heartbeat({"client_id": "later"}))["client_id"] == "later"
+        assert [a.client_id for a in answers] == ["c-0", "c-1", "c-2"] and nameserver.singles == 3
+        assert (await link.client_heartbeat({"client_id": "later"})).client_id == "later"
         assert nameserver.singles == 4
         await link.close()
 
@@ -137,7 +140,8 @@ class WatchingNameServer(FakeNameServer):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), json["timeout_s"])
         self.changed.clear()
-        return {"results": [{"status_code": 200, "answer": {**w["known"], "desired_gray": w["client_id"] in self.gray}}
+        return {"results": [{"status_code": 200, "answer": heartbeat_answer_json(
+            **{**w["known"], "client_id": w["client_id"], "desired_gray": w["client_id"] in self.gray})}
                             for w in json["watches"]]}
 
 
@@ -153,9 +157,9 @@ class Member:
         return {"group": "G", "client_id": self.client_id, "role": "consumer",
                 "known": {"desired_gray": bool(self.seen and self.seen[-1])}}
 
-    async def watched(self, body: dict[str, Any], response: dict[str, Any], epoch: int) -> None:
-        if response["desired_gray"] != body["known"]["desired_gray"]:
-            self.seen.append(response["desired_gray"])
+    async def watched(self, body: dict[str, Any], response: HeartbeatAnswer, epoch: int) -> None:
+        if response.desired_gray != body["known"]["desired_gray"]:
+            self.seen.append(response.desired_gray)
 
 
 def test_one_long_poll_watches_many_memberships_and_a_change_reaches_the_one_it_concerns() -> None:

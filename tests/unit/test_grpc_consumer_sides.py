@@ -21,6 +21,7 @@ from graymq.broker_ext.topic_config import TopicConfig
 from graymq.core.group_gray import GroupGray
 from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol import graymq_pb2 as pb
+from tests.support.records import heartbeat_answer
 
 pytestmark = pytest.mark.unit
 
@@ -125,10 +126,10 @@ def test_a_gray_consumer_told_normal_keeps_the_gray_queues_until_they_are_draine
         table = sides(broker)
         v2 = stock_consumer(table, "orders-v2-a@1@0@x")
         caller = Caller(DEV_PRINCIPAL, None, v2.client_id)
-        await table._apply(v2, {"desired_gray": True, "gray_switch": True})
+        await table._apply(v2, heartbeat_answer(desired_gray=True, gray_switch=True))
         assert await table.queues(caller, GROUP, TOPIC) == {0, 5}
 
-        await table._apply(v2, {"desired_gray": False, "gray_switch": True})  # a promote
+        await table._apply(v2, heartbeat_answer(desired_gray=False, gray_switch=True))  # a promote
         await asyncio.sleep(0.3)
         assert v2.state.value == "DRAINING" and await table.queues(caller, GROUP, TOPIC) == {0, 5}
         broker.committed.update({0: 10, 5: 10})
@@ -152,11 +153,11 @@ def test_gray_wanted_again_during_a_drain_cancels_it_and_the_consumer_stays_gray
     async def scenario() -> None:
         table = sides(FakeBroker())
         v2 = stock_consumer(table, "orders-v2-b@1@0@x")
-        await table._apply(v2, {"desired_gray": True})
-        await table._apply(v2, {"desired_gray": False})
+        await table._apply(v2, heartbeat_answer(desired_gray=True))
+        await table._apply(v2, heartbeat_answer(desired_gray=False))
         await asyncio.sleep(0.2)
         assert v2.state.value == "DRAINING"
-        await table._apply(v2, {"desired_gray": True})
+        await table._apply(v2, heartbeat_answer(desired_gray=True))
         await asyncio.wait_for(_settled(v2), 5)
         assert v2.state.value == "GRAY"
 
@@ -167,13 +168,13 @@ def test_a_rolled_back_gray_side_receives_nothing_and_normal_consumers_adopting_
     async def scenario() -> None:
         table = sides(FakeBroker())
         v1, v2 = stock_consumer(table, "orders-v1-a@1@0@x"), stock_consumer(table, "orders-v2-a@1@0@x")
-        await table._apply(v1, {"desired_gray": False, "orphan_policy": "hold"})
-        await table._apply(v2, {"desired_gray": True})
+        await table._apply(v1, heartbeat_answer(desired_gray=False, orphan_policy='hold'))
+        await table._apply(v2, heartbeat_answer(desired_gray=True))
         assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == {1, 2, 3, 4}
 
-        rolled_back = {"desired_gray": True, "gray_retired": True, "orphan_policy": "adopt"}
+        rolled_back = heartbeat_answer(desired_gray=True, gray_retired=True, orphan_policy="adopt")
         await table._apply(v2, rolled_back)
-        await table._apply(v1, {"desired_gray": False, "gray_retired": True, "orphan_policy": "adopt"})
+        await table._apply(v1, heartbeat_answer(desired_gray=False, gray_retired=True, orphan_policy='adopt'))
         assert v2.state.value == "RETIRED"
         assert await table.queues(Caller(DEV_PRINCIPAL, None, v2.client_id), GROUP, TOPIC) == set()
         assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == set(range(6))

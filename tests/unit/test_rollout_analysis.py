@@ -14,7 +14,9 @@ from graymq.protocol import health
 from graymq.protocol.errors import ConfigError
 from graymq.runbooks import rollout
 from graymq.runbooks.group_state import GroupStatus, side_lag
-from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, judge
+from graymq.runbooks.policy import RolloutPolicy
+from graymq.runbooks.rollout import RolloutReport, judge
+from tests.support.records import client_record
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +40,8 @@ def test_a_check_without_failures_on_either_side_passes_and_lag_is_judged_only_w
 
 
 def status(clients: list[dict[str, Any]], gray_queues: list[str]) -> GroupStatus:
-    return GroupStatus("g", True, "hold", clients, queues=[backlog(q, 0) for q in gray_queues])
+    return GroupStatus("g", True, "hold", [client_record(**c) for c in clients],
+                       queues=[backlog(q, 0) for q in gray_queues])
 
 
 def backlog(key: str, behind: int) -> QueueBacklog:

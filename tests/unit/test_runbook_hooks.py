@@ -10,7 +10,8 @@ import pytest
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.operations import CutoverKind, CutoverMode
 from graymq.runbooks.hooks import RunbookHooks
-from graymq.runbooks.rollout import RolloutPolicy, RolloutReport, RolloutRunner
+from graymq.runbooks.policy import RolloutPolicy
+from graymq.runbooks.rollout import RolloutReport, RolloutRunner
 
 pytestmark = pytest.mark.unit
 

@@ -101,7 +101,7 @@ def test_rpcs_not_served_yet_answer_not_implemented_at_once(grpc_cluster: Cluste
 
 def producer_view(cluster: Cluster, group: str, client_id: str) -> dict[str, Any] | None:
     answer = cluster.ns_call(lambda ns: ns.group_clients(group, "producer"))
-    return next((c for c in answer["clients"] if c["client_id"] == client_id), None)
+    return next((c.to_json() for c in answer.clients if c.client_id == client_id), None)
 
 
 def test_a_running_stock_producer_is_a_client_of_its_topics_producer_group_and_a_flip_moves_its_sends(

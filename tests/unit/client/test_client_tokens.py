@@ -9,6 +9,7 @@ import pytest
 
 from graymq.client.spark.options import SourceOptions
 from graymq.nameserver_api.client import NameServerClient, UnauthorizedError
+from tests.support.records import heartbeat_answer_json
 
 
 def test_client_calls_send_the_client_token_and_admin_calls_the_admin_token(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -19,7 +20,7 @@ def test_client_calls_send_the_client_token_and_admin_calls_the_admin_token(monk
         seen.append((request.url.path, request.headers.get("Authorization")))
         if request.url.path.startswith("/v1/topics/"):
             return httpx.Response(403, json={"error": "FORBIDDEN", "detail": "principal app may not administer"})
-        return httpx.Response(200, json={})
+        return httpx.Response(200, json=heartbeat_answer_json())
 
     async def go() -> None:
         ns = NameServerClient("http://ns.test", token="client-secret", admin_token="admin-secret")

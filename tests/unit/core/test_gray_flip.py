@@ -20,6 +20,7 @@ from graymq.core.group_gray import GroupGray
 from graymq.protocol.errors import DrainTimeoutError, GrayMQError
 from graymq.protocol.membership import ClientState
 from graymq.protocol.supervisor import Supervisor
+from tests.support.records import heartbeat_answer
 
 pytestmark = pytest.mark.unit
 
@@ -250,6 +251,6 @@ async def test_with_the_gray_switch_off_gray_to_normal_flips_without_draining() 
 @run
 async def test_a_name_server_answer_changing_the_switch_heartbeats_the_brokers_and_rebalances() -> None:
     consumer = Consumer(gray=False, backlogs=[0])
-    await consumer.runner.on_update({"desired_gray": False, "gray_switch": True, "gray_weight": 25})
+    await consumer.runner.on_update(heartbeat_answer(desired_gray=False, gray_switch=True, gray_weight=25))
     assert consumer.runtime.group_gray == GroupGray(switch=True, weight=25)
     assert consumer.parts.calls == ["announce NORMAL"] and consumer.runtime.rebalance_now.is_set()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from graymq.broker_ext.grpc_endpoint.assignment import stock_lanes
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
@@ -82,7 +83,7 @@ class SendService:
         topic = message.topic.name
         config = self._check(message, caller)
         route = TopicRoute(topic, (BrokerData(self.broker_name, "", config.queue_nums, config.gray_queue_nums,
-                                              config.perm),))
+                                              config.perm, lane_slots=config.lane_slots),), stock_lanes(config.lanes))
         side = await self.sides.side(caller, topic)
         props = message.system_properties
         group = props.message_group if props.HasField("message_group") else None

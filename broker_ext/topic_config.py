@@ -8,6 +8,7 @@ holds which slot as the name server last said; a config that never heard a lane 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.core.queue_layout import (
     GRAY_LANE,
     base_queue_nums,
+    gray_queue_ids,
     lane_base_ids,
     slot_of_queue,
     slot_queue_ids,
@@ -65,6 +67,7 @@ class TopicConfig:
         if self.queue_nums < 1 or self.queue_nums > 1024:
             raise BadRequestError(f"topic {self.topic}: queue_nums must be 1..1024, got {self.queue_nums}")
         try:
+            gray_queue_ids(self.queue_nums, self.gray_queue_nums)
             base_queue_nums(self.queue_nums, self.gray_queue_nums, self.lane_slots)
         except (TypeError, ValueError) as exc:
             raise BadRequestError(f"topic {self.topic}: {exc}") from exc
@@ -113,9 +116,7 @@ class TopicConfig:
     def lane_of(self, queue_id: int) -> str | None:
         """The lane holding ``queue_id``'s slot: None for a base queue, ``FREE_SLOT`` when no lane is known to."""
         slot = self.slot_of(queue_id)
-        if slot is None:
-            return None
-        return next((lane for lane, held in self.lane_map.items() if held == slot), FREE_SLOT)
+        return None if slot is None else _slot_lanes(self.lanes).get(slot, FREE_SLOT)
 
     def slot_of_lane(self, lane: str) -> int | None:
         """The slot ``lane`` holds as known; None when it holds none (or the topic has no lane queues)."""
@@ -257,6 +258,12 @@ class TopicConfigManager:
             config = TopicConfig(topic, queue_nums, gray_queue_nums)
             self.update(config)
         return config
+
+
+@functools.lru_cache(maxsize=1024)
+def _slot_lanes(lanes: LanePairs | None) -> dict[int, str]:
+    """Slot -> the lane holding it (no map heard: slot 0 is ``gray``'s), once per lane map, not per pull."""
+    return {slot: lane for lane, slot in (lanes if lanes is not None else ((GRAY_LANE, 0),))}
 
 
 def _shrinks(current: TopicConfig, config: TopicConfig) -> str | None:

@@ -1,5 +1,6 @@
 """The broker's side of lanes without a network: a topic's lane slots and lane map (validated, persisted, read from
-the name server), a subscription table per lane, pull isolation per lane, and the retry slot of a lane's send-back."""
+the name server), a subscription table per lane, pull isolation per lane, the retry slot of a lane's send-back, and
+the stock (gRPC) clients' gray lane on a topic of several slots."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ from graymq.broker_ext.config import BrokerSettings
 from graymq.broker_ext.groups.consumer_manager import ConsumerManager
 from graymq.broker_ext.groups.group_info import ConsumerGroupInfo, SubscriptionData
 from graymq.broker_ext.groups.queue_leases import QueueLocks
+from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
+from graymq.broker_ext.grpc_endpoint.send import own_route
 from graymq.broker_ext.nameserver_registry import NameServerRegistry
 from graymq.broker_ext.processors.client_processor import ClientProcessor
 from graymq.broker_ext.processors.pull_processor import check_gray_isolation
 from graymq.broker_ext.processors.send_back import retry_queue_ids
 from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
+from graymq.core.group_gray import GroupGray
 from graymq.core.route import FREE_SLOT
+from graymq.core.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import BadRequestError, GrayIsolationError
+from graymq.protocol.errors import BadRequestError, GrayIsolationError, LaneSlotError
 from graymq.protocol.remoting import parse_body, parse_envelope
 
 pytestmark = pytest.mark.unit
@@ -259,3 +264,25 @@ def test_a_lane_consumers_retry_goes_to_its_slot_of_the_retry_topic() -> None:
     assert retry_queue_ids(mapped, TOPIC, "v4") == (1, 2)  # no slot known anywhere: base, not stranded
     taken = TopicConfig("%RETRY%G", 8, 2, lane_slots=3, lanes={"v2": 2})  # type: ignore[arg-type]
     assert retry_queue_ids(taken, TOPIC, "v3") == (1, 2)  # its origin slot is another lane's here
+
+
+def stock_ids(config: TopicConfig, gray: bool, group_has_gray: bool = True) -> list[int]:
+    return sorted(receivable_queue_ids(config.queue_nums, config.gray_queue_nums, Side(gray, False, group_has_gray),
+                                      GroupGray(switch=True), lane_slots=config.lane_slots, lanes=config.lanes))
+
+
+def test_a_stock_consumer_is_gray_or_base_and_never_receives_another_lanes_queues() -> None:
+    with_gray = TopicConfig("T", 10, 2, lane_slots=3, lanes={"gray": 1, "v3": 2})  # type: ignore[arg-type]
+    assert (stock_ids(with_gray, True), stock_ids(with_gray, False)) == ([6, 7], [1, 2, 3, 4])
+    assert stock_ids(TopicConfig("T", 10, 2, lane_slots=3, lanes={"v3": 2}), True) == [0, 5]  # type: ignore[arg-type]
+    assert stock_ids(TOPIC, True) == [] and stock_ids(TOPIC, False) == [1, 2, 3, 4]  # v2 holds slot 0, gray none
+
+
+def test_a_stock_producers_send_takes_the_gray_lanes_slot_of_the_brokers_layout() -> None:
+    selector = GrayQueueSelector()
+    with_gray = own_route("broker-a", TopicConfig("T", 10, 2, lane_slots=3, lanes={"gray": 1}))  # type: ignore[arg-type]
+    assert {selector.select(with_gray, True).queue_id for _ in range(8)} == {6, 7}
+    assert {selector.select(with_gray, False).queue_id for _ in range(8)} == {1, 2, 3, 4}
+    assert {selector.select(own_route("broker-a", TopicConfig("T", 8, 2)), True).queue_id for _ in range(4)} == {0, 7}
+    with pytest.raises(LaneSlotError, match="lane gray holds no slot on topic T"):
+        selector.select(own_route("broker-a", TOPIC), True)

@@ -93,7 +93,7 @@ def _traffic_families(stats: BrokerStats) -> list[Metric]:
 
 def _backlog_family(broker: BrokerController) -> Metric:
     backlog = GaugeMetricFamily("graymq_broker_consumer_backlog",
-                                "max offset - committed offset per group and queue; gray: a gray queue, side: "
+                                "max offset - committed offset per group and queue; gray: in a lane slot, side: "
                                 "the side consuming it (gray also for a queue the group's weight gives it).",
                                 labels=["group", "topic", "queue", "gray", "side"])
     for group, topic, queue_id, offset in broker.offsets.items():
@@ -102,7 +102,7 @@ def _backlog_family(broker: BrokerController) -> Metric:
             continue
         behind = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
         info = broker.consumers.groups.get(group)
-        gray = queue_id in config.gray_queues
+        gray = config.slot_of(queue_id) is not None
         weighted = info is not None and queue_id in info.weighted_queues(config)
         backlog.add_metric([group, topic, str(queue_id), _flag(gray), "gray" if gray or weighted else "normal"],
                            behind)

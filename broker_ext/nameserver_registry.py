@@ -26,7 +26,7 @@ import httpx
 
 from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
-from graymq.broker_ext.topic_config import TopicConfig
+from graymq.broker_ext.topic_config import TopicConfig, lane_pairs
 from graymq.nameserver_api.client import http_error_text
 from graymq.protocol.constants import SCHEDULE_TOPIC
 from graymq.protocol.errors import GrayMQError
@@ -131,7 +131,8 @@ class NameServerRegistry:
 
     def _body(self) -> dict[str, object]:
         topics = [
-            {"topic": c.topic, "queue_nums": c.queue_nums, "gray_queue_nums": c.gray_queue_nums, "perm": c.perm}
+            {"topic": c.topic, "queue_nums": c.queue_nums, "gray_queue_nums": c.gray_queue_nums, "perm": c.perm,
+             "lane_slots": c.lane_slots}
             for c in self.broker.topics.all() if c.topic != SCHEDULE_TOPIC
         ]
         body: dict[str, object] = {"broker_name": self.broker.name, "address": self.broker.address,
@@ -259,9 +260,8 @@ class NameServerRegistry:
         configs = []
         for raw in raws:
             try:
-                configs.append(TopicConfig(str(raw["topic"]), int(raw["queue_nums"]),
-                                           int(raw.get("gray_queue_nums", 0)), int(raw.get("perm", 6))))
-            except (KeyError, TypeError, ValueError, GrayMQError) as exc:
+                configs.append(self._topic_config(raw))
+            except (KeyError, TypeError, ValueError, AttributeError, GrayMQError) as exc:
                 log.warning("ignoring topic %r from the name server: %s", raw, exc)
         changed, refused = self.broker.topics.update_all(configs)
         for config, why in refused:
@@ -278,6 +278,18 @@ class NameServerRegistry:
         elif changed:
             log.info("%d topics updated from the name server (%s, ...)", len(changed),
                      ", ".join(c.topic for c in changed[:LOGGED_ONE_BY_ONE]))
+
+    def _topic_config(self, raw: dict[str, Any]) -> TopicConfig:
+        """A topic config of the name server's answer. Without ``lane_slots`` (a name server from before lanes) the
+        broker keeps the slots it has; without ``lanes`` the lane map it knows."""
+        topic = str(raw["topic"])
+        current = self.broker.topics.get(topic)
+        lane_slots = raw.get("lane_slots")
+        if lane_slots is None:
+            lane_slots = current.lane_slots if current is not None else 1
+        lanes = raw.get("lanes")
+        return TopicConfig(topic, int(raw["queue_nums"]), int(raw.get("gray_queue_nums", 0)), int(raw.get("perm", 6)),
+                           lane_slots=int(lane_slots), lanes=None if lanes is None else lane_pairs(lanes))
 
 
 def _checked_answer(answer: Any) -> dict[str, Any]:

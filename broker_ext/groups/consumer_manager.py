@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from graymq.broker_ext.groups.group_info import ConsumerGroupInfo, SubscriptionData
+from graymq.broker_ext.groups.group_info import ConsumerGroupInfo, SubscriptionData, client_lane, side_name
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 
@@ -42,13 +42,13 @@ class ConsumerManager:
         info.consume_from_where = data.consume_from_where
         switch_changed = info.set_gray_allocation(data.gray_switch, data.gray_weight)
         subs = [SubscriptionData.from_pb(s) for s in data.subscriptions]
-        changed = info.update_client(client_id, connection, data.gray_flag, subs) or switch_changed
+        changed = info.update_client(client_id, connection, data.gray_flag, subs, data.lane) or switch_changed
         if connection is not None:
             groups = connection.attributes.setdefault("consumer_groups", set())
             assert isinstance(groups, set)
             groups.add((data.group, client_id))
         if changed:
-            side = "gray" if data.gray_flag else "normal"
+            side = side_name(client_lane(data.gray_flag, data.lane))
             self.notify(info, f"client {client_id} ({side}) heartbeat changed the group")
         return changed
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.route import RouteService
 from graymq.broker_ext.grpc_endpoint.status import OK
+from graymq.broker_ext.topic_config import LanePairs, lane_pairs
 from graymq.core.allocate import AllocateMessageQueueGray
 from graymq.core.group_gray import GroupGray
 from graymq.core.message_queue import MessageQueue
-from graymq.core.queue_layout import gray_queue_ids, weighted_queue_ids
+from graymq.core.queue_layout import GRAY_LANE, lane_weighted_ids, slot_of_queue
+from graymq.core.route import FREE_SLOT
 from graymq.protocol.membership import OrphanPolicy
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
@@ -37,8 +39,24 @@ class Side:
     group_has_gray: bool
 
 
-def receivable_queue_ids(queue_nums: int, gray_queue_nums: int, side: Side, group: GroupGray) -> frozenset[int]:
-    """The queue ids a consumer on ``side`` receives from, of a topic of ``queue_nums`` (``gray_queue_nums`` gray).
+def stock_lanes(lanes: LanePairs | None) -> LanePairs | None:
+    """The lane map a stock client's side is read with: the broker's, and the ``gray`` lane in slot 0 while it holds
+    no slot and no lane is known to hold slot 0 (``gray`` takes slot 0 when it is free: a broker that has not heard
+    so yet sends and receives where the name server puts it). A stock client is in ``gray`` or base.
+
+    >>> stock_lanes(None), stock_lanes((("v2", 1),)), stock_lanes((("v2", 0),))
+    (None, (('gray', 0), ('v2', 1)), (('v2', 0),))
+    """
+    if lanes is None or any(lane == GRAY_LANE or slot == 0 for lane, slot in lanes):
+        return lanes
+    return lane_pairs({**dict(lanes), GRAY_LANE: 0})
+
+
+def receivable_queue_ids(queue_nums: int, gray_queue_nums: int, side: Side, group: GroupGray, *,
+                         lane_slots: int = 1, lanes: LanePairs | None = None) -> frozenset[int]:
+    """The queue ids a consumer on ``side`` receives from, of a topic of ``queue_nums`` (``gray_queue_nums`` in each
+    of its ``lane_slots`` lane slots, held as ``lanes`` says): a gray consumer the ``gray`` lane's slot, a normal one
+    the base queues; another lane's slot is held for that lane's consumers (``hold``).
 
     >>> hold = GroupGray(switch=True, weight=0, orphan_policy="hold")
     >>> sorted(receivable_queue_ids(6, 2, Side(True, False, True), hold))
@@ -49,24 +67,33 @@ def receivable_queue_ids(queue_nums: int, gray_queue_nums: int, side: Side, grou
     [0, 1, 2, 3, 4, 5]
     >>> sorted(receivable_queue_ids(6, 2, Side(True, True, True), hold))
     []
+    >>> lanes = (("gray", 1), ("v2", 0))  # 10 queues, 3 slots of 2: slot 0 is 0 5, slot 1 is 6 7
+    >>> sorted(receivable_queue_ids(10, 2, Side(True, False, True), hold, lane_slots=3, lanes=lanes))
+    [6, 7]
     """
     if side.retired:
         return frozenset()
     if not group.switch:
         return frozenset(range(queue_nums))
-    return _ids(queue_nums, gray_queue_nums, side.gray, side.group_has_gray, group.weight, group.orphan_policy)
+    return _ids(queue_nums, gray_queue_nums, lane_slots, stock_lanes(lanes), side.gray, side.group_has_gray,
+                group.weight, group.orphan_policy)
 
 
 @functools.lru_cache(maxsize=1024)
-def _ids(queue_nums: int, gray_queue_nums: int, gray: bool, group_has_gray: bool, weight: int,
-         orphan_policy: OrphanPolicy) -> frozenset[int]:
-    gray_ids = frozenset(gray_queue_ids(queue_nums, gray_queue_nums))
-    weighted = frozenset(weighted_queue_ids(queue_nums, gray_queue_nums, weight))
-    allocation = AllocateMessageQueueGray(lambda mq: mq.queue_id in gray_ids, orphan_policy=orphan_policy,
-                                          is_weighted=lambda mq: mq.queue_id in weighted)
+def _ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, lanes: LanePairs | None, gray: bool,
+         group_has_gray: bool, weight: int, orphan_policy: OrphanPolicy) -> frozenset[int]:
+    slot_lanes = {slot: lane for lane, slot in (lanes if lanes is not None else ((GRAY_LANE, 0),))}
+
+    def lane_of(mq: MessageQueue) -> str | None:
+        slot = slot_of_queue(mq.queue_id, queue_nums, gray_queue_nums, lane_slots)
+        return None if slot is None else slot_lanes.get(slot, FREE_SLOT)
+
+    weighted = frozenset(lane_weighted_ids(queue_nums, gray_queue_nums, lane_slots, weight))
+    allocation = AllocateMessageQueueGray(lambda mq: lane_of(mq) is not None, orphan_policy=orphan_policy,
+                                          is_weighted=lambda mq: mq.queue_id in weighted, lane_of=lane_of)
     queues = [MessageQueue("", "", queue_id) for queue_id in range(queue_nums)]
-    gray_side, normal_side = allocation.sides(queues, group_has_gray or gray)
-    return frozenset(mq.queue_id for mq in (gray_side if gray else normal_side))
+    sides = allocation.lane_sides(queues, (GRAY_LANE,) if group_has_gray or gray else ())
+    return frozenset(mq.queue_id for mq in (sides.get(GRAY_LANE, []) if gray else sides[None]))
 
 
 class AssignmentService:

@@ -35,6 +35,7 @@ from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.core.gray_flip import FlipAction, GrayFlip
 from graymq.core.group_gray import GroupGray
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver_api.membership import Membership
 from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol import graymq_pb2 as pb
@@ -103,12 +104,13 @@ class StockConsumer:
 
 
 def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
-    """Messages of ``group`` not yet acked on the gray queues of ``topics`` and of its retry topic, plus those in
-    flight there (``QueueBacklog`` as the admin port answers it: a queue never committed counts from its min)."""
+    """Messages of ``group`` not yet acked on the ``gray`` lane's queues of ``topics`` and of its retry topic, plus
+    those in flight there (``QueueBacklog`` as the admin port answers it: a queue never committed counts from its
+    min)."""
     total = 0
     for topic in {*topics, f"{RETRY_GROUP_TOPIC_PREFIX}{group}"}:
         for q in broker.backlog(group, topic):
-            if q.gray:
+            if q.gray and q.lane in ("", GRAY_LANE):  # the gray lane's slot (or a free one), not another lane's
                 start = max(q.consumer_offset, q.min_offset) if q.consumer_offset >= 0 else q.min_offset
                 total += max(0, q.max_offset - start) + broker.in_flight(group, topic, q.queue_id)
     return total
@@ -159,7 +161,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
 
     def _receivable(self, consumer: StockConsumer, config: TopicConfig) -> frozenset[int]:
         side = Side(consumer.gray, consumer.retired, self._group_has_gray(consumer.group))
-        return receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray)
+        return receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
+                                    lane_slots=config.lane_slots, lanes=config.lanes)
 
     def _group_has_gray(self, group: str) -> bool:
         return self.broker.graymq_gray_clients(group) > 0 or any(

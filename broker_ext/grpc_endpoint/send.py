@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from graymq.broker_ext.grpc_endpoint.assignment import stock_lanes
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
@@ -81,8 +82,7 @@ class SendService:
     async def _store(self, message: v2.Message, caller: Caller) -> pb.SendResponse:
         topic = message.topic.name
         config = self._check(message, caller)
-        route = TopicRoute(topic, (BrokerData(self.broker_name, "", config.queue_nums, config.gray_queue_nums,
-                                              config.perm),))
+        route = own_route(self.broker_name, config)
         side = await self.sides.side(caller, topic)
         props = message.system_properties
         group = props.message_group if props.HasField("message_group") else None
@@ -120,6 +120,14 @@ class SendService:
                                       f"{topic}")
         config = existing_topic(self._topic_of, topic, self.broker_name)
         return config
+
+
+def own_route(broker_name: str, config: TopicConfig) -> TopicRoute:
+    """The route of this broker's own layout of a topic, its lane slots and lane map included (as a stock client
+    reads it: ``stock_lanes``), which the selector picks a stock producer's queue from."""
+    broker = BrokerData(broker_name, "", config.queue_nums, config.gray_queue_nums, config.perm,
+                        lane_slots=config.lane_slots)
+    return TopicRoute(config.topic, (broker,), stock_lanes(config.lanes))
 
 
 def to_graymq_message(message: v2.Message, gray: bool) -> pb.Message:

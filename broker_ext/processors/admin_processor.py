@@ -88,7 +88,8 @@ class AdminProcessor:
         return response_envelope(pb.GET_GROUP_BACKLOG, pb.GroupBacklogResponse(queues=queues))
 
     def backlog(self, group: str, topic: str | None) -> list[pb.QueueBacklog]:
-        """Per queue of the group's topics: committed offset, max and min offset, gray or not.
+        """Per queue of the group's topics: committed offset, max and min offset, gray (in a lane slot) or not and
+        the lane holding its slot as this broker knows it ("" for a free slot).
 
         Delayed retries not yet delivered to a retry queue count in its max offset, so a drain
         does not finish while one is still on its way back.
@@ -99,10 +100,10 @@ class AdminProcessor:
             config = self.topics.get(name)
             if config is None:
                 continue
-            gray_queues = set(config.gray_queues)
             for queue_id in range(config.queue_nums):
+                lane = config.lane_of(queue_id)
                 queues.append(pb.QueueBacklog(
-                    topic=name, queue_id=queue_id, gray=queue_id in gray_queues,
+                    topic=name, queue_id=queue_id, gray=lane is not None, lane=lane or "",
                     consumer_offset=self.offsets.query(group, name, queue_id),
                     max_offset=self.store.get_max_offset(name, queue_id) + self.schedule.pending(name, queue_id),
                     min_offset=self.store.get_min_offset(name, queue_id),
@@ -115,4 +116,6 @@ class AdminProcessor:
         if info is not None:
             topics.update(info.subscription_table)
             topics.update(info.gray_subscription_table)
+            for table in info.lane_subscription_tables.values():
+                topics.update(table)
         return topics

@@ -7,6 +7,7 @@ import time
 from graymq.broker_ext.groups.consumer_manager import ConsumerManager
 from graymq.broker_ext.groups.queue_leases import QueueLocks
 from graymq.broker_ext.topic_config import TopicConfigManager
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.constants import retry_topic
@@ -29,10 +30,16 @@ class ClientProcessor:
             if problem:
                 raise BadRequestError(problem)
             if data.consume_model == pb.CLUSTERING:
-                self.topics.ensure_retry_topic(retry_topic(data.group))
+                self.topics.ensure_retry_topic(retry_topic(data.group), self._lane_slots(data))
             self.consumers.register(req.client_id, conn, data)
             self.locks.renew(data.group, req.client_id)
         return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
+
+    def _lane_slots(self, data: pb.ConsumerData) -> int:
+        """The most lane slots of the topics ``data`` subscribes to here: its group's retry topic has as many, so
+        each lane's retries have their slot."""
+        configs = (self.topics.get(s.topic) for s in data.subscriptions)
+        return max((c.lane_slots for c in configs if c is not None), default=1)
 
     def unregister(self, req: pb.UnregisterRequest) -> bytes:
         if req.consumer_group:
@@ -48,12 +55,22 @@ class ClientProcessor:
             response = pb.ConsumerListResponse(
                 clients=[
                     pb.ClientInfo(client_id=c.client_id, gray_flag=c.gray_flag,
-                                  last_heartbeat_ms=c.last_heartbeat_ms, topics=sorted(c.subscriptions))
+                                  last_heartbeat_ms=c.last_heartbeat_ms, topics=sorted(c.subscriptions),
+                                  lane=_wire_lane(c.lane))
                     for c in sorted(info.clients.values(), key=lambda c: c.client_id)
                 ],
                 subscriptions=[s.to_pb() for s in info.subscription_table.values()],
                 gray_subscriptions=[s.to_pb() for s in info.gray_subscription_table.values()],
                 gray_switch=info.gray_switch,
+                lane_subscriptions=[
+                    pb.LaneSubscriptions(lane=lane, subscriptions=[s.to_pb() for s in table.values()])
+                    for lane, table in sorted(info.lane_subscription_tables.items())
+                ],
             )
             info.listing = response_envelope(pb.GET_CONSUMER_LIST, response)
         return info.listing
+
+
+def _wire_lane(lane: str | None) -> str:
+    """A lane as the wire carries it next to the gray flag: "" for base and for ``gray`` (as before lanes)."""
+    return "" if lane in (None, GRAY_LANE) else str(lane)

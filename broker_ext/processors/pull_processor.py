@@ -1,11 +1,11 @@
-"""PULL_MESSAGE: gray isolation, filtering by the table of the client's flag, long polling."""
+"""PULL_MESSAGE: lane isolation, filtering by the table of the client's side (base or its lane), long polling."""
 
 from __future__ import annotations
 
 import asyncio
 
 from graymq.broker_ext.groups.consumer_manager import ConsumerManager
-from graymq.broker_ext.groups.group_info import ConsumerGroupInfo
+from graymq.broker_ext.groups.group_info import ConsumerGroupInfo, client_lane, side_name
 from graymq.broker_ext.groups.offset_manager import ConsumerOffsetManager
 from graymq.broker_ext.groups.queue_leases import QueueLocks
 from graymq.broker_ext.processors.lock_processor import within_queue
@@ -14,6 +14,7 @@ from graymq.broker_ext.replication.role import ReplicaRole
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store import GetResult, GetStatus, MessageStore
 from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import parse_sub_expression
 from graymq.protocol.errors import (
@@ -34,33 +35,48 @@ MAX_PULL_NUMS = 1024
 
 
 def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, req: pb.PullRequest) -> None:
-    """While the group's gray switch is on, gray queues belong to gray clients and the rest to normal ones.
+    """While the group's gray switch is on, each lane slot's queues belong to the clients of the lane holding it and
+    the base queues to base (normal) clients.
 
-    A normal client may pull a gray queue only when its rebalance adopted it (orphan policy
-    ``adopt``: the group has no gray client left). With a weight and a gray client, the weighted
-    normal queues (``protocol.gray.weighted_queue_ids``) belong to the gray side too.
+    A base client may pull a lane's queue only when its rebalance adopted it (the lane has no client in the group
+    and its orphan policy is ``adopt``). With a weight and a client of the ``gray`` lane, the weighted base queues
+    (``core.queue_layout.lane_weighted_ids``) belong to the ``gray`` lane too. The broker's lane map may lag the
+    name server's by a registration, so a lane client is refused only a slot the broker knows another lane holds:
+    a slot it believes free, or any slot while it has heard no lane map, may be the client's own.
     """
     if group is None or not group.gray_switch:
         return
     weighted = group.weighted_queues(config) if group.gray_weight else frozenset()
     if not config.gray_queue_nums and not weighted:
         return
-    gray_queue = req.queue_id in config.gray_queues
-    if req.gray_flag and not gray_queue and req.queue_id not in weighted:
-        raise GrayIsolationError(
-            f"gray client {req.client_id} of {req.consumer_group} may not pull normal queue {req.queue_id} "
-            f"of {config.topic}"
-        )
-    if not req.gray_flag and gray_queue and not req.adopted:
-        raise GrayIsolationError(
-            f"normal client {req.client_id} of {req.consumer_group} may not pull gray queue {req.queue_id} "
-            f"of {config.topic} (only an adopting rebalance may)"
-        )
-    if not req.gray_flag and req.queue_id in weighted:
-        raise GrayIsolationError(
-            f"normal client {req.client_id} of {req.consumer_group} may not pull queue {req.queue_id} of "
-            f"{config.topic}: its gray side consumes it at weight {group.gray_weight}%"
-        )
+    lane = client_lane(req.gray_flag, req.lane)
+    holder = config.lane_of(req.queue_id)  # no lane map heard: slot 0 is the gray lane's
+    if lane is None:
+        _check_base_client(config, group, req, holder, weighted)
+        return
+    if holder is None and not (lane == GRAY_LANE and req.queue_id in weighted):
+        kind = "normal" if lane == GRAY_LANE else "base"
+        raise GrayIsolationError(f"{side_name(lane)} client {req.client_id} of {req.consumer_group} may not pull "
+                                 f"{kind} queue {req.queue_id} of {config.topic}")
+    if holder and holder != lane and config.lanes is not None:
+        raise GrayIsolationError(f"{side_name(lane)} client {req.client_id} of {req.consumer_group} may not pull "
+                                 f"queue {req.queue_id} of {config.topic}: lane {holder} holds its slot")
+
+
+def _check_base_client(config: TopicConfig, group: ConsumerGroupInfo, req: pb.PullRequest, holder: str | None,
+                       weighted: frozenset[int]) -> None:
+    """A base client's pull: not a lane's queue unless adopted, not a weighted queue of the ``gray`` lane."""
+    who = f"normal client {req.client_id} of {req.consumer_group}"
+    if holder == GRAY_LANE and not req.adopted:
+        raise GrayIsolationError(f"{who} may not pull gray queue {req.queue_id} of {config.topic} (only an adopting "
+                                 "rebalance may)")
+    if holder is not None and not req.adopted:
+        held = f"lane {holder} holds its slot" if holder else "it is in a free lane slot"
+        raise GrayIsolationError(f"{who} may not pull queue {req.queue_id} of {config.topic}: {held} (only an "
+                                 "adopting rebalance may)")
+    if req.queue_id in weighted:
+        raise GrayIsolationError(f"{who} may not pull queue {req.queue_id} of {config.topic}: its gray side "
+                                 f"consumes it at weight {group.gray_weight}%")
 
 
 class PullProcessor:
@@ -121,12 +137,12 @@ class PullProcessor:
         return response
 
     def _tags(self, group: ConsumerGroupInfo | None, req: pb.PullRequest) -> frozenset[str] | None:
-        subscription = group.find_subscription(req.topic, req.gray_flag) if group else None
+        subscription = group.find_subscription(req.topic, req.gray_flag, req.lane) if group else None
         if subscription is not None:
             return subscription.tags
         if req.sub_expression:
             return parse_sub_expression(req.sub_expression)
-        side = "gray" if req.gray_flag else "normal"
+        side = side_name(client_lane(req.gray_flag, req.lane))
         raise SubscriptionNotExistError(
             f"group {req.consumer_group} has no {side} subscription to {req.topic}; heartbeat first"
         )
@@ -134,7 +150,7 @@ class PullProcessor:
     def _respond(self, config: TopicConfig, req: pb.PullRequest, result: GetResult) -> bytes:
         count = len(result.records)
         if count:
-            self.stats.on_get(req.topic, req.queue_id in config.gray_queues, count)
+            self.stats.on_get(req.topic, config.slot_of(req.queue_id) is not None, count)
         response = pb.PullResponse(
             status=_STATUS[result.status], next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset, max_offset=result.max_offset,

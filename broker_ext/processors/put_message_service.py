@@ -30,7 +30,7 @@ class PutMessageService:
         self.on_appended: Callable[[], None] | None = None
         self._auto_create = auto_create
         self._default_layout = default_layout
-        self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its gray ids)
+        self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its slots' ids)
 
     def topic_for_write(self, topic: str) -> TopicConfig:
         """The topic's config if it takes writes (``TopicNotExistError``, ``NoPermissionError`` otherwise)."""
@@ -73,11 +73,13 @@ class PutMessageService:
         return results
 
     def _is_gray_queue(self, topic: str, queue_id: int) -> bool:
-        """From the topic's current config; its gray ids are computed once per config, not per put."""
+        """Whether the queue is in a lane slot (gray), from the topic's current config; its slots' ids are computed
+        once per config, not per put."""
         config = self._topics.get(topic)
         if config is None:
             return False
         known = self._gray_queues.get(topic)
         if known is None or known[0] is not config:
-            known = self._gray_queues[topic] = (config, frozenset(config.gray_queues))
+            lane_ids = (q for slot in range(config.lane_slots) for q in config.slot_ids(slot))
+            known = self._gray_queues[topic] = (config, frozenset(lane_ids))
         return queue_id in known[1]

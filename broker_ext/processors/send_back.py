@@ -4,8 +4,9 @@ A delayed message is first stored in ``SCHEDULE_TOPIC_XXXX`` (queue = delay leve
 moved to its real topic by ``ScheduleMessageService`` once due. A message due at a given time (a stock producer's
 ``delivery_timestamp``) rides the same levels as a hierarchical wheel: it waits in the largest level that fits the
 time left, and when that level hands it out it goes to its real topic if due, else to the next level that fits
-(each level keeps its one fixed delay, so its queue stays in due order). A gray client's retries land
-in the gray queues of the retry topic, so they stay on the gray side.
+(each level keeps its one fixed delay, so its queue stays in due order). A lane client's retries land in its
+lane's slot of the retry topic (the gray client's in the gray queues), so they stay in the lane; a retry topic
+has as many lane slots as its group's topics (``retry_queue_ids``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from graymq.broker_ext.groups.consumer_manager import ConsumerManager
+from graymq.broker_ext.groups.group_info import client_lane
 from graymq.broker_ext.processors.put_message_service import PutMessageService
 from graymq.broker_ext.store import AppendResult, MessageStore, PutMessage
 from graymq.broker_ext.store.atomic_file import read_json, write_json_atomic
 from graymq.broker_ext.store.background import BlockingWork
-from graymq.broker_ext.topic_config import TopicConfigManager
-from graymq.core.queue_layout import normal_queue_ids
+from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.constants import (
@@ -237,10 +238,12 @@ class SendBackProcessor:
         if reconsume_times > max_times:
             self.dead_letter(req.consumer_group, msg, properties, reconsume_times)
             return response_envelope(pb.CONSUMER_SEND_BACK)
-        config = self._topics.ensure_retry_topic(retry_topic(req.consumer_group))
+        origin = self._topics.get(properties[PROPERTY_RETRY_TOPIC])
+        config = self._topics.ensure_retry_topic(retry_topic(req.consumer_group),
+                                                 origin.lane_slots if origin is not None else 1)
         group = self._consumers.get(req.consumer_group)
-        gray_side = req.gray_flag and bool(config.gray_queues) and (group is None or group.gray_switch)
-        choices = config.gray_queues if gray_side else normal_queue_ids(config.queue_nums, config.gray_queue_nums)
+        lane = client_lane(req.gray_flag, req.lane) if group is None or group.gray_switch else None
+        choices = retry_queue_ids(config, origin, lane)
         queue_id = choices[zlib.crc32(msg.msg_id.encode()) % len(choices)]
         level = min(req.delay_level or 3 + msg.reconsume_times, self._schedule.level_count)
         self._schedule.schedule(PutMessage(config.topic, queue_id, msg.body, properties, msg.sys_flag,
@@ -255,3 +258,27 @@ class SendBackProcessor:
         self._put_service.append([put])
         log.info("message %s of %s moved to %s after %d attempts", msg.msg_id, group, topic.topic,
                  reconsume_times - 1)
+
+
+def retry_queue_ids(config: TopicConfig, origin: TopicConfig | None, lane: str | None) -> tuple[int, ...]:
+    """The queues of retry topic ``config`` a retry of a consumer in ``lane`` (None: base) may go to: its lane's
+    slot, so a lane's retries stay in the lane; the base queues for a base consumer.
+
+    The lane's slot is the one the retry topic's lane map gives it; while that map names no slot for the lane (the
+    name server has not given it one there yet, or its map is not heard yet), the slot the lane holds on the origin
+    topic (a retry topic's slots mirror its topics'), unless the retry topic's map gives that slot to another lane.
+    A lane the broker knows no usable slot for gets the base queues (its retry is consumed, not stranded), logged.
+    """
+    if lane is None or not config.gray_queue_nums:
+        return config.base_ids
+    slot = config.slot_of_lane(lane)
+    if slot is None and origin is not None:
+        slot = origin.slot_of_lane(lane)
+        holders = {held: name for name, held in config.lane_map.items()}
+        if slot is not None and (slot >= config.lane_slots or holders.get(slot, lane) != lane):
+            slot = None
+    if slot is None:
+        log.warning("retry topic %s: no slot known for lane %s; its retry goes to the base queues", config.topic,
+                    lane)
+        return config.base_ids
+    return config.slot_ids(slot)

@@ -77,7 +77,7 @@ def lane_states(group: Group, rules: Sequence[GrayRule], rows: Sequence[GroupLan
     if not group.gray_switch:
         return {}
     named = {lane_of(r.gray, r.lane) for r in rules if r.group_id == group.id} - {None}
-    records = {row.lane: row for row in rows}
+    records = {row.lane: row for row in rows if row.joined_at is not None or row.orphan_policy is not None}
     held = {lane for lanes in slots.values() for lane in lanes}
     states = {}
     for lane in sorted(held | set(named) | set(records)):

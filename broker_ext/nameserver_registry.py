@@ -131,7 +131,8 @@ class NameServerRegistry:
 
     def _body(self) -> dict[str, object]:
         topics = [
-            {"topic": c.topic, "queue_nums": c.queue_nums, "gray_queue_nums": c.gray_queue_nums, "perm": c.perm}
+            {"topic": c.topic, "queue_nums": c.queue_nums, "gray_queue_nums": c.gray_queue_nums, "perm": c.perm,
+             "lane_slots": c.lane_slots}
             for c in self.broker.topics.all() if c.topic != SCHEDULE_TOPIC
         ]
         body: dict[str, object] = {"broker_name": self.broker.name, "address": self.broker.address,
@@ -260,7 +261,8 @@ class NameServerRegistry:
         for raw in raws:
             try:
                 configs.append(TopicConfig(str(raw["topic"]), int(raw["queue_nums"]),
-                                           int(raw.get("gray_queue_nums", 0)), int(raw.get("perm", 6))))
+                                           int(raw.get("gray_queue_nums", 0)), int(raw.get("perm", 6)),
+                                           lane_slots=int(raw.get("lane_slots", 1))))
             except (KeyError, TypeError, ValueError, GrayMQError) as exc:
                 log.warning("ignoring topic %r from the name server: %s", raw, exc)
         changed, refused = self.broker.topics.update_all(configs)

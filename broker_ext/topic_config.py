@@ -30,6 +30,7 @@ class TopicConfig:
     gray_queue_nums: int = 0
     perm: int = PERM_READ_WRITE
     order: bool = False
+    lane_slots: int = 1  # lanes the topic has room for (docs/lanes.md); ``queue_nums`` counts their queues
 
     def __post_init__(self) -> None:
         problem = check_topic_name(self.topic)
@@ -43,6 +44,8 @@ class TopicConfig:
             raise BadRequestError(f"topic {self.topic}: {exc}") from exc
         if self.perm & ~PERM_READ_WRITE or not self.perm:
             raise BadRequestError(f"topic {self.topic}: invalid perm {self.perm}")
+        if self.lane_slots < 1:
+            raise BadRequestError(f"topic {self.topic}: lane_slots must be >= 1, got {self.lane_slots}")
 
     @property
     def gray_queues(self) -> tuple[int, ...]:

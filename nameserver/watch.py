@@ -96,8 +96,10 @@ class GroupChanges:
         self.publish(None)
 
     def _wake(self, groups: set[str] | None) -> None:
-        every = groups is None or EVERY_GROUP in groups
-        names = list(self._events) if every else [g for g in groups if g in self._events]
+        if groups is None or EVERY_GROUP in groups:
+            names = list(self._events)
+        else:
+            names = [g for g in groups if g in self._events]
         for name in names:
             self._events.pop(name).set()
 

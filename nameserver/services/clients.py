@@ -31,7 +31,7 @@ from graymq.nameserver.schemas import (
     QueueCounts,
 )
 from graymq.nameserver.services.audit import AuditService
-from graymq.nameserver.services.lanes import LaneService, SlotMaps, lane_states
+from graymq.nameserver.services.lanes import LaneService, SlotMaps
 from graymq.nameserver.services.views import (
     client_desired_lane,
     client_view,
@@ -196,7 +196,7 @@ class ClientService:
             topics=self.topics.by_names(topic_names) if topic_names else [],
             frozen=self._frozen_producer_groups() if producers else set(),
             slots=slots,
-            lanes=lane_states(group, rules, self.lanes.lanes.of_group(group.id), slots) if group.gray_switch else {},
+            lanes=self.lanes.states_of(group, rules, slots),
         )
 
     def _frozen_producer_groups(self) -> set[str]:

@@ -105,6 +105,10 @@ class LaneService:
             maps.setdefault(topic, {})[lane] = slot
         return maps
 
+    def states_of(self, group: Group, rules: Sequence[GrayRule], slots: SlotMaps) -> dict[str, LaneState]:
+        """The group's lanes as ``lane_states`` gives them (nothing read while its switch is off)."""
+        return lane_states(group, rules, self.lanes.of_group(group.id), slots) if group.gray_switch else {}
+
     def take(self, topic: Topic, lane: str, taken_by: str, group: str | None = None) -> tuple[int, bool]:
         """The slot ``lane`` holds on ``topic``, taken now when it holds none (then audited, ``taken_by`` the actor):
         (slot, whether taken now). 409 ``no_free_slot`` when every slot is held by other lanes.
@@ -224,7 +228,7 @@ class LaneService:
             for lane in {lane_of(client.gray, client.lane), client_desired_lane(client, group, rules)} - {None}:
                 members.setdefault(str(lane), []).append(f"{client.client_id} ({client.role})")
         states = lane_states(group, rules, rows, slots)
-        overrides = {row.lane: row.orphan_policy for row in rows}
+        overrides = {row.lane: row.orphan_policy for row in rows if row.orphan_policy is not None}
         views = []
         for lane in sorted(set(states) | set(members) | set(overrides)):
             state = states.get(lane) or LaneState(orphan_policy=orphan_policy_of(  # type: ignore[arg-type]

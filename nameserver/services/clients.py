@@ -138,7 +138,8 @@ class ClientService:
         context = self._context(group, client.topics or (), client.role == "producer")
         response = for_caller(self._answer(group, client, context), caller)
         try:
-            entered = self._enter_lane(group, client, response.desired_lane, context)
+            with self.session.begin_nested():  # a refusal takes back the slots taken before it, not the report
+                entered = self._enter_lane(group, client, response.desired_lane, context)
         except Conflict:
             if client.first_seen == now:
                 self.session.rollback()  # a client refused at its first heartbeat is not registered

@@ -226,3 +226,14 @@ def test_batched_heartbeats_and_watches_carry_lanes(ns: TestClient) -> None:
     lanes_known = {**known, "desired_lane": "v4", "lanes": {}}
     answer = ns.post("/v1/clients/watch", json={**watch, "known": lanes_known}).json()
     assert "v4" in answer["lanes"]  # c1 joined v4 as its flag names it
+
+
+def test_a_refused_heartbeat_takes_back_the_slots_it_took_before_the_refusal(ns: TestClient) -> None:
+    put_topic(ns)
+    put_topic(ns, "T_A")
+    client_heartbeat(ns, "G", "c-v2", topics=[T], declared_lane="v2")
+    client_heartbeat(ns, "G", "c1", topics=["T_A", T])
+    ns.put("/v1/groups/G/clients/c1/flag", json={"gray": True, "lane": "v3"})
+    refused = beat(ns, "G", "c1", topics=["T_A", T])  # T_A (free) comes first, then T (held by v2)
+    assert refused.status_code == 409 and "topic T_LANES has no free lane slot (1 of 1 held by v2)" in refused.text
+    assert ns.post("/v1/topics/T_A/lanes/v9").json()["lanes"] == {"v9": 0}  # v3 did not keep T_A's slot

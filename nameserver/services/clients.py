@@ -138,8 +138,7 @@ class ClientService:
         context = self._context(group, client.topics or (), client.role == "producer")
         response = for_caller(self._answer(group, client, context), caller)
         try:
-            with self.session.begin_nested():  # a refusal takes back the slots taken before it, not the report
-                entered = self._enter_lane(group, client, response.desired_lane, context)
+            entered = self._enter_lane(group, client, response.desired_lane, context)
         except Conflict:
             if client.first_seen == now:
                 self.session.rollback()  # a client refused at its first heartbeat is not registered
@@ -160,7 +159,9 @@ class ClientService:
         if lane is not None:
             topics = [t for t in context.topics if t.name in (client.topics or ()) and t.gray_queue_nums
                       and lane not in context.slots.get(t.name, {})]
-            taken = bool(topics) and self.lanes.take_on(topics, lane, client.client_id, group.name)
+            if topics:
+                with self.session.begin_nested():  # a refusal takes back the slots taken before it, not the report
+                    taken = self.lanes.take_on(topics, lane, client.client_id, group.name)
         joining = {lane, lane_of(client.gray, client.lane)} - {None}
         joining = {str(name) for name in joining if name not in context.lanes or not context.lanes[name].taking_part}
         joined = group.gray_switch and bool(joining) and self.lanes.record_joined(group, joining)

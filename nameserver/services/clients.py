@@ -153,15 +153,13 @@ class ClientService:
 
     def _enter_lane(self, group: Group, client: Client, lane: str | None, context: AnswerContext) -> bool:
         """A client whose desired lane is ``lane`` takes the lane's slot on each of its topics with gray queues (409
-        when a topic has none free), and its group takes part in the lanes it is desired or reported in; whether
-        anything changed (the answer is then read again)."""
+        when a topic has none free, before taking any), and its group takes part in the lanes it is desired or
+        reported in; whether anything changed (the answer is then read again)."""
         taken = False
         if lane is not None:
             topics = [t for t in context.topics if t.name in (client.topics or ()) and t.gray_queue_nums
                       and lane not in context.slots.get(t.name, {})]
-            if topics:
-                with self.session.begin_nested():  # a refusal takes back the slots taken before it, not the report
-                    taken = self.lanes.take_on(topics, lane, client.client_id, group.name)
+            taken = bool(topics) and self.lanes.take_on(topics, lane, client.client_id, group.name)
         joining = {lane, lane_of(client.gray, client.lane)} - {None}
         joining = {str(name) for name in joining if name not in context.lanes or not context.lanes[name].taking_part}
         joined = group.gray_switch and bool(joining) and self.lanes.record_joined(group, joining)

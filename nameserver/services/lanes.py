@@ -111,37 +111,47 @@ class LaneService:
 
     def take(self, topic: Topic, lane: str, taken_by: str, group: str | None = None) -> tuple[int, bool]:
         """The slot ``lane`` holds on ``topic``, taken now when it holds none (then audited, ``taken_by`` the actor):
-        (slot, whether taken now). 409 ``no_free_slot`` when every slot is held by other lanes.
+        (slot, whether taken now). 409 ``no_free_slot`` when every slot is held by other lanes."""
+        slot, held = self._slot_for(topic, lane)
+        if not held:
+            self._record(topic, lane, slot, taken_by, group)
+        return slot, not held
+
+    def take_on(self, topics: Sequence[Topic], lane: str, taken_by: str, group: str) -> bool:
+        """``lane`` holds a slot on each of ``topics`` that has gray queues, or on none (409 naming the first full
+        one, before anything is taken); whether any was taken now. Topics are locked in name order, so two takers
+        lock them in one order."""
+        chosen = [(topic, *self._slot_for(topic, lane))
+                  for topic in sorted((t for t in topics if t.gray_queue_nums), key=lambda t: t.name)]
+        for topic, slot, held in chosen:
+            if not held:
+                self._record(topic, lane, slot, taken_by, group)
+        return any(not held for _, _, held in chosen)
+
+    def _slot_for(self, topic: Topic, lane: str) -> tuple[int, bool]:
+        """(the slot ``lane`` holds or would take on ``topic``, whether it holds it already); 409 when none is free.
 
         Takers of one topic are serialized by locking its row (PostgreSQL; a SQLite transaction holds the database's
         write lock): of two lanes racing for the last slot, the second reads the first's slot once it commits; the
         unique (topic, slot) and (topic, lane) constraints stand behind it."""
         held = self.lanes.slots_of(topic.id)
+        if not any(row.lane == lane for row in held):
+            self.topics.get(topic.name, lock=True)
+            held = self.lanes.slots_of(topic.id)  # as the last taker to commit left them
         mine = next((row.slot for row in held if row.lane == lane), None)
         if mine is not None:
-            return mine, False
-        self.topics.get(topic.name, lock=True)
-        held = self.lanes.slots_of(topic.id)
-        mine = next((row.slot for row in held if row.lane == lane), None)
-        if mine is not None:
-            return mine, False
+            return mine, True
         slot = free_slot(lane, topic.lane_slots, [row.slot for row in held])
         if slot is None:
             raise Conflict("CONFLICT", no_free_slot(topic.name, topic.lane_slots, [row.lane for row in held]))
+        return slot, False
+
+    def _record(self, topic: Topic, lane: str, slot: int, taken_by: str, group: str | None) -> None:
         self.lanes.take(topic.id, slot, lane, taken_by, utc_now())
         mark_changed(self.session, LANE_SLOTS_CHANGED)
         mark_changed(self.session, EVERY_GROUP)
         self.audit.record(actor=taken_by, object_type="lane", object_id=lane, action="take_slot", group=group,
                           after={"topic": topic.name, "slot": slot})
-        return slot, True
-
-    def take_on(self, topics: Sequence[Topic], lane: str, taken_by: str, group: str) -> bool:
-        """``lane`` holds a slot on each of ``topics`` that has gray queues (taken in name order, so two takers lock
-        topics in one order); whether any was taken now."""
-        taken = False
-        for topic in sorted((t for t in topics if t.gray_queue_nums), key=lambda t: t.name):
-            taken |= self.take(topic, lane, taken_by, group)[1]
-        return taken
 
     def take_by_request(self, topic_name: str, lane: str, actor: str) -> TopicLanes:
         """An operator or producer takes a slot for ``lane`` (idempotent); 404 unknown topic, 409 full or no gray

@@ -237,3 +237,16 @@ def test_a_refused_heartbeat_takes_back_the_slots_it_took_before_the_refusal(ns:
     refused = beat(ns, "G", "c1", topics=["T_A", T])  # T_A (free) comes first, then T (held by v2)
     assert refused.status_code == 409 and "topic T_LANES has no free lane slot (1 of 1 held by v2)" in refused.text
     assert ns.post("/v1/topics/T_A/lanes/v9").json()["lanes"] == {"v9": 0}  # v3 did not keep T_A's slot
+
+
+def test_a_watch_knowing_the_lanes_wakes_when_another_group_takes_a_slot(ns: TestClient) -> None:
+    put_topic(ns, lanes=2)
+    answer = client_heartbeat(ns, "G", "c1", topics=[T])
+    known = {"desired_gray": False, "gray_switch": True, "orphan_policy": "hold", "desired_lane": None,
+             "lanes": answer["lanes"]}
+    watch = {"group": "G", "client_id": "c1", "role": "consumer", "known": known}
+    assert ns.post("/v1/clients/watch", json={**watch, "timeout_s": 0.2}).json()["lanes"] == {}  # nothing changed
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        woken = pool.submit(ns.post, "/v1/clients/watch", json={**watch, "timeout_s": 60})
+        client_heartbeat(ns, "OTHER", "c7", topics=[T], declared_lane="v7")
+        assert woken.result(20).json()["lanes"] == {"v7": {"orphan_policy": "adopt", "taking_part": False}}

@@ -147,11 +147,15 @@ class LaneService:
         return slot, False
 
     def _record(self, topic: Topic, lane: str, slot: int, taken_by: str, group: str | None) -> None:
+        """Take the slot, audited as a change of the lane (not of ``group``, whose client took it: a group's history
+        lists what operators and operations did to it)."""
         self.lanes.take(topic.id, slot, lane, taken_by, utc_now())
         mark_changed(self.session, LANE_SLOTS_CHANGED)
         mark_changed(self.session, EVERY_GROUP)
-        self.audit.record(actor=taken_by, object_type="lane", object_id=lane, action="take_slot", group=group,
-                          after={"topic": topic.name, "slot": slot})
+        after: dict[str, object] = {"topic": topic.name, "slot": slot}
+        if group is not None:
+            after["group"] = group
+        self.audit.record(actor=taken_by, object_type="lane", object_id=lane, action="take_slot", after=after)
 
     def take_by_request(self, topic_name: str, lane: str, actor: str) -> TopicLanes:
         """An operator or producer takes a slot for ``lane`` (idempotent); 404 unknown topic, 409 full or no gray

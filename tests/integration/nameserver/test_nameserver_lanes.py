@@ -147,8 +147,10 @@ def test_precedence_flag_then_group_rule_then_all_groups_rule_then_declared(ns: 
     assert [r["lane"] for r in ns.get("/v1/rules").json()] == ["v3"]
     assert ns.delete(f"/v1/rules/{all_groups.json()['id']}").status_code == 204
     assert ns.get("/v1/rules").json() == []
-    actions = [(e["object_type"], e["action"]) for e in ns.get("/v1/audit", params={"limit": 50}).json()]
-    assert ("rule", "delete") in actions and ("lane", "take_slot") in actions
+    entries = ns.get("/v1/audit", params={"limit": 50}).json()
+    assert ("rule", "delete") in [(e["object_type"], e["action"]) for e in entries]
+    taken = [(e["actor"], e["object_id"], e["after"], e["group"]) for e in entries if e["action"] == "take_slot"]
+    assert taken[-1] == ("c1", "v5", {"topic": T, "slot": 0, "group": "G"}, None)
 
 
 def test_taking_part_and_the_orphan_policy_of_each_lane(ns: TestClient) -> None:
@@ -193,6 +195,12 @@ def test_a_slot_is_freed_only_once_no_live_client_is_in_its_lane_and_the_lane_th
     assert taken.json() == {"topic": T, "lane_slots": 2, "lanes": {"v9": 0}}
     assert ns.post(f"/v1/topics/{T}/lanes/v9").json()["lanes"] == {"v9": 0}  # idempotent
     assert ns.post("/v1/topics/T_NONE/lanes/v9").status_code == 404
+    put_topic(ns, "T_PLAIN", gray=0)
+    plain = ns.post("/v1/topics/T_PLAIN/lanes/v9")
+    assert plain.status_code == 409 and error_line(plain) == (
+        "CONFLICT: topic T_PLAIN has no gray queues, so no lane slot: give it some (graymq topic update T_PLAIN "
+        "--gray-queues G)")
+    assert client_heartbeat(ns, "G", "c-plain", topics=["T_PLAIN"], declared_lane="v9")["desired_lane"] == "v9"
     [free] = [e for e in ns.get("/v1/audit", params={"limit": 20}).json() if e["action"] == "free_slot"]
     assert (free["object_id"], free["before"], free["reason"]) == ("v2", {"topic": T, "slot": 0}, "promoted")
 

@@ -20,7 +20,7 @@ from graymq.nameserver.errors import install_error_handlers
 from graymq.nameserver.metrics import Metrics
 from graymq.nameserver.refused_registrations import RefusedRegistrations
 from graymq.nameserver.route_views import RouteViews
-from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, principals, topics
+from graymq.nameserver.routers import audit, brokers, clients, cutovers, groups, health, lanes, principals, topics
 from graymq.nameserver.schemas import ErrorBody
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import GroupChanges
@@ -124,7 +124,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     install_error_handlers(app, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
-    for module in (brokers, topics, clients, groups, cutovers, audit, principals):
+    for module in (brokers, topics, clients, groups, lanes, cutovers, audit, principals):
         app.include_router(module.router, responses=ERROR_RESPONSES, dependencies=[Depends(authenticated)])
     app.include_router(health.router)
     mount_console(app)

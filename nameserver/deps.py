@@ -14,6 +14,7 @@ from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.groups import GroupService
 from graymq.nameserver.services.health import HealthService
+from graymq.nameserver.services.lanes import LaneService
 from graymq.nameserver.services.principals import PrincipalService
 from graymq.nameserver.services.registry import RegistryService
 from graymq.nameserver.services.replica_sets import ReplicaSetService
@@ -66,6 +67,10 @@ def group_service(session: SessionDep, settings: SettingsDep) -> GroupService:
     return GroupService(session, settings)
 
 
+def lane_service(session: SessionDep, settings: SettingsDep) -> LaneService:
+    return LaneService(session, settings)
+
+
 def cutover_service(session: SessionDep) -> CutoverService:
     return CutoverService(session)
 
@@ -87,6 +92,7 @@ ReplicaSets = Annotated[ReplicaSetService, Depends(replica_set_service)]
 Topics = Annotated[TopicService, Depends(topic_service)]
 Clients = Annotated[ClientService, Depends(client_service)]
 Groups = Annotated[GroupService, Depends(group_service)]
+Lanes = Annotated[LaneService, Depends(lane_service)]
 Cutovers = Annotated[CutoverService, Depends(cutover_service)]
 Audit = Annotated[AuditService, Depends(audit_service)]
 Health = Annotated[HealthService, Depends(health_service)]

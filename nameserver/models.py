@@ -108,13 +108,18 @@ class BrokerTopicRoute(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     broker_id: Mapped[int] = mapped_column(ForeignKey("brokers.id", ondelete="CASCADE"))
     topic: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
-    queue_nums: Mapped[int] = mapped_column(Integer)
+    queue_nums: Mapped[int] = mapped_column(Integer)  # the broker's total: base, gray and every lane slot
     gray_queue_nums: Mapped[int] = mapped_column(Integer)
     perm: Mapped[int] = mapped_column(Integer)
+    lane_slots: Mapped[int] = mapped_column(Integer, server_default=text("1"))
 
 
 class Topic(Base):
-    """A topic's configured layout, pushed to every broker in heartbeat responses."""
+    """A topic's configured layout, pushed to every broker in heartbeat responses.
+
+    ``queue_nums`` is the base count N an operator gave; ``lane_slots`` (K) reserves room for K lanes of
+    ``gray_queue_nums`` queues each, so a broker holds ``N + (K-1)·G`` queues (docs/lanes.md).
+    """
 
     __tablename__ = "topics"
     __table_args__ = (
@@ -122,6 +127,7 @@ class Topic(Base):
         CheckConstraint(
             "gray_queue_nums >= 0 AND gray_queue_nums <= queue_nums", name="gray_queue_nums_range"
         ),
+        CheckConstraint("lane_slots >= 1", name="lane_slots_positive"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -129,6 +135,7 @@ class Topic(Base):
     queue_nums: Mapped[int] = mapped_column(Integer)
     gray_queue_nums: Mapped[int] = mapped_column(Integer)
     perm: Mapped[int] = mapped_column(Integer)
+    lane_slots: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, onupdate=utc_now)
 
@@ -171,6 +178,10 @@ class Client(Base):
     an explicit value nor a rule applies; ``gray`` and ``state`` are what the client reports it
     is doing — the name server never changes them. ``principal`` is who registered the client
     (``None``: nobody yet, or dev mode); see ``repositories.clients.ClientBinding`` for the rule.
+
+    Lanes: ``explicit_lane``, ``declared_lane`` and ``lane`` name the lane of a true ``explicit_gray``,
+    ``declared_gray`` and ``gray``; ``NULL`` with a true flag is the lane ``gray``, so rows from before lanes keep
+    their meaning.
     """
 
     __tablename__ = "clients"
@@ -197,20 +208,59 @@ class Client(Base):
     principal: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
     health: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)  # the latest reported, per side
     gray_marks: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # producers: honours messages' marks
+    explicit_lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    declared_lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)  # as reported
 
 
 class GrayRule(Base):
-    """A label selector giving matching clients their grayFlag; the lowest ``position`` that matches wins."""
+    """A label selector giving matching clients their grayFlag; the lowest ``position`` that matches wins.
+
+    ``lane`` names the lane of a true ``gray`` (``NULL``: the lane ``gray``). A rule without a group
+    (``group_id`` ``NULL``) applies to every group, after the group's own rules (docs/lanes.md).
+    """
 
     __tablename__ = "gray_rules"
     __table_args__ = (Index("ix_gray_rules_group_id_position", "group_id", "position"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"))
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"), nullable=True)
     selector: Mapped[dict[str, str]] = mapped_column(JsonType)
     gray: Mapped[bool] = mapped_column(Boolean)
     position: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+
+
+class LaneSlot(Base):
+    """A lane holding one of a topic's ``lane_slots`` (taken by its first client; given back when it ends)."""
+
+    __tablename__ = "lane_slots"
+    __table_args__ = (UniqueConstraint("topic_id", "slot"), UniqueConstraint("topic_id", "lane"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topic_id: Mapped[int] = mapped_column(ForeignKey("topics.id", ondelete="CASCADE"))
+    slot: Mapped[int] = mapped_column(Integer)
+    lane: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    taken_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    taken_by: Mapped[str] = mapped_column(String(NAME_LENGTH))
+
+
+class GroupLane(Base):
+    """A group's record of one lane: its orphan policy override (``NULL``: the default) and since when it takes
+    part in the lane through a client of its own (``joined_at``; ``NULL``: not through a client)."""
+
+    __tablename__ = "group_lanes"
+    __table_args__ = (
+        UniqueConstraint("group_id", "lane"),
+        CheckConstraint(_one_of("orphan_policy", ORPHAN_POLICIES), name="orphan_policy"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"))
+    lane: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    orphan_policy: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    joined_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
 class CutoverOperation(Base):

@@ -8,11 +8,12 @@ import time
 from collections.abc import Callable
 
 from graymq.nameserver.schemas import TopicRoute
-from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED
+from graymq.nameserver.watch import BROKER_REGISTERED, LANE_SLOTS_CHANGED, TOPIC_TABLE_CHANGED
 
 MAX_AGE_S = 1.0
-# What a route depends on: the topic table, the brokers' registrations (routes, addresses), broker sets' leaders.
-ROUTE_KEYS = frozenset({TOPIC_TABLE_CHANGED, BROKER_REGISTERED})
+# What a route depends on: the topic table, the brokers' registrations (routes, addresses), broker sets' leaders,
+# the lanes holding the topic's slots.
+ROUTE_KEYS = frozenset({TOPIC_TABLE_CHANGED, BROKER_REGISTERED, LANE_SLOTS_CHANGED})
 
 
 class RouteViews:

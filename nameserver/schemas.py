@@ -8,7 +8,17 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    WithJsonSchema,
+    model_serializer,
+    model_validator,
+)
 
 from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol.acl import PATTERN_RULE, check_broker_right, check_consume_right, check_pattern
@@ -23,6 +33,7 @@ from graymq.protocol.names import (
     check_group_name,
     check_label_key,
     check_label_value,
+    check_lane_name,
     check_principal_name,
     check_topic_name,
 )
@@ -81,6 +92,8 @@ BrokerAddress = Annotated[
     Field(description="host:port clients dial (printable ASCII, no space or '/')"),
 ]
 PrincipalName = Annotated[str, _rule(check_principal_name), _NAME_SCHEMA]
+LaneName = Annotated[str, _rule(check_lane_name), _NAME_SCHEMA]
+LanePath = Annotated[str, Path(), _rule(check_lane_name), _NAME_SCHEMA]
 LabelKey = Annotated[str, _rule(check_label_key), _documented(r"^[A-Za-z0-9._/-]{1,63}$", LABEL_KEY_RULE)]
 LabelValue = Annotated[str, _rule(check_label_value), _documented(r"^[ -~]{0,255}$", LABEL_VALUE_RULE)]
 TopicPath = Annotated[str, Path(), _rule(check_topic_name), _NAME_SCHEMA]
@@ -104,14 +117,26 @@ MAX_CLIENT_TOPICS = 1_000
 MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
 MAX_HEARTBEAT_BATCH = 500  # client heartbeats in one POST /v1/clients/heartbeats
+MAX_BROKER_QUEUES = 1024  # queues of one topic on one broker, lane slots included
+GRAY_LANE = "gray"  # the lane a true flag naming none is in (docs/lanes.md)
 
 
 class QueueLayout(BaseModel):
-    """How many queues a topic has per broker, how many of them are gray, and its permissions."""
+    """How many queues a topic has per broker, how many of them are gray, its permissions and its lane slots
+    (each of ``gray_queue_nums`` queues; slot 0 is the gray queues, see docs/lanes.md)."""
 
-    queue_nums: int = Field(ge=1, le=1024)
+    queue_nums: int = Field(ge=1, le=MAX_BROKER_QUEUES)
     gray_queue_nums: int = Field(default=0, ge=0)
     perm: int = Field(default=DEFAULT_PERM, ge=0, le=7)
+    lane_slots: int = Field(default=1, ge=1, le=MAX_BROKER_QUEUES, description="lanes the topic has room for "
+                            "(shown when more than 1: a topic without lanes reads as before)")
+
+    @model_serializer(mode="wrap")
+    def _one_slot_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.lane_slots == 1:
+            data.pop("lane_slots", None)
+        return data
 
     @model_validator(mode="after")
     def _gray_within_queues(self) -> Self:
@@ -124,7 +149,19 @@ class TopicConfig(QueueLayout):
 
 
 class TopicPut(QueueLayout):
+    """``queue_nums`` is the base count N: a broker holds ``N + (lane_slots-1)·gray_queue_nums`` queues."""
+
     reason: Reason
+
+    @model_validator(mode="after")
+    def _slots_fit(self) -> Self:
+        if self.lane_slots > 1 and not self.gray_queue_nums:
+            raise ValueError(f"lane_slots {self.lane_slots} needs gray_queue_nums >= 1 (a slot is that many queues)")
+        total = self.queue_nums + (self.lane_slots - 1) * self.gray_queue_nums
+        if total > MAX_BROKER_QUEUES:
+            raise ValueError(f"{self.queue_nums} queues and {self.lane_slots} lane slots of {self.gray_queue_nums} "
+                             f"make {total} queues per broker, more than {MAX_BROKER_QUEUES}")
+        return self
 
 
 class TopicView(TopicConfig):
@@ -256,9 +293,10 @@ class BrokerView(BaseModel):
 class BrokerRoute(BaseModel):
     broker_name: str
     address: str = Field(description="where clients send and pull: the leader of a broker set")
-    queue_nums: int
+    queue_nums: int = Field(description="the broker's total: base, gray and every lane slot's queues")
     gray_queue_nums: int
     perm: int
+    lane_slots: int = Field(default=1, description="the topic's lane slots on this broker (docs/lanes.md)")
     replicas: list[ReplicaView] = Field(default_factory=list, description="a broker set's replicas; empty: one copy")
     grpc_address: str | None = Field(
         default=None, description="where stock RocketMQ 5 clients reach the broker (gRPC); None: not served")
@@ -278,6 +316,7 @@ class TopicRoute(BaseModel):
     queue_nums: int
     gray_queue_nums: int
     brokers: list[BrokerRoute]
+    lanes: dict[str, int] = Field(default_factory=dict, description="lane -> the slot it holds on the topic")
     refused_registrations: list[RefusedRegistration] = Field(
         default_factory=list, description="brokers this name server refused to register lately: not in any route")
 
@@ -327,11 +366,48 @@ class ClientHeartbeat(BaseModel):
         default=None, description="producers: whether they honour messages' gray marks (as last applied); None: "
         "not reported"
     )
+    lane: LaneName | None = Field(default=None, description="the lane the client is in (with gray: true); None: gray")
+    declared_lane: LaneName | None = Field(default=None, description="the lane the client was started in")
+
+    @model_validator(mode="after")
+    def _lanes_with_flags(self) -> Self:
+        """A lane needs its flag (``gray``, ``declared_gray``: a declared lane alone sets it); ``gray`` is stored as
+        no lane, as rows from before lanes are."""
+        if self.lane is not None and not self.gray:
+            raise ValueError(f"lane {self.lane} is reported with gray false: a client in a lane reports gray true")
+        if self.declared_lane is not None and self.declared_gray is False:
+            raise ValueError(f"declared_lane {self.declared_lane} with declared_gray false")
+        if self.declared_lane is not None:
+            self.declared_gray = True
+        self.lane = None if self.lane == GRAY_LANE else self.lane
+        self.declared_lane = None if self.declared_lane == GRAY_LANE else self.declared_lane
+        return self
 
 
 class QueueCounts(BaseModel):
+    """A topic's layout for a client: ``queue_nums`` is the broker's total (lane slots included); ``lanes`` and
+    ``lane_slots`` appear only when the topic has lanes (so a client without lanes reads today's answer)."""
+
     queue_nums: int
     gray_queue_nums: int
+    lane_slots: int = 1
+    lanes: dict[str, int] = Field(default_factory=dict, description="lane -> the slot it holds on the topic")
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.lane_slots == 1 and not self.lanes:
+            data.pop("lane_slots", None)
+            data.pop("lanes", None)
+        return data
+
+
+class LaneState(BaseModel):
+    """How a group treats one lane's queues when none of its consumers is in that lane."""
+
+    orphan_policy: OrphanPolicy
+    taking_part: bool = Field(description="a rule or flag of the group names the lane, or one of its clients has "
+                              "been in it since it began (an all-groups rule alone does not count)")
 
 
 class ClientHeartbeatResponse(BaseModel):
@@ -354,6 +430,10 @@ class ClientHeartbeatResponse(BaseModel):
     fifo: bool = Field(default=False, description="stock pop consumers: one message in flight per queue, in order")
     max_attempts: int = Field(default=16, description="stock pop consumers: deliveries before the dead-letter queue")
     topics: dict[str, QueueCounts]
+    desired_lane: str | None = Field(default=None, description="the lane the client should be in (None: base; "
+                                     "gray: today's gray side)")
+    lanes: dict[str, LaneState] = Field(default_factory=dict, description="the lanes the group may meet (held on a "
+                                        "topic, or named by the group), each as the group treats it")
 
 
 class ClientHeartbeats(BaseModel):
@@ -387,6 +467,8 @@ class WatchedState(BaseModel):
     )
     gray_retired: bool | None = Field(default=None, description="as the client knows it; None: not compared")
     gray_marks: bool | None = Field(default=None, description="as the client knows it; None: not compared")
+    desired_lane: str | None = Field(default=None, description="as the client knows it; absent: not compared")
+    lanes: dict[str, LaneState] | None = Field(default=None, description="as the client knows it; None: not compared")
 
 
 class ClientWatch(BaseModel):
@@ -420,6 +502,11 @@ class ClientView(BaseModel):
     health: ConsumeHealth | None = None
     gray_marks: bool | None = Field(default=None, description="producers: honour messages' gray marks, as reported")
     principal: str | None = Field(default=None, description="who registered the client (None: dev mode)")
+    explicit_lane: str | None = Field(default=None, description="the lane its explicit flag names (None: base "
+                                      "or no flag)")
+    declared_lane: str | None = Field(default=None, description="the lane it was started in (None: none)")
+    desired_lane: str | None = Field(default=None, description="the lane it should be in (None: base)")
+    lane: str | None = Field(default=None, description="the lane it reports being in (None: base)")
     stale: bool = Field(
         default=False,
         description="no heartbeat for GRAYMQ_CLIENT_STALE_SECONDS: presumed gone (killed, partitioned) until it "
@@ -436,9 +523,22 @@ class GroupClients(BaseModel):
     clients: list[ClientView]
 
 
+def _lane_needs_gray(gray: bool | None, lane: str | None) -> str | None:
+    """The lane to store with a flag: none for ``gray`` (as rows from before lanes); refused unless the flag is on."""
+    if lane is not None and gray is not True:
+        raise ValueError(f"lane {lane} needs gray true (a lane is named only for clients put in it)")
+    return None if lane == GRAY_LANE else lane
+
+
 class FlagPut(BaseModel):
     gray: bool | None = Field(description="the client's grayFlag; null lets the group's rules decide")
+    lane: LaneName | None = Field(default=None, description="with gray true: the lane (default gray)")
     reason: Reason
+
+    @model_validator(mode="after")
+    def _lane_with_gray(self) -> Self:
+        self.lane = _lane_needs_gray(self.gray, self.lane)
+        return self
 
 
 class FlagResult(BaseModel):
@@ -446,6 +546,7 @@ class FlagResult(BaseModel):
     client_id: str
     explicit_gray: bool | None
     clients: list[ClientView]
+    explicit_lane: str | None = None
 
 
 class SwitchPut(BaseModel):
@@ -482,7 +583,14 @@ class RuleCreate(BaseModel):
                                       "glob (fnmatch, case-sensitive: * any run, ? one character, [..] a set), so "
                                       "host=orders-v2-* matches every host starting orders-v2-")]
     gray: bool
+    lane: LaneName | None = Field(default=None, description="with gray true: the lane matching clients are in "
+                                  "(default gray)")
     reason: Reason
+
+    @model_validator(mode="after")
+    def _lane_with_gray(self) -> Self:
+        self.lane = _lane_needs_gray(self.gray, self.lane)
+        return self
 
 
 class RuleView(BaseModel):
@@ -492,6 +600,52 @@ class RuleView(BaseModel):
     gray: bool
     position: int
     created_at: datetime
+    lane: str | None = Field(default=None, description="the lane other than gray a true rule puts clients in "
+                             "(absent: gray for a true rule, so a rule without lanes reads as before)")
+
+    @model_serializer(mode="wrap")
+    def _gray_lane_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.lane is None:
+            data.pop("lane", None)
+        return data
+
+
+class AllGroupsRuleView(BaseModel):
+    """A rule of every group (``/v1/rules``): it applies after each group's own rules."""
+
+    id: int
+    selector: dict[str, str]
+    gray: bool
+    lane: str | None
+    position: int
+    created_at: datetime
+
+
+class LaneOrphanPolicyPut(BaseModel):
+    policy: OrphanPolicy | None = Field(description="hold or adopt the lane's queues no consumer of the lane in the "
+                                        "group serves; null: back to the default")
+    reason: Reason
+
+
+class GroupLaneView(BaseModel):
+    """One lane as a group sees it (``/v1/groups/{group}/lanes``)."""
+
+    lane: str
+    clients: list[str] = Field(description="live clients of the group in the lane (desired or reported), as "
+                               "'ID (ROLE)'")
+    taking_part: bool
+    orphan_policy: OrphanPolicy
+    orphan_policy_override: OrphanPolicy | None = None
+    slots: dict[str, int] = Field(description="topic -> the slot the lane holds on it")
+
+
+class TopicLanes(BaseModel):
+    """A topic's lane slots and which lane holds which (``/v1/topics/{topic}/lanes/{lane}``)."""
+
+    topic: str
+    lane_slots: int
+    lanes: dict[str, int]
 
 
 class GroupView(BaseModel):

@@ -31,6 +31,11 @@ RECONNECT_S = 1.0
 # brokers wakes).
 TOPIC_TABLE_CHANGED = "/topics"
 BROKER_REGISTERED = "/brokers"
+# A lane took or gave back a slot of a topic (routes change).
+LANE_SLOTS_CHANGED = "/lanes"
+# A change of every group (an all-groups rule; a lane slot, which every group's ``lanes`` may show): every watcher
+# wakes. Such changes are rare (a slot changes once per lane and topic).
+EVERY_GROUP = "/groups"
 
 
 def mark_changed(session: Session, group: str) -> None:
@@ -69,7 +74,8 @@ class GroupChanges:
         return event
 
     def publish(self, groups: set[str] | None) -> None:
-        """Wake the watchers of ``groups`` (None: of every group); thread-safe."""
+        """Wake the watchers of ``groups`` (None, or ``EVERY_GROUP`` among them: of every group);
+        thread-safe."""
         for listener in self._listeners:
             listener(groups)
         loop = self._loop
@@ -90,7 +96,10 @@ class GroupChanges:
         self.publish(None)
 
     def _wake(self, groups: set[str] | None) -> None:
-        names = list(self._events) if groups is None else [g for g in groups if g in self._events]
+        if groups is None or EVERY_GROUP in groups:
+            names = list(self._events)
+        else:
+            names = [g for g in groups if g in self._events]
         for name in names:
             self._events.pop(name).set()
 

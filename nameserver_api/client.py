@@ -29,6 +29,7 @@ from graymq.nameserver_api.records import (
     PrincipalToken,
     TopicPutResult,
 )
+from graymq.nameserver_api.lane_records import GroupLane, LaneRule, TopicLanes
 from graymq.protocol.errors import (
     BadRequestError,
     ConfigError,
@@ -294,6 +295,60 @@ class NameServerClient:
         refuses (``CutoverState.is_transition_valid``)."""
         return CutoverRecord.from_json(await self.request("PATCH", f"/v1/cutovers/{operation_id}", json=fields,
                                                           admin=True))
+
+    # -- lanes (docs/lanes.md) ---------------------------------------------------------------
+    async def set_lane_flag(self, group: str, client_id: str, lane: str | None, reason: str = "",
+                            operation_id: int | None = None) -> dict[str, Any]:
+        """Put every role of a client in ``lane`` (``None``: base, an explicit off); ``set_flag`` clears a flag."""
+        headers = {"X-Graymq-Operation": str(operation_id)} if operation_id is not None else None
+        body = {"gray": lane is not None, "lane": lane, "reason": reason}
+        return dict(await self.request("PUT", f"/v1/groups/{group}/clients/{client_id}/flag", json=body,
+                                       admin=True, headers=headers))
+
+    async def put_topic_lanes(self, topic: str, queue_nums: int, gray_queue_nums: int, lane_slots: int,
+                              perm: int = 6, wait_s: float = 0.0) -> dict[str, Any]:
+        """``put_topic`` with room for ``lane_slots`` lanes (grow only: ``ConflictError`` for fewer)."""
+        body = {"queue_nums": queue_nums, "gray_queue_nums": gray_queue_nums, "perm": perm, "lane_slots": lane_slots}
+        return dict(await self.request("PUT", f"/v1/topics/{topic}", json=body, admin=True,
+                                       params={"wait_s": wait_s} if wait_s else None,
+                                       timeout_s=wait_s + WATCH_GRACE_S if wait_s else None))
+
+    async def add_lane_rule(self, group: str, selector: dict[str, str], lane: str | None) -> LaneRule:
+        """A rule of the group putting matching clients in ``lane`` (``None``: base)."""
+        body = {"selector": selector, "gray": lane is not None, "lane": lane}
+        return LaneRule.from_json(await self.request("POST", f"/v1/groups/{group}/rules", json=body, admin=True))
+
+    async def list_all_groups_rules(self) -> list[LaneRule]:
+        return [LaneRule.from_json(rule) for rule in await self.request("GET", "/v1/rules")]
+
+    async def add_all_groups_rule(self, selector: dict[str, str], lane: str | None, reason: str = ""
+                                  ) -> LaneRule:
+        """A rule of every group (after each group's own) putting matching clients in ``lane`` (``None``: base)."""
+        body = {"selector": selector, "gray": lane is not None, "lane": lane, "reason": reason}
+        return LaneRule.from_json(await self.request("POST", "/v1/rules", json=body, admin=True))
+
+    async def delete_all_groups_rule(self, rule_id: int, reason: str = "") -> None:
+        await self.request("DELETE", f"/v1/rules/{rule_id}", params={"reason": reason} if reason else None,
+                           admin=True)
+
+    async def group_lanes(self, group: str) -> list[GroupLane]:
+        """Each lane of the group: its clients, taking part, orphan policy, slots per topic."""
+        return [GroupLane.from_json(lane) for lane in await self.request("GET", f"/v1/groups/{group}/lanes")]
+
+    async def set_lane_orphan_policy(self, group: str, lane: str, policy: str | None, reason: str = "") -> GroupLane:
+        """Hold or adopt ``lane``'s queues no consumer of the lane in the group serves (``None``: the default)."""
+        return GroupLane.from_json(await self.request("PUT", f"/v1/groups/{group}/lanes/{lane}/orphan-policy",
+                                                      json={"policy": policy, "reason": reason}, admin=True))
+
+    async def take_lane_slot(self, topic: str, lane: str) -> TopicLanes:
+        """``lane`` takes a slot of the topic (idempotent); ``ConflictError`` with the one-line refusal when full.
+        A producer of the topic may, as may an admin (sent with the client token, as reads are)."""
+        return TopicLanes.from_json(await self.request("POST", f"/v1/topics/{topic}/lanes/{lane}"))
+
+    async def free_lane_slot(self, topic: str, lane: str, reason: str = "") -> TopicLanes:
+        """Give ``lane``'s slot of the topic back (idempotent); ``ConflictError`` while a client is in the lane."""
+        return TopicLanes.from_json(await self.request("DELETE", f"/v1/topics/{topic}/lanes/{lane}", admin=True,
+                                                       params={"reason": reason} if reason else None))
 
 
 def _checked_token(token: str, variable: str) -> str:

@@ -64,6 +64,11 @@ def check_broker_name(broker: str) -> str | None:
     return _problem("broker", broker)
 
 
+def check_lane_name(lane: str) -> str | None:
+    """Why ``lane`` is not a valid lane name (a release track, see docs/lanes.md), or ``None``."""
+    return _problem("lane", lane)
+
+
 def check_principal_name(principal: str) -> str | None:
     """Why ``principal`` is not a valid principal name, or ``None``."""
     return _problem("principal", principal)

@@ -73,6 +73,7 @@ class BrokerRepository:
                     "queue_nums": t.queue_nums,
                     "gray_queue_nums": t.gray_queue_nums,
                     "perm": t.perm,
+                    "lane_slots": t.lane_slots,
                 }
                 for t in topics
             ]
@@ -83,6 +84,7 @@ class BrokerRepository:
                 "queue_nums": stmt.excluded.queue_nums,
                 "gray_queue_nums": stmt.excluded.gray_queue_nums,
                 "perm": stmt.excluded.perm,
+                "lane_slots": stmt.excluded.lane_slots,
             },
         )
         self.session.execute(stmt)

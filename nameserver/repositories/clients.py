@@ -19,7 +19,8 @@ from graymq.nameserver.schemas import ClientHeartbeat
 # row (and the explicit flag operators gave the client id) stays for a restart under the same id.
 UNREGISTERED = datetime(1970, 1, 1, tzinfo=UTC)
 
-_REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "health", "gray_marks", "last_seen")
+_REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "health", "gray_marks", "last_seen",
+             "declared_lane", "lane")
 
 
 @dataclass(frozen=True)

@@ -1,31 +1,42 @@
-"""Gray rules of groups."""
+"""Gray rules of groups, and the rules of every group (``group_id`` ``NULL``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.models import GrayRule
+
+
+def _of(group_id: int | None) -> Any:
+    """The condition selecting the rules of ``group_id`` (``None``: the all-groups rules)."""
+    return GrayRule.group_id.is_(None) if group_id is None else GrayRule.group_id == group_id
 
 
 class RuleRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def of_group(self, group_id: int) -> Sequence[GrayRule]:
-        """The group's rules in evaluation order."""
-        stmt = select(GrayRule).where(GrayRule.group_id == group_id).order_by(GrayRule.position, GrayRule.id)
+    def of_group(self, group_id: int | None) -> Sequence[GrayRule]:
+        """The group's rules (``None``: the all-groups rules) in evaluation order."""
+        stmt = select(GrayRule).where(_of(group_id)).order_by(GrayRule.position, GrayRule.id)
         return self.session.scalars(stmt).all()
 
-    def get(self, group_id: int, rule_id: int) -> GrayRule | None:
-        return self.session.scalars(
-            select(GrayRule).where(GrayRule.group_id == group_id, GrayRule.id == rule_id)
-        ).one_or_none()
+    def applying_to(self, group_id: int) -> Sequence[GrayRule]:
+        """Every rule a client of the group meets, in one statement: the group's own in order, then the all-groups
+        rules in order (a rule of the group wins over an all-groups rule)."""
+        stmt = (select(GrayRule).where(or_(GrayRule.group_id == group_id, GrayRule.group_id.is_(None)))
+                .order_by(GrayRule.group_id.is_(None), GrayRule.position, GrayRule.id))
+        return self.session.scalars(stmt).all()
 
-    def next_position(self, group_id: int) -> int:
-        last = self.session.scalar(select(func.max(GrayRule.position)).where(GrayRule.group_id == group_id))
+    def get(self, group_id: int | None, rule_id: int) -> GrayRule | None:
+        return self.session.scalars(select(GrayRule).where(_of(group_id), GrayRule.id == rule_id)).one_or_none()
+
+    def next_position(self, group_id: int | None) -> int:
+        last = self.session.scalar(select(func.max(GrayRule.position)).where(_of(group_id)))
         return 0 if last is None else int(last) + 1
 
     def add(self, rule: GrayRule) -> GrayRule:

@@ -38,6 +38,7 @@ class TopicRepository:
                     "queue_nums": c.queue_nums,
                     "gray_queue_nums": c.gray_queue_nums,
                     "perm": c.perm,
+                    "lane_slots": c.lane_slots,
                 }
                 for c in configs
             ]
@@ -58,3 +59,13 @@ class TopicRepository:
         )
         return [(group, client_id, role) for group, client_id, role, topics in self.session.execute(stmt)
                 if topic in (topics or [])]
+
+    def live_clients_of(self, topic: str, seen_after: datetime) -> list[tuple[Client, Group]]:
+        """(client, its group) of every live client that reports using ``topic``, by group, client id and role."""
+        stmt = (
+            select(Client, Group)
+            .join(Group, Group.id == Client.group_id)
+            .where(Client.last_seen > seen_after)
+            .order_by(Group.name, Client.client_id, Client.role)
+        )
+        return [(client, group) for client, group in self.session.execute(stmt) if topic in (client.topics or [])]

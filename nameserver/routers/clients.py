@@ -80,7 +80,8 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
 async def client_watch(body: ClientWatch, caller: Authenticated, request: Request) -> ClientHeartbeatResponse:
     """What a heartbeat would answer, once its desired flag, gray switch, orphan policy or weight differs from
     ``known`` (at once when it already does, or ``known`` is absent), or after ``timeout_s`` at the latest. A
-    ``known`` without ``gray_weight`` or ``gray_retired`` (a client that does not act on them) is not compared on them.
+    ``known`` without ``gray_weight``, ``gray_retired``, ``desired_lane`` or ``lanes`` (a client that does not act on
+    them) is not compared on them.
 
     A change committed through any name server on the same database wakes the watch; the client
     then heartbeats as usual to report what it applied. 404 until the client's first heartbeat; 403 for a live
@@ -200,9 +201,12 @@ def _forget_failed(changed: asyncio.Event, read: asyncio.Future[GroupViews]) -> 
 
 
 def _watched(view: ClientHeartbeatResponse, known: WatchedState) -> WatchedState:
-    """The watched part of ``view``, compared on what ``known`` holds."""
+    """The watched part of ``view``, compared on what ``known`` holds (its desired lane only when it names one, even
+    ``None``: a client that does not know lanes does not wake on them)."""
     return WatchedState(desired_gray=view.desired_gray, gray_switch=view.gray_switch,
                         orphan_policy=view.orphan_policy,
                         gray_weight=None if known.gray_weight is None else view.gray_weight,
                         gray_retired=None if known.gray_retired is None else view.gray_retired,
-                        gray_marks=None if known.gray_marks is None else view.gray_marks)
+                        gray_marks=None if known.gray_marks is None else view.gray_marks,
+                        desired_lane=view.desired_lane if "desired_lane" in known.model_fields_set else None,
+                        lanes=None if known.lanes is None else view.lanes)

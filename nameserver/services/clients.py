@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from graymq.nameserver.auth import Caller, check_gray_producer, names_producer_group
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.errors import Conflict, Forbidden, NotFound
+from graymq.nameserver.gray_policy import lane_of
 from graymq.nameserver.models import RUNNING, Client, CutoverOperation, GrayRule, Group, Topic
 from graymq.nameserver.repositories.clients import ClientBinding, ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
@@ -26,14 +27,34 @@ from graymq.nameserver.schemas import (
     FlagPut,
     FlagResult,
     GroupClients,
+    LaneState,
     QueueCounts,
 )
 from graymq.nameserver.services.audit import AuditService
-from graymq.nameserver.services.views import client_desired_gray, client_view, cutover_view
+from graymq.nameserver.services.lanes import LaneService, SlotMaps
+from graymq.nameserver.services.views import (
+    client_desired_lane,
+    client_view,
+    cutover_view,
+    total_queue_nums,
+)
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import mark_changed
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AnswerContext:
+    """What the heartbeat answers of a group's clients share, read once: the rules (the group's, then all groups'),
+    topics (a superset of the clients'), the producer groups a running promote or rollback freezes, the slots lanes
+    hold, and the group's lanes."""
+
+    rules: Sequence[GrayRule]
+    topics: Sequence[Topic]
+    frozen: set[str]
+    slots: SlotMaps
+    lanes: dict[str, LaneState]
 
 
 @dataclass(frozen=True)
@@ -60,7 +81,7 @@ def for_caller(answer: ClientHeartbeatResponse, caller: Caller) -> ClientHeartbe
     marks not honoured (``names_producer_group``), so it can neither send gray nor hold up a promote."""
     if answer.role != "producer" or names_producer_group(caller.rights, answer.group):
         return answer
-    return answer.model_copy(update={"desired_gray": False, "gray_marks": False})
+    return answer.model_copy(update={"desired_gray": False, "gray_marks": False, "desired_lane": None})
 
 
 class ClientService:
@@ -73,6 +94,7 @@ class ClientService:
         self.topics = TopicRepository(session)
         self.cutovers = CutoverRepository(session)
         self.audit = AuditService(session)
+        self.lanes = LaneService(session, settings)
 
     def _seen_after(self) -> datetime:
         return utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
@@ -108,13 +130,40 @@ class ClientService:
             for other in self.clients.of_client(group.id, report.client_id):
                 if other.role != report.role and not binding.allows(other):
                     raise self._taken(caller, group.name, other)
-        client = self.clients.upsert(group.id, report, utc_now(), binding)
+        now = utc_now()
+        client = self.clients.upsert(group.id, report, now, binding)
         if client is None:
             [taken] = [c for c in self.clients.of_client(group.id, report.client_id) if c.role == report.role]
             raise self._taken(caller, group.name, taken)
-        response = for_caller(self._answer(group, client), caller)
+        context = self._context(group, client.topics or (), client.role == "producer")
+        response = for_caller(self._answer(group, client, context), caller)
+        try:
+            entered = self._enter_lane(group, client, response.desired_lane, context)
+        except Conflict:
+            if client.first_seen == now:
+                self.session.rollback()  # a client refused at its first heartbeat is not registered
+            else:
+                self.session.commit()  # one already registered keeps its row (and stays live)
+            raise
+        if entered:
+            context = self._context(group, client.topics or (), client.role == "producer")
+            response = for_caller(self._answer(group, client, context), caller)
         self.session.commit()
         return response
+
+    def _enter_lane(self, group: Group, client: Client, lane: str | None, context: AnswerContext) -> bool:
+        """A client whose desired lane is ``lane`` takes the lane's slot on each of its topics with gray queues (409
+        when a topic has none free, before taking any), and its group takes part in the lanes it is desired or
+        reported in; whether anything changed (the answer is then read again)."""
+        taken = False
+        if lane is not None:
+            topics = [t for t in context.topics if t.name in (client.topics or ()) and t.gray_queue_nums
+                      and lane not in context.slots.get(t.name, {})]
+            taken = bool(topics) and self.lanes.take_on(topics, lane, client.client_id, group.name)
+        joining = {lane, lane_of(client.gray, client.lane)} - {None}
+        joining = {str(name) for name in joining if name not in context.lanes or not context.lanes[name].taking_part}
+        joined = group.gray_switch and bool(joining) and self.lanes.record_joined(group, joining)
+        return taken or joined
 
     def view(self, watch: ClientWatch, caller: Caller) -> ClientHeartbeatResponse:
         """What a heartbeat of this client would answer now, without recording one (403 as a heartbeat)."""
@@ -124,19 +173,31 @@ class ClientService:
             raise NotFound(f"{watch.role} {watch.client_id} is unknown in group {group.name}: heartbeat first")
         if not self._binding(caller).allows(client):
             raise self._taken(caller, group.name, client)
-        return for_caller(self._answer(group, client), caller)
+        context = self._context(group, client.topics or (), client.role == "producer")
+        return for_caller(self._answer(group, client, context), caller)
 
     def group_views(self, group_name: str) -> GroupViews:
         """What a heartbeat of each live client of the group would answer, in four statements whatever the group's
         size: a change of a group wakes all its watches at once, and they share this one read."""
         group = self._group(group_name)
-        rules = self.rules.of_group(group.id)
         clients = self.clients.live(group.id, self._seen_after())
         names = {name for client in clients for name in client.topics or ()}
-        topics = self.topics.by_names(names) if names else []
-        frozen = self._frozen_producer_groups()
+        context = self._context(group, names, producers=True)
         return GroupViews(group.name, self._binding,
-                          {(c.client_id, c.role): (c, self._answer(group, c, rules, topics, frozen)) for c in clients})
+                          {(c.client_id, c.role): (c, self._answer(group, c, context)) for c in clients})
+
+    def _context(self, group: Group, topic_names: Sequence[str] | set[str], producers: bool) -> AnswerContext:
+        """What answers of ``group``'s clients using ``topic_names`` need (``producers``: read the frozen producer
+        groups too)."""
+        rules = self.rules.applying_to(group.id)
+        slots = self.lanes.slot_maps()
+        return AnswerContext(
+            rules=rules,
+            topics=self.topics.by_names(topic_names) if topic_names else [],
+            frozen=self._frozen_producer_groups() if producers else set(),
+            slots=slots,
+            lanes=self.lanes.states_of(group, rules, slots),
+        )
 
     def _frozen_producer_groups(self) -> set[str]:
         """The producer groups a RUNNING promote or rollback covers: their producers honour no gray mark."""
@@ -144,38 +205,36 @@ class ClientService:
             CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback")))).all()
         return {name for operation in running for name in operation.producer_groups or ()}
 
-    def _answer(self, group: Group, client: Client, rules: Sequence[GrayRule] | None = None,
-                topics: Sequence[Topic] | None = None, frozen: set[str] | None = None) -> ClientHeartbeatResponse:
-        """``rules``, ``topics`` (a superset of the client's) and ``frozen`` (``_frozen_producer_groups``) are read
-        when not given. Marks are honoured only while the switch is on, no RUNNING promote or rollback covers the
-        producer group and the client has no explicit normal flag (set by an operation or an operator)."""
-        if frozen is None:
-            frozen = self._frozen_producer_groups() if client.role == "producer" else set()
-        if rules is None:
-            rules = self.rules.of_group(group.id)
-        if topics is None:
-            topics = self.topics.by_names(client.topics) if client.topics else []
+    def _answer(self, group: Group, client: Client, context: AnswerContext) -> ClientHeartbeatResponse:
+        """Marks are honoured only while the switch is on, no RUNNING promote or rollback covers the producer group
+        and the client has no explicit normal flag (set by an operation or an operator). A topic's ``queue_nums``
+        is a broker's total, lane slots included (docs/lanes.md)."""
         wanted = set(client.topics or ())
-        topics = [t for t in topics if t.name in wanted]
+        topics = [t for t in context.topics if t.name in wanted]
+        lane = client_desired_lane(client, group, context.rules)
         return ClientHeartbeatResponse(
             group=group.name,
             client_id=client.client_id,
             role=client.role,  # type: ignore[arg-type]
             gray_switch=group.gray_switch,
-            desired_gray=client_desired_gray(client, group, rules),
+            desired_gray=lane is not None,
             explicit_gray=client.explicit_gray,
             gray=client.gray,
             state=client.state,  # type: ignore[arg-type]
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
             gray_weight=group.gray_weight,
             gray_retired=group.gray_retired,
-            gray_marks=group.gray_switch and client.explicit_gray is not False and group.name not in frozen,
+            gray_marks=group.gray_switch and client.explicit_gray is not False and group.name not in context.frozen,
             fifo=group.fifo,
             max_attempts=group.max_attempts,
             topics={
-                t.name: QueueCounts(queue_nums=t.queue_nums, gray_queue_nums=t.gray_queue_nums)
+                t.name: QueueCounts(queue_nums=total_queue_nums(t.queue_nums, t.gray_queue_nums, t.lane_slots),
+                                    gray_queue_nums=t.gray_queue_nums, lane_slots=t.lane_slots,
+                                    lanes=context.slots.get(t.name, {}))
                 for t in topics
             },
+            desired_lane=lane,
+            lanes=context.lanes,
         )
 
     def _group(self, name: str, *, lock: bool = False) -> Group:
@@ -191,7 +250,7 @@ class ClientService:
         (killed, partitioned) well before it expires after ``client_expiry_seconds``.
         """
         group = self._group(group_name)
-        rules = self.rules.of_group(group.id)
+        rules = self.rules.applying_to(group.id)
         clients = self.clients.live(group.id, self._seen_after(), role)
         stale_before = utc_now() - timedelta(seconds=self.settings.client_stale_seconds)
         return GroupClients(
@@ -260,10 +319,17 @@ class ClientService:
         rows = self.clients.of_client(group.id, client_id)
         if not rows:
             raise NotFound(f"client {client_id} is unknown in group {group.name}")
-        before = {row.role: row.explicit_gray for row in rows}
+        before: dict[str, object] = {"explicit_gray": {row.role: row.explicit_gray for row in rows}}
+        if body.lane is not None or any(row.explicit_lane for row in rows):
+            before["explicit_lane"] = {row.role: lane_of(row.explicit_gray, row.explicit_lane) for row in rows}
         for row in rows:
-            row.explicit_gray = body.gray
+            row.explicit_gray, row.explicit_lane = body.gray, body.lane
         after: dict[str, object] = {"explicit_gray": {row.role: body.gray for row in rows}}
+        lane = lane_of(body.gray, body.lane)
+        if "explicit_lane" in before:
+            after["explicit_lane"] = {row.role: lane for row in rows}
+        if lane is not None:
+            self.lanes.record_joined(group, {lane})  # a flag of the group names the lane: it takes part
         if operation_id is not None:
             after["operation_id"] = int(operation_id)
         self.audit.record(
@@ -272,15 +338,16 @@ class ClientService:
             object_id=client_id,
             action="set_flag",
             group=group.name,
-            before={"explicit_gray": before},
+            before=before,
             after=after,
             reason=body.reason,
         )
-        rules = self.rules.of_group(group.id)
+        rules = self.rules.applying_to(group.id)
         self.session.commit()
         return FlagResult(
             group=group.name,
             client_id=client_id,
             explicit_gray=body.gray,
             clients=[client_view(row, group, rules) for row in rows],
+            explicit_lane=lane,
         )

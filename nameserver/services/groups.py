@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
@@ -17,6 +19,7 @@ from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.rules import RuleRepository
 from graymq.nameserver.schemas import (
+    AllGroupsRuleView,
     ConsumptionPut,
     GroupDetail,
     GroupSummary,
@@ -30,9 +33,9 @@ from graymq.nameserver.schemas import (
 )
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.topics import TopicService
-from graymq.nameserver.services.views import cutover_view, group_view, rule_view
+from graymq.nameserver.services.views import all_groups_rule_view, cutover_view, group_view, rule_view
 from graymq.nameserver.settings import NameServerSettings
-from graymq.nameserver.watch import mark_changed
+from graymq.nameserver.watch import EVERY_GROUP, mark_changed
 from graymq.protocol.constants import dlq_topic, retry_topic
 
 
@@ -173,36 +176,55 @@ class GroupService:
         """Add a rule at the end of the group's list, or change the rule with the same selector in place
         (so ``gray rule G --label k=v off`` after ``on`` takes effect); returns it and whether it is new."""
         group = self._for_change(name)
-        existing = next((r for r in self.rules.of_group(group.id) if r.selector == body.selector), None)
-        if existing is None:
-            rule = self.rules.add(
-                GrayRule(
-                    group_id=group.id,
-                    selector=body.selector,
-                    gray=body.gray,
-                    position=self.rules.next_position(group.id),
-                    created_at=utc_now(),
-                )
-            )
-            before = None
-        else:
-            rule = existing
-            before = rule_view(rule, group).model_dump()
-            rule.gray = body.gray
-            self.session.flush()
+        rule, before = self._put_rule(group.id, body, lambda r: rule_view(r, group))
         after = rule_view(rule, group)
-        self.audit.record(
-            actor=actor,
-            object_type="rule",
-            object_id=rule.id,
-            action="create" if existing is None else "update",
-            group=group.name,
-            before=before,
-            after=after.model_dump(),
-            reason=body.reason,
-        )
+        self._audit_rule(actor, rule.id, before, after.model_dump(), group.name, body.reason)
         self.session.commit()
-        return after, existing is None
+        return after, before is None
+
+    def all_groups_rules(self) -> list[AllGroupsRuleView]:
+        return [all_groups_rule_view(r) for r in self.rules.of_group(None)]
+
+    def put_all_groups_rule(self, body: RuleCreate, actor: str) -> tuple[AllGroupsRuleView, bool]:
+        """``put_rule`` for the rules of every group (they apply after each group's own); every group's watchers
+        wake."""
+        rule, before = self._put_rule(None, body, all_groups_rule_view)
+        after = all_groups_rule_view(rule)
+        mark_changed(self.session, EVERY_GROUP)
+        self._audit_rule(actor, rule.id, before, after.model_dump(), None, body.reason)
+        self.session.commit()
+        return after, before is None
+
+    def _put_rule(self, group_id: int | None, body: RuleCreate,
+                  view: Callable[[GrayRule], BaseModel]) -> tuple[GrayRule, dict[str, object] | None]:
+        """The rule of ``group_id`` (``None``: of every group) with the body's selector, added or changed; and its
+        ``view`` before (``None``: added)."""
+        existing = next((r for r in self.rules.of_group(group_id) if r.selector == body.selector), None)
+        if existing is None:
+            rule = self.rules.add(GrayRule(group_id=group_id, selector=body.selector, gray=body.gray, lane=body.lane,
+                                           position=self.rules.next_position(group_id), created_at=utc_now()))
+            return rule, None
+        before = view(existing).model_dump()
+        existing.gray, existing.lane = body.gray, body.lane
+        self.session.flush()
+        return existing, before
+
+    def _audit_rule(self, actor: str, rule_id: int, before: dict[str, object] | None, after: dict[str, object],
+                    group: str | None, reason: str | None) -> None:
+        self.audit.record(actor=actor, object_type="rule", object_id=rule_id,
+                          action="create" if before is None else "update", group=group, before=before, after=after,
+                          reason=reason)
+
+    def delete_all_groups_rule(self, rule_id: int, actor: str, reason: str | None) -> None:
+        rule = self.rules.get(None, rule_id)
+        if rule is None:
+            raise NotFound(f"all-groups rule {rule_id} is unknown")
+        before = all_groups_rule_view(rule).model_dump()
+        self.rules.delete(rule)
+        mark_changed(self.session, EVERY_GROUP)
+        self.audit.record(actor=actor, object_type="rule", object_id=rule_id, action="delete", before=before,
+                          reason=reason)
+        self.session.commit()
 
     def delete_rule(self, name: str, rule_id: int, actor: str, reason: str | None) -> None:
         group = self._existing(name, lock=True)

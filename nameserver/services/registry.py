@@ -18,6 +18,7 @@ from graymq.nameserver.errors import NotFound
 from graymq.nameserver.models import Topic
 from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.deletions import DeletionRepository
+from graymq.nameserver.repositories.lanes import LaneRepository
 from graymq.nameserver.repositories.replica_sets import ReplicaSetRepository
 from graymq.nameserver.repositories.topics import TopicRepository
 from graymq.nameserver.schemas import (
@@ -33,7 +34,7 @@ from graymq.nameserver.schemas import (
 )
 from graymq.nameserver.services.replica_sets import ReplicaSetService
 from graymq.nameserver.services.route_lease import broker_lease_s
-from graymq.nameserver.services.views import topic_config
+from graymq.nameserver.services.views import base_config, broker_topic_config, total_queue_nums
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import BROKER_REGISTERED, TOPIC_TABLE_CHANGED, mark_changed
 from graymq.protocol.acl import group_of_topic
@@ -78,7 +79,7 @@ class RegistryService:
             reported = self._configured_or_own(report.broker_name, reported)
         if broker_id is not None:
             self.brokers.replace_routes(broker_id, reported)
-            if self.topics.add_missing(reported):
+            if self.topics.add_missing([base_config(t) for t in reported]):
                 mark_changed(self.session, TOPIC_TABLE_CHANGED)
             mark_changed(self.session, BROKER_REGISTERED)
         topics = self.topics.all()
@@ -86,7 +87,7 @@ class RegistryService:
         self.session.commit()
         return BrokerHeartbeatResponse(
             lease_seconds=lease,
-            topics=[topic_config(t) for t in topics],
+            topics=[broker_topic_config(t) for t in topics],
             topics_version=_version(topics, last_deletion_id),
             deletions=[DeletionView(id=d.id, kind=d.kind, name=d.name) for d in pending],  # type: ignore[arg-type]
             last_deletion_id=last_deletion_id,
@@ -141,12 +142,15 @@ class RegistryService:
         return _version(self.topics.all(), self.deletions.last_id())
 
     def readiness(self, config: TopicConfig) -> tuple[list[str], list[str]]:
-        """(ready, pending): the live brokers that report ``config``'s topic with its layout, and the others."""
+        """(ready, pending): the live brokers that report ``config``'s topic (as configured: its base count) with its
+        layout, and the others."""
         now = utc_now()
+        total = total_queue_nums(config.queue_nums, config.gray_queue_nums, config.lane_slots)
+        wanted = (total, config.gray_queue_nums, config.perm, config.lane_slots)
         serving = {
             b.broker_name
             for b, r in self.brokers.live_routes(now, config.topic)
-            if (r.queue_nums, r.gray_queue_nums, r.perm) == (config.queue_nums, config.gray_queue_nums, config.perm)
+            if (r.queue_nums, r.gray_queue_nums, r.perm, r.lane_slots) == wanted
         }
         live = [b.broker_name for b in self.brokers.live(now)]
         return [b for b in live if b in serving], [b for b in live if b not in serving]
@@ -187,6 +191,7 @@ class RegistryService:
                     queue_nums=r.queue_nums,
                     gray_queue_nums=r.gray_queue_nums,
                     perm=r.perm,
+                    lane_slots=r.lane_slots,
                 )
                 for b, r in carried
             ]
@@ -196,9 +201,10 @@ class RegistryService:
                     broker_name=b.broker_name,
                     address=b.address,
                     grpc_address=b.grpc_address,
-                    queue_nums=topic.queue_nums,
+                    queue_nums=total_queue_nums(topic.queue_nums, topic.gray_queue_nums, topic.lane_slots),
                     gray_queue_nums=topic.gray_queue_nums,
                     perm=topic.perm,
+                    lane_slots=topic.lane_slots,
                 )
                 for b in self.brokers.live(now)
             ]
@@ -210,15 +216,17 @@ class RegistryService:
         for b in brokers:
             if b.broker_name in sets:
                 b.replicas = sets[b.broker_name].replicas
-        layout = topic if topic is not None else carried[0][1]
+        layout = broker_topic_config(topic) if topic is not None else carried[0][1]
         return TopicRoute(
             topic=topic_name,
             queue_nums=layout.queue_nums,
             gray_queue_nums=layout.gray_queue_nums,
             brokers=brokers,
+            lanes={row.lane: row.slot for row in LaneRepository(self.session).slots_of(topic.id)} if topic else {},
         )
 
 
 def _version(topics: Sequence[Topic], last_deletion_id: int) -> str:
-    layout = ";".join(f"{t.name},{t.queue_nums},{t.gray_queue_nums},{t.perm}" for t in topics)
+    layout = ";".join(f"{t.name},{t.queue_nums},{t.gray_queue_nums},{t.perm}" + (
+        f",{t.lane_slots}" if t.lane_slots != 1 else "") for t in topics)
     return hashlib.sha256(f"{last_deletion_id}|{layout}".encode()).hexdigest()[:16]

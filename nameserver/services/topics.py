@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.errors import Conflict, NotFound
+from graymq.nameserver.models import Topic
 from graymq.nameserver.repositories.brokers import BrokerRepository
 from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.topics import TopicRepository
@@ -45,11 +46,14 @@ class TopicService:
                 "(its queues hold messages and offsets): keep the count, or create a new topic",
                 {"topic": name, "queue_nums": topic.queue_nums, "requested_queue_nums": config.queue_nums},
             )
+        if not created:
+            self._check_lanes_kept(topic, config)
         before = None if created else topic_config(topic).model_dump()
-        topic.queue_nums, topic.gray_queue_nums, topic.perm = (
+        topic.queue_nums, topic.gray_queue_nums, topic.perm, topic.lane_slots = (
             config.queue_nums,
             config.gray_queue_nums,
             config.perm,
+            config.lane_slots,
         )
         self.session.flush()
         after = config.model_dump()
@@ -66,6 +70,19 @@ class TopicService:
         )
         self.session.commit()
         return topic_view(topic), created
+
+    @staticmethod
+    def _check_lanes_kept(topic: Topic, config: TopicConfig) -> None:
+        """409 for a change that would move a lane slot's queues: fewer slots, or (with more than one slot) another
+        base or gray count, since slots past the first are appended after the base queues (docs/lanes.md)."""
+        if config.lane_slots < topic.lane_slots:
+            raise Conflict("CONFLICT", f"topic {topic.name} has {topic.lane_slots} lane slots and cannot shrink to "
+                           f"{config.lane_slots} (lanes hold their queues): keep {topic.lane_slots} or more")
+        layout = (config.queue_nums, config.gray_queue_nums)
+        if max(topic.lane_slots, config.lane_slots) > 1 and layout != (topic.queue_nums, topic.gray_queue_nums):
+            raise Conflict("CONFLICT", f"topic {topic.name} has lane slots: its {topic.queue_nums} queues and "
+                           f"{topic.gray_queue_nums} gray queues cannot change (each slot's queues would move): "
+                           "create a new topic for another layout")
 
     def delete(self, name: str, actor: str, reason: str | None) -> None:
         """Delete a topic no live client uses (409 naming them otherwise); brokers drop it at their next

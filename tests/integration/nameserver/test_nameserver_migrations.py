@@ -32,6 +32,8 @@ TABLES = {
     "principals",
     "broker_sets",
     "broker_replicas",
+    "lane_slots",
+    "group_lanes",
 }
 
 

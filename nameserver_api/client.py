@@ -14,6 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from graymq.core.route import TopicRoute
+from graymq.nameserver_api.lane_records import GroupLane, LaneRule, TopicLanes
 from graymq.nameserver_api.records import (
     AuditRecord,
     BrokerRecord,
@@ -29,7 +30,6 @@ from graymq.nameserver_api.records import (
     PrincipalToken,
     TopicPutResult,
 )
-from graymq.nameserver_api.lane_records import GroupLane, LaneRule, TopicLanes
 from graymq.protocol.errors import (
     BadRequestError,
     ConfigError,
@@ -152,11 +152,6 @@ class NameServerClient:
             return TopicRoute.from_json(await self.request("GET", f"/v1/topics/{topic}/route"))
         except NotFoundError as exc:
             raise TopicNotExistError(f"no route for topic {topic}: {exc.message}") from exc
-
-    async def take_lane_slot(self, topic: str, lane: str) -> dict[str, Any]:
-        """Give ``lane`` a slot of ``topic`` (or say the one it holds): ``{topic, lane, slot}``. A topic whose slots
-        are all held refuses with one line naming the lanes holding them (``ConflictError``)."""
-        return dict(await self.request("POST", f"/v1/topics/{topic}/lanes/{lane}"))
 
     async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
         return HeartbeatAnswer.from_json(await self.request("POST", "/v1/clients/heartbeat", json=body))

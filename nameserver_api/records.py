@@ -165,6 +165,20 @@ class ClientRecord:
     gray_marks: bool | None = None
     principal: str | None = None
     stale: bool = False
+    explicit_lane: str | None = None  # the lane its explicit flag names (None: base or no flag)
+    declared_lane: str | None = None  # the lane it was started in
+    desired_lane: str | None = None  # the lane it should be in (None: base)
+    lane: str | None = None  # the lane it reports being in (None: base)
+
+    @property
+    def in_lane(self) -> str | None:
+        """The lane it reports being in, from before lanes too (a gray client naming none is in ``gray``)."""
+        return self.lane or (GRAY_LANE if self.gray else None)
+
+    @property
+    def wanted_lane(self) -> str | None:
+        """The lane it should be in, from before lanes too."""
+        return self.desired_lane or (GRAY_LANE if self.desired_gray else None)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClientRecord:
@@ -174,7 +188,9 @@ class ClientRecord:
                    queues=tuple(data["queues"]), topics=tuple(data["topics"]),
                    last_seen=datetime.fromisoformat(data["last_seen"]), health=data.get("health"),
                    gray_marks=data.get("gray_marks"), principal=data.get("principal"),
-                   stale=bool(data.get("stale", False)))
+                   stale=bool(data.get("stale", False)), explicit_lane=data.get("explicit_lane"),
+                   declared_lane=data.get("declared_lane"), desired_lane=data.get("desired_lane"),
+                   lane=data.get("lane"))
 
     def to_json(self) -> dict[str, Any]:
         return {"client_id": self.client_id, "role": self.role, "labels": self.labels,
@@ -182,7 +198,8 @@ class ClientRecord:
                 "desired_gray": self.desired_gray, "gray": self.gray, "state": self.state.value,
                 "queues": list(self.queues), "topics": list(self.topics), "last_seen": _text(self.last_seen),
                 "health": self.health, "gray_marks": self.gray_marks, "principal": self.principal,
-                "stale": self.stale}
+                "stale": self.stale, "explicit_lane": self.explicit_lane, "declared_lane": self.declared_lane,
+                "desired_lane": self.desired_lane, "lane": self.lane}
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ class MessageAccumulator:
         self.max_messages = max(1, max_messages)
         self.max_bytes = max_bytes
         self._open: dict[BatchKey, _OpenBatch] = {}
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], BatchKey] = {}
 
     async def send(self, key: BatchKey, fields: Fields, size: int) -> SendResult:
         """Send one message, joining the batch open for ``key`` or opening one the other sends of this loop turn
@@ -93,6 +93,10 @@ class MessageAccumulator:
             asyncio.get_running_loop().call_soon(self._close, key, batch)
         return self._add(key, batch, fields, size)
 
+    def holds(self, *, gray: bool) -> bool:
+        """Whether a batch of that side (gray: of any lane) is open or sent and not yet answered."""
+        return any(bool(key[1]) == gray for key in (*self._open, *self._in_flight.values()))
+
     async def flush(self) -> None:
         """Send the open batches and wait until every batch in flight is answered."""
         for key, batch in list(self._open.items()):
@@ -113,8 +117,8 @@ class MessageAccumulator:
             return  # closed already (full)
         del self._open[key]
         task = asyncio.get_running_loop().create_task(self._drain(key, batch.items))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
+        self._in_flight[task] = key
+        task.add_done_callback(self._in_flight.pop)
 
     async def _drain(self, key: BatchKey, items: list[tuple[Fields, asyncio.Future[SendResult]]]) -> None:
         """Send a closed batch and settle each of its futures."""

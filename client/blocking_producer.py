@@ -122,6 +122,16 @@ class BlockingProducer(ProducerFlags):
             self._loop.stop()
             self.brokers.close()
 
+    def _report_soon(self) -> None:
+        """Heartbeat as soon as possible: the membership runs on the loop thread, a send ends on its caller's."""
+        loop = self._loop.loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self.membership.poke)
+        except RuntimeError:  # closed by a stop() in another thread just now: the producer left the group
+            log.debug("producer %s: stopped before its flag was reported", self.client_id)
+
     async def _leave(self) -> None:
         await self.membership.stop()
         await self.membership.unregister()  # so a promote does not wait for this producer to go stale
@@ -139,11 +149,15 @@ class BlockingProducer(ProducerFlags):
     def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         """Store one message (one SEND_MESSAGE), retried within ``timeout_s`` (default ``send_timeout_s``)."""
         handling = current_message()
-        gray = self._side(message, handling)
-        req = WireSend(self.group, message_wire(message, gray, int(time.time() * 1000), handling, self.ids),
-                       self.producer_id)
-        mq, (_, msg_id, queue_offset, commit_log_offset) = self._with_retries(message.topic, gray,
-                                                                              message.sharding_key, req, timeout_s)
+        gray = self._gray_send_side(message, handling)  # counted under way from here when gray
+        try:
+            req = WireSend(self.group, message_wire(message, gray, int(time.time() * 1000), handling, self.ids),
+                           self.producer_id)
+            mq, (_, msg_id, queue_offset, commit_log_offset) = self._with_retries(
+                message.topic, gray, message.sharding_key, req, timeout_s)
+        finally:
+            if gray:
+                self._gray_send_ended()
         return SendResult(_SEND_OK, msg_id, mq, queue_offset, bool(gray), commit_log_offset, named_lane(gray))
 
     def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> list[SendResult]:
@@ -152,15 +166,19 @@ class BlockingProducer(ProducerFlags):
             return []
         topic, key, born_ms = messages[0].topic, messages[0].sharding_key, int(time.time() * 1000)
         handling = current_message()
-        gray = self._side(messages[0], handling)
-        fields = []
-        for m in messages:
-            if m.topic != topic or self._side(m, handling) != gray:
-                raise BadRequestError("a batch must share one topic and one gray mark")
-            fields.append(message_fields(m, gray, born_ms, handling, m.properties, self.ids))
-        req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=fields,
-                                  producer_id=self.producer_id)
-        mq, resp = self._with_retries(topic, gray, key, req, timeout_s)
+        gray = self._gray_send_side(messages[0], handling)  # counted under way from here when gray
+        try:
+            fields = []
+            for m in messages:
+                if m.topic != topic or self._side(m, handling) != gray:
+                    raise BadRequestError("a batch must share one topic and one gray mark")
+                fields.append(message_fields(m, gray, born_ms, handling, m.properties, self.ids))
+            req = pb.SendBatchRequest(producer_group=self.group, topic=topic, messages=fields,
+                                      producer_id=self.producer_id)
+            mq, resp = self._with_retries(topic, gray, key, req, timeout_s)
+        finally:
+            if gray:
+                self._gray_send_ended()
         first = resp.first_queue_offset
         return [SendResult(_SEND_OK, msg_id, mq, first + i if first >= 0 else -1, bool(gray), -1, named_lane(gray))
                 for i, msg_id in enumerate(resp.msg_ids)]

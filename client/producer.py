@@ -307,6 +307,8 @@ class Producer(ProducerFlags):
         send = self.brokers.send_batch if isinstance(req, pb.SendBatchRequest) else self.brokers.send
         state, backoff = _FIRST_ATTEMPT, None  # made when a topic or a leader is first waited for
         mq, address, held = _NO_QUEUE, "", None
+        if gray:  # no await since the side was chosen (or the accumulator held it): no report can miss it
+            self._gray_send_began(gray)
         try:
             while state.step is not Step.STOP and (remaining := deadline - time.monotonic()) > 0:
                 if state.step is not Step.SAME_QUEUE:
@@ -337,6 +339,12 @@ class Producer(ProducerFlags):
         finally:
             if held is not None:
                 self.window.release(*held)
+            if gray:
+                self._gray_send_ended()
+
+    def _sending_gray(self) -> bool:
+        """A gray send under way, or gray messages in an auto batch not yet answered."""
+        return super()._sending_gray() or self.accumulator.holds(gray=True)
 
     async def _numbered(self, req: _SendRequest, mq: MessageQueue, address: str, held: tuple[QueueKey, int] | None,
                         deadline: float, pinned: MessageQueue | None) -> tuple[tuple[QueueKey, int], str]:

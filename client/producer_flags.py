@@ -1,9 +1,17 @@
 """What a producer tells the name server and what it takes from the answer: its gray flag, whether it honours
-messages' gray marks, and the group's gray switch. Shared by ``Producer`` and ``BlockingProducer``."""
+messages' gray marks, and the group's gray switch. Shared by ``Producer`` and ``BlockingProducer``.
+
+A producer reports gray while one of its gray sends is unresolved, even after its flag flipped normal: a promote
+reads "normal" as "no gray message is stored after this", and a send chosen gray before the flip may still be
+stored after it (a retry of an attempt whose outcome is unknown goes to the same gray queue under the same
+sequence, at its broker set's new leader once one is elected). Reported normal at once, a gray consumer could
+drain and flip before that retry lands, stranding the message on a gray queue no consumer holds any more.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Protocol
 
 from graymq.client.context import propagated_mark
@@ -47,11 +55,16 @@ class ProducerFlags:
         self.lane = lane
         self.gray_switch = True
         self.gray_marks = False
+        self._gray_sends = 0  # gray sends started and not answered or given up yet
+        self._sending_lane = GRAY_LANE  # the lane of the latest of them
+        self._gray_sends_lock = threading.Lock()  # a BlockingProducer sends from its callers' threads
 
     def _report(self) -> dict[str, Any]:
-        gray = self.gray and self.started  # a stopped producer sends nothing: it cannot send gray
+        # a stopped producer sends nothing: it cannot send gray; one still sending gray reports gray (see above)
+        gray = (self.gray and self.started) or self._sending_gray()
         return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
-                "gray_marks": self.gray_marks, "lane": (self.lane or GRAY_LANE) if gray else None}
+                "gray_marks": self.gray_marks,
+                "lane": None if not gray else (self.lane or GRAY_LANE) if self.gray else self._sending_lane}
 
     async def _on_update(self, response: HeartbeatAnswer) -> None:
         desired, marks = response.desired_lane, response.gray_marks
@@ -61,6 +74,9 @@ class ProducerFlags:
             log.info("producer %s of %s: lane %s -> %s, gray marks honoured %s -> %s", self.client_id, self.group,
                      (self.lane or GRAY_LANE) if self.gray else None, desired, self.gray_marks, marks)
             self.gray, self.lane, self.gray_marks = desired is not None, desired, marks
+            if desired is None and self._sending_gray():
+                log.info("producer %s of %s reports gray until its gray sends under way are answered",
+                         self.client_id, self.group)
             self.membership.poke()  # report the applied values at once
 
     def _side(self, message: Message, handling: MessageExt | None) -> Mark:
@@ -72,3 +88,34 @@ class ProducerFlags:
                          marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
         return True if lane == GRAY_LANE else lane or False
 
+    def _sending_gray(self) -> bool:
+        """Whether a gray send is under way (started, not yet answered or given up)."""
+        with self._gray_sends_lock:
+            return self._gray_sends > 0
+
+    def _gray_send_side(self, message: Message, handling: MessageExt | None) -> Mark:
+        """``_side`` for a send about to start, a gray one counted under way (until ``_gray_send_ended``) in the same
+        step: a flip to normal reported between the two would miss it."""
+        with self._gray_sends_lock:
+            gray = self._side(message, handling)
+            if gray:
+                self._gray_sends += 1
+                self._sending_lane = GRAY_LANE if gray is True else str(gray)
+        return gray
+
+    def _gray_send_began(self, side: Mark) -> None:
+        with self._gray_sends_lock:
+            self._gray_sends += 1
+            self._sending_lane = GRAY_LANE if side is True else str(side)
+
+    def _gray_send_ended(self) -> None:
+        """A gray send was answered or given up; the last one ends a flipped producer's gray report at once."""
+        with self._gray_sends_lock:
+            self._gray_sends -= 1
+            last = self._gray_sends == 0
+        if last and not self.gray:
+            self._report_soon()
+
+    def _report_soon(self) -> None:
+        """Heartbeat as soon as possible (from the thread the membership runs on)."""
+        self.membership.poke()

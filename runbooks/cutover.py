@@ -7,7 +7,8 @@ promote (gray → normal, lossless):
   1. producers: every producer of the release's producer groups gets an explicit normal flag (normal
      for every message: its own flag, ``Message(gray=True)`` and the mark of a message being handled);
      wait until each that is gray or honours gray marks reports gray=false and marks not honoured — no
-     new gray message after this. While the operation is RUNNING the name server tells every producer
+     new gray message after this (a flipped producer reports gray until its gray sends under way are answered:
+     client/producer_flags.py). While the operation is RUNNING the name server tells every producer
      of those groups (one started meanwhile too) not to honour marks, so a normal producer may already
      have stopped honouring them when it is listed: it is flipped all the same, or it would honour them
      again once the operation ends. Progress names each producer waited for and its principal.

@@ -207,10 +207,10 @@ def _log_ends(ns_url: str) -> dict[int, int]:
     return {r["replica_id"]: r["log_end_offset"] for r in (rs or {}).get("replicas", [])}
 
 
-@pytest.mark.xfail(strict=False, reason="open race (2 of 4 parallel runs, 2026-12-06): a gray message appears on a "
-                   "gray queue after its consumer drained and flipped across the leader's kill (gray backlog 0 -> 1, "
-                   "promote FAILED, nothing lost); see the session 13 note")
 def test_a_promote_across_a_failover_completes_losing_nothing(rs_cluster, graymq_process) -> None:
+    """The gray producer's send in flight at the leader's kill is retried to its gray queue at the new leader,
+    maybe after the producer was flipped normal: the producer reports gray until that send is answered, so the
+    gray consumer drains after it lands and no gray message is left on a queue no consumer holds."""
     cluster = rs_cluster
     ns = cluster.ns_url
     r0, _ = start_set(cluster)

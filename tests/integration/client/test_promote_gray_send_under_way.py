@@ -18,6 +18,7 @@ import pytest
 
 from graymq.client import Message, Producer
 from graymq.runbooks.cutover import CutoverRunner
+from graymq.runbooks.policy import CutoverPolicy
 from tests.support.clients import Recorder, consumer, run_scenario, wait_until
 
 pytestmark = pytest.mark.integration
@@ -67,8 +68,8 @@ async def release_after_the_flip_is_reported(producer: Producer, beats: Beats, g
     await wait_until(lambda: not producer.gray, 30, "the producer flipped normal")
     begun = beats.begun
     await wait_until(lambda: beats.answered > begun, 30, "a heartbeat begun after the flip answered")
-    listed = (await admin.group_clients(GROUP, "producer"))["clients"]
-    reported_gray = any(c["client_id"] == "producer-v2" and c["gray"] for c in listed)
+    listed = (await admin.group_clients(GROUP, "producer")).clients
+    reported_gray = any(c.client_id == "producer-v2" and c.gray for c in listed)
     if not reported_gray:
         await wait_until(lambda: not gray_consumer.gray, 30, "the gray consumer drained and flipped")
     held.release.set()
@@ -97,7 +98,7 @@ def test_a_promote_waits_for_a_gray_send_under_way_at_the_producers_flip(cluster
             producer.brokers = held  # type: ignore[assignment]
             sending = asyncio.create_task(producer.send(Message(TOPIC, b"held"), timeout_s=120))
             await held.held.wait()
-            runner = CutoverRunner(admin, GROUP, timeout_s=30)
+            runner = CutoverRunner(admin, GROUP, CutoverPolicy(timeout_s=30))
             promoting = asyncio.create_task(runner.promote())
             out["reported_gray"] = await release_after_the_flip_is_reported(producer, beats, v2, admin, held)
             out["held"] = await sending

@@ -23,11 +23,12 @@ from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import ConnectionClosedError
 from tests.support.offline_producer import run_offline
+from tests.support.records import heartbeat_answer
 
 pytestmark = pytest.mark.unit
 
 ROUTE = TopicRoute("T", (BrokerData("broker-a", "127.0.0.1:1", 4, 2, replicas=2),))
-FLIPPED = {"desired_gray": False, "gray_marks": False, "gray_switch": True}  # a promote's producer step
+FLIPPED = heartbeat_answer(role="producer", desired_gray=False, gray_marks=False)  # a promote's producer step
 
 
 class LeaderLost:

@@ -76,6 +76,7 @@ class Membership:
         on_update: Callable[[HeartbeatAnswer], Awaitable[None]],
         on_permanent: Callable[[GrayMQError], None] | None = None,
         aligned: bool = False,
+        log_failures: bool = True,
     ) -> None:
         self.nameserver = nameserver
         self.aligned = aligned  # beat on the interval's grid of the monotonic clock: memberships beat together
@@ -88,10 +89,12 @@ class Membership:
         self._report = report
         self._on_update = on_update
         self._on_permanent = on_permanent  # a heartbeat refused for good (rights, TLS trust): the loops end
+        self.log_failures = log_failures  # False: whoever carries the heartbeats of many logs a failure once
         self.last: HeartbeatAnswer | None = None
         self.reachable = False
         self.epoch = 0  # bumped on every local change; answers to older reports are stale
         self.registered = False  # a heartbeat was sent: the name server may know this client
+        self.reported: dict[str, Any] | None = None  # the client's report in the last heartbeat sent
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._applying = asyncio.Lock()  # answers are acted on one at a time
@@ -104,8 +107,9 @@ class Membership:
         undo that change (e.g. a stale "desired gray" arriving just after a drained flip).
         """
         sent_epoch = self.epoch
+        self.reported = self._report()
         body = {"group": self.group, "client_id": self.client_id, "role": self.role, "labels": self.labels,
-                **declared_fields(self.declared_gray), **self._report()}
+                **declared_fields(self.declared_gray), **self.reported}
         self.registered = True
         try:
             response = await self.nameserver.client_heartbeat(body)
@@ -113,7 +117,7 @@ class Membership:
             if exc.permanent:
                 self.registered = self.last is not None  # refused from the first beat: nothing to unregister
                 raise
-            if self.reachable or self.last is None:
+            if self.log_failures and (self.reachable or self.last is None):
                 log.warning("%s %s: name server heartbeat failed: %s", self.role, self.client_id, exc.message)
             self.reachable = False
             return None
@@ -133,6 +137,11 @@ class Membership:
     def poke(self) -> None:
         """Heartbeat as soon as possible."""
         self._wake.set()
+
+    def report_changed(self) -> bool:
+        """The client's report (flag, state, queues...) differs from the one its last heartbeat carried (False
+        before the first): the name server reads a stale one until the next beat."""
+        return self.reported is not None and self._report() != self.reported
 
     def changed(self) -> None:
         """The client changed its flag, state or declaration: older answers are stale; report soon."""

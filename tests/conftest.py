@@ -14,6 +14,10 @@ from graymq.devkit.processes import GraymqProcess
 # Functional tests run name servers and brokers in dev mode (authentication off); the trust tests start
 # theirs with GRAYMQ_DEV_MODE=false and real principals.
 os.environ.setdefault("GRAYMQ_DEV_MODE", "true")
+# Every broker a test starts preallocates commit-log segments of 64 MiB, not the production 1 GiB: a test stores a
+# few MiB, and a run keeps its brokers' stores (pytest keeps the last three runs). A test that rolls segments or
+# checks their size passes --segment-size itself, which wins over this.
+os.environ.setdefault("GRAYMQ_BROKER_SEGMENT_SIZE", str(64 << 20))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

@@ -8,7 +8,8 @@ server — role ``consumer``, the client id the SDK sends (``x-mq-client-id``), 
 consumer follows it, with the same ``GrayFlip``: normal → gray at once; gray → normal (a promote, a rollback, a flag)
 only after a drain: it keeps receiving from the gray queues until, on every gray queue of its topics (and of the
 group's retry topic) on this broker, the group's committed offset — which pop acks advance — is the max offset and
-nothing is in flight; then it reports normal. Its state is reported at each step, so a promote waits for it.
+nothing is in flight; then it reports normal. Its state is reported at each step, so a promote waits for it: at
+once, not at the next interval (``report_checks``), and the side its first answer gave it before its first receive.
 
 Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or when
 it has neither stream nor receive for ``expiry_s``. One broker decides for its own queues: with several brokers each
@@ -30,6 +31,7 @@ from graymq.broker_ext.grpc_endpoint.budgets import Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.report_checks import ReportChecks
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
@@ -116,15 +118,6 @@ def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
     return total
 
 
-def _step(consumer: StockConsumer, decide: Callable[[Any, float], FlipAction], observed: Any) -> FlipAction:
-    """Pass what was ``observed`` (and the time) to a decision of the flip; report soon when the state changed."""
-    before = consumer.flip.gray_state.state
-    action = decide(observed, time.monotonic())
-    if consumer.flip.gray_state.state is not before and consumer.membership is not None:
-        consumer.membership.changed()
-    return action
-
-
 class ConsumerSides(RegisteredSides[StockConsumer]):
     """``await queues(caller, group, topic)``: the queue ids of ``topic`` the caller receives from right now."""
 
@@ -137,11 +130,16 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         self.broker_name = broker_name
         self.claim = claim  # binds a client id to its principal (shared with the producers' sides)
         self.interval_s = interval_s
+        self._reports = ReportChecks(self._memberships)
         self.registrations: Registrations[StockConsumer] = Registrations(
             "consumer", expiry_s=expiry_s, budgets=budgets,
             # gone: the client id's owner released with the producers' side (one owner table)
-            sessions=sessions or NameServerSessions(nameserver_urls, interval_s), gone=gone)
+            sessions=sessions or NameServerSessions(nameserver_urls, interval_s), gone=gone,
+            closed=lambda key: self._reports.check(key[1]))  # a gray consumer gone moves the others' queues
         self.consumption: dict[str, GroupConsumption] = {}  # group -> as the name server's last answer said
+
+    def _memberships(self, group: str) -> list[Membership]:
+        return [c.membership for (_, g), c in self.registrations.items.items() if g == group and c.membership]
 
     def consumption_of(self, group: str) -> GroupConsumption:
         """How ``group``'s stock consumers consume (the defaults until the name server answered for it)."""
@@ -194,18 +192,20 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return consumer
 
     async def _join(self, consumer: StockConsumer, labels: dict[str, str]) -> None:
-        consumer.membership = Membership(
+        consumer.membership = membership = Membership(
             consumer.nameserver, group=consumer.group, client_id=consumer.client_id, role="consumer", labels=labels,
             declared_gray=None, interval_s=self.interval_s, report=functools.partial(self._report, consumer),
-            on_update=functools.partial(self._apply, consumer), aligned=True)
+            on_update=functools.partial(self._apply, consumer), aligned=True, log_failures=False)
         try:
-            await consumer.membership.beat()  # no answer: normal until one comes
+            await membership.beat()  # no answer: normal until one comes
+            if membership.report_changed():  # the side the answer gave it, reported before it receives from it
+                await membership.beat()
         except GrayMQError as exc:  # refused for good (rights): it receives as a normal consumer
             log.warning("stock consumer %s cannot register in group %s: %s", consumer.client_id, consumer.group,
                         exc.message)
         else:
-            consumer.membership.start(watch=False)
-            consumer.nameserver.watch(consumer.membership)
+            membership.start(watch=False)
+            consumer.nameserver.watch(membership)
         finally:
             consumer.flip.follow_changes()  # the first answer was taken as is: nothing was received before it
             consumer.ready.set()
@@ -221,12 +221,20 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
                 "queues": queues}
 
     async def _apply(self, consumer: StockConsumer, answer: HeartbeatAnswer) -> None:
-        """A name server answer: the group's gray settings, then the desired flag (``GrayFlip`` decides)."""
+        """A name server answer: the group's gray settings, then the desired flag (``GrayFlip`` decides); the
+        group's reports are checked when the consumer's side, state or group settings changed."""
+        before = (consumer.gray, consumer.state, consumer.group_gray)
         consumer.group_gray = GroupGray(
             switch=answer.gray_switch, weight=answer.gray_weight, orphan_policy=answer.orphan_policy,
             retired=answer.gray_retired)
         self.consumption[consumer.group] = GroupConsumption(answer.fifo, answer.max_attempts or CONSUMER_MAX_ATTEMPTS)
-        action = consumer.flip.follow(answer.desired_gray, draining=consumer.drain is not None)
+        self._follow(consumer, answer.desired_gray)
+        if (consumer.gray, consumer.state, consumer.group_gray) != before:
+            self._reports.check(consumer.group)
+
+    def _follow(self, consumer: StockConsumer, desired: bool) -> None:
+        """Act on the desired flag: become gray at once, start or cancel a drain."""
+        action = consumer.flip.follow(desired, draining=consumer.drain is not None)
         if action is FlipAction.BECOME_GRAY:
             consumer.flip.became_gray()
             log.info("stock consumer %s of %s: normal -> gray (no drain needed)", consumer.client_id, consumer.group)
@@ -241,23 +249,34 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         if action is not FlipAction.NONE and consumer.membership is not None:
             consumer.membership.changed()
 
+    def _step(self, consumer: StockConsumer, decide: Callable[[Any, float], FlipAction], observed: Any
+              ) -> FlipAction:
+        """Pass what was ``observed`` (and the time) to a decision of the flip; report at once when the state
+        changed (the group's other consumers too: a drained one may end the group's gray side)."""
+        before = consumer.flip.gray_state.state
+        action = decide(observed, time.monotonic())
+        if consumer.flip.gray_state.state is not before and consumer.membership is not None:
+            consumer.membership.changed()
+            self._reports.check(consumer.group)
+        return action
+
     async def _drain(self, consumer: StockConsumer) -> None:
         """Wait for the gray queues to be empty and settled, then report normal (``GrayFlip``'s steps)."""
         flip, membership = consumer.flip, consumer.membership
         assert membership is not None
         try:
-            action = _step(consumer, functools.partial(flip.begin_drain, gray_switch=consumer.group_gray.switch),
-                           None)
+            begin = functools.partial(flip.begin_drain, gray_switch=consumer.group_gray.switch)
+            action = self._step(consumer, begin, None)
             log.info("stock consumer %s draining the gray queues of %s", consumer.client_id, consumer.group)
             while action is not FlipAction.NONE:
                 if action is FlipAction.CHECK_BACKLOG:
                     backlog = gray_backlog(self.broker, consumer.group, consumer.topics)
-                    action = _step(consumer, flip.backlog_read, backlog)
+                    action = self._step(consumer, flip.backlog_read, backlog)
                 elif action is FlipAction.WAIT:
                     await asyncio.sleep(flip.drain_poll_s)
                     action = FlipAction.CHECK_BACKLOG
                 elif action is FlipAction.REPORT_NORMAL:
-                    action = _step(consumer, flip.report_heard, await membership.beat() is not None)
+                    action = self._step(consumer, flip.report_heard, await membership.beat() is not None)
                 elif action is FlipAction.HAND_OVER:
                     log.info("stock consumer %s of %s: gray queues drained, now normal", consumer.client_id,
                              consumer.group)

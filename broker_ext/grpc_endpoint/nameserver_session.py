@@ -10,6 +10,12 @@ Their watches are one long poll per ``MAX_BATCH`` memberships (``POST /v1/client
 one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
 and the round starts again; a membership added or gone starts a new round too. A name server without the batched
 routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are.
+
+A membership whose report changed (its effective flag, state or queues) beats at once rather than on the grid
+(``report_checks``); beats due in the same moment share a request here as the periodic ones do, one request of a
+session is in flight at a time and a membership has one beat in flight at most, so a burst of changes costs a few
+requests, not one per change. A failed request is logged once until one goes through again (its memberships log
+nothing: ``Membership(log_failures=False)``); each membership's report goes again with its next beat.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class NameServerSession:
         self._pending: list[Pending] = []
         self._sender: asyncio.Task[None] | None = None
         self._batched = True  # False once the name server answered that it has no batched route
+        self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
         self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
         self._members_changed = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
@@ -104,10 +111,12 @@ class NameServerSession:
             await asyncio.gather(*(self._single(body, future) for body, future in batch))
             return
         except GrayMQError as exc:
+            self._heard(exc)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
+        self._heard(None)
         self.requests += 1
         for (body, future), result in zip(batch, answer["results"], strict=True):
             if future.done():
@@ -119,13 +128,25 @@ class NameServerSession:
                 future.set_exception(status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text,
                                                   result.get("detail")))
 
+    def _heard(self, failure: GrayMQError | None) -> None:
+        """Log the first transient failure of the heartbeats' requests, and the first success after it."""
+        if failure is not None and not failure.permanent and not self._failing:
+            log.warning("stock clients' heartbeats to the name server failed: %s; each goes again with its next beat",
+                        failure.message)
+            self._failing = True
+        elif failure is None and self._failing:
+            log.info("stock clients' heartbeats reach the name server again")
+            self._failing = False
+
     async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer]) -> None:
         try:
             answer = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
+            self._heard(exc)
             if not future.done():
                 future.set_exception(exc)
         else:
+            self._heard(None)
             if not future.done():
                 future.set_result(answer)
 

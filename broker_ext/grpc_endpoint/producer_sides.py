@@ -6,7 +6,8 @@ broker registers it as a producer of the **producer group named after each topic
 its labels (``credentials.client_labels``: ``host``, ``language``, ``namespace``, ``principal``), using the
 client's own token. The name server's answer — explicit flag, gray rules, switch — gives the side through
 ``gray_side.send_side``, exactly as for graymq's producer; a watch applies a flip at once, and the applied flag is
-reported back so a promote sees it. Without a name server every send is normal.
+reported back at once so a promote sees it (the first answer's before the first send). Without a name server every
+send is normal.
 
 Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or
 when it has neither stream nor send for ``expiry_s``. A client id belongs to the principal that used it first
@@ -73,12 +74,11 @@ class _Registration:
                 "gray_marks": self.gray_marks}
 
     async def apply(self, answer: HeartbeatAnswer) -> None:
-        gray, marks = answer.desired_gray, answer.gray_marks
+        self.gray, self.gray_marks = answer.desired_gray, answer.gray_marks
         self.gray_switch = answer.gray_switch
-        if (gray, marks) != (self.gray, self.gray_marks):
-            self.gray, self.gray_marks = gray, marks
-            if self.membership is not None:
-                self.membership.poke()  # report the applied flag at once: a promote waits for it
+        # report the applied flag at once: a promote waits for it (until ready, the registration reports it)
+        if self.ready.is_set() and self.membership is not None and self.membership.report_changed():
+            self.membership.poke()
 
 
 class ProducerSides(RegisteredSides[_Registration]):
@@ -133,9 +133,11 @@ class ProducerSides(RegisteredSides[_Registration]):
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
                 labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,
-                on_update=registration.apply, aligned=True)
+                on_update=registration.apply, aligned=True, log_failures=False)
             try:
                 await registration.membership.beat()  # no answer: normal until one comes
+                if registration.membership.report_changed():  # the flag applied, reported before the first send
+                    await registration.membership.beat()
             except GrayMQError as exc:  # refused for good (rights): its sends stay normal
                 log.warning("stock producer %s cannot register in producer group %s: %s", caller.client_id, topic,
                             exc.message)

@@ -68,13 +68,15 @@ class NameServerSessions:
 class Registrations(Generic[R]):
     """``items``: (client id, group) -> registration, made by ``add``; ``forget(client_id)`` closes a client's;
     ``start`` sweeps the idle ones away every ``expiry_s / 2``; ``gone(client_id)`` hears of a client forgotten with
-    no stream left."""
+    no stream left, ``closed(key)`` of each registration closed."""
 
     def __init__(self, role: str, *, expiry_s: float, gone: Callable[[str], None] = lambda client_id: None,
-                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None) -> None:
+                 budgets: Budgets | None = None, sessions: NameServerSessions | None = None,
+                 closed: Callable[[tuple[str, str]], None] = lambda key: None) -> None:
         self.role = role
         self.expiry_s = expiry_s
         self.gone = gone
+        self.closed = closed
         self.budgets = budgets if budgets is not None else Budgets(BudgetLimits())
         self.sessions = sessions if sessions is not None else NameServerSessions([])
         self.items: dict[tuple[str, str], R] = {}
@@ -121,6 +123,7 @@ class Registrations(Generic[R]):
             item = self.items.pop(key)
             holder = self._holders.pop(key, None)
             await item.close()
+            self.closed(key)
             if holder is not None:
                 self.budgets.give_back((Budget.REGISTRATIONS_PER_PRINCIPAL, holder[0]))
                 await self.sessions.release(holder[1])

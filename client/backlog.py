@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from graymq.client.message import MessageQueue
 from graymq.client.route_cache import Routes
-from graymq.core.route import TopicRoute
+from graymq.core.route import FREE_SLOT, TopicRoute
 from graymq.protocol.broker_client import BrokerClient
 from graymq.protocol.errors import GrayMQError
 
@@ -120,8 +120,9 @@ async def read_backlogs(brokers: BrokerClient, routes: Routes, group: str, topic
 
 
 def _in_side(route: TopicRoute, mq: MessageQueue, lane: str | None) -> bool:
-    """Whether ``mq`` is a gray queue (``lane``: of that lane's slot)."""
-    return route.slot_of(mq) is not None if lane is None else route.lane_of(mq) == lane
+    """Whether ``mq`` is a gray queue (``lane``: of that lane's slot, or of a slot the route says is free: those are
+    empty, and a route read before the lane took its slot shows it free, so it is counted rather than missed)."""
+    return route.slot_of(mq) is not None if lane is None else route.lane_of(mq) in (lane, FREE_SLOT)
 
 
 async def _ask(brokers: BrokerClient, group: str, address: str,

@@ -267,7 +267,8 @@ class CutoverOperation(Base):
     """A promote, rollback or rollout of a group, recorded by its runbook step by step (kind, mode and state hold the
     values of ``protocol.operations``' enums; the name server checks each state change against its transitions).
 
-    At most one operation per group is ``RUNNING`` (a partial unique index enforces it).
+    At most one operation per group and lane is ``RUNNING`` (a partial unique index enforces it): lanes are promoted
+    and rolled back on their own (``lane``: the lane it ends; ``gray`` for today's gray side and every rollout).
     """
 
     __tablename__ = "cutover_operations"
@@ -278,6 +279,7 @@ class CutoverOperation(Base):
         Index(
             "uq_cutover_operations_one_running",
             "group_id",
+            "lane",
             unique=True,
             postgresql_where=text("state = 'RUNNING'"),
             sqlite_where=text("state = 'RUNNING'"),
@@ -288,6 +290,7 @@ class CutoverOperation(Base):
     group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     mode: Mapped[str] = mapped_column(String(16))
+    lane: Mapped[str] = mapped_column(String(NAME_LENGTH), server_default=text("'gray'"))
     producer_groups: Mapped[list[str]] = mapped_column(JsonType)
     state: Mapped[str] = mapped_column(String(16))
     step: Mapped[str | None] = mapped_column(Text, nullable=True)

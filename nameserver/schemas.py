@@ -220,9 +220,24 @@ class DeletionView(BaseModel):
     name: str
 
 
+class BrokerTopicConfig(TopicConfig):
+    """A topic as brokers get it: ``queue_nums`` the total, and which lane holds which slot (shown when one does)."""
+
+    lanes: dict[str, int] = Field(default_factory=dict, description="lane -> the slot it holds on the topic")
+
+    @model_serializer(mode="wrap")
+    def _defaults_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.lanes:
+            data.pop("lanes", None)
+        if self.lane_slots == 1:
+            data.pop("lane_slots", None)
+        return data
+
+
 class BrokerHeartbeatResponse(BaseModel):
     lease_seconds: int
-    topics: list[TopicConfig]
+    topics: list[BrokerTopicConfig]
     topics_version: str = Field(description="changes whenever the topic table or the deletion log does")
     deletions: list[DeletionView] = Field(
         default_factory=list, description="deletions newer than the broker's ``deletions_applied``, oldest first"
@@ -669,6 +684,7 @@ class CutoverCreate(BaseModel):
     mode: CutoverMode = Field(default=CutoverMode.DRAIN, description="promote/rollback: drain or adopt; rollout: "
                               "promote or hold (what follows the last step)")
     producer_groups: list[GroupName] = Field(default_factory=list, max_length=100)
+    lane: LaneName = Field(default=GRAY_LANE, description="the lane it promotes or rolls back (a rollout: gray)")
 
     @model_validator(mode="after")
     def _mode_of_kind(self) -> CutoverCreate:
@@ -697,6 +713,14 @@ class CutoverView(BaseModel):
     started_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    lane: str = Field(default=GRAY_LANE, description="the lane it promotes or rolls back (shown unless gray)")
+
+    @model_serializer(mode="wrap")
+    def _gray_lane_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.lane == GRAY_LANE:
+            data.pop("lane", None)
+        return data
 
 
 class GroupDetail(GroupView):

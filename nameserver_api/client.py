@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.core.route import TopicRoute
 from graymq.nameserver_api.lane_records import GroupLane, LaneRule, TopicLanes
 from graymq.nameserver_api.records import (
@@ -251,8 +252,11 @@ class NameServerClient:
     async def delete_rule(self, group: str, rule_id: int) -> None:
         await self.request("DELETE", f"/v1/groups/{group}/rules/{rule_id}", admin=True)
 
-    async def start_cutover(self, group: str, kind: str, mode: str, producer_groups: list[str]) -> CutoverRecord:
-        body = {"kind": kind, "mode": mode, "producer_groups": producer_groups}
+    async def start_cutover(self, group: str, kind: str, mode: str, producer_groups: list[str],
+                            lane: str = GRAY_LANE) -> CutoverRecord:
+        """Record a RUNNING promote, rollback or rollout of ``lane`` (409 while one of that lane runs)."""
+        body = {"kind": kind, "mode": mode, "producer_groups": producer_groups,
+                **({"lane": lane} if lane != GRAY_LANE else {})}
         return CutoverRecord.from_json(await self.request("POST", f"/v1/groups/{group}/cutovers", json=body,
                                                           admin=True))
 

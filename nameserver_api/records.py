@@ -51,6 +51,7 @@ class CutoverRecord:
     started_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    lane: str = GRAY_LANE  # the lane it promotes or rolls back
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CutoverRecord:
@@ -58,13 +59,16 @@ class CutoverRecord:
                    mode=CutoverMode(data["mode"]), producer_groups=tuple(data["producer_groups"]),
                    state=CutoverState(data["state"]), step=data["step"], result=data["result"],
                    started_by=data["started_by"], started_at=datetime.fromisoformat(data["started_at"]),
-                   updated_at=datetime.fromisoformat(data["updated_at"]), finished_at=_time(data["finished_at"]))
+                   updated_at=datetime.fromisoformat(data["updated_at"]), finished_at=_time(data["finished_at"]),
+                   lane=data.get("lane") or GRAY_LANE)
 
     def to_json(self) -> dict[str, Any]:
+        """As the name server shows it (``lane`` only when not ``gray``)."""
         return {"id": self.id, "group": self.group, "kind": self.kind.value, "mode": self.mode.value,
                 "producer_groups": list(self.producer_groups), "state": self.state.value, "step": self.step,
                 "result": self.result, "started_by": self.started_by, "started_at": _text(self.started_at),
-                "updated_at": _text(self.updated_at), "finished_at": _text(self.finished_at)}
+                "updated_at": _text(self.updated_at), "finished_at": _text(self.finished_at),
+                **({"lane": self.lane} if self.lane != GRAY_LANE else {})}
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,13 @@ class GrayRule:
     gray: bool
     position: int
     created_at: datetime
+    lane: str = GRAY_LANE  # the lane a true rule puts clients in
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GrayRule:
         return cls(id=int(data["id"]), group=data["group"], selector=dict(data["selector"]), gray=bool(data["gray"]),
-                   position=int(data["position"]), created_at=datetime.fromisoformat(data["created_at"]))
+                   position=int(data["position"]), created_at=datetime.fromisoformat(data["created_at"]),
+                   lane=data.get("lane") or GRAY_LANE)
 
 
 @dataclass(frozen=True)

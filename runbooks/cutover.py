@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
 from graymq.nameserver_api.records import ClientRecord
 from graymq.protocol.errors import GrayMQError
@@ -78,6 +79,8 @@ class CutoverReport:
     gray_consumers_left: list[str] = field(default_factory=list)
     stale_clients: list[str] = field(default_factory=list)  # found stale on the way (producers still waited for)
     gray_backlog: int | None = None
+    slots_freed: list[str] = field(default_factory=list)  # topics whose slot the lane gave back
+    slots_kept: list[str] = field(default_factory=list)  # topics whose slot it kept, and why
     resumed: bool = False
     message: str = ""
 
@@ -94,15 +97,18 @@ class CutoverReport:
 
 
 class CutoverRunner:
-    """Runs promote or rollback (in the policy's mode) on ``group`` as ``policy`` says (the shared defaults when
-    not given)."""
+    """Runs promote or rollback (in the policy's mode) of ``lane`` (today's gray side unless another is named) on
+    ``group`` as ``policy`` says (the shared defaults when not given). Other lanes run on untouched: only the lane's
+    producers, rules, consumers and queues are acted on."""
 
     report_type: type[CutoverReport] = CutoverReport
 
     def __init__(self, nameserver: NameServerClient, group: str, policy: CutoverPolicy | None = None,
-                 progress: Progress | None = None, hooks: RunbookHooks | None = None) -> None:
+                 progress: Progress | None = None, hooks: RunbookHooks | None = None, *,
+                 lane: str = GRAY_LANE) -> None:
         self.nameserver = nameserver
         self.group = group
+        self.lane = lane
         self.policy = policy or CutoverPolicy()
         self.producer_groups = self.policy.producer_groups_of(group)
         self.progress = progress or Progress()
@@ -127,36 +133,99 @@ class CutoverRunner:
         await self._timed(report, CutoverStep.PRODUCERS, self._stop_gray_producers(report))
         await self._timed(report, CutoverStep.DRAIN, self._flip_consumers(report))
         await self._step(report, CutoverStep.VERIFY)
-        status = await self.inspector.status(self.group)
+        status = await self.inspector.status(self.group, lane=self.lane)
         self._note_stale(report, status)
         report.gray_consumers_left = [c.client_id for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left or status.gray_backlog:
             raise CutoverFailed("verification failed: gray clients or gray backlog left", report.to_json())
-        await self.nameserver.set_weight(self.group, 0, "promote done: the next release starts unweighted")
+        if self.lane == GRAY_LANE:
+            await self.nameserver.set_weight(self.group, 0, "promote done: the next release starts unweighted")
+        await self._give_back_slots(report, status)
 
     async def _rollback_steps(self, report: CutoverReport) -> None:
-        await self.nameserver.set_weight(self.group, 0, "rollback: no more normal traffic to the gray side")
+        if self.lane == GRAY_LANE:
+            await self.nameserver.set_weight(self.group, 0, "rollback: no more normal traffic to the gray side")
         await self._timed(report, CutoverStep.PRODUCERS, self._stop_gray_producers(report))
         for producer_group in self.producer_groups:
             if producer_group != self.group:  # the group's own rules keep its gray consumers gray
                 report.rules_removed += await self._remove_gray_rules(producer_group)
         if report.mode == CutoverMode.ADOPT:
-            await self.nameserver.set_orphan_policy(self.group, "adopt")
+            await self._set_orphan_policy("adopt")
             await self._timed(report, CutoverStep.ADOPT, self._wait(
                 report, "waiting for gray consumers to stop; normal consumers adopt the gray queues",
                 lambda s: not s.gray_clients() and s.gray_backlog == 0))
-            await self.nameserver.set_orphan_policy(self.group, "hold")
+            await self._set_orphan_policy("hold")
         else:
             await self._timed(report, CutoverStep.DRAIN, self._wait(
                 report, "gray consumers draining the gray backlog", lambda s: s.gray_backlog == 0))
-        status = await self.inspector.status(self.group)
+        status = await self.inspector.status(self.group, lane=self.lane)
         self._note_stale(report, status)
         report.gray_consumers_left = [c.client_id for c in status.gray_clients()]
         report.gray_backlog = status.gray_backlog
+        await self._give_back_slots(report, status)
         if report.gray_consumers_left:
             report.message = ("gray backlog is 0; these gray consumers hold only empty gray queues and can be "
                               "stopped: " + ", ".join(report.gray_consumers_left))
+
+    # -- the lane ----------------------------------------------------------------------------
+    def _may_send(self, client: ClientRecord) -> bool:
+        """A producer that is in the lane, or honours messages' marks, as it last reported."""
+        return client.in_lane == self.lane or bool(client.gray_marks)
+
+    def _flips(self, client: ClientRecord) -> bool:
+        """Whether the producer step sets ``client`` normal: one in the lane or headed there; for ``gray`` also every
+        other producer not already normal by an explicit flag (marks), but those of other lanes."""
+        if self.lane in (client.in_lane, client.wanted_lane):
+            return True
+        elsewhere = {client.in_lane, client.wanted_lane} - {None, self.lane}
+        return self.lane == GRAY_LANE and not elsewhere and (client.explicit_gray is not False
+                                                             or self._may_send(client))
+
+    async def _set_orphan_policy(self, policy: str) -> None:
+        """The group's orphan policy for the lane (``gray``: the group's own; another lane: its override, cleared
+        by ``hold``)."""
+        if self.lane == GRAY_LANE:
+            await self.nameserver.set_orphan_policy(self.group, policy)
+        else:
+            await self.nameserver.set_lane_orphan_policy(self.group, self.lane, "adopt" if policy == "adopt" else None)
+
+    async def _give_back_slots(self, report: CutoverReport, status: GroupStatus) -> None:
+        """The lane gives back its slot of each topic of the group once no group has messages of it left there
+        (the name server refuses while a client anywhere is still in the lane on that topic)."""
+        if status.gray_backlog:
+            return
+        topics = sorted({t for c in status.clients + status.stale if c.role in CONSUMING_ROLES for t in c.topics})
+        for topic in topics:
+            route = await self.inspector.route(topic)
+            if route is None or route.slot_of_lane(self.lane) is None:
+                continue
+            left = await self._left_elsewhere(topic)
+            if left:
+                _add(report.slots_kept, f"{topic}: {left}")
+                continue
+            try:
+                await self.nameserver.free_lane_slot(topic, self.lane, f"{report.kind} #{report.operation_id}")
+            except (ConflictError, NotFoundError) as exc:
+                _add(report.slots_kept, f"{topic}: {exc.message}")
+                continue
+            _add(report.slots_freed, topic)
+        if report.slots_freed:
+            self.progress.note(f"lane {self.lane} gave back its slot of {', '.join(report.slots_freed)}")
+
+    async def _left_elsewhere(self, topic: str) -> str:
+        """What other groups consuming ``topic`` have left of the lane there ("" when nothing)."""
+        left = []
+        for summary in await self.nameserver.list_groups():
+            group = summary.settings.group
+            if group == self.group:
+                continue
+            data = await self.inspector.clients(group)
+            if any(topic in c.topics for c in data.clients if c.role in CONSUMING_ROLES):
+                backlog = await self.inspector.lane_backlog(group, topic, self.lane)
+                if backlog:
+                    left.append(f"group {group} has {backlog} message(s) of lane {self.lane} left")
+        return "; ".join(left)
 
     # -- steps -------------------------------------------------------------------------------
     async def _stop_gray_producers(self, report: CutoverReport, recheck: bool = False) -> None:
@@ -172,8 +241,8 @@ class CutoverRunner:
         found = False
         for producer_group in self.producer_groups:
             data = await self.inspector.clients(producer_group, role="producer")
-            gray = [c.client_id for c in data.clients if c.explicit_gray is not False or _may_send_gray(c)]
-            found = found or any(_may_send_gray(c) or c.desired_gray for c in data.clients)
+            gray = [c.client_id for c in data.clients if self._flips(c)]
+            found = found or any(self._may_send(c) or c.wanted_lane == self.lane for c in data.clients)
             await asyncio.gather(*(self._set_normal(report, producer_group, client_id) for client_id in gray))
             for client_id in gray:
                 name = f"{producer_group}/{client_id}"
@@ -189,7 +258,7 @@ class CutoverRunner:
                 for c in data.clients:
                     if c.stale:
                         _add(report.stale_clients, f"{producer_group}/{c.client_id}")
-                    if _may_send_gray(c):
+                    if self._may_send(c):
                         left.append(c.client_id + (f" (principal {c.principal})" if c.principal else ""))
                         if c.stale:
                             stale.append(c.client_id)
@@ -223,7 +292,7 @@ class CutoverRunner:
         await self._step(report, CutoverStep.DRAIN)
         after = await self.inspector.status(self.group, with_backlog=False)
         gray = [c.client_id for c in before.clients + before.stale + after.clients + after.stale
-                if c.role != "producer" and (c.gray or c.desired_gray)]
+                if c.role != "producer" and self.lane in (c.in_lane, c.wanted_lane)]
         todo = [client_id for client_id in dict.fromkeys(gray) if client_id not in report.consumers_flipped]
         await asyncio.gather(*(self._set_normal(report, self.group, client_id) for client_id in todo))
         report.consumers_flipped += todo
@@ -234,7 +303,7 @@ class CutoverRunner:
         initial: int | None = None
         while True:
             try:
-                status = await self.inspector.status(self.group)
+                status = await self.inspector.status(self.group, lane=self.lane)
             except BacklogUnavailable as exc:
                 self._check_deadline(report, f"{what}: {exc.message}")
                 await asyncio.sleep(self.policy.poll_s)
@@ -267,7 +336,7 @@ class CutoverRunner:
             return []
         removed = []
         for rule in rules:
-            if rule.gray:
+            if rule.gray and rule.lane == self.lane:
                 await self.nameserver.delete_rule(group, rule.id)
                 removed.append({"group": group, "selector": rule.selector})
         return removed
@@ -282,7 +351,8 @@ class CutoverRunner:
 
     # -- bookkeeping -------------------------------------------------------------------------
     async def _begin(self, kind: CutoverKind, mode: CutoverMode) -> CutoverReport:
-        running = await self.nameserver.list_cutovers(self.group, state=CutoverState.RUNNING)
+        running = [op for op in await self.nameserver.list_cutovers(self.group, state=CutoverState.RUNNING)
+                   if op.lane == self.lane]
         if running:
             op = running[0]
             if op.kind != kind or op.mode != mode:
@@ -295,7 +365,7 @@ class CutoverRunner:
                 if key in previous:
                     setattr(report, key, previous[key])
         else:
-            op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups)
+            op = await self.nameserver.start_cutover(self.group, kind, mode, self.producer_groups, self.lane)
             self.progress.note(f"{kind} #{op.id} of {self.group} started (producer groups: "
                                f"{', '.join(self.producer_groups)})")
             report = self.report_type(op.id, kind, mode, self.group)
@@ -340,9 +410,6 @@ class CutoverRunner:
             raise CutoverFailed(f"timed out after {self.policy.timeout_s:g}s — {what}", report.to_json())
 
 
-def _may_send_gray(client: ClientRecord) -> bool:
-    """A producer that is gray, or honours messages' gray marks, as it last reported."""
-    return bool(client.gray or client.gray_marks)
 
 
 def _add(names: list[str], name: str) -> None:

@@ -60,6 +60,7 @@ class GroupStatus:
     broker_sets: list[ReplicaSetRecord] = field(default_factory=list)  # the replicated brokers of its topics
     unavailable: list[UnavailableBroker] = field(default_factory=list)  # brokers that did not answer (``partial``)
     unknown_gray: list[MessageQueue] = field(default_factory=list)  # their gray queues: backlog unknown
+    lane: str | None = None  # the lane whose clients and backlog these are (None: every lane's)
 
     @property
     def gray_backlog(self) -> int:
@@ -67,7 +68,8 @@ class GroupStatus:
         return sum(q.backlog for q in self.queues)
 
     def gray_clients(self, roles: tuple[str, ...] = CONSUMING_ROLES) -> list[ClientRecord]:
-        return [c for c in self.clients if c.role in roles and c.gray]
+        """The live clients of ``roles`` in a lane (in ``lane``, when the status is of one)."""
+        return [c for c in self.clients if c.role in roles and c.gray and self.lane in (None, c.in_lane)]
 
     def retired_clients(self) -> list[ClientRecord]:
         return [c for c in self.clients if c.state == ClientState.RETIRED]
@@ -134,9 +136,10 @@ class GroupInspector:
             return GroupClients.unknown(group)
 
     async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False,
-                     with_lag: bool = False, partial: bool = False) -> GroupStatus:
+                     with_lag: bool = False, partial: bool = False, lane: str | None = None) -> GroupStatus:
         """The group's clients; ``with_backlog``: and its gray backlog; ``with_weighted``: and the normal queues
-        its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side.
+        its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side; ``lane``: the
+        gray clients and backlog of that lane only.
 
         A broker that does not answer raises ``BacklogUnavailable`` (naming every such broker); with ``partial``
         it is listed in ``unavailable`` instead, and the figures that depend on it are unknown."""
@@ -144,10 +147,10 @@ class GroupInspector:
         listed = sorted(data.clients, key=lambda c: (c.role, c.client_id))
         status = GroupStatus(group, data.gray_switch, data.orphan_policy, [c for c in listed if not c.stale],
                              stale=[c for c in listed if c.stale], gray_weight=data.gray_weight,
-                             gray_retired=data.gray_retired)
+                             gray_retired=data.gray_retired, lane=lane)
         if with_backlog:
             topics = {t for c in listed if c.role in CONSUMING_ROLES for t in c.topics}
-            gray = await self._backlogs(group, topics, True, partial)
+            gray = await self._backlogs(group, topics, True, partial, lane)
             status.queues = gray.queues
             status.unknown_gray = sorted(mq for b in gray.unavailable for mq in b.queues)
             status.unavailable = gray.unavailable
@@ -161,8 +164,9 @@ class GroupInspector:
             status.weighted = await self.weighted_queues(status.gray_clients())
         return status
 
-    async def _backlogs(self, group: str, topics: set[str], gray_only: bool, partial: bool) -> Backlogs:
-        backlogs = await read_backlogs(self.brokers, self.routes, group, topics, gray_only)
+    async def _backlogs(self, group: str, topics: set[str], gray_only: bool, partial: bool,
+                        lane: str | None = None) -> Backlogs:
+        backlogs = await read_backlogs(self.brokers, self.routes, group, topics, gray_only, lane)
         if not partial:
             backlogs.complete()
         return backlogs
@@ -200,6 +204,15 @@ class GroupInspector:
             log.debug("broker sets unavailable: %s", exc.message)
             return []
         return [b.replica_set for b in brokers if b.broker_name in names and b.replica_set is not None]
+
+    async def lane_backlog(self, group: str, topic: str, lane: str) -> int:
+        """What ``group`` has not consumed of ``lane``'s slot of ``topic`` (``BacklogUnavailable`` when unknown)."""
+        return sum(q.backlog for q in (await self._backlogs(group, {topic}, True, False, lane)).queues)
+
+    async def route(self, topic: str) -> TopicRoute | None:
+        """The topic's route as the name server gives it now (None when it has none)."""
+        self.routes.invalidate(topic)
+        return await self._route(topic)
 
     async def _route(self, topic: str) -> TopicRoute | None:
         try:

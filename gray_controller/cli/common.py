@@ -260,3 +260,13 @@ async def until_interrupted(work: Awaitable[T]) -> T:
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+
+
+def lane_name(text: str) -> str:
+    """An argparse type: a lane's name, checked by the name rule (one line naming the rule when it breaks it)."""
+    from graymq.protocol.names import check_lane_name
+
+    problem = check_lane_name(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text

@@ -6,11 +6,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.gray_controller.cli import pipeline_cmd, rollout_cmd
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
     add_timeout_arg,
+    lane_name,
     parse_labels,
     print_json,
     run_with_nameserver,
@@ -63,6 +65,8 @@ def register(subparsers: Any) -> None:
         pipeline_cmd.add_arguments(q)
         add_timeout_arg(q, default=DEFAULT.timeout_s, help=f"give up after S seconds (default: {DEFAULT.timeout_s:g})")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
+        q.add_argument("--lane", type=lane_name, default=GRAY_LANE, metavar="NAME",
+                       help="the lane to end (default: gray, today's gray side); other lanes run on untouched")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()
             mode.add_argument("--drain", dest="mode", action="store_const", const="drain",
@@ -184,7 +188,7 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
 
     if args.then:
         return await pipeline_cmd.run(ns, args)
-    runner = CutoverRunner(ns, args.group, cutover_policy(args))
+    runner = CutoverRunner(ns, args.group, cutover_policy(args), lane=args.lane)
     try:
         report = await until_interrupted(runner.promote() if args.gray_command == "promote" else runner.rollback())
     except Interrupted as exc:

@@ -14,12 +14,21 @@ class CutoverRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def running(self, group_id: int) -> CutoverOperation | None:
+    def running(self, group_id: int, lane: str | None = None) -> CutoverOperation | None:
+        """The group's RUNNING operation of ``lane`` (None: of any lane, the oldest)."""
+        stmt = (select(CutoverOperation).options(joinedload(CutoverOperation.group))
+                .where(CutoverOperation.group_id == group_id, CutoverOperation.state == RUNNING))
+        if lane is not None:
+            stmt = stmt.where(CutoverOperation.lane == lane)
+        return self.session.scalars(stmt.order_by(CutoverOperation.id)).first()
+
+    def all_running(self, group_id: int) -> Sequence[CutoverOperation]:
+        """The group's RUNNING operations, one per lane at most."""
         return self.session.scalars(
-            select(CutoverOperation)
-            .options(joinedload(CutoverOperation.group))
+            select(CutoverOperation).options(joinedload(CutoverOperation.group))
             .where(CutoverOperation.group_id == group_id, CutoverOperation.state == RUNNING)
-        ).one_or_none()
+            .order_by(CutoverOperation.id)
+        ).all()
 
     def get(self, operation_id: int, *, lock: bool = False) -> CutoverOperation | None:
         stmt = (

@@ -46,6 +46,18 @@ class TopicRepository:
         stmt = stmt.on_conflict_do_nothing(index_elements=[Topic.name]).returning(Topic.name)
         return set(self.session.scalars(stmt))
 
+    def grow_slots(self, configs: Sequence[TopicConfig]) -> bool:
+        """Record the lane slots brokers grew their groups' retry and dead-letter topics to (never fewer, the same
+        base and gray counts); returns whether a topic grew."""
+        grown = False
+        for config in configs:
+            topic = self.session.scalars(select(Topic).where(Topic.name == config.topic)).one_or_none()
+            if (topic is not None and config.lane_slots > topic.lane_slots
+                    and (topic.queue_nums, topic.gray_queue_nums) == (config.queue_nums, config.gray_queue_nums)):
+                topic.lane_slots = config.lane_slots
+                grown = True
+        return grown
+
     def delete(self, names: Iterable[str]) -> None:
         self.session.execute(delete(Topic).where(Topic.name.in_(list(names))))
 

@@ -304,7 +304,8 @@ class ClientService:
         group only that operation may flip (it names itself in ``X-Graymq-Operation``).
         """
         group = self._group(group_name, lock=True)
-        running = self.cutovers.running(group.id)
+        operations = self.cutovers.all_running(group.id)
+        running = next((op for op in operations if str(op.id) == operation_id), operations[0] if operations else None)
         if operation_id is not None and (running is None or str(running.id) != operation_id):
             raise Conflict(
                 f"operation {operation_id} is not running on group {group.name}",

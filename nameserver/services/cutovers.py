@@ -9,7 +9,7 @@ from graymq.nameserver.errors import Conflict, NotFound
 from graymq.nameserver.models import RUNNING, CutoverOperation, Group
 from graymq.nameserver.repositories.cutovers import CutoverRepository
 from graymq.nameserver.repositories.groups import GroupRepository
-from graymq.nameserver.schemas import CutoverCreate, CutoverPatch, CutoverView
+from graymq.nameserver.schemas import GRAY_LANE, CutoverCreate, CutoverPatch, CutoverView
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.views import cutover_view
 
@@ -28,12 +28,13 @@ class CutoverService:
         return group
 
     def start(self, group_name: str, body: CutoverCreate, actor: str) -> CutoverView:
-        """Record a new RUNNING operation; 409 with the running one when the group already has one."""
+        """Record a new RUNNING operation; 409 with the running one when the group already has one of that lane."""
         group = self._group(group_name, lock=True)
-        running = self.cutovers.running(group.id)
+        running = self.cutovers.running(group.id, body.lane)
         if running is not None:
+            of_lane = "" if body.lane == GRAY_LANE else f" (lane {body.lane})"
             raise Conflict(
-                f"cutover {running.id} is already running on group {group.name}", cutover_view(running)
+                f"cutover {running.id} is already running on group {group.name}{of_lane}", cutover_view(running)
             )
         now = utc_now()
         operation = self.cutovers.add(
@@ -41,6 +42,7 @@ class CutoverService:
                 group=group,
                 kind=body.kind.value,
                 mode=body.mode.value,
+                lane=body.lane,
                 producer_groups=body.producer_groups,
                 state=RUNNING.value,
                 started_by=actor,

@@ -21,7 +21,7 @@ from graymq.nameserver.schemas import GroupLaneView, LaneOrphanPolicyPut, LaneSt
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.views import client_desired_lane
 from graymq.nameserver.settings import NameServerSettings
-from graymq.nameserver.watch import EVERY_GROUP, LANE_SLOTS_CHANGED, mark_changed
+from graymq.nameserver.watch import EVERY_GROUP, LANE_SLOTS_CHANGED, TOPIC_TABLE_CHANGED, mark_changed
 
 SlotMaps = dict[str, dict[str, int]]  # topic -> lane -> the slot it holds
 
@@ -151,6 +151,7 @@ class LaneService:
         lists what operators and operations did to it)."""
         self.lanes.take(topic.id, slot, lane, taken_by, utc_now())
         mark_changed(self.session, LANE_SLOTS_CHANGED)
+        mark_changed(self.session, TOPIC_TABLE_CHANGED)  # brokers get the lane maps with the topics
         mark_changed(self.session, EVERY_GROUP)
         after: dict[str, object] = {"topic": topic.name, "slot": slot}
         if group is not None:
@@ -185,6 +186,7 @@ class LaneService:
             if not self.lanes.holds_any(lane):
                 self.lanes.end_lane(lane)
             mark_changed(self.session, LANE_SLOTS_CHANGED)
+            mark_changed(self.session, TOPIC_TABLE_CHANGED)  # brokers get the lane maps with the topics
             mark_changed(self.session, EVERY_GROUP)
             self.audit.record(actor=actor, object_type="lane", object_id=lane, action="free_slot",
                               before={"topic": topic.name, "slot": slot}, reason=reason)

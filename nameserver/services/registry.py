@@ -79,16 +79,17 @@ class RegistryService:
             reported = self._configured_or_own(report.broker_name, reported)
         if broker_id is not None:
             self.brokers.replace_routes(broker_id, reported)
-            if self.topics.add_missing([base_config(t) for t in reported]):
+            own = [base_config(t) for t in reported if group_of_topic(t.topic) is not None]
+            if self.topics.add_missing([base_config(t) for t in reported]) or self.topics.grow_slots(own):
                 mark_changed(self.session, TOPIC_TABLE_CHANGED)
             mark_changed(self.session, BROKER_REGISTERED)
-        topics = self.topics.all()
+        topics, lanes = self.topics.all(), self._lane_maps()
         last_deletion_id = pending[-1].id if pending else self.deletions.last_id()
         self.session.commit()
         return BrokerHeartbeatResponse(
             lease_seconds=lease,
-            topics=[broker_topic_config(t) for t in topics],
-            topics_version=_version(topics, last_deletion_id),
+            topics=[broker_topic_config(t, lanes.get(t.name)) for t in topics],
+            topics_version=_version(topics, last_deletion_id, lanes),
             deletions=[DeletionView(id=d.id, kind=d.kind, name=d.name) for d in pending],  # type: ignore[arg-type]
             last_deletion_id=last_deletion_id,
         )
@@ -139,7 +140,14 @@ class RegistryService:
 
     def topics_version(self) -> str:
         """What a broker's watch compares: it changes whenever the topic table or the deletion log does."""
-        return _version(self.topics.all(), self.deletions.last_id())
+        return _version(self.topics.all(), self.deletions.last_id(), self._lane_maps())
+
+    def _lane_maps(self) -> dict[str, dict[str, int]]:
+        """topic -> lane -> the slot it holds (one statement)."""
+        maps: dict[str, dict[str, int]] = {}
+        for topic, slot, lane in LaneRepository(self.session).all_slots():
+            maps.setdefault(topic, {})[lane] = slot
+        return maps
 
     def readiness(self, config: TopicConfig) -> tuple[list[str], list[str]]:
         """(ready, pending): the live brokers that report ``config``'s topic (as configured: its base count) with its
@@ -226,7 +234,8 @@ class RegistryService:
         )
 
 
-def _version(topics: Sequence[Topic], last_deletion_id: int) -> str:
+def _version(topics: Sequence[Topic], last_deletion_id: int, lanes: dict[str, dict[str, int]]) -> str:
     layout = ";".join(f"{t.name},{t.queue_nums},{t.gray_queue_nums},{t.perm}" + (
-        f",{t.lane_slots}" if t.lane_slots != 1 else "") for t in topics)
+        f",{t.lane_slots}" if t.lane_slots != 1 else "") + (
+        f",{sorted(lanes[t.name].items())}" if t.name in lanes else "") for t in topics)
     return hashlib.sha256(f"{last_deletion_id}|{layout}".encode()).hexdigest()[:16]

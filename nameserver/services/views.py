@@ -8,6 +8,7 @@ from graymq.nameserver.gray_policy import desired_lane, lane_of
 from graymq.nameserver.models import Client, CutoverOperation, GrayRule, Group, Topic
 from graymq.nameserver.schemas import (
     AllGroupsRuleView,
+    BrokerTopicConfig,
     ClientView,
     CutoverView,
     GroupView,
@@ -34,11 +35,11 @@ def total_queue_nums(queue_nums: int, gray_queue_nums: int, lane_slots: int) -> 
     return queue_nums + (lane_slots - 1) * gray_queue_nums
 
 
-def broker_topic_config(topic: Topic) -> TopicConfig:
-    """The topic as brokers get it: ``queue_nums`` is the total a broker holds, lane slots included."""
-    config = topic_config(topic)
-    return config.model_copy(update={"queue_nums": total_queue_nums(topic.queue_nums, topic.gray_queue_nums,
-                                                                     topic.lane_slots)})
+def broker_topic_config(topic: Topic, lanes: dict[str, int] | None = None) -> BrokerTopicConfig:
+    """The topic as brokers get it: ``queue_nums`` is the total a broker holds, lane slots included, and ``lanes``
+    which lane holds which slot."""
+    return BrokerTopicConfig(**topic_config(topic).model_dump(), lanes=lanes or {}).model_copy(
+        update={"queue_nums": total_queue_nums(topic.queue_nums, topic.gray_queue_nums, topic.lane_slots)})
 
 
 def base_config(reported: TopicConfig) -> TopicConfig:
@@ -127,4 +128,5 @@ def cutover_view(operation: CutoverOperation) -> CutoverView:
         started_at=operation.started_at,
         updated_at=operation.updated_at,
         finished_at=operation.finished_at,
+        lane=operation.lane or "gray",
     )

@@ -109,7 +109,9 @@ async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: a
         for topic in topics:
             while not stopping.done():
                 try:
-                    await nameserver.get_route(topic)
+                    route = await nameserver.get_route(topic)
+                    if (lane := lane_of_args(args)) is not None and (full := no_free_slot(route, lane)):
+                        return full
                     break
                 except TopicNotExistError:
                     if not args.wait_for_topic:
@@ -128,6 +130,17 @@ async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: a
     finally:
         await nameserver.close()
     return None
+
+
+def no_free_slot(route: Any, lane: str) -> str | None:
+    """Why ``lane`` can take no slot of the route's topic (``core.route.TopicRoute``): every slot is held by other
+    lanes; said as the name server refuses the lane's first heartbeat. None when it holds one or one is free."""
+    slots = max((b.lane_slots for b in route.brokers if b.gray_queue_nums), default=0)
+    held = dict(route.lanes or ())
+    if route.lanes is None or not slots or lane in held or len(held) < slots:
+        return None
+    return (f"topic {route.topic} has no free lane slot ({len(held)} of {slots} held by {', '.join(sorted(held))}): "
+            f"grow it (graymq topic update {route.topic} --lanes {slots + 1}) or end a lane")
 
 
 class _Printer:

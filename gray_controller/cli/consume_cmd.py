@@ -22,6 +22,7 @@ from graymq.gray_controller.cli.common import (
     seconds,
     setup_logging,
 )
+from graymq.gray_controller.cli.lane_cmd import no_free_slot
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
@@ -130,17 +131,6 @@ async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: a
     finally:
         await nameserver.close()
     return None
-
-
-def no_free_slot(route: Any, lane: str) -> str | None:
-    """Why ``lane`` can take no slot of the route's topic (``core.route.TopicRoute``): every slot is held by other
-    lanes; said as the name server refuses the lane's first heartbeat. None when it holds one or one is free."""
-    slots = max((b.lane_slots for b in route.brokers if b.gray_queue_nums), default=0)
-    held = dict(route.lanes or ())
-    if route.lanes is None or not slots or lane in held or len(held) < slots:
-        return None
-    return (f"topic {route.topic} has no free lane slot ({len(held)} of {slots} held by {', '.join(sorted(held))}): "
-            f"grow it (graymq topic update {route.topic} --lanes {slots + 1}) or end a lane")
 
 
 class _Printer:

@@ -19,6 +19,17 @@ def add_lane_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--lane", metavar="NAME", help=help_text)
 
 
+def no_free_slot(route: Any, lane: str) -> str | None:
+    """Why ``lane`` can take no slot of the route's topic (``core.route.TopicRoute``): every slot is held by other
+    lanes; said as the name server refuses the lane's first heartbeat or send. None when it holds one or one is free."""
+    slots = max((b.lane_slots for b in route.brokers if b.gray_queue_nums), default=0)
+    held = dict(route.lanes or ())
+    if route.lanes is None or not slots or lane in held or len(held) < slots:
+        return None
+    return (f"topic {route.topic} has no free lane slot ({len(held)} of {slots} held by {', '.join(sorted(held))}): "
+            f"grow it (graymq topic update {route.topic} --lanes {slots + 1}) or end a lane")
+
+
 async def flag(ns: Any, args: argparse.Namespace) -> int:
     """``gray flag GROUP CLIENT --lane L on|off``: on puts every role of the client in L; off (the client must be
     in L, by its flag, what it should be in or what it reports) makes it base explicitly, draining first."""

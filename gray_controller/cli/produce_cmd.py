@@ -18,7 +18,8 @@ from graymq.gray_controller.cli.common import (
     seconds,
     setup_logging,
 )
-from graymq.protocol.errors import ConfigError
+from graymq.gray_controller.cli.lane_cmd import no_free_slot
+from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
 
@@ -81,6 +82,9 @@ async def _run(args: argparse.Namespace) -> int:
     producer = Producer(args.group, args.nameserver, client_id=args.client_id, labels=parse_labels(args.label),
                         gray=True if lane else None, lane=named)
     await producer.start()
+    if lane is not None and (full := no_free_slot(await producer.nameserver.get_route(args.topic), lane)):
+        await producer.stop()
+        raise GrayMQError(full)
     failures = 0
     try:
         for body in bodies:

@@ -18,9 +18,10 @@ from tests.support.cluster import Cluster
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster(graymq_process: Any, tmp_path: Path) -> Cluster:
-    c = Cluster(graymq_process, f"sqlite:///{tmp_path}/ns.db", tmp_path)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def cluster(request: pytest.FixtureRequest, graymq_process: Any, tmp_path: Path) -> Cluster:
+    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
+    c = Cluster(graymq_process, db, tmp_path)
     c.start_nameserver()
     return c
 
@@ -106,6 +107,9 @@ def test_producers_and_consumers_run_in_a_lane_and_a_lane_without_a_slot_is_refu
     assert refused(ns, "consume", "T_RUN", "--group", "G_RUN", "--client-id", "c-v4", "--lane", "v4") == (
         "graymq consume: ERROR topic T_RUN has no free lane slot (2 of 2 held by v2, v3): grow it (graymq topic "
         "update T_RUN --lanes 3) or end a lane")
+    assert refused(ns, "produce", "T_RUN", "--lane", "v4", "--body", "x") == (
+        "graymq produce: topic T_RUN has no free lane slot (2 of 2 held by v2, v3): grow it (graymq topic update "
+        "T_RUN --lanes 3) or end a lane")
     lanes = {lane["lane"]: lane for lane in as_json(ns, "gray", "status", "G_RUN")["lanes"]}
     assert set(lanes) == {"v2", "v3"}
     assert lanes["v3"]["clients"] == ["c-v3 (consumer)"] and lanes["v3"]["queues"] == [f"broker-a:T_RUN:{v3_queue}"]

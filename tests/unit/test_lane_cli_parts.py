@@ -10,7 +10,7 @@ import pytest
 
 from graymq.core.route import BrokerData, TopicRoute
 from graymq.gray_controller.cli import common
-from graymq.gray_controller.cli.consume_cmd import no_free_slot
+from graymq.gray_controller.cli.lane_cmd import no_free_slot
 from graymq.gray_controller.cli.topic_cmd import _slots
 from graymq.protocol.errors import ConfigError
 from graymq.runbooks import group_state

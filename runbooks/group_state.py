@@ -24,7 +24,8 @@ from typing import Any
 from graymq.client.backlog import Backlogs, QueueBacklog, UnavailableBroker, read_backlogs
 from graymq.client.message import MessageQueue
 from graymq.client.route_cache import RouteCache
-from graymq.core.route import TopicRoute
+from graymq.core.queue_layout import GRAY_LANE
+from graymq.core.route import FREE_SLOT, TopicRoute
 from graymq.nameserver_api.client import NameServerClient, NotFoundError
 from graymq.nameserver_api.records import ClientRecord, GroupClients, ReplicaSetRecord
 from graymq.protocol.broker_client import BrokerClient
@@ -174,9 +175,10 @@ class GroupInspector:
             return GroupClients.unknown(group)
 
     async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False,
-                     with_lag: bool = False, partial: bool = False) -> GroupStatus:
+                     with_lag: bool = False, partial: bool = False, gray_lane_only: bool = False) -> GroupStatus:
         """The group's clients; ``with_backlog``: and its gray backlog; ``with_weighted``: and the normal queues
         its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side.
+        ``gray_lane_only``: the gray backlog and queues are the lane ``gray``'s (and free slots'), not every lane's.
 
         A broker that does not answer raises ``BacklogUnavailable`` (naming every such broker); with ``partial``
         it is listed in ``unavailable`` instead, and the figures that depend on it are unknown."""
@@ -197,6 +199,8 @@ class GroupInspector:
                 status.unavailable = _merged(gray.unavailable, every.unavailable)
                 status.broker_sets = await self._broker_sets({q.broker_name for q in status.queues}
                                                              | {mq.broker_name for mq in await self._queues(topics)})
+            if gray_lane_only:  # after the lag: its gray side is every lane's, as the health reports' side is
+                await self._keep_gray_lane(status)
         if with_weighted and status.gray_switch:
             status.weighted = await self.weighted_queues(status.gray_clients())
         return status
@@ -206,6 +210,18 @@ class GroupInspector:
         if not partial:
             backlogs.complete()
         return backlogs
+
+    async def _keep_gray_lane(self, status: GroupStatus) -> None:
+        """Leave out of the gray backlog the queues of slots another lane holds (a free slot's stay: empty)."""
+        routes = {topic: await self._route(topic) for topic in {q.topic for q in status.queues}
+                  | {mq.topic for mq in status.unknown_gray}}
+
+        def in_gray(mq: MessageQueue) -> bool:
+            route = routes.get(mq.topic)
+            return route is None or route.lane_of(mq) in (GRAY_LANE, FREE_SLOT)
+
+        status.queues = [q for q in status.queues if in_gray(MessageQueue(q.topic, q.broker_name, q.queue_id))]
+        status.unknown_gray = [mq for mq in status.unknown_gray if in_gray(mq)]
 
     async def lane_statuses(self, status: GroupStatus) -> list[LaneStatus]:
         """Each lane of the group as the name server lists it, with its queues, backlog and lag from the brokers

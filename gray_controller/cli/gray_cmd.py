@@ -145,7 +145,8 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
-        status = await inspector.status(args.group, with_weighted=True, with_lag=True, partial=True)
+        status = await inspector.status(args.group, with_weighted=True, with_lag=True, partial=True,
+                                        gray_lane_only=True)
         status.lanes = await inspector.lane_statuses(status)
     finally:
         await inspector.close()

@@ -117,8 +117,19 @@ def test_producers_and_consumers_run_in_a_lane_and_a_lane_without_a_slot_is_refu
     assert lanes["v3"]["state"] == "consuming"
     table = graymq(ns, "gray", "status", "G_RUN").stdout
     assert "taking part" in table and "c-v2 (consumer)" in table
-    for proc in (v2, v3, base):
+    v3.terminate()  # the group takes part in v3: its queue waits for a v3 consumer, base consumers leave it
+    wait_for(lambda: lanes_of(ns, "G_RUN")["v3"]["clients"] == [], 30, "the v3 consumer to leave")
+    produce(ns, "T_RUN", "--group", "G_RUN", "--lane", "v3", "--count", "3")
+    status = as_json(ns, "gray", "status", "G_RUN")
+    held = {lane["lane"]: lane for lane in status["lanes"]}["v3"]
+    assert (held["backlog"], held["state"]) == (3, "held")
+    assert status["gray_backlog"] == 0 and f"{v3_queue}" not in {str(q["queue_id"]) for q in status["gray_queues"]}
+    for proc in (v2, base):
         proc.terminate()
+
+
+def lanes_of(ns_url: str, group: str) -> dict[str, Any]:
+    return {lane["lane"]: lane for lane in as_json(ns_url, "gray", "status", group)["lanes"]}
 
 
 def test_produce_and_consume_refuse_a_bad_lane_in_one_line(cluster: Cluster) -> None:

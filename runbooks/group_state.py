@@ -212,13 +212,17 @@ class GroupInspector:
         return backlogs
 
     async def _keep_gray_lane(self, status: GroupStatus) -> None:
-        """Leave out of the gray backlog the queues of slots another lane holds (a free slot's stay: empty)."""
+        """Leave out of the gray backlog the queues of slots another lane holds, and of free slots past the first
+        (slot 0 free is today's gray queues before a gray client came: listed as before lanes)."""
         routes = {topic: await self._route(topic) for topic in {q.topic for q in status.queues}
                   | {mq.topic for mq in status.unknown_gray}}
 
         def in_gray(mq: MessageQueue) -> bool:
             route = routes.get(mq.topic)
-            return route is None or route.lane_of(mq) in (GRAY_LANE, FREE_SLOT)
+            if route is None:
+                return True
+            lane = route.lane_of(mq)
+            return lane == GRAY_LANE or (lane == FREE_SLOT and route.slot_of(mq) == 0)
 
         status.queues = [q for q in status.queues if in_gray(MessageQueue(q.topic, q.broker_name, q.queue_id))]
         status.unknown_gray = [mq for mq in status.unknown_gray if in_gray(mq)]

@@ -159,8 +159,8 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
           f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%"
           + (", gray side RETIRED (its consumers hold nothing)" if status.gray_retired else ""))
-    rows = [[c.client_id, c.role, format_labels(c.labels), _flag(c.desired_gray), _flag(c.gray), c.state,
-             format_queues(c.queues)] for c in status.clients]
+    rows = [[c.client_id, c.role, format_labels(c.labels), c.wanted_lane or "normal", c.in_lane or "normal", c.state,
+             format_queues(c.queues)] for c in status.clients]  # a lane's name: gray as before, or another lane
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     if status.stale:
         print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "

@@ -97,11 +97,16 @@ async def rule(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _rules(ns: Any, args: argparse.Namespace) -> list[Any]:
+    from graymq.nameserver_api.client import NotFoundError
     from graymq.nameserver_api.lane_records import LaneRule
+    from graymq.protocol.errors import GrayMQError
 
     if args.all_groups:
         return [r for r in await ns.list_all_groups_rules() if r.group is None]
-    return [LaneRule.from_json(r) for r in await ns.request("GET", f"/v1/groups/{args.group}/rules")]
+    try:
+        return [LaneRule.from_json(r) for r in await ns.request("GET", f"/v1/groups/{args.group}/rules")]
+    except NotFoundError as exc:
+        raise GrayMQError(f"group {args.group} is not known to the name server") from exc
 
 
 async def _list_rules(ns: Any, args: argparse.Namespace) -> int:

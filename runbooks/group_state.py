@@ -24,7 +24,8 @@ from typing import Any
 from graymq.client.backlog import Backlogs, QueueBacklog, UnavailableBroker, read_backlogs
 from graymq.client.message import MessageQueue
 from graymq.client.route_cache import RouteCache
-from graymq.core.route import TopicRoute
+from graymq.core.queue_layout import GRAY_LANE
+from graymq.core.route import FREE_SLOT, TopicRoute
 from graymq.nameserver_api.client import NameServerClient, NotFoundError
 from graymq.nameserver_api.records import ClientRecord, GroupClients, ReplicaSetRecord
 from graymq.protocol.broker_client import BrokerClient
@@ -45,6 +46,45 @@ class WeightedQueue:
     queue: MessageQueue
 
 
+@dataclass(frozen=True)
+class LaneStatus:
+    """One lane of a group (docs/lanes.md): its live clients (``ID (ROLE)``), its queues on the group's topics, their
+    backlog, the lag of what its consumers hold, whether the group takes part and what it does with the lane's
+    queues no consumer of the lane serves. ``backlog`` and ``lag`` are None when a broker holding one of those
+    queues did not answer."""
+
+    lane: str
+    clients: tuple[str, ...]
+    queues: tuple[MessageQueue, ...]
+    backlog: int | None
+    lag: int | None
+    taking_part: bool
+    orphan_policy: str
+    state: str  # consuming | draining | held | adopted | off: see ``lane_state``
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lane": self.lane, "clients": list(self.clients), "queues": [str(mq) for mq in self.queues],
+                "backlog": self.backlog, "lag": self.lag, "taking_part": self.taking_part,
+                "orphan_policy": self.orphan_policy, "state": self.state}
+
+
+def lane_state(switch: bool, consumer_states: Sequence[str], orphan_policy: str) -> str:
+    """A lane in one word: ``off`` (the group's switch is off: its consumers consume every queue), ``draining`` (a
+    consumer of the lane drains before leaving it), ``consuming`` (consumers of the lane serve its queues), else
+    what the orphan policy does with them: ``held`` (they wait) or ``adopted`` (base consumers take them).
+
+    >>> lane_state(True, ["GRAY"], "hold"), lane_state(True, [], "adopt"), lane_state(False, ["GRAY"], "hold")
+    ('consuming', 'adopted', 'off')
+    """
+    if not switch:
+        return "off"
+    if ClientState.DRAINING in consumer_states:
+        return "draining"
+    if consumer_states:
+        return "consuming"
+    return "adopted" if orphan_policy == "adopt" else "held"
+
+
 @dataclass
 class GroupStatus:
     group: str
@@ -61,6 +101,7 @@ class GroupStatus:
     unavailable: list[UnavailableBroker] = field(default_factory=list)  # brokers that did not answer (``partial``)
     unknown_gray: list[MessageQueue] = field(default_factory=list)  # their gray queues: backlog unknown
     lane: str | None = None  # the lane whose clients and backlog these are (None: every lane's)
+    lanes: list[LaneStatus] | None = None  # each lane of the group (``GroupInspector.lane_statuses``); None: not read
 
     @property
     def gray_backlog(self) -> int:
@@ -103,7 +144,7 @@ class GroupStatus:
             "health": self.health(),
             "lag": self.lag,
             "broker_sets": [rs.to_json() for rs in self.broker_sets],
-        }
+        } | ({} if self.lanes is None else {"lanes": [lane.to_json() for lane in self.lanes]})
 
 
 STATUS_CLIENT_KEYS = ("client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues",
@@ -136,10 +177,13 @@ class GroupInspector:
             return GroupClients.unknown(group)
 
     async def status(self, group: str, with_backlog: bool = True, with_weighted: bool = False,
-                     with_lag: bool = False, partial: bool = False, lane: str | None = None) -> GroupStatus:
+                     with_lag: bool = False, partial: bool = False, lane: str | None = None,
+                     gray_lane_only: bool = False) -> GroupStatus:
         """The group's clients; ``with_backlog``: and its gray backlog; ``with_weighted``: and the normal queues
         its live gray consumers hold; ``with_lag`` (and ``with_backlog``): the lag of each side; ``lane``: the
-        gray clients and backlog of that lane only.
+        gray clients and backlog of that lane only (a runbook's view). ``gray_lane_only``: the gray backlog and
+        queues are the lane ``gray``'s (and free slots'), not every lane's, the lag still every lane's (the
+        operator's view).
 
         A broker that does not answer raises ``BacklogUnavailable`` (naming every such broker); with ``partial``
         it is listed in ``unavailable`` instead, and the figures that depend on it are unknown."""
@@ -160,6 +204,8 @@ class GroupInspector:
                 status.unavailable = _merged(gray.unavailable, every.unavailable)
                 status.broker_sets = await self._broker_sets({q.broker_name for q in status.queues}
                                                              | {mq.broker_name for mq in await self._queues(topics)})
+            if gray_lane_only:  # after the lag: its gray side is every lane's, as the health reports' side is
+                await self._keep_gray_lane(status)
         if with_weighted and status.gray_switch:
             status.weighted = await self.weighted_queues(status.gray_clients())
         return status
@@ -170,6 +216,60 @@ class GroupInspector:
         if not partial:
             backlogs.complete()
         return backlogs
+
+    async def _keep_gray_lane(self, status: GroupStatus) -> None:
+        """Leave out of the gray backlog the queues of slots another lane holds, and of free slots past the first
+        (slot 0 free is today's gray queues before a gray client came: listed as before lanes)."""
+        routes = {topic: await self._route(topic) for topic in {q.topic for q in status.queues}
+                  | {mq.topic for mq in status.unknown_gray}}
+
+        def in_gray(mq: MessageQueue) -> bool:
+            route = routes.get(mq.topic)
+            if route is None:
+                return True
+            lane = route.lane_of(mq)
+            return lane == GRAY_LANE or (lane == FREE_SLOT and route.slot_of(mq) == 0)
+
+        status.queues = [q for q in status.queues if in_gray(MessageQueue(q.topic, q.broker_name, q.queue_id))]
+        status.unknown_gray = [mq for mq in status.unknown_gray if in_gray(mq)]
+
+    async def lane_statuses(self, status: GroupStatus) -> list[LaneStatus]:
+        """Each lane of the group as the name server lists it, with its queues, backlog and lag from the brokers
+        (one read of every queue of the group's topics; a broker that does not answer makes its figures unknown).
+        The lag of a lane: the backlog of the queues its consumers hold, and of its own queues nobody holds."""
+        try:
+            lanes = await self.nameserver.group_lanes(status.group)
+        except NotFoundError:
+            return []
+        if not lanes:
+            return []
+        consumers = [c for c in status.clients if c.role in CONSUMING_ROLES]
+        topics = {t for c in consumers + status.stale for t in c.topics}
+        routes = {topic: route for topic in sorted(topics) if (route := await self._route(topic)) is not None}
+        every = await read_backlogs(self.brokers, self.routes, status.group, topics)
+        unknown = [mq for b in every.unavailable for mq in b.queues]
+        holder = {text: c.in_lane for c in consumers if c.state != ClientState.RETIRED for text in c.queues}
+
+        def layout_lane(mq: MessageQueue) -> str | None:
+            route = routes.get(mq.topic)
+            return None if route is None else route.lane_of(mq)
+
+        def side(mq: MessageQueue) -> str | None:
+            return holder.get(str(mq), layout_lane(mq))
+
+        backlogs = [(MessageQueue(q.topic, q.broker_name, q.queue_id), q.backlog) for q in every.queues]
+        result = []
+        for lane in lanes:
+            queues = tuple(sorted(mq for route in routes.values() for mq in route.queues()
+                                  if route.lane_of(mq) == lane.lane))
+            backlog = sum(n for mq, n in backlogs if layout_lane(mq) == lane.lane)
+            lag = sum(n for mq, n in backlogs if side(mq) == lane.lane)
+            states = [c.state for c in consumers if c.in_lane == lane.lane]
+            result.append(LaneStatus(
+                lane.lane, lane.clients, queues, None if any(mq in queues for mq in unknown) else backlog,
+                None if any(side(mq) == lane.lane for mq in unknown) else lag, lane.taking_part,
+                lane.orphan_policy, lane_state(status.gray_switch, states, lane.orphan_policy)))
+        return result
 
     async def weighted_queues(self, gray_clients: list[ClientRecord]) -> list[WeightedQueue]:
         """The queues the clients report holding that their topic's route does not lay out as gray (a topic

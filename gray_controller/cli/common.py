@@ -153,23 +153,38 @@ def check_number_args(args: argparse.Namespace) -> None:
 
 
 def check_name_args(args: argparse.Namespace) -> None:
-    """Refuse a bad name before any request: the ``topic``/``topics``, ``group``/``producer_group`` and
-    ``client_id`` arguments a command has are checked against the rule of ``protocol/names.py``; a broken
-    one is a ConfigError naming it and the rule."""
+    """Refuse a bad name before any request: the ``topic``/``topics``, ``group``/``producer_group``,
+    ``client_id`` and ``lane`` arguments a command has are checked against the rule of ``protocol/names.py``; a
+    broken one is a ConfigError naming it and the rule."""
     from graymq.protocol.errors import ConfigError
-    from graymq.protocol.names import check_client_id, check_group_name, check_topic_name
+    from graymq.protocol.names import check_client_id, check_group_name, check_lane_name, check_topic_name
 
     topics = [getattr(args, "topic", None)]
     if getattr(args, "topics", None) is not None:
         topics += [t.strip() for t in args.topics.split(",") if t.strip()]
     groups = [getattr(args, "group", None), *(getattr(args, "producer_group", None) or [])]
     checks = [(check_topic_name, topics), (check_group_name, groups),
-              (check_client_id, [getattr(args, "client_id", None)])]
+              (check_client_id, [getattr(args, "client_id", None)]), (check_lane_name, [getattr(args, "lane", None)])]
     for check, names in checks:
         for name in names:
             problem = None if name is None else check(name)
             if problem:
                 raise ConfigError(problem)
+
+
+def lane_of_args(args: argparse.Namespace) -> str | None:
+    """The lane ``--gray`` or ``--lane`` names (``--gray`` is ``--lane gray``); both naming different lanes is a
+    ConfigError.
+
+    >>> from argparse import Namespace
+    >>> lane_of_args(Namespace(gray=True, lane=None)), lane_of_args(Namespace(gray=False, lane="v3"))
+    ('gray', 'v3')
+    """
+    from graymq.protocol.errors import ConfigError
+
+    if args.gray and args.lane not in (None, "gray"):
+        raise ConfigError(f"give --gray or --lane {args.lane}, not both (--gray is --lane gray)")
+    return "gray" if args.gray else args.lane
 
 
 def parse_labels(items: list[str] | None) -> dict[str, str]:

@@ -17,10 +17,12 @@ from graymq.gray_controller.cli.common import (
     add_nameserver_arg,
     add_number_arg,
     check_name_args,
+    lane_of_args,
     parse_labels,
     seconds,
     setup_logging,
 )
+from graymq.gray_controller.cli.lane_cmd import no_free_slot
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
@@ -40,6 +42,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--tag", default="*", help="tag expression, e.g. 'A||B' (default: *, every tag)")
     p.add_argument("--gray", action="store_true", help="start as a gray client (unless the name server says otherwise)")
+    p.add_argument("--lane", metavar="NAME", help="start in lane NAME (unless the name server says otherwise; "
+                   "--gray is --lane gray)")
     p.add_argument("--client-id", help="client id (default host@pid@consumer-xxxx)")
     p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
     p.add_argument("--from", dest="from_", default="last",
@@ -79,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if not topics:
         raise ConfigError("no topic given")
     check_name_args(args)
+    lane_of_args(args)
     if args.max is not None and args.max < 1:
         raise ConfigError("--max must be >= 1")
     consume_from, timestamp = parse_from(args.from_)
@@ -105,7 +110,9 @@ async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: a
         for topic in topics:
             while not stopping.done():
                 try:
-                    await nameserver.get_route(topic)
+                    route = await nameserver.get_route(topic)
+                    if (lane := lane_of_args(args)) is not None and (full := no_free_slot(route, lane)):
+                        return full
                     break
                 except TopicNotExistError:
                     if not args.wait_for_topic:
@@ -159,10 +166,12 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
 
     done = asyncio.Event()
     printer = _Printer(args, done)
+    lane = lane_of_args(args)
     consumer = printer.consumer = PushConsumer(
         args.group, args.nameserver, listener=printer, client_id=args.client_id, labels=parse_labels(args.label),
-        gray=True if args.gray else None, consume_from=consume_from, consume_timestamp_ms=timestamp,  # type: ignore[arg-type]
+        gray=True if lane else None, consume_from=consume_from, consume_timestamp_ms=timestamp,  # type: ignore[arg-type]
         orphan_policy=args.orphan_policy, broadcasting=args.broadcast, orderly=args.orderly,
+        lane=None if lane in (None, "gray") else lane,
     )
     for topic in topics:
         consumer.subscribe(topic, args.tag)
@@ -202,8 +211,8 @@ async def _consume(args: argparse.Namespace, topics: list[str], consumer: Any, p
         if consumer.failure is None:
             raise
         return _error(exc.message)
-    print(f"consuming {','.join(topics)} as {consumer.client_id} ({'gray' if consumer.gray else 'normal'})",
-          file=sys.stderr, flush=True)
+    side = consumer.lane if consumer.lane not in (None, "gray") else "gray" if consumer.gray else "normal"
+    print(f"consuming {','.join(topics)} as {consumer.client_id} ({side})", file=sys.stderr, flush=True)
     failed = asyncio.ensure_future(consumer.wait_failed())
     try:
         while not (stopping.done() or failed.done()):

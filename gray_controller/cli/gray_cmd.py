@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from graymq.core.queue_layout import GRAY_LANE
-from graymq.gray_controller.cli import pipeline_cmd, rollout_cmd
+from graymq.gray_controller.cli import lane_cmd, pipeline_cmd, rollout_cmd
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "gray", help="gray release: status, switch, flag, rule, weight, orphan, promote, rollback, rollout, retire, "
         "history")
-    sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True)
+    sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True, parser_class=IntermixedParser)
 
     status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group")
     status.add_argument("group")
@@ -48,13 +48,20 @@ def register(subparsers: Any) -> None:
     flag.add_argument("client_id")
     flag.add_argument("value", choices=["on", "off", "auto"], help="auto: follow the group's rules")
     flag.add_argument("--reason", default="")
+    lane_cmd.add_lane_arg(flag, "on: put the client in lane NAME (default gray); off: take it out of lane NAME "
+                          "(it drains first)")
 
-    rule = sub.add_parser("rule", help="add (on) or remove (off) a gray rule: clients with these labels are gray")
-    rule.add_argument("group")
-    rule.add_argument("--label", action="append", required=True,
+    rule = sub.add_parser("rule", help="add (on), remove (off) or list gray rules: clients with these labels are "
+                          "gray (or in --lane NAME)")
+    rule.add_argument("group", nargs="?", help="the group (or --all-groups)")
+    rule.add_argument("--label", action="append",
                       help="k=v (repeatable: all must match); v may be a glob: host=orders-v2-* matches every "
                            "host starting orders-v2- (* any run, ? one character, [..] a set; quote it in a shell)")
-    rule.add_argument("value", choices=["on", "off"])
+    rule.add_argument("value", choices=["on", "off", "list"])
+    rule.add_argument("--all-groups", action="store_true",
+                      help="a rule of every group, after each group's own rules (a pod's producers and consumers)")
+    lane_cmd.add_lane_arg(rule, "matching clients are in lane NAME (default gray)")
+    rule.add_argument("--json", action="store_true", help="list: print JSON")
 
     for name, help_text in (("promote", "make the gray release normal, draining the gray queues first"),
                             ("rollback", "stop the gray release without losing its messages")):
@@ -83,9 +90,28 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+class IntermixedParser(argparse.ArgumentParser):
+    """A gray action's parser reading its positionals apart from its options, wherever they sit: ``gray rule GROUP
+    --label k=v on`` and ``gray rule --all-groups --label k=v on`` (an optional GROUP before a required value,
+    which argparse alone reads only when the positionals are side by side)."""
+
+    _reading_positionals = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self._reading_positionals:  # the intermixed parse's own passes
+            return super().parse_known_args(args, namespace)
+        self._reading_positionals = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._reading_positionals = False
+
+
 def run(args: argparse.Namespace) -> int:
     if args.gray_command == "weight":
         args.percent = parse_percent(args.percent)  # refused before any request
+    if args.gray_command == "rule":
+        lane_cmd.check_rule_target(args)
     return run_with_nameserver(args, _run)
 
 
@@ -102,6 +128,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     if action == "switch":
         await ns.set_switch(args.group, args.value == "on", args.reason)
         print(f"gray switch of {args.group}: {args.value}")
+    elif action == "flag" and args.lane is not None:
+        return await lane_cmd.flag(ns, args)
     elif action == "flag":
         value = {"on": True, "off": False, "auto": None}[args.value]
         result = await ns.set_flag(args.group, args.client_id, value, args.reason)
@@ -121,7 +149,9 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
-        status = await inspector.status(args.group, with_weighted=True, with_lag=True, partial=True)
+        status = await inspector.status(args.group, with_weighted=True, with_lag=True, partial=True,
+                                        gray_lane_only=True)
+        status.lanes = await inspector.lane_statuses(status)
     finally:
         await inspector.close()
     for broker in status.unavailable:  # on stderr: the JSON on stdout stays one document
@@ -133,8 +163,8 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
           f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%"
           + (", gray side RETIRED (its consumers hold nothing)" if status.gray_retired else ""))
-    rows = [[c.client_id, c.role, format_labels(c.labels), _flag(c.desired_gray), _flag(c.gray), c.state,
-             format_queues(c.queues)] for c in status.clients]
+    rows = [[c.client_id, c.role, format_labels(c.labels), c.wanted_lane or "normal", c.in_lane or "normal", c.state,
+             format_queues(c.queues)] for c in status.clients]  # a lane's name: gray as before, or another lane
     print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
     if status.stale:
         print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
@@ -161,6 +191,7 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     if status.queues:
         print(table([[q.broker_name, q.topic, q.queue_id, q.consumer_offset, q.max_offset, q.backlog]
                      for q in status.queues], ["broker", "topic", "queue", "committed", "max", "backlog"]))
+    lane_cmd.print_lanes(status.lanes or [])
     return 0
 
 
@@ -169,6 +200,10 @@ def _flag(value: bool) -> str:
 
 
 async def _rule(ns: Any, args: argparse.Namespace) -> int:
+    if args.lane is not None or args.all_groups or args.value == "list":
+        return await lane_cmd.rule(ns, args)
+    if not args.label:
+        raise ConfigError(f"rule {args.value} needs --label k=v")
     selector = parse_labels(args.label)
     if args.value == "on":
         rule = await ns.add_rule(args.group, selector, True)
@@ -240,6 +275,9 @@ def _register_orphan_and_history(sub: Any) -> None:
     orphan.add_argument("group")
     orphan.add_argument("policy", choices=["hold", "adopt"])
     orphan.add_argument("--reason", default="", help="recorded in the audit log")
+    lane_cmd.add_lane_arg(orphan, "the policy for lane NAME's queues in this group (default gray: the group's "
+                          "orphan policy; another lane: its override, default hold in a group taking part in "
+                          "the lane, adopt in another)")
     history = sub.add_parser("history", help="past promote, rollback and rollout operations of a group, newest first")
     history.add_argument("group")
     history.add_argument("--json", action="store_true", help="print JSON (whole recorded results)")
@@ -297,6 +335,8 @@ async def _require_group(ns: Any, group: str) -> None:
 
 
 async def _orphan(ns: Any, args: argparse.Namespace) -> int:
+    if args.lane not in (None, lane_cmd.GRAY_LANE):
+        return await lane_cmd.orphan(ns, args)
     await ns.set_orphan_policy(args.group, args.policy, args.reason)
     what = ("normal consumers take the gray queues while no gray consumer is left" if args.policy == "adopt"
             else "gray queues wait for a gray consumer")

@@ -12,12 +12,14 @@ from graymq.gray_controller.cli.common import (
     add_nameserver_arg,
     add_number_arg,
     check_name_args,
+    lane_of_args,
     parse_labels,
     print_json,
     seconds,
     setup_logging,
 )
-from graymq.protocol.errors import ConfigError
+from graymq.gray_controller.cli.lane_cmd import no_free_slot
+from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
 
@@ -33,6 +35,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tag", default="", help="message tag (default: none)")
     p.add_argument("--key", action="append", default=[], help="message key (repeatable)")
     p.add_argument("--gray", action="store_true", help="mark every message gray (sent to the gray queues)")
+    p.add_argument("--lane", metavar="NAME", help="a producer of lane NAME marking every message NAME (sent to the "
+                   "lane's queues; --gray is --lane gray)")
     p.add_argument("--client-id", help="producer client id (default host@pid@producer-xxxx)")
     p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
     p.add_argument("--count", type=int, help="number of generated messages (bodies 'i:xxx...')")
@@ -64,6 +68,7 @@ def _bodies(args: argparse.Namespace) -> Iterator[bytes]:
 
 def run(args: argparse.Namespace) -> int:
     check_name_args(args)
+    lane_of_args(args)
     setup_logging(default="WARNING")
     return asyncio.run(_run(args))
 
@@ -72,14 +77,19 @@ async def _run(args: argparse.Namespace) -> int:
     from graymq.client import Message, Producer
 
     bodies = _bodies(args)
+    lane = lane_of_args(args)
+    named = None if lane in (None, "gray") else lane  # the gray lane is said as today, with gray=True
     producer = Producer(args.group, args.nameserver, client_id=args.client_id, labels=parse_labels(args.label),
-                        gray=True if args.gray else None)
+                        gray=True if lane else None, lane=named)
     await producer.start()
+    if lane is not None and (full := no_free_slot(await producer.nameserver.get_route(args.topic), lane)):
+        await producer.stop()
+        raise GrayMQError(full)
     failures = 0
     try:
         for body in bodies:
-            message = Message(args.topic, body, tags=args.tag, keys=list(args.key), gray=True if args.gray else None,
-                              sharding_key=args.sharding_key)
+            message = Message(args.topic, body, tags=args.tag, keys=list(args.key), gray=True if lane else None,
+                              sharding_key=args.sharding_key, lane=named)
             try:
                 result = await producer.send(message)
             except Exception as exc:  # report and go on: one failed send must not hide the rest
@@ -92,9 +102,10 @@ async def _run(args: argparse.Namespace) -> int:
             if args.json:
                 print_json({"msg_id": result.msg_id, "topic": args.topic, "broker": result.queue.broker_name,
                             "queue_id": result.queue.queue_id, "queue_offset": result.queue_offset,
-                            "status": result.status.value, "gray": result.gray})
+                            "status": result.status.value, "gray": result.gray,
+                            "lane": result.lane or ("gray" if result.gray else None)})
             else:
-                side = "gray" if result.gray else "normal"
+                side = result.lane or ("gray" if result.gray else "normal")
                 print(f"{result.status.value} {result.msg_id} {result.queue} offset={result.queue_offset} {side}",
                       flush=True)
             if args.interval:

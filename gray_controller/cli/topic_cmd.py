@@ -1,4 +1,7 @@
-"""``graymq topic create|delete|list|route``: topics are configured in the name server; brokers pick them up."""
+"""``graymq topic create|update|delete|list|route``: topics are configured in the name server; brokers pick them up.
+
+A topic has room for ``--lanes K`` lanes (docs/lanes.md): K slots of its gray queue count each, slot 0 being
+today's gray queues; ``topic route`` shows which lane holds which slot."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from graymq.gray_controller.cli.common import (
     seconds,
     table,
 )
-from graymq.gray_controller.cli.text import in_use_text
+from graymq.gray_controller.cli.text import id_ranges, in_use_text
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
@@ -29,19 +32,26 @@ def register(subparsers: Any) -> None:
     create.add_argument("--queues", type=int, required=True, help="queues per broker (a topic never shrinks)")
     create.add_argument("--gray-queues", type=int, default=0, help="gray queues per broker (first/last)")
     create.add_argument("--perm", type=int, default=6, choices=[2, 4, 6], help="2 write, 4 read, 6 both")
-    add_number_arg(create, "--wait", seconds("--wait", MAX_TIMEOUT_S), default=DEFAULT_WAIT_S,
-                        metavar="S",
-                        help=f"wait up to S seconds for every live broker to serve it (default: {DEFAULT_WAIT_S:g}; "
-                        "0: do not wait)")
+    create.add_argument("--lanes", type=int, default=None, metavar="K",
+                        help="room for K lanes at once, --gray-queues queues each (default: 1, the gray queues)")
+    update = sub.add_parser("update", help="grow a topic's room for lanes (it never shrinks)",
+                            description="Give TOPIC room for K lanes at once: slots past the first are new queues "
+                            "appended on every broker, so no queue changes its role.")
+    update.add_argument("topic")
+    update.add_argument("--lanes", type=int, required=True, metavar="K", help="lane slots (at least as many as now)")
+    for q in (create, update):
+        add_number_arg(q, "--wait", seconds("--wait", MAX_TIMEOUT_S), default=DEFAULT_WAIT_S, metavar="S",
+                       help=f"wait up to S seconds for every live broker to serve it (default: {DEFAULT_WAIT_S:g}; "
+                       "0: do not wait)")
     delete = sub.add_parser("delete", help="delete a topic no live client uses; brokers drop it")
     delete.add_argument("topic")
     delete.add_argument("--reason", default="", help="recorded in the audit log")
     route = sub.add_parser("route", help="show the brokers and queues of a topic")
     route.add_argument("topic")
     listing = sub.add_parser("list", help="list topics")
-    for q in (create, delete, route, listing):
+    for q in (create, update, delete, route, listing):
         add_nameserver_arg(q)
-    for q in (create, route, listing):
+    for q in (create, update, route, listing):
         q.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=run)
 
@@ -53,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
 async def _run(ns: Any, args: argparse.Namespace) -> int:
     if args.topic_command == "create":
         return await _create(ns, args)
+    if args.topic_command == "update":
+        return await _update(ns, args)
     if args.topic_command == "delete":
         return await _delete(ns, args)
     if args.topic_command == "route":
@@ -60,6 +72,9 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     topics = await ns.request("GET", "/v1/topics")
     if args.json:
         print_json(topics)
+    elif any(t.get("lane_slots", 1) > 1 for t in topics):  # a lanes column once some topic has room for lanes
+        print(table([[t["topic"], t["queue_nums"], t["gray_queue_nums"], t.get("perm", 6), t.get("lane_slots", 1)]
+                     for t in topics], ["topic", "queues", "gray", "perm", "lanes"]))
     else:
         print(table([[t["topic"], t["queue_nums"], t["gray_queue_nums"], t.get("perm", 6)] for t in topics],
                     ["topic", "queues", "gray", "perm"]))
@@ -79,27 +94,74 @@ async def _create(ns: Any, args: argparse.Namespace) -> int:
         gray = gray_queue_ids(args.queues, args.gray_queues)
     except ValueError as exc:
         raise ConfigError(f"--gray-queues: {exc}") from exc
+    if args.lanes is not None:
+        return await _put_lanes(ns, args, args.queues, args.gray_queues, args.perm)
     try:
         result = await ns.put_topic(args.topic, args.queues, args.gray_queues, args.perm, wait_s=args.wait)
     except ConflictError as exc:
         detail = exc.detail if isinstance(exc.detail, dict) else {}
         if "requested_queue_nums" not in detail:
-            raise
+            raise _refusal(exc) from exc
         raise GrayMQError(f"topic {args.topic} has {detail['queue_nums']} queues per broker and cannot shrink to "
                           f"{detail['requested_queue_nums']}: keep --queues {detail['queue_nums']} or more, "
                           "or create a new topic") from exc
-    pending = result.brokers_pending
     if args.json:
         print_json(result.to_json())
     else:
-        ready = result.brokers_ready
-        served = (f"served by {', '.join(ready)}" if ready
-                  else "no live broker yet (brokers pick it up as they register)")
-        print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}; {served}")
+        print(f"topic {args.topic}: {args.queues} queues per broker, gray queues {list(gray)}; "
+              f"{_served(result.brokers_ready)}")
+    _check_pending(args, result.brokers_pending)
+    return 0
+
+
+async def _update(ns: Any, args: argparse.Namespace) -> int:
+    """``topic update TOPIC --lanes K``: the topic's layout kept, its lane slots grown (a shrink is refused)."""
+    [topic] = [t for t in await ns.request("GET", "/v1/topics") if t["topic"] == args.topic] or [None]
+    if topic is None:
+        raise GrayMQError(f"topic {args.topic} is not known to the name server")
+    return await _put_lanes(ns, args, topic["queue_nums"], topic["gray_queue_nums"], topic.get("perm", 6))
+
+
+async def _put_lanes(ns: Any, args: argparse.Namespace, queues: int, gray_queues: int, perm: int) -> int:
+    """Create or change a topic with room for ``--lanes`` lanes; the name server's refusal in one line."""
+    from graymq.core.queue_layout import gray_queue_ids
+    from graymq.nameserver_api.client import BadRequestError, ConflictError
+
+    if args.lanes < 1:
+        raise ConfigError("--lanes must be >= 1")
+    if not 0 <= args.wait <= 60:
+        raise ConfigError("--wait must be 0 to 60 seconds")
+    if args.lanes > 1 and gray_queues < 1:
+        raise ConfigError(f"--lanes {args.lanes} needs --gray-queues 1 or more (each lane has that many queues)")
+    try:
+        result = await ns.put_topic_lanes(args.topic, queues, gray_queues, args.lanes, perm, wait_s=args.wait)
+    except ConflictError as exc:
+        raise _refusal(exc) from exc
+    except BadRequestError as exc:
+        raise ConfigError(exc.message.split(": ", 1)[-1]) from exc
+    if args.json:
+        print_json(result)
+    else:
+        print(f"topic {args.topic}: {queues} queues per broker, gray queues "
+              f"{list(gray_queue_ids(queues, gray_queues))}, room for {args.lanes} lane(s) of {gray_queues} "
+              f"queue(s) each; {_served(result['brokers_ready'])}")
+    _check_pending(args, result["brokers_pending"])
+    return 0
+
+
+def _refusal(exc: Any) -> GrayMQError:
+    """The name server's one-line refusal (its detail), without the call it answered."""
+    return GrayMQError(exc.detail) if isinstance(exc.detail, str) else exc
+
+
+def _served(ready: Any) -> str:
+    return f"served by {', '.join(ready)}" if ready else "no live broker yet (brokers pick it up as they register)"
+
+
+def _check_pending(args: argparse.Namespace, pending: Any) -> None:
     if pending and args.wait:
         raise GrayMQError(f"topic {args.topic} is created, but {', '.join(pending)} did not pick it up within "
                           f"{args.wait:g} s (is the broker running and registered with this name server?)")
-    return 0
 
 
 async def _delete(ns: Any, args: argparse.Namespace) -> int:
@@ -116,7 +178,6 @@ async def _delete(ns: Any, args: argparse.Namespace) -> int:
 
 
 async def _route(ns: Any, args: argparse.Namespace) -> int:
-    from graymq.core.queue_layout import gray_queue_ids
     from graymq.nameserver_api.client import NotFoundError
     from graymq.protocol.errors import TopicNotExistError
 
@@ -125,19 +186,24 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     except NotFoundError as exc:
         raise TopicNotExistError(f"no route for topic {args.topic}: {exc.message}") from exc
     columns = ["broker_name", "address", "queue_nums", "gray_queues", "perm", "grpc_address"]
-    rows = [[b["broker_name"], b["address"], b["queue_nums"],
-             list(gray_queue_ids(b["queue_nums"], b["gray_queue_nums"])), b["perm"], b.get("grpc_address")]
+    rows = [[b["broker_name"], b["address"], b["queue_nums"], list(_slot_ids(b, 0)), b["perm"], b.get("grpc_address")]
             for b in raw["brokers"]]
     replicas = [_replica(b, r) for b in raw["brokers"] for r in b.get("replicas") or [None]]
     refused = raw.get("refused_registrations") or []  # brokers the name server refused lately: in no route
+    lanes = raw.get("lanes") or {}
     if args.json:
-        print_json({"topic": raw["topic"], "brokers": [dict(zip(columns, r, strict=True)) for r in rows],
-                    "replicas": replicas, "refused_registrations": refused})
+        brokers = [{**dict(zip(columns, r, strict=True)), "lane_slots": b.get("lane_slots", 1),
+                    "slots": _slots(b, lanes)} for r, b in zip(rows, raw["brokers"], strict=True)]
+        print_json({"topic": raw["topic"], "brokers": brokers, "replicas": replicas,
+                    "refused_registrations": refused, "lanes": lanes})
         return 0
     headers = ["broker", "address", "queues", "gray queues", "perm", "grpc (stock clients)"]
     if not any(b.get("grpc_address") for b in raw["brokers"]):  # no gRPC endpoint anywhere: the table as it was
         rows, headers = [r[:-1] for r in rows], headers[:-1]
     print(table(rows, headers))
+    if any(b.get("lane_slots", 1) > 1 for b in raw["brokers"]):  # a topic with room for lanes: its slots
+        print(table([[b["broker_name"], s["slot"], id_ranges(s["queue_ids"]), s["lane"] or "free"]
+                     for b in raw["brokers"] for s in _slots(b, lanes)], ["broker", "slot", "queues", "lane"]))
     if any(b.get("replicas") for b in raw["brokers"]):
         print(table([[r["broker_name"], r["replica_id"], r["address"], "leader" if r["leader"] else "follower",
                       "yes" if r["in_sync"] else "no", r["lag_bytes"], "yes" if r["live"] else "no"] for r in replicas],
@@ -145,6 +211,22 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     for refusal in refused:
         print(f"broker {refusal['broker_name']} is in no route: {refusal['reason']}", file=sys.stderr)
     return 0
+
+
+def _slot_ids(broker: dict[str, Any], slot: int) -> tuple[int, ...]:
+    """The queue ids of a lane slot on a broker of the route (slot 0: the gray queues)."""
+    from graymq.core.queue_layout import slot_queue_ids
+
+    return slot_queue_ids(broker["queue_nums"], broker["gray_queue_nums"], broker.get("lane_slots", 1), slot)
+
+
+def _slots(broker: dict[str, Any], lanes: dict[str, int]) -> list[dict[str, Any]]:
+    """Each lane slot of a broker of the route: its queue ids and the lane holding it (None: free)."""
+    holders = {slot: lane for lane, slot in lanes.items()}
+    if not broker["gray_queue_nums"]:
+        return []
+    return [{"slot": slot, "queue_ids": list(_slot_ids(broker, slot)), "lane": holders.get(slot)}
+            for slot in range(broker.get("lane_slots", 1))]
 
 
 def _replica(broker: dict[str, Any], replica: dict[str, Any] | None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ TOPIC_KEYS = {"topic", "queue_nums", "gray_queue_nums", "perm", "created_at", "u
               "brokers_pending"}
 STATUS_KEYS = {"group", "gray_switch", "orphan_policy", "clients", "gray_backlog", "gray_queues", "gray_backlog_known",
                "unavailable_brokers", "stale_clients", "gray_weight", "weighted_queues", "gray_retired", "health",
-               "lag", "broker_sets"}
+               "lag", "broker_sets", "lanes"}  # lanes: added with lanes (docs/lanes.md), every other key as before
 CLIENT_KEYS = {"client_id", "role", "labels", "explicit_gray", "desired_gray", "gray", "state", "queues", "topics",
                "last_seen", "health", "gray_marks", "principal", "stale"}
 HEALTH = {"gray": {"consumed": 40, "failed": 2, "sent_back": 1, "dead_lettered": 0, "p50_ms": 1.5, "p99_ms": 9.25},
@@ -107,6 +107,8 @@ def test_gray_status_json_keeps_its_keys_and_the_name_servers_client_values(ns_u
                                            "p50_ms": 0.5, "p99_ms": 2.0}}
     assert (status["gray_backlog"], status["gray_queues"], status["stale_clients"], status["broker_sets"],
             status["lag"]) == (0, [], [], [], {"gray": 0, "normal": 0})
+    [lane] = status["lanes"]
+    assert (lane["lane"], sorted(lane["clients"])) == ("gray", ["p2 (producer)", "v2 (consumer)"])
 
 
 def test_gray_flag_prints_the_desired_flag_the_name_server_answered(ns_url: str) -> None:

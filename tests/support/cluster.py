@@ -55,13 +55,17 @@ class Cluster:
     def admin(self) -> NameServerClient:
         return NameServerClient(self.ns_url, admin_token="dev-token")
 
-    def create_topic(self, topic: str, queues: int, gray: int, timeout: float = 20.0) -> None:
-        """Create through the name server and wait until every broker reports carrying it."""
+    def create_topic(self, topic: str, queues: int, gray: int, timeout: float = 20.0, lanes: int = 1) -> None:
+        """Create through the name server (with room for ``lanes`` lanes) and wait until every broker reports
+        carrying it."""
 
         async def go() -> None:
             ns = self.admin()
             try:
-                await ns.put_topic(topic, queues, gray)
+                if lanes > 1:
+                    await ns.put_topic_lanes(topic, queues, gray, lanes)
+                else:
+                    await ns.put_topic(topic, queues, gray)
                 deadline = time.monotonic() + timeout
                 while True:
                     brokers = await ns.request("GET", "/v1/brokers")

@@ -98,7 +98,7 @@ class BlockingProducer(ProducerFlags):
             return self
         self._loop.start()
         try:
-            self._loop.run(self.membership.beat())
+            self._loop.run(self.membership.beat(first=True))
             self._loop.run(self._start_membership())
         except BaseException:
             self._loop.run(self.nameserver.close())

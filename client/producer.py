@@ -160,7 +160,7 @@ class Producer(ProducerFlags):
     async def start(self) -> None:
         """Register and heartbeat (unless ``register=False``: the flag stays as given, no name server hears of it)."""
         if self.settings.register:
-            await self.membership.beat()
+            await self.membership.beat(first=True)
             self.membership.start()
         self.started = True
 

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from graymq.nameserver_api.client import ConflictError
 from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.aio import cancel_and_wait, wait_event
 from graymq.protocol.errors import GrayMQError
@@ -99,9 +100,10 @@ class Membership:
         self._wake = asyncio.Event()
         self._applying = asyncio.Lock()  # answers are acted on one at a time
 
-    async def beat(self) -> HeartbeatAnswer | None:
+    async def beat(self, first: bool = False) -> HeartbeatAnswer | None:
         """One heartbeat now; returns the response, or None when no name server answered. A permanent error
-        (``GrayMQError.permanent``: a missing right, a certificate that does not verify) is raised.
+        (``GrayMQError.permanent``: a missing right, a certificate that does not verify) is raised, and on the
+        ``first`` beat (a client starting) a refusal too (``ConflictError``: e.g. no free slot for its lane).
 
         An answer to a report sent before the latest local change is not acted on: it would
         undo that change (e.g. a stale "desired gray" arriving just after a drained flip).
@@ -114,7 +116,7 @@ class Membership:
         try:
             response = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
-            if exc.permanent:
+            if exc.permanent or (first and isinstance(exc, ConflictError)):
                 self.registered = self.last is not None  # refused from the first beat: nothing to unregister
                 raise
             if self.log_failures and (self.reachable or self.last is None):

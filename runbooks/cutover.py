@@ -191,8 +191,9 @@ class CutoverRunner:
             await self.nameserver.set_lane_orphan_policy(self.group, self.lane, "adopt" if policy == "adopt" else None)
 
     async def _give_back_slots(self, report: CutoverReport, status: GroupStatus) -> None:
-        """The lane gives back its slot of each topic of the group once no group has messages of it left there
-        (the name server refuses while a client anywhere is still in the lane on that topic)."""
+        """The lane gives back its slot of each topic of the group once no group has messages of it left there: it
+        waits (within the timeout) for groups that adopted the lane's queues to finish them; the name server refuses
+        while a client anywhere is still in the lane on that topic. A slot kept is reported, not a failure."""
         if status.gray_backlog:
             return
         topics = sorted({t for c in status.clients + status.stale if c.role in CONSUMING_ROLES for t in c.topics})
@@ -201,6 +202,10 @@ class CutoverRunner:
             if route is None or route.slot_of_lane(self.lane) is None:
                 continue
             left = await self._left_elsewhere(topic)
+            while left and time.monotonic() < self._deadline:  # groups adopting the lane's queues finish them
+                self.progress.update(0, 1, f"lane {self.lane} on {topic}: {left}")
+                await asyncio.sleep(self.policy.poll_s)
+                left = await self._left_elsewhere(topic)
             if left:
                 _add(report.slots_kept, f"{topic}: {left}")
                 continue

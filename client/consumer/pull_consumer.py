@@ -60,7 +60,7 @@ class PullConsumer:
 
     async def start(self) -> None:
         if self._register:
-            await self.membership.beat()
+            await self.membership.beat(first=True)
             self.membership.start()
 
     async def stop(self) -> None:

@@ -206,7 +206,7 @@ class PushConsumer:
             self.subscriptions.setdefault(retry_topic(self.group), "*")
         self._started = True
         try:
-            await self.membership.beat()  # learn the desired flag before taking any queue
+            await self.membership.beat(first=True)  # learn the desired flag before taking any queue
         except GrayMQError as exc:
             self.runtime.failure = exc
             await self.stop()

@@ -26,6 +26,8 @@ Parts (default: all, in this order):
                  and ack) beside graymq's own client;
 - ``spark``      the Spark source's batch read and the Spark sink's batch write (local[2], ``--spark-count`` rows of
                  1 KiB): rows/s side by side; without pyspark or Java it says so in one line and the run goes on.
+- ``lanes``      a group of 200's rebalance and the send path's side and queue choice, base + gray against base + 3
+                 lanes (bench_lanes.py, no network).
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -56,7 +58,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication", "tracing", "stocksdk", "profile", "spark")
+         "replication", "tracing", "stocksdk", "profile", "spark", "lanes")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -335,6 +337,16 @@ def part_tracing(results: Results, args: argparse.Namespace, root: Path) -> None
         progress(f"tracing (run {round_no + 1}/{args.repeat})")
         for label, figures in bench_tracing.run(3_000).items():
             results.add("tracing", label, figures)
+
+
+def part_lanes(results: Results, args: argparse.Namespace, root: Path) -> None:
+    """What lanes cost: a group's rebalance and the send path, base + gray against base + 3 lanes (bench_lanes.py)."""
+    from graymq.bench import bench_lanes
+
+    for round_no in range(args.repeat):
+        progress(f"lanes (run {round_no + 1}/{args.repeat})")
+        for label, figures in bench_lanes.run().items():
+            results.add("lanes", label, figures)
 
 
 def part_profile(results: Results, args: argparse.Namespace, root: Path) -> None:
@@ -667,6 +679,11 @@ def render_results(results: Results, meta: dict[str, Any]) -> list[str]:
         "send_msgs_s": "awaited single sends (msg/s)", "send_async_msgs_s": "SDK send_async, 64 outstanding (msg/s)",
         "consume_msgs_s": "PushConsumer, pulls of 64 (msg/s)",
         "receive_ack_msgs_s": "SimpleConsumer receive 32 + ack each (msg/s)"})
+    body += render_figures(results, "lanes", "Lanes: a group of 200 with base + gray against base + 3 lanes", {
+        "rebalance_us_per_consumer": "rebalance, one consumer's share (µs)",
+        "rebalance_group_ms": "rebalance, the whole group's CPU (ms)",
+        "send_base_us": "send path, a base message's side and queue (µs)",
+        "send_lane_us": "send path, a gray / lane message's side and queue (µs)"})
     from graymq.bench import bench_profile
 
     body += bench_profile.render_section({case: e["median"] for case, e in results.parts.get("profile", {}).items()},

@@ -37,10 +37,12 @@ class TopicRoute:
     brokers: tuple[BrokerData, ...]
     lanes: tuple[tuple[str, int], ...] | None = None  # (lane, slot) pairs, sorted; None: slot 0 is ``gray``'s
     _addresses: dict[str, str] = field(init=False, repr=False, compare=False, hash=False)
+    _by_name: dict[str, BrokerData] = field(init=False, repr=False, compare=False, hash=False)
     _slot_lanes: dict[int, str] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_addresses", {b.broker_name: b.address for b in self.brokers})
+        object.__setattr__(self, "_by_name", {b.broker_name: b for b in self.brokers})
         lanes = {GRAY_LANE: 0} if self.lanes is None else dict(self.lanes)
         object.__setattr__(self, "_slot_lanes", {slot: lane for lane, slot in lanes.items()})
 
@@ -60,7 +62,7 @@ class TopicRoute:
         return cls(raw["topic"], brokers, cls.lane_pairs(raw.get("lanes")))
 
     def broker(self, broker_name: str) -> BrokerData | None:
-        return next((b for b in self.brokers if b.broker_name == broker_name), None)
+        return self._by_name.get(broker_name)
 
     def address_of(self, broker_name: str) -> str | None:
         return self._addresses.get(broker_name)

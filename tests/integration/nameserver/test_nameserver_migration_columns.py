@@ -140,3 +140,26 @@ def test_rows_from_before_lanes_are_in_the_gray_lane_after_0014(tmp_path: Path) 
         assert (answer["desired_gray"], answer["desired_lane"]) == (True, "gray")
         [rule] = ns.get("/v1/groups/g/rules").json()
         assert "lane" not in rule and rule["gray"] is True
+
+
+INSERT_CUTOVER = ("INSERT INTO cutover_operations (group_id, kind, mode, {lane}producer_groups, state, started_by, "
+                  "started_at, updated_at) VALUES (1, 'promote', 'drain', {value}'[]', 'RUNNING', 'ops', "
+                  "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_0015_runs_one_cutover_per_group_and_lane(backend: str, tmp_path: Path, postgres: Any) -> None:
+    with database_at(backend, "0014", tmp_path, postgres) as (url, engine):
+        with engine.begin() as db:
+            db.exec_driver_sql("INSERT INTO groups (id, name, gray_switch, orphan_policy, created_at, updated_at) "
+                               "VALUES (1, 'g', true, 'hold', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
+            db.exec_driver_sql(INSERT_CUTOVER.format(lane="", value=""))
+        upgrade(url, "0015")
+        with engine.begin() as db:
+            assert db.exec_driver_sql("SELECT lane FROM cutover_operations").all() == [("gray",)]  # as before
+            db.exec_driver_sql(INSERT_CUTOVER.format(lane="lane, ", value="'v3', "))  # another lane runs beside it
+        with pytest.raises(Exception, match="(?i)constraint|unique"), engine.begin() as db:
+            db.exec_driver_sql(INSERT_CUTOVER.format(lane="lane, ", value="'v3', "))
+        downgrade(url, "0014")
+        with engine.begin() as db:
+            assert db.exec_driver_sql("SELECT count(*) FROM cutover_operations").scalar() == 1  # the gray one

@@ -2,15 +2,21 @@
 
 A lane takes a slot of a topic when its first client or message appears (docs/lanes.md). A producer whose route
 gives its send's lane no slot (``LaneSlotError`` from the selector) asks for one here and reads the route again;
-a topic whose slots are all held refuses with the name server's one line, which the send raises.
+a topic whose slots are all held refuses with the name server's one line, which the send raises. A consumer put in a
+lane by a flag or rule learns it from a watch, which takes no slot: it takes them (``hold_slots``) before it
+rebalances, so its lane's queues are in its routes.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import Protocol
 
 from graymq.core.route import TopicRoute
-from graymq.protocol.errors import LaneSlotError
+from graymq.protocol.errors import GrayMQError, LaneSlotError
+
+log = logging.getLogger(__name__)
 
 
 class LaneSlots(Protocol):
@@ -28,3 +34,15 @@ async def route_with_slot(nameserver: LaneSlots, routes: Routes, missing: LaneSl
     if route.slot_of_lane(missing.lane) is None:
         raise missing
     return route
+
+
+async def hold_slots(nameserver: LaneSlots, routes: Routes, topics: Iterable[str], lane: str) -> None:
+    """``lane`` holds a slot of each of ``topics`` that has lane slots, and the routes say so; a refusal is logged
+    (the client holds no queue of the lane there until a slot is given back or the topic grows)."""
+    for topic in topics:
+        try:
+            route = await routes.get(topic)
+            if route.slot_of_lane(lane) is None and any(b.gray_queue_nums for b in route.brokers):
+                await route_with_slot(nameserver, routes, LaneSlotError(topic, lane))
+        except GrayMQError as exc:
+            log.warning("lane %s has no slot of topic %s: %s", lane, topic, exc.message)

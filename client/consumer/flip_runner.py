@@ -17,9 +17,11 @@ from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.fetcher import Fetcher
 from graymq.client.consumer.rebalancer import Rebalancer
 from graymq.client.consumer.runtime import ConsumerRuntime
+from graymq.client.lane_slots import LaneSlots, hold_slots
 from graymq.core.gray_flip import FlipAction, GrayFlip
 from graymq.core.gray_side import Mark
 from graymq.core.group_gray import GroupGray
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver_api.membership import Membership
 from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.errors import DrainTimeoutError
@@ -33,7 +35,7 @@ class FlipRunner:
     ``orphan_policy`` given overrides the group's."""
 
     def __init__(self, runtime: ConsumerRuntime, membership: Membership, rebalancer: Rebalancer, fetcher: Fetcher,
-                 heartbeats: BrokerHeartbeats, *, orphan_policy: OrphanPolicy | None) -> None:
+                 heartbeats: BrokerHeartbeats, *, orphan_policy: OrphanPolicy | None, slots: LaneSlots) -> None:
         self.runtime = runtime
         self.flip: GrayFlip = runtime.flip
         self.membership = membership
@@ -41,6 +43,7 @@ class FlipRunner:
         self.fetcher = fetcher
         self.heartbeats = heartbeats
         self.orphan_policy = orphan_policy
+        self.slots = slots  # the name server: a lane's slots are taken through it
         self._drain_task: asyncio.Task[None] | None = None
         self._drain_lock = asyncio.Lock()
 
@@ -99,6 +102,7 @@ class FlipRunner:
         if action is FlipAction.BECOME_GRAY:
             log.info("consumer %s of %s: normal -> lane %s (no drain needed)", rt.client_id, rt.group, rt.flip.lane)
             await self.rebalancer.release_queues(keep_adopted=False)
+            await hold_slots(self.slots, rt.routes, list(rt.subscriptions), rt.flip.lane or GRAY_LANE)
             self.flip.became_gray()
             self.membership.changed()
             await self._announce()

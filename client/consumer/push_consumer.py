@@ -132,7 +132,7 @@ class PushConsumer:
                                      start_offsets=self.start_offsets, heartbeats=self.heartbeats,
                                      base_strategy=self.base_strategy, on_queues_changed=self.membership.poke)
         self._flipper = FlipRunner(rt, self.membership, self.rebalancer, self.fetcher, self.heartbeats,
-                                   orphan_policy=orphan_policy)
+                                   orphan_policy=orphan_policy, slots=self.nameserver)
 
     @property
     def gray(self) -> bool:

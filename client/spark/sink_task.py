@@ -24,13 +24,14 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from graymq.client.lane_slots import route_with_slot
 from graymq.client.message import Message, MessageQueue
 from graymq.client.producer import Producer
 from graymq.client.spark.sink_options import SinkOptions
 from graymq.client.spark.sink_schema import SinkColumns
 from graymq.client.sync import SyncFacade
 from graymq.nameserver_api.membership import new_client_id
-from graymq.protocol.errors import GrayMQError
+from graymq.protocol.errors import GrayMQError, LaneSlotError
 
 SEQUENCE_BITS = 24  # requests per task and queue below 16 M; the batch id above
 
@@ -89,7 +90,11 @@ class SinkProducer:
     async def candidates(self, topic: str) -> list[MessageQueue]:
         """The queues of the task's side in ``topic``, in route order (the same on every attempt)."""
         route = await self.producer.routes.get(topic)
-        return self.producer.selector.candidates(route, self.options.gray, self.producer.gray_switch)
+        try:
+            return self.producer.selector.candidates(route, self.options.gray, self.producer.gray_switch)
+        except LaneSlotError as missing:  # the job's lane writes to the topic first: it takes a slot
+            route = await route_with_slot(self.producer.nameserver, self.producer.routes, missing)
+            return self.producer.selector.candidates(route, self.options.gray, self.producer.gray_switch)
 
     async def send(self, mq: MessageQueue, messages: list[Message], sequence: int, msg_ids: list[str]) -> int:
         return len(await self.producer.send_batch_to(mq, messages, sequence, gray=self.options.gray, msg_ids=msg_ids))

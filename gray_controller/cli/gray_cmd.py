@@ -358,7 +358,8 @@ async def _history(ns: Any, args: argparse.Namespace) -> int:
     if not operations:
         print(f"no promote, rollback or rollout of {args.group} recorded")
         return 0
-    rows = [[op.id, op.kind, op.mode, op.state, op.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+    rows = [[op.id, op.kind if op.lane == GRAY_LANE else f"{op.kind} of lane {op.lane}", op.mode, op.state,
+             op.started_at.strftime("%Y-%m-%d %H:%M:%S"),
              _took(op), format_timings((op.result or {}).get("timings_s") or {}), _outcome(op)]
             for op in operations]
     print(table(rows, ["id", "kind", "mode", "state", "started (UTC)", "took", "steps", "outcome"]))

@@ -228,7 +228,9 @@ class LaneService:
                           group=group.name, before={"orphan_policy": before}, after={"orphan_policy": body.policy},
                           reason=body.reason)
         self.session.commit()
-        return next(view for view in self.lanes_of(group.name) if view.lane == lane)
+        default = GroupLaneView(lane=lane, clients=[], taking_part=False, orphan_policy=orphan_policy_of(  # type: ignore[arg-type]
+            lane, None, group.orphan_policy, False), orphan_policy_override=None, slots={})
+        return next((view for view in self.lanes_of(group.name) if view.lane == lane), default)
 
     def lanes_of(self, group_name: str) -> list[GroupLaneView]:
         """Every lane the group may meet or has clients in: its clients in it, taking part, orphan policy, slots."""

@@ -258,3 +258,11 @@ def test_a_watch_knowing_the_lanes_wakes_when_another_group_takes_a_slot(ns: Tes
         woken = pool.submit(ns.post, "/v1/clients/watch", json={**watch, "timeout_s": 60})
         client_heartbeat(ns, "OTHER", "c7", topics=[T], declared_lane="v7")
         assert woken.result(20).json()["lanes"] == {"v7": {"orphan_policy": "adopt", "taking_part": False}}
+
+
+def test_clearing_the_override_of_a_lane_the_group_never_met_answers_its_default(ns: TestClient) -> None:
+    """Found by the OpenAPI fuzzer: a null policy for a lane with no record, client or slot was a 500."""
+    answer = ns.put("/v1/groups/NEW_GROUP/lanes/v9/orphan-policy", json={"policy": None, "reason": None})
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["lane"], answer.json()["orphan_policy"], answer.json()["taking_part"]) == ("v9", "adopt",
+                                                                                                        False)

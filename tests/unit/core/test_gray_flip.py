@@ -175,7 +175,8 @@ class Consumer:
                                        self.flip, Supervisor("c1", fatal), fatal,
                                        group_gray=GroupGray(switch=gray_switch))
         parts: Any = self.parts
-        self.runner = FlipRunner(self.runtime, cast(Any, self.membership), parts, parts, parts, orphan_policy=None)
+        self.runner = FlipRunner(self.runtime, cast(Any, self.membership), parts, parts, parts, orphan_policy=None,
+                                 slots=parts)
         self.runner.gray_backlog = self.parts.gray_backlog  # type: ignore[method-assign]
 
     async def settled(self, state: ClientState) -> None:

@@ -6,6 +6,7 @@ fails the call raises ``NameServerError`` and callers keep their cached state.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +44,7 @@ from graymq.protocol.errors import (
 from graymq.protocol.tls import https_verify, untrusted_certificate
 
 WATCH_GRACE_S = 5.0  # beyond a watch's own timeout, for the answer to arrive
+RETRY_AFTER_MAX_S = 2.0  # the longest pause before an idempotent write is sent again after a 503
 
 
 class NotFoundError(GrayMQError):
@@ -67,6 +69,14 @@ def parse_urls(urls: str | Sequence[str]) -> list[str]:
     if not result:
         raise ConfigError("no name server given: pass --nameserver URL or set GRAYMQ_NAMESERVER")
     return result
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The pause a 503's ``Retry-After`` asks for, in seconds, at most ``RETRY_AFTER_MAX_S`` (1 s when unreadable)."""
+    try:
+        return min(max(float(response.headers.get("Retry-After", "1")), 0.0), RETRY_AFTER_MAX_S)
+    except ValueError:
+        return 1.0
 
 
 def _https_hint(url: str, exc: httpx.HTTPError) -> str:
@@ -125,7 +135,9 @@ class NameServerClient:
         untrusted = 0  # name servers whose certificate did not verify: no retry can fix that
         # an idempotent read gets a second round: a connection the server just closed is not an outage
         rounds = 2 if method == "GET" else 1
-        for url in self._ordered() * rounds:
+        plan, answered_again = self._ordered() * rounds, False
+        while plan:
+            url = plan.pop(0)
             try:
                 response = await self._http.request(method, url + encoded, json=json, params=params,
                                                     headers=all_headers, timeout=timeout)
@@ -139,6 +151,11 @@ class NameServerClient:
             if response.status_code >= 500:
                 errors.append(f"{url}: HTTP {response.status_code} {_error_text(response)}")
                 self._demoted[url] = time.monotonic() + self._demote_s
+                if not plan and not answered_again and response.status_code == 503 and method in ("PUT", "DELETE"):
+                    # An idempotent write the last name server answered 503 was rolled back there (a database
+                    # deadlock victim, a pool timeout): one more round after the pause it asks for.
+                    answered_again, plan = True, self._ordered()
+                    await asyncio.sleep(_retry_after(response))
                 continue
             self._demoted.pop(url, None)
             return _result(response, method, path, "GRAYMQ_ADMIN_TOKEN" if admin else "GRAYMQ_TOKEN")

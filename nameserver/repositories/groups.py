@@ -16,9 +16,11 @@ class GroupRepository:
         self.session = session
 
     def get(self, name: str, *, lock: bool = False) -> Group | None:
-        """The group, optionally locked (``SELECT ... FOR UPDATE``) until the transaction ends."""
+        """The group, optionally locked until the transaction ends: ``FOR NO KEY UPDATE``, which serializes the
+        group's flips and cutovers but not the rows that refer to it (a heartbeat holding its client row inserts a
+        ``group_lanes`` row, whose key share on the group's row ``FOR UPDATE`` would wait for: a deadlock)."""
         stmt = select(Group).where(Group.name == name)
-        return self.session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
+        return self.session.scalars(stmt.with_for_update(key_share=True) if lock else stmt).one_or_none()
 
     def ensure(self, name: str, gray_switch: bool, *, lock: bool = False) -> Group:
         """The group, created with ``gray_switch`` when missing (safe when replicas race to create it).

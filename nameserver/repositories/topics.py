@@ -18,8 +18,10 @@ class TopicRepository:
         self.session = session
 
     def get(self, name: str, *, lock: bool = False) -> Topic | None:
+        """The topic, optionally locked ``FOR NO KEY UPDATE`` until the transaction ends (as a group's row:
+        ``GroupRepository.get``)."""
         stmt = select(Topic).where(Topic.name == name)
-        return self.session.scalars(stmt.with_for_update() if lock else stmt).one_or_none()
+        return self.session.scalars(stmt.with_for_update(key_share=True) if lock else stmt).one_or_none()
 
     def all(self) -> Sequence[Topic]:
         return self.session.scalars(select(Topic).order_by(Topic.name)).all()

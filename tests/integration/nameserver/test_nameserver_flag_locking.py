@@ -102,3 +102,27 @@ def test_a_registration_that_waited_on_a_topic_deletion_does_not_recreate_the_to
     registration.join(30)
     assert [d["name"] for d in result["answer"]["deletions"]] == ["%RETRY%GID_GONE"]
     assert "%RETRY%GID_GONE" not in {t["topic"] for t in api.get("/v1/topics").json()}
+
+
+def test_a_flag_change_and_a_heartbeat_joining_a_lane_do_not_deadlock(
+        api: httpx.Client, postgres: Any, db_url: str) -> None:
+    """A heartbeat locks its client row, then records the group taking part in a lane (a row whose foreign key
+    share-locks the group's row); a flip locks the group's row, then writes the client row. With the group locked
+    FOR UPDATE the two waited for each other and PostgreSQL aborted one ("deadlock detected", a 503 in CI); the
+    flip's FOR NO KEY UPDATE does not conflict with the key share, so both go through, the flip after the beat."""
+    client_heartbeat(api, "lane_group", "c1")
+    dsn = postgres.dsn(db_url.rsplit("/", 1)[1])
+    result: dict[str, httpx.Response] = {}
+    with psycopg.connect(dsn) as beat:
+        group_id = beat.execute("SELECT id FROM groups WHERE name = 'lane_group'").fetchone()[0]  # type: ignore[index]
+        beat.execute("UPDATE clients SET last_seen = now() WHERE group_id = %s AND client_id = 'c1'", (group_id,))
+        flip = threading.Thread(target=lambda: result.setdefault(
+            "response", api.put("/v1/groups/lane_group/clients/c1/flag", json={"gray": True}, headers=OPS)))
+        flip.start()
+        wait_until(lambda: waiting_on_a_lock(dsn), what="the flip blocking on the client row")
+        beat.execute("INSERT INTO group_lanes (group_id, lane, joined_at) VALUES (%s, 'blue', now()) "
+                     "ON CONFLICT DO NOTHING", (group_id,))
+        beat.commit()
+    flip.join(30)
+    assert result["response"].status_code == 200, result["response"].text
+    assert result["response"].json()["explicit_gray"] is True

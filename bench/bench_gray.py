@@ -80,13 +80,14 @@ def converged(consumers: Sequence[PushConsumer], topic: str, queue_nums: int, gr
     return set(holders) == expected and all(max(c) - min(c) <= 1 for c in counts.values() if c)
 
 
-async def _setup(ns: NameServer, root: Path, log_dir: Path, queues: int, gray: int) -> tuple[Broker, str, str, str]:
+async def _setup(ns: NameServer, root: Path, log_dir: Path, queues: int, gray: int, lane_slots: int = 1
+                 ) -> tuple[Broker, str, str, str]:
     case = next(_case_ids)
     name, topic, group = f"gray{case}", f"BenchGray{case}", f"bench_gray_{case}"
     broker = Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready()
     admin = ns.admin()
     try:
-        await create_topic(admin, topic, queues, gray, {name})
+        await create_topic(admin, topic, queues, gray, {name}, lane_slots=lane_slots)
     finally:
         await admin.close()
     return broker, topic, group, f"{group}_producers"

@@ -109,8 +109,9 @@ async def create_topic_on_broker(address: str, topic: str, queues: int, gray: in
 
 
 async def create_topic(ns: NameServerClient, topic: str, queues: int, gray: int, brokers: set[str],
-                       timeout_s: float = 30.0) -> None:
-    """Create through the name server and wait until the route names exactly ``brokers``.
+                       timeout_s: float = 30.0, lane_slots: int = 1) -> None:
+    """Create through the name server (room for ``lane_slots`` lanes) and wait until the route names exactly
+    ``brokers``.
 
     Until a broker reports a new topic, the name server routes it to every live broker — brokers
     stopped by earlier cases included, while their lease lasts — so "contains ours" is not enough.
@@ -118,7 +119,7 @@ async def create_topic(ns: NameServerClient, topic: str, queues: int, gray: int,
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            await ns.put_topic(topic, queues, gray)
+            await ns.put_topic_lanes(topic, queues, gray, lane_slots)
             break
         except GrayMQError:
             if time.monotonic() > deadline:

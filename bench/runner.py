@@ -19,7 +19,8 @@ Parts (default: all, in this order):
 - ``gray``       promote timings, drain rate of a gray backlog, rebalance convergence with 50 consumers, a weight
                  change reaching every consumer, a failed rollout check to the rollback complete;
 - ``nameserver`` flag flip and group lookup latency on PostgreSQL;
-- ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU);
+- ``groupscale`` convergence of groups of ``--group-sizes`` consumers over several processes (join, leave, CPU),
+                 a fifth gray, then the same fifth spread over 3 lanes;
 - ``replication`` produce on one broker vs a broker set of two replicas, sync and async: batched, awaited p50/p99;
 - ``tracing``    the client's span hooks per message and awaited sends, with OpenTelemetry off and on;
 - ``stocksdk``   the stock RocketMQ 5 Python SDK on the broker's gRPC endpoint (awaited and async sends, receive
@@ -191,11 +192,12 @@ def part_groupscale(results: Results, args: argparse.Namespace, root: Path) -> N
     with NameServer(root / "ns-groupscale", root).wait_ready() as ns, quiet_logs():
         cases = []
         for size in args.group_sizes:
-            def fn(size: int = size) -> Figures:
-                with tempfile.TemporaryDirectory(dir=root) as tmp:
-                    return bench_group_scale.group_scale_case(ns, Path(tmp), root, size,
-                                                              max(1, math.ceil(size / 100)))
-            cases.append((f"{size} consumers", fn))
+            for lanes, label in ((("gray",), ""), (("v2", "v3", "v4"), ", base + 3 lanes")):
+                def fn(size: int = size, lanes: tuple[str, ...] = lanes) -> Figures:
+                    with tempfile.TemporaryDirectory(dir=root) as tmp:
+                        return bench_group_scale.group_scale_case(ns, Path(tmp), root, size,
+                                                                  max(1, math.ceil(size / 100)), lanes)
+                cases.append((f"{size} consumers{label}", fn))
         run_repeated(results, "groupscale", cases, args.repeat)
 
 

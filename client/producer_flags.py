@@ -41,7 +41,8 @@ class ProducerFlags:
     gray: bool
     lane: str | None  # with ``gray``: the lane (None: ``gray``)
     gray_switch: bool
-    gray_marks: bool
+    lane_marks: bool  # messages' marks honoured (those of ``frozen_lanes`` excepted)
+    frozen_lanes: tuple[str, ...]  # lanes whose promote or rollback covers this producer: their marks are not honoured
     started: bool
     routes: _Topics
     membership: _Poke
@@ -54,26 +55,33 @@ class ProducerFlags:
         self.gray = bool(gray) or lane is not None
         self.lane = lane
         self.gray_switch = True
-        self.gray_marks = False
+        self.lane_marks = False
+        self.frozen_lanes = ()
         self._gray_sends = 0  # gray sends started and not answered or given up yet
         self._sending_lane = GRAY_LANE  # the lane of the latest of them
         self._gray_sends_lock = threading.Lock()  # a BlockingProducer sends from its callers' threads
+
+    @property
+    def gray_marks(self) -> bool:
+        """Whether messages' marks of the lane ``gray`` are honoured now."""
+        return self.lane_marks and GRAY_LANE not in self.frozen_lanes
 
     def _report(self) -> dict[str, Any]:
         # a stopped producer sends nothing: it cannot send gray; one still sending gray reports gray (see above)
         gray = (self.gray and self.started) or self._sending_gray()
         return {"gray": gray, "state": "GRAY" if gray else "NORMAL", "topics": self.routes.topics(), "queues": [],
-                "gray_marks": self.gray_marks,
+                "gray_marks": self.lane_marks, "frozen_lanes": list(self.frozen_lanes),
                 "lane": None if not gray else (self.lane or GRAY_LANE) if self.gray else self._sending_lane}
 
     async def _on_update(self, response: HeartbeatAnswer) -> None:
-        desired, marks = response.desired_lane, response.gray_marks
+        desired, marks, frozen = response.desired_lane, response.lane_marks, response.frozen_lanes
         self.gray_switch = response.gray_switch
         if (desired is not None) != self.gray or (desired and desired != (self.lane or GRAY_LANE)) \
-                or marks != self.gray_marks:
-            log.info("producer %s of %s: lane %s -> %s, gray marks honoured %s -> %s", self.client_id, self.group,
-                     (self.lane or GRAY_LANE) if self.gray else None, desired, self.gray_marks, marks)
-            self.gray, self.lane, self.gray_marks = desired is not None, desired, marks
+                or marks != self.lane_marks or frozen != self.frozen_lanes:
+            log.info("producer %s of %s: lane %s -> %s, marks honoured %s -> %s, frozen lanes %s -> %s", self.client_id,
+                     self.group, (self.lane or GRAY_LANE) if self.gray else None, desired, self.lane_marks, marks,
+                     list(self.frozen_lanes), list(frozen))
+            self.gray, self.lane, self.lane_marks, self.frozen_lanes = desired is not None, desired, marks, frozen
             if desired is None and self._sending_gray():
                 log.info("producer %s of %s reports gray until its gray sends under way are answered",
                          self.client_id, self.group)
@@ -85,7 +93,7 @@ class ProducerFlags:
         being handled (``handling``, from ``current_message()``), else the producer's lane; otherwise the
         producer's lane alone."""
         lane = send_lane(self.lane or self.gray, message.lane or message.gray, propagated_mark(handling),
-                         marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
+                         marks_honoured=self.lane_marks, gray_switch=self.gray_switch, frozen=self.frozen_lanes)
         return True if lane == GRAY_LANE else lane or False
 
     def _sending_gray(self) -> bool:

@@ -19,9 +19,15 @@ propagated mark gray   normal      gray           normal                      no
 An explicit normal mark is always honoured (normal is always safe). With marks honoured an explicit
 gray mark wins, then the propagated mark, then the producer's flag; without them the producer's flag
 alone decides (a producer made gray by a rule or ``--gray`` opens the next release).
+
+With lanes (docs/lanes.md) "gray" reads "a lane", and a promote or rollback freezes the marks of its own lane only
+(``frozen``): a mark naming a frozen lane is not honoured, the send goes as the producer's flag says, while marks
+of the other lanes still are.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from graymq.core.queue_layout import GRAY_LANE
 
@@ -35,24 +41,26 @@ def mark_lane(mark: Mark) -> str | None:
 
 
 def send_lane(producer_lane: Mark, explicit_mark: Mark, propagated_mark: Mark, marks_honoured: bool,
-              gray_switch: bool) -> str | None:
+              gray_switch: bool, frozen: Collection[str] = ()) -> str | None:
     """The lane a send goes to (None: base), by the table above with "gray" read as "a lane": the explicit mark's
-    lane, else the propagated mark's, else the producer's lane.
+    lane, else the propagated mark's, else the producer's lane; a mark naming a lane in ``frozen`` is not honoured.
 
     >>> send_lane("v3", None, "v2", marks_honoured=True, gray_switch=True)
     'v2'
     >>> send_lane("v3", None, "v2", marks_honoured=False, gray_switch=True)
+    'v3'
+    >>> send_lane(None, "v2", None, marks_honoured=True, gray_switch=True, frozen={"v2"}) is None
+    True
+    >>> send_lane(None, "v3", None, marks_honoured=True, gray_switch=True, frozen={"v2"})
     'v3'
     >>> send_lane(True, False, None, marks_honoured=True, gray_switch=True) is None
     True
     """
     if not gray_switch or explicit_mark is False:
         return None
-    if marks_honoured:
-        if explicit_mark:
-            return mark_lane(explicit_mark)
-        if propagated_mark is not None:
-            return mark_lane(propagated_mark)
+    mark = explicit_mark or propagated_mark
+    if marks_honoured and mark is not None and mark_lane(mark) not in frozen:
+        return mark_lane(mark)
     return mark_lane(producer_lane)
 
 

@@ -211,6 +211,7 @@ class Client(Base):
     explicit_lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
     declared_lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
     lane: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)  # as reported
+    frozen_lanes: Mapped[list[str] | None] = mapped_column(JsonType, nullable=True)  # producers: marks not honoured
 
 
 class GrayRule(Base):

@@ -383,6 +383,9 @@ class ClientHeartbeat(BaseModel):
     )
     lane: LaneName | None = Field(default=None, description="the lane the client is in (with gray: true); None: gray")
     declared_lane: LaneName | None = Field(default=None, description="the lane the client was started in")
+    frozen_lanes: list[LaneName] | None = Field(
+        default=None, max_length=MAX_CLIENT_TOPICS, description="producers: the lanes whose marks they do not "
+        "honour now (a promote or rollback of the lane covers them), as last applied; None: not reported")
 
     @model_validator(mode="after")
     def _lanes_with_flags(self) -> Self:
@@ -442,6 +445,11 @@ class ClientHeartbeatResponse(BaseModel):
                              "propagated); false while the switch is off, a promote/rollback covering the producer "
                              "group runs, the client has an explicit normal flag, or its principal has no right "
                              "naming the group")
+    lane_marks: bool = Field(default=True, description="producers: honour messages' lane marks but those of "
+                             "frozen_lanes; false while the switch is off, the client has an explicit normal flag, or "
+                             "its principal has no right naming the group")
+    frozen_lanes: list[str] = Field(default_factory=list, description="producers: the lanes a RUNNING promote or "
+                                    "rollback covering the producer group freezes: their marks are not honoured")
     fifo: bool = Field(default=False, description="stock pop consumers: one message in flight per queue, in order")
     max_attempts: int = Field(default=16, description="stock pop consumers: deliveries before the dead-letter queue")
     topics: dict[str, QueueCounts]
@@ -482,6 +490,8 @@ class WatchedState(BaseModel):
     )
     gray_retired: bool | None = Field(default=None, description="as the client knows it; None: not compared")
     gray_marks: bool | None = Field(default=None, description="as the client knows it; None: not compared")
+    lane_marks: bool | None = Field(default=None, description="as the client knows it; None: not compared")
+    frozen_lanes: list[str] | None = Field(default=None, description="as the client knows it; None: not compared")
     desired_lane: str | None = Field(default=None, description="as the client knows it; absent: not compared")
     lanes: dict[str, LaneState] | None = Field(default=None, description="as the client knows it; None: not compared")
 
@@ -516,6 +526,8 @@ class ClientView(BaseModel):
     last_seen: datetime
     health: ConsumeHealth | None = None
     gray_marks: bool | None = Field(default=None, description="producers: honour messages' gray marks, as reported")
+    frozen_lanes: list[str] | None = Field(default=None, description="producers: the lanes whose marks they do not "
+                                           "honour now, as reported (None: not reported)")
     principal: str | None = Field(default=None, description="who registered the client (None: dev mode)")
     explicit_lane: str | None = Field(default=None, description="the lane its explicit flag names (None: base "
                                       "or no flag)")

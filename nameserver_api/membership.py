@@ -31,8 +31,8 @@ from graymq.protocol.errors import GrayMQError
 log = logging.getLogger(__name__)
 
 # what a watch compares
-WATCHED = ("desired_gray", "gray_switch", "orphan_policy", "gray_weight", "gray_retired", "gray_marks", "desired_lane",
-           "lanes")
+WATCHED = ("desired_gray", "gray_switch", "orphan_policy", "gray_weight", "gray_retired", "gray_marks", "lane_marks",
+           "frozen_lanes", "desired_lane", "lanes")
 WATCH_S = 20.0  # one watch's timeout on the name server
 WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 

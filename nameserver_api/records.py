@@ -169,6 +169,7 @@ class ClientRecord:
     last_seen: datetime
     health: dict[str, dict[str, float]] | None = None
     gray_marks: bool | None = None
+    frozen_lanes: tuple[str, ...] | None = None  # producers: lanes whose marks they do not honour now (None: not said)
     principal: str | None = None
     stale: bool = False
     explicit_lane: str | None = None  # the lane its explicit flag names (None: base or no flag)
@@ -194,6 +195,7 @@ class ClientRecord:
                    queues=tuple(data["queues"]), topics=tuple(data["topics"]),
                    last_seen=datetime.fromisoformat(data["last_seen"]), health=data.get("health"),
                    gray_marks=data.get("gray_marks"), principal=data.get("principal"),
+                   frozen_lanes=None if data.get("frozen_lanes") is None else tuple(data["frozen_lanes"]),
                    stale=bool(data.get("stale", False)), explicit_lane=data.get("explicit_lane"),
                    declared_lane=data.get("declared_lane"), desired_lane=data.get("desired_lane"),
                    lane=data.get("lane"))
@@ -205,7 +207,8 @@ class ClientRecord:
                 "queues": list(self.queues), "topics": list(self.topics), "last_seen": _text(self.last_seen),
                 "health": self.health, "gray_marks": self.gray_marks, "principal": self.principal,
                 "stale": self.stale, "explicit_lane": self.explicit_lane, "declared_lane": self.declared_lane,
-                "desired_lane": self.desired_lane, "lane": self.lane}
+                "desired_lane": self.desired_lane, "lane": self.lane,
+                "frozen_lanes": None if self.frozen_lanes is None else list(self.frozen_lanes)}
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,8 @@ class HeartbeatAnswer:
     gray_weight: int
     gray_retired: bool = False
     gray_marks: bool = True  # a name server without the field lets producers honour marks
+    lane_marks: bool = True  # marks honoured but those of ``frozen_lanes`` (an answer from before: ``gray_marks``)
+    frozen_lanes: tuple[str, ...] = ()  # lanes whose running promote or rollback covers the producer group
     fifo: bool = False
     max_attempts: int = 16
     topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # topic -> (queue_nums, gray_queue_nums)
@@ -239,6 +244,8 @@ class HeartbeatAnswer:
                    explicit_gray=data["explicit_gray"], gray=bool(data["gray"]), state=ClientState(data["state"]),
                    orphan_policy=data["orphan_policy"], gray_weight=int(data["gray_weight"]),
                    gray_retired=bool(data.get("gray_retired", False)), gray_marks=bool(data.get("gray_marks", True)),
+                   lane_marks=bool(data.get("lane_marks", data.get("gray_marks", True))),
+                   frozen_lanes=tuple(data.get("frozen_lanes") or ()),
                    fifo=bool(data.get("fifo", False)), max_attempts=int(data.get("max_attempts", 16)),
                    topics={topic: (int(counts["queue_nums"]), int(counts["gray_queue_nums"]))
                            for topic, counts in (data.get("topics") or {}).items()},

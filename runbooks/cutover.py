@@ -170,8 +170,9 @@ class CutoverRunner:
 
     # -- the lane ----------------------------------------------------------------------------
     def _may_send(self, client: ClientRecord) -> bool:
-        """A producer that is in the lane, or honours messages' marks, as it last reported."""
-        return client.in_lane == self.lane or bool(client.gray_marks)
+        """A producer that is in the lane, or honours messages' marks of the lane, as it last reported (one reporting
+        no frozen lanes, from before lanes, honours all or none)."""
+        return client.in_lane == self.lane or (bool(client.gray_marks) and self.lane not in (client.frozen_lanes or ()))
 
     def _flips(self, client: ClientRecord) -> bool:
         """Whether the producer step sets ``client`` normal: one in the lane or headed there; for ``gray`` also every

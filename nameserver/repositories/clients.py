@@ -20,7 +20,7 @@ from graymq.nameserver.schemas import ClientHeartbeat
 UNREGISTERED = datetime(1970, 1, 1, tzinfo=UTC)
 
 _REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "health", "gray_marks", "last_seen",
-             "declared_lane", "lane")
+             "declared_lane", "lane", "frozen_lanes")
 
 
 @dataclass(frozen=True)

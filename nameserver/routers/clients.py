@@ -208,5 +208,7 @@ def _watched(view: ClientHeartbeatResponse, known: WatchedState) -> WatchedState
                         gray_weight=None if known.gray_weight is None else view.gray_weight,
                         gray_retired=None if known.gray_retired is None else view.gray_retired,
                         gray_marks=None if known.gray_marks is None else view.gray_marks,
+                        lane_marks=None if known.lane_marks is None else view.lane_marks,
+                        frozen_lanes=None if known.frozen_lanes is None else view.frozen_lanes,
                         desired_lane=view.desired_lane if "desired_lane" in known.model_fields_set else None,
                         lanes=None if known.lanes is None else view.lanes)

@@ -52,7 +52,7 @@ class AnswerContext:
 
     rules: Sequence[GrayRule]
     topics: Sequence[Topic]
-    frozen: set[str]
+    frozen: dict[str, set[str]]  # producer group -> the lanes whose RUNNING promote or rollback covers it
     slots: SlotMaps
     lanes: dict[str, LaneState]
 
@@ -81,7 +81,8 @@ def for_caller(answer: ClientHeartbeatResponse, caller: Caller) -> ClientHeartbe
     marks not honoured (``names_producer_group``), so it can neither send gray nor hold up a promote."""
     if answer.role != "producer" or names_producer_group(caller.rights, answer.group):
         return answer
-    return answer.model_copy(update={"desired_gray": False, "gray_marks": False, "desired_lane": None})
+    return answer.model_copy(update={"desired_gray": False, "gray_marks": False, "lane_marks": False,
+                                     "desired_lane": None})
 
 
 class ClientService:
@@ -194,24 +195,31 @@ class ClientService:
         return AnswerContext(
             rules=rules,
             topics=self.topics.by_names(topic_names) if topic_names else [],
-            frozen=self._frozen_producer_groups() if producers else set(),
+            frozen=self._frozen_producer_groups() if producers else {},
             slots=slots,
             lanes=self.lanes.states_of(group, rules, slots),
         )
 
-    def _frozen_producer_groups(self) -> set[str]:
-        """The producer groups a RUNNING promote or rollback covers: their producers honour no gray mark."""
+    def _frozen_producer_groups(self) -> dict[str, set[str]]:
+        """The producer groups a RUNNING promote or rollback covers, each with the lanes of those operations: their
+        producers honour no mark of those lanes."""
         running = self.session.scalars(select(CutoverOperation).where(
             CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback")))).all()
-        return {name for operation in running for name in operation.producer_groups or ()}
+        frozen: dict[str, set[str]] = {}
+        for operation in running:
+            for name in operation.producer_groups or ():
+                frozen.setdefault(name, set()).add(operation.lane)
+        return frozen
 
     def _answer(self, group: Group, client: Client, context: AnswerContext) -> ClientHeartbeatResponse:
-        """Marks are honoured only while the switch is on, no RUNNING promote or rollback covers the producer group
-        and the client has no explicit normal flag (set by an operation or an operator). A topic's ``queue_nums``
-        is a broker's total, lane slots included (docs/lanes.md)."""
+        """Marks are honoured only while the switch is on and the client has no explicit normal flag (set by an
+        operation or an operator): ``lane_marks``; those of a lane whose RUNNING promote or rollback covers the
+        producer group are not (``frozen_lanes``); ``gray_marks``, for clients from before lanes, is false while any
+        does. A topic's ``queue_nums`` is a broker's total, lane slots included (docs/lanes.md)."""
         wanted = set(client.topics or ())
         topics = [t for t in context.topics if t.name in wanted]
         lane = client_desired_lane(client, group, context.rules)
+        marks = group.gray_switch and client.explicit_gray is not False
         return ClientHeartbeatResponse(
             group=group.name,
             client_id=client.client_id,
@@ -224,7 +232,9 @@ class ClientService:
             orphan_policy=group.orphan_policy,  # type: ignore[arg-type]
             gray_weight=group.gray_weight,
             gray_retired=group.gray_retired,
-            gray_marks=group.gray_switch and client.explicit_gray is not False and group.name not in context.frozen,
+            gray_marks=marks and group.name not in context.frozen,
+            lane_marks=marks,
+            frozen_lanes=sorted(context.frozen.get(group.name, ())),
             fifo=group.fifo,
             max_attempts=group.max_attempts,
             topics={

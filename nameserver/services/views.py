@@ -89,6 +89,7 @@ def client_view(client: Client, group: Group, rules: Sequence[GrayRule]) -> Clie
         last_seen=client.last_seen,
         health=client.health,
         gray_marks=client.gray_marks,
+        frozen_lanes=client.frozen_lanes,
         principal=client.principal,
         explicit_lane=lane_of(client.explicit_gray, client.explicit_lane),
         declared_lane=lane_of(client.declared_gray, client.declared_lane),

@@ -266,3 +266,30 @@ def test_clearing_the_override_of_a_lane_the_group_never_met_answers_its_default
     assert answer.status_code == 200, answer.text
     assert (answer.json()["lane"], answer.json()["orphan_policy"], answer.json()["taking_part"]) == ("v9", "adopt",
                                                                                                         False)
+
+
+def test_a_lanes_promote_freezes_the_marks_of_that_lane_only(ns: TestClient) -> None:
+    """A producer of a group a v2 promote covers stops honouring v2's marks, and only those: v3's flow on. Its
+    ``gray_marks``, for producers from before lanes, is false while any lane's promote covers it."""
+    def producer_answer(**fields: Any) -> Any:
+        answer = ns.post("/v1/clients/heartbeat", json={"group": "P_MARKS", "client_id": "p1", "role": "producer",
+                                                        "gray_marks": True, **fields})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    before = producer_answer()
+    assert (before["gray_marks"], before["lane_marks"], before["frozen_lanes"]) == (True, True, [])
+    assert beat(ns, "G_MARKS", "c1").status_code == 200
+    rollback = ns.post("/v1/groups/G_MARKS/cutovers", json={"kind": "rollback", "producer_groups": ["P_MARKS"],
+                                                            "lane": "v3"})
+    assert rollback.status_code in (200, 201), rollback.text
+    promote = ns.post("/v1/groups/G_MARKS/cutovers", json={"kind": "promote", "producer_groups": ["P_MARKS"],
+                                                           "lane": "v2"})
+    assert promote.status_code in (200, 201), promote.text
+    during = producer_answer(frozen_lanes=["v2", "v3"])
+    assert (during["gray_marks"], during["lane_marks"], during["frozen_lanes"]) == (False, True, ["v2", "v3"])
+    [row] = ns.get("/v1/groups/P_MARKS/clients").json()["clients"]
+    assert row["frozen_lanes"] == ["v2", "v3"]
+    ns.patch(f"/v1/cutovers/{promote.json()['id']}", json={"state": "SUCCEEDED"})
+    after = producer_answer(frozen_lanes=["v3"])
+    assert (after["gray_marks"], after["lane_marks"], after["frozen_lanes"]) == (False, True, ["v3"])

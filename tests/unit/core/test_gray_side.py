@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.core.gray_side import send_side
+from graymq.core.gray_side import send_lane, send_side
 
 # group state -> (marks honoured, gray switch), as the name server answers a producer of the group
 SWITCH_OFF = (False, False)
@@ -55,3 +55,13 @@ def test_gray_producer_stays_gray_where_marks_are_not_honoured() -> None:
     assert send_side(True, None, None, marks_honoured=False, gray_switch=True) is True
     assert send_side(True, None, False, marks_honoured=False, gray_switch=True) is True
     assert send_side(True, False, None, marks_honoured=False, gray_switch=True) is False
+
+
+def test_a_frozen_lane_s_marks_are_not_honoured_while_other_lanes_marks_are() -> None:
+    frozen = {"v2"}
+    assert send_lane(None, "v2", None, marks_honoured=True, gray_switch=True, frozen=frozen) is None
+    assert send_lane(None, None, "v2", marks_honoured=True, gray_switch=True, frozen=frozen) is None
+    assert send_lane("v3", "v2", None, marks_honoured=True, gray_switch=True, frozen=frozen) == "v3"
+    assert send_lane(None, None, "v3", marks_honoured=True, gray_switch=True, frozen=frozen) == "v3"
+    assert send_lane(None, True, None, marks_honoured=True, gray_switch=True, frozen=frozen) == "gray"
+    assert send_lane(None, True, None, marks_honoured=True, gray_switch=True, frozen={"gray"}) is None

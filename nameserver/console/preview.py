@@ -93,11 +93,12 @@ def _lane_cutover(action: PromoteAction | RollbackAction, detail: GroupDetail, c
     consumers = [c for c in clients if c.role in CONSUMING_ROLES and c.lane == lane]
     producers = [c for c in clients if c.role == "producer" and lane in (c.lane, c.desired_lane)]
     cells = qmap.lane_cells(lane)
-    producing = f"{_count(len(producers), lane + ' producer')} turn normal"
+    producing = f"{_count(len(producers), lane + ' producer')} turn{'s' if len(producers) == 1 else ''} normal"
     if isinstance(action, PromoteAction):
         rules = [r for r in detail.rules if r.gray and r.lane == lane]
-        return (f"promotes lane {lane} of {group}: {producing} and {_count(len(consumers), lane + ' consumer')} "
-                f"turn normal (the consumers once they {_drain(cells, qmap, 2, lane)}), "
+        return (f"promotes lane {lane} of {group}: {_count(len(producers), lane + ' producer')} and "
+                f"{_count(len(consumers), lane + ' consumer')} turn normal (the consumers once they "
+                f"{_drain(cells, qmap, 2, lane)}), "
                 f"{_count(len(rules), lane + ' rule')} removed, the lane's slots given back; the other lanes run "
                 "on untouched")
     if action.mode == "drain":

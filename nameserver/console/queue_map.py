@@ -3,8 +3,8 @@ offsets.
 
 The owners are what the clients report holding (``broker:topic:queue_id``, as ``graymq gray status`` lists them);
 the offsets are what the brokers answer for the group. A queue two clients report at once (a hand-over in
-flight) names both. Each queue is base or in a lane slot (docs/lanes.md): the lane holding the slot, ``gray`` for a
-free slot 0 (today's gray queues, gray's home), else free.
+flight) names both. Each queue is base or in a lane slot (docs/lanes.md): the lane holding the slot, else free
+(``gray`` on a topic with room for one lane only: today's gray queues, shown as before lanes).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class QueueCell:
     owners: tuple[str, ...]
     offsets: QueueOffsets | None  # None: the broker did not answer
     slot: int | None = None  # the lane slot it is in; None: base
-    lane: str | None = None  # the lane shown holding it: its slot's holder, gray in a free slot 0; FREE_SLOT: free
+    lane: str | None = None  # the lane shown holding it (its slot's holder); FREE_SLOT: free
 
     @property
     def key(self) -> str:
@@ -126,7 +126,7 @@ def build_queue_map(
     >>> laned = TopicRoute(topic="T", queue_nums=5, gray_queue_nums=1, lanes={"v3": 2}, brokers=[
     ...     BrokerRoute(broker_name="b", address="h:1", queue_nums=5, gray_queue_nums=1, perm=6, lane_slots=3)])
     >>> [(c.queue_id, c.slot, c.lane) for c in build_queue_map({"T": laned}, {}, {}).cells() if c.gray]
-    [(0, 0, 'gray'), (3, 1, ''), (4, 2, 'v3')]
+    [(0, 0, ''), (3, 1, ''), (4, 2, 'v3')]
     """
     qmap = QueueMap()
     for topic in sorted(routes, key=lambda t: (t.startswith("%"), t)):  # retry and dead-letter topics last
@@ -145,16 +145,15 @@ def build_queue_map(
                 cells.append(QueueCell(broker.broker_name, topic, qid, slot is not None,
                                        owners.get(f"{broker.broker_name}:{topic}:{qid}", ()),
                                        None if isinstance(answer, str) else known.get(qid), slot,
-                                       _shown_lane(slot, holders)))
+                                       _shown_lane(slot, holders, broker.lane_slots)))
             rows.append(BrokerRow(broker.broker_name, tuple(cells), answer if isinstance(answer, str) else ""))
         qmap.topics.append(TopicMap(topic, tuple(rows)))
     return qmap
 
 
-def _shown_lane(slot: int | None, holders: Mapping[int, str]) -> str | None:
-    """The lane a queue of ``slot`` is shown in: its holder; gray in a free slot 0 while gray holds no other (its
-    home, as before lanes)."""
+def _shown_lane(slot: int | None, holders: Mapping[int, str], lane_slots: int) -> str | None:
+    """The lane a queue of ``slot`` is shown in: its holder; gray in the free slot of a topic with room for one
+    lane only (today's gray queues, shown as before lanes)."""
     if slot is None:
         return None
-    home = slot == 0 and GRAY_LANE not in holders.values()
-    return holders.get(slot) or (GRAY_LANE if home else FREE_SLOT)
+    return holders.get(slot) or (GRAY_LANE if lane_slots == 1 else FREE_SLOT)

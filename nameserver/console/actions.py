@@ -12,11 +12,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session, sessionmaker
 
 from graymq.nameserver.schemas import (
+    GRAY_LANE,
     ID_MAX,
     ClientId,
     FlagPut,
     GrayWeight,
     Labels,
+    LaneName,
     Reason,
     RuleCreate,
     SwitchPut,
@@ -56,11 +58,13 @@ class WeightAction(BaseModel):
 
 class PromoteAction(BaseModel):
     action: Literal["promote"]
+    lane: LaneName = Field(GRAY_LANE, description="the lane promoted (docs/lanes.md); gray: today's gray side")
 
 
 class RollbackAction(BaseModel):
     action: Literal["rollback"]
     mode: Literal["drain", "adopt"]
+    lane: LaneName = Field(GRAY_LANE, description="the lane rolled back; the other lanes run on untouched")
 
 
 ConsoleAction = Annotated[

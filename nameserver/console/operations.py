@@ -1,11 +1,12 @@
 """Promote and rollback started from the console, run inside the name server as background tasks, and the registry
-of every operation the console runs (rollouts too), one per group.
+of every operation the console runs (rollouts too), one per group and lane.
 
 Each runs the same runbook as ``graymq gray promote|rollback`` (``CutoverRunner``), talking to this name server
 over its own address with the caller's token, so every step is authorised and audited as that caller. The
-operation is a cutover record in the database: one RUNNING record per group however many name servers share the
-database, watched from any of them; one stopped midway (its name server restarted) is resumed by running the
-same ``graymq gray`` command.
+operation is a cutover record in the database: one RUNNING record per group and lane however many name servers share
+the database, watched from any of them; one stopped midway (its name server restarted) is resumed by running the
+same ``graymq gray`` command. One this console runs can be aborted from it: its runner stops where it is and the
+record ends FAILED, naming who aborted it and at which step.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from graymq.nameserver.console.actions import Cutover, PromoteAction
 from graymq.nameserver.errors import ApiError
+from graymq.nameserver.schemas import GRAY_LANE
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import CutoverMode
@@ -41,40 +43,50 @@ class LogStream(io.StringIO):
 
 @dataclass
 class Started:
-    """An operation the console started on a group: its kind (promote, rollback, rollout), the newest operation id
-    the group had before it (its record is the first one after) and the task running it."""
+    """An operation the console started on a group's lane: its kind (promote, rollback, rollout), the newest
+    operation id the group had before it (its record is the first one of the lane after) and the task running it."""
 
     what: str
     after_id: int
     task: asyncio.Task[None]
+    lane: str = GRAY_LANE
 
 
 class ConsoleOperations:
-    """The operations (promote, rollback, rollout) this name server's console runs, at most one per group: a second
-    start while one runs (a double click) is answered that one (``running``), no second runner takes it over.
-    ``stop`` cancels them (their records stay RUNNING, resumable)."""
+    """The operations (promote, rollback, rollout) this name server's console runs, at most one per group and lane
+    (lanes are promoted and rolled back on their own): a second start while one runs (a double click) is answered
+    that one (``running``), no second runner takes it over. ``stop`` cancels them (their records stay RUNNING,
+    resumable); ``cancel`` stops one where it is (an abort)."""
 
     def __init__(self) -> None:
-        self._started: dict[str, Started] = {}  # by group
+        self._started: dict[tuple[str, str], Started] = {}  # by (group, lane)
 
-    def running(self, group: str) -> Started | None:
-        """What the console runs on ``group`` now, if anything."""
-        started = self._started.get(group)
+    def running(self, group: str, lane: str = GRAY_LANE) -> Started | None:
+        """What the console runs on ``group``'s ``lane`` now, if anything."""
+        started = self._started.get((group, lane))
         return started if started is not None and not started.task.done() else None
 
-    def start(self, group: str, what: str, after_id: int, work: Coroutine[Any, Any, None]) -> Started:
-        """Run ``work`` (the ``what`` of ``group``) in the background; the group must have nothing ``running``."""
-        if self.running(group) is not None:
+    def start(self, group: str, what: str, after_id: int, work: Coroutine[Any, Any, None],
+              lane: str = GRAY_LANE) -> Started:
+        """Run ``work`` (the ``what`` of ``group``'s ``lane``) in the background; that lane must have nothing
+        ``running``."""
+        if self.running(group, lane) is not None:
             work.close()
-            raise RuntimeError(f"the console already runs an operation on {group}")
-        started = Started(what, after_id, asyncio.create_task(work, name=f"console {what} {group}"))
-        self._started[group] = started
-        started.task.add_done_callback(lambda _: self._forget(group, started))
+            raise RuntimeError(f"the console already runs an operation on {group} (lane {lane})")
+        key = (group, lane)
+        started = Started(what, after_id, asyncio.create_task(work, name=f"console {what} {group} {lane}"), lane)
+        self._started[key] = started
+        started.task.add_done_callback(lambda _: self._forget(key, started))
         return started
 
-    def _forget(self, group: str, started: Started) -> None:
-        if self._started.get(group) is started:
-            del self._started[group]
+    def _forget(self, key: tuple[str, str], started: Started) -> None:
+        if self._started.get(key) is started:
+            del self._started[key]
+
+    async def cancel(self, started: Started) -> None:
+        """Stop ``started`` where it is and wait until its runner has closed."""
+        started.task.cancel()
+        await asyncio.gather(started.task, return_exceptions=True)
 
     async def stop(self) -> None:
         tasks = [started.task for started in self._started.values()]
@@ -93,18 +105,19 @@ def console_policy(mode: str = CutoverMode.DRAIN, timeout_s: float = RUNBOOK_TIM
 
 
 async def run_cutover(group: str, action: Cutover, nameserver_url: str, token: str | None) -> None:
-    """Run ``action`` on ``group`` as the holder of ``token`` (None: dev mode, no token)."""
+    """Run ``action`` on ``group``'s lane as the holder of ``token`` (None: dev mode, no token)."""
     nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
     policy = console_policy() if isinstance(action, PromoteAction) else console_policy(action.mode)
-    runner = CutoverRunner(nameserver, group, policy, Progress(stream=LogStream()))
+    runner = CutoverRunner(nameserver, group, policy, Progress(stream=LogStream()), lane=action.lane)
+    what = f"{action.action} of {group}" + ("" if action.lane == GRAY_LANE else f" lane {action.lane}")
+    resume = f"graymq gray {action.action} {group}" + ("" if action.lane == GRAY_LANE else f" --lane {action.lane}")
     try:
         report = await (runner.promote() if isinstance(action, PromoteAction) else runner.rollback())
-        log.info("console %s of %s: %s", action.action, group, report.state)
+        log.info("console %s: %s", what, report.state)
     except CutoverFailed as exc:  # the runner recorded the operation FAILED with its report
-        log.warning("console %s of %s failed: %s", action.action, group, exc.message)
+        log.warning("console %s failed: %s", what, exc.message)
     except GrayMQError as exc:
-        log.error("console %s of %s stopped, its record stays RUNNING (`graymq gray %s %s` resumes it): %s",
-                  action.action, group, action.action, group, exc.message)
+        log.error("console %s stopped, its record stays RUNNING (`%s` resumes it): %s", what, resume, exc.message)
     finally:
         await runner.close()
         await nameserver.close()

@@ -14,12 +14,14 @@ from graymq.nameserver.console.actions import (
     WeightAction,
 )
 from graymq.nameserver.console.queue_map import QueueCell, QueueMap
-from graymq.nameserver.schemas import ClientView, GroupDetail
+from graymq.nameserver.schemas import GRAY_LANE, ClientView, GroupDetail
 
 CONSUMING_ROLES = ("consumer", "spark")
 
 
 def describe(action: ConsoleAction, detail: GroupDetail, clients: list[ClientView], qmap: QueueMap) -> str:
+    if isinstance(action, PromoteAction | RollbackAction) and action.lane != GRAY_LANE:
+        return _lane_cutover(action, detail, clients, qmap)
     group = detail.group
     consumers = [c for c in clients if c.role in CONSUMING_ROLES]
     gray_consumers = [c for c in consumers if c.gray]
@@ -84,16 +86,40 @@ def _flag(detail: GroupDetail, found: list[ClientView], client_id: str, gray: bo
     return f"{client_id} stays {'gray' if gray else 'normal'} (its flag becomes explicit)"
 
 
-def _drain(cells: list[QueueCell], qmap: QueueMap, subjects: int = 1) -> str:
+def _lane_cutover(action: PromoteAction | RollbackAction, detail: GroupDetail, clients: list[ClientView],
+                  qmap: QueueMap) -> str:
+    """A promote or rollback of a lane other than gray: only its producers, consumers, rules and queues."""
+    lane, group = action.lane, detail.group
+    consumers = [c for c in clients if c.role in CONSUMING_ROLES and c.lane == lane]
+    producers = [c for c in clients if c.role == "producer" and lane in (c.lane, c.desired_lane)]
+    cells = qmap.lane_cells(lane)
+    producing = f"{_count(len(producers), lane + ' producer')} turn{'s' if len(producers) == 1 else ''} normal"
+    if isinstance(action, PromoteAction):
+        rules = [r for r in detail.rules if r.gray and r.lane == lane]
+        return (f"promotes lane {lane} of {group}: {_count(len(producers), lane + ' producer')} and "
+                f"{_count(len(consumers), lane + ' consumer')} turn normal (the consumers once they "
+                f"{_drain(cells, qmap, 2, lane)}), "
+                f"{_count(len(rules), lane + ' rule')} removed, the lane's slots given back; the other lanes run "
+                "on untouched")
+    if action.mode == "drain":
+        return (f"rolls lane {lane} of {group} back (drain): {producing} (no new {lane} messages); "
+                f"{_count(len(consumers), lane + ' consumer')} {_drain(cells, qmap, len(consumers), lane)} and "
+                "stay in the lane until stopped; the other lanes run on untouched")
+    return (f"rolls lane {lane} of {group} back (adopt): {producing}; once the "
+            f"{_count(len(consumers), lane + ' consumer')} stop, base consumers take {_queues(cells, qmap, lane)}; "
+            "the other lanes run on untouched")
+
+
+def _drain(cells: list[QueueCell], qmap: QueueMap, subjects: int = 1, lane: str = GRAY_LANE) -> str:
     """``drains N gray queues, M messages left``, the verb agreeing with its ``subjects``."""
-    return f"{'drains' if subjects == 1 else 'drain'} {_queues(cells, qmap)}"
+    return f"{'drains' if subjects == 1 else 'drain'} {_queues(cells, qmap, lane)}"
 
 
-def _queues(cells: list[QueueCell], qmap: QueueMap) -> str:
+def _queues(cells: list[QueueCell], qmap: QueueMap, lane: str = GRAY_LANE) -> str:
     if any(cell.offsets is None for cell in cells):
-        return f"{_count(len(cells), 'gray queue')} (messages left unknown: a broker did not answer)"
+        return f"{_count(len(cells), lane + ' queue')} (messages left unknown: a broker did not answer)"
     left = sum(cell.offsets.lag for cell in cells if cell.offsets is not None)
-    return f"{_count(len(cells), 'gray queue')}, {left:,} message{'' if left == 1 else 's'} left"
+    return f"{_count(len(cells), lane + ' queue')}, {left:,} message{'' if left == 1 else 's'} left"
 
 
 def _count(n: int, noun: str) -> str:

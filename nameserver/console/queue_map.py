@@ -3,7 +3,8 @@ offsets.
 
 The owners are what the clients report holding (``broker:topic:queue_id``, as ``graymq gray status`` lists them);
 the offsets are what the brokers answer for the group. A queue two clients report at once (a hand-over in
-flight) names both.
+flight) names both. Each queue is base or in a lane slot (docs/lanes.md): the lane holding the slot, else free
+(``gray`` on a topic with room for one lane only: today's gray queues, shown as before lanes).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from graymq.core.queue_layout import gray_queue_ids
+from graymq.core.queue_layout import GRAY_LANE, slot_of_queue
+from graymq.core.route import FREE_SLOT
 from graymq.nameserver.schemas import ClientView, TopicRoute
 
 
@@ -35,9 +37,11 @@ class QueueCell:
     broker: str
     topic: str
     queue_id: int
-    gray: bool
+    gray: bool  # in a lane slot (held or free): not a base queue
     owners: tuple[str, ...]
     offsets: QueueOffsets | None  # None: the broker did not answer
+    slot: int | None = None  # the lane slot it is in; None: base
+    lane: str | None = None  # the lane shown holding it (its slot's holder); FREE_SLOT: free
 
     @property
     def key(self) -> str:
@@ -67,16 +71,29 @@ class QueueMap:
         return [cell for t in self.topics for row in t.rows for cell in row.cells]
 
     def gray_cells(self) -> list[QueueCell]:
-        return [cell for cell in self.cells() if cell.gray]
+        return self.lane_cells(GRAY_LANE)
+
+    def lane_cells(self, lane: str | None) -> list[QueueCell]:
+        """The queues of ``lane`` (None: the base queues)."""
+        return [cell for cell in self.cells() if cell.lane == lane]
 
     @property
     def gray_backlog(self) -> int | None:
         """The unconsumed messages of the gray queues; None when a broker holding one did not answer."""
-        gray = self.gray_cells()
-        if any(cell.offsets is None for cell in gray):
-            return None
-        return sum(cell.offsets.lag for cell in gray if cell.offsets is not None)
+        return self.backlog(GRAY_LANE)
 
+    def backlog(self, lane: str | None) -> int | None:
+        """The unconsumed messages of ``lane``'s queues (None: base); None when a broker holding one did not
+        answer."""
+        cells = self.lane_cells(lane)
+        if any(cell.offsets is None for cell in cells):
+            return None
+        return sum(cell.offsets.lag for cell in cells if cell.offsets is not None)
+
+    def lanes(self) -> list[str]:
+        """The lanes holding queues of the map, ``gray`` first."""
+        held = {cell.lane for cell in self.cells() if cell.lane}
+        return sorted(held, key=lambda lane: (lane != GRAY_LANE, lane))
 
     def unanswered(self) -> list[str]:
         """The brokers that did not answer for some topic (their cells have no offsets), by name."""
@@ -106,6 +123,10 @@ def build_queue_map(
     >>> qmap = build_queue_map({"T": route}, {"b:T:0": ("v2",)}, {("b", "T"): {0: QueueOffsets(5, 0, 9)}})
     >>> [(c.key, c.gray, c.owners, c.offsets and c.offsets.lag) for c in qmap.cells()]
     [('b:T:0', True, ('v2',), 4), ('b:T:1', False, (), None), ('b:T:2', False, (), None)]
+    >>> laned = TopicRoute(topic="T", queue_nums=5, gray_queue_nums=1, lanes={"v3": 2}, brokers=[
+    ...     BrokerRoute(broker_name="b", address="h:1", queue_nums=5, gray_queue_nums=1, perm=6, lane_slots=3)])
+    >>> [(c.queue_id, c.slot, c.lane) for c in build_queue_map({"T": laned}, {}, {}).cells() if c.gray]
+    [(0, 0, ''), (3, 1, ''), (4, 2, 'v3')]
     """
     qmap = QueueMap()
     for topic in sorted(routes, key=lambda t: (t.startswith("%"), t)):  # retry and dead-letter topics last
@@ -113,16 +134,26 @@ def build_queue_map(
         if isinstance(route, str):
             qmap.topics.append(TopicMap(topic, (), error=route))
             continue
+        holders = {slot: lane for lane, slot in route.lanes.items()}
         rows = []
         for broker in sorted(route.brokers, key=lambda b: b.broker_name):
-            gray = set(gray_queue_ids(broker.queue_nums, broker.gray_queue_nums))
             answer = offsets.get((broker.broker_name, topic), {})
             known = answer if isinstance(answer, dict) else {}
-            cells = tuple(
-                QueueCell(broker.broker_name, topic, qid, qid in gray,
-                          owners.get(f"{broker.broker_name}:{topic}:{qid}", ()),
-                          None if isinstance(answer, str) else known.get(qid))
-                for qid in range(broker.queue_nums))
-            rows.append(BrokerRow(broker.broker_name, cells, answer if isinstance(answer, str) else ""))
+            cells = []
+            for qid in range(broker.queue_nums):
+                slot = slot_of_queue(qid, broker.queue_nums, broker.gray_queue_nums, broker.lane_slots)
+                cells.append(QueueCell(broker.broker_name, topic, qid, slot is not None,
+                                       owners.get(f"{broker.broker_name}:{topic}:{qid}", ()),
+                                       None if isinstance(answer, str) else known.get(qid), slot,
+                                       _shown_lane(slot, holders, broker.lane_slots)))
+            rows.append(BrokerRow(broker.broker_name, tuple(cells), answer if isinstance(answer, str) else ""))
         qmap.topics.append(TopicMap(topic, tuple(rows)))
     return qmap
+
+
+def _shown_lane(slot: int | None, holders: Mapping[int, str], lane_slots: int) -> str | None:
+    """The lane a queue of ``slot`` is shown in: its holder; gray in the free slot of a topic with room for one
+    lane only (today's gray queues, shown as before lanes)."""
+    if slot is None:
+        return None
+    return holders.get(slot) or (GRAY_LANE if lane_slots == 1 else FREE_SLOT)

@@ -10,20 +10,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.console.drain import DrainProgress, DrainWatch
+from graymq.nameserver.console.lane_view import LaneColumn, TopicSlots, lane_columns, slot_use
 from graymq.nameserver.console.queue_map import QueueMap, QueueOffsets, build_queue_map, owners_by_queue
 from graymq.nameserver.errors import NotFound
-from graymq.nameserver.schemas import AuditView, ClientView, CutoverView, GroupClients, GroupDetail, TopicRoute
+from graymq.nameserver.schemas import (
+    AuditView,
+    ClientView,
+    CutoverView,
+    GroupClients,
+    GroupDetail,
+    GroupLaneView,
+    TopicRoute,
+)
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.groups import GroupService
+from graymq.nameserver.services.lanes import LaneService
 from graymq.nameserver.services.registry import RegistryService
 from graymq.nameserver.settings import NameServerSettings
 from graymq.protocol.broker_client import BrokerClient
@@ -43,6 +53,8 @@ class GroupPage:
     audit: list[AuditView]
     operations: list[CutoverView]
     drain: DrainProgress | None = None  # of the running operation, if there is one
+    lanes: list[LaneColumn] = field(default_factory=list)  # base and each lane, side by side; none: no lane but gray
+    slots: list[TopicSlots] = field(default_factory=list)  # which lane holds which slot of the group's topics
 
 
 @dataclass
@@ -78,21 +90,25 @@ class ConsoleReader:
     async def group_page(self, group: str) -> GroupPage:
         """404 (``NotFound``) for a group the name server does not know."""
 
-        def read() -> tuple[_Stored, list[AuditView], list[CutoverView]]:
+        def read() -> tuple[_Stored, list[AuditView], list[CutoverView], list[CutoverView], list[GroupLaneView]]:
             with self.sessions() as session:
                 stored = self._stored(session, group)
                 audit = AuditService(session).query(group=group, object_type=None, object_id=None,
                                                     limit=RECENT_AUDIT)
-                operations = CutoverService(session).of_group(group, None)[:RECENT_OPERATIONS]
-                return stored, audit, operations
+                cutovers = CutoverService(session)
+                operations = cutovers.of_group(group, None)[:RECENT_OPERATIONS]
+                lanes = LaneService(session, self.settings).lanes_of(group)
+                return stored, audit, operations, cutovers.of_group(group, "RUNNING"), lanes
 
-        stored, audit, operations = await run_in_threadpool(read)
+        stored, audit, operations, running_ops, lanes = await run_in_threadpool(read)
         qmap = await self._queue_map(group, stored)
         page = GroupPage(stored.detail, stored.clients.clients, qmap, audit, operations)
         running = stored.detail.running_cutover
         if running is not None:
-            gray_consumers = sum(c.gray for c in page.clients if c.role in CONSUMING_ROLES)
-            page.drain = self.drains.progress(running.id, qmap.gray_backlog, gray_consumers)
+            in_lane = sum(c.lane == running.lane for c in page.clients if c.role in CONSUMING_ROLES)
+            page.drain = self.drains.progress(running.id, qmap.backlog(running.lane), in_lane)
+        page.lanes = lane_columns(page.clients, qmap, lanes, running_ops, self.drains)
+        page.slots = slot_use(stored.routes, bool(page.lanes))
         return page
 
     async def group_state(self, group: str) -> tuple[GroupDetail, list[ClientView], QueueMap]:

@@ -32,6 +32,7 @@ from graymq.nameserver.console.actions import (
     perform,
 )
 from graymq.nameserver.console.audit_changes import field_changes
+from graymq.nameserver.console.lane_view import lane_colour
 from graymq.nameserver.console.operations import ConsoleOperations, run_cutover
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.reads import ConsoleReader
@@ -39,10 +40,11 @@ from graymq.nameserver.console.rollout_view import rollout_view
 from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest, form_defaults
 from graymq.nameserver.console.rollouts import describe as describe_rollout
 from graymq.nameserver.errors import Conflict
-from graymq.nameserver.schemas import CutoverView, GroupName, GroupPath, IdPath, Text
+from graymq.nameserver.schemas import GRAY_LANE, CutoverPatch, CutoverView, GroupName, GroupPath, IdPath, Text
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
+from graymq.protocol.operations import CutoverState
 
 START_WAIT_S = 10.0  # for a started cutover's record to appear
 templates = Jinja2Templates(directory=FilePath(__file__).parent / "templates")
@@ -69,6 +71,7 @@ templates.env.filters["duration"] = _duration
 templates.env.filters["num"] = lambda n: "?" if n is None else f"{n:,}"
 templates.env.globals["field_changes"] = field_changes
 templates.env.globals["rollout_view"] = rollout_view
+templates.env.globals["lane_colour"] = lane_colour
 templates.env.filters["labels"] = lambda labels: ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
@@ -157,10 +160,13 @@ async def audit_fragment(
 
 @data.get("/api/groups/{group}/health")
 def group_health(request: Request, group: GroupPath) -> dict[str, Any]:
-    """The group's consume health per side over the last minutes, oldest point first (``health_history``): kept by
-    this name server process only, so it starts empty after a restart."""
+    """The group's consume health per side (normal, gray, each other lane) over the last minutes, oldest point first
+    (``health_history``), and each lane's colour class: kept by this name server process only, so it starts empty
+    after a restart."""
     history: HealthHistory = request.app.state.health_history
-    return {"group": group, "sample_s": history.sample_s, "window_s": WINDOW_S, "sides": history.series(group)}
+    sides = history.series(group)
+    return {"group": group, "sample_s": history.sample_s, "window_s": WINDOW_S, "sides": sides,
+            "colours": {side: lane_colour(side) for side in sides if side != "normal"}}
 
 
 # -- actions ---------------------------------------------------------------------------------
@@ -184,7 +190,7 @@ async def act(group: GroupPath, body: ActionRequest, actor: AdminActor, request:
 async def _start_cutover(request: Request, group: str, action: Cutover, actor: str, reason: str | None
                          ) -> ActionResult:
     return await _start_operation(request, group, action.action, actor, reason, lambda: run_cutover(
-        group, action, _own_url(request), bearer_token(request) or None))
+        group, action, _own_url(request), bearer_token(request) or None), action.lane)
 
 
 @data.post("/api/groups/{group}/rollout/preview")
@@ -204,9 +210,10 @@ async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActo
 
 
 @data.post("/api/operations/{operation_id}/abort")
-async def abort_rollout(operation_id: IdPath, body: AbortRequest, actor: AdminActor,
-                        request: Request) -> ActionResult:
-    """Make a rollout this name server runs roll back now, as a failed check would; audited as the caller."""
+async def abort_operation(operation_id: IdPath, body: AbortRequest, actor: AdminActor,
+                          request: Request) -> ActionResult:
+    """Make a rollout this name server runs roll back now, as a failed check would; stop a promote or rollback it
+    runs where it is (recorded FAILED). Audited as the caller."""
     state = request.app.state
 
     def operation() -> CutoverView:
@@ -214,8 +221,10 @@ async def abort_rollout(operation_id: IdPath, body: AbortRequest, actor: AdminAc
             return CutoverService(session).get(operation_id)
 
     op = await run_in_threadpool(operation)
-    if op.kind != "rollout" or op.state != "RUNNING":
-        raise Conflict(f"{op.kind} #{op.id} is {op.state}: only a running rollout can be aborted")
+    if op.state != "RUNNING":
+        raise Conflict(f"{op.kind} #{op.id} is {op.state}: only a running operation can be aborted")
+    if op.kind != "rollout":
+        return await _abort_cutover(request, op, actor, body.reason)
     rollouts: ConsoleRollouts = state.console_rollouts
     rollouts.abort(operation_id, actor)
     await run_in_threadpool(_record, state.sessions, op, actor, "abort", {"phase": "rollback"}, body.reason)
@@ -223,31 +232,61 @@ async def abort_rollout(operation_id: IdPath, body: AbortRequest, actor: AdminAc
                                 "retires, the normal consumers adopt its queues)", operation_id=op.id)
 
 
-async def _start_operation(request: Request, group: str, what: str, actor: str, reason: str | None,
-                           work: Callable[[], Coroutine[Any, Any, None]]) -> ActionResult:
-    """Run ``work`` here and answer once its operation is recorded; idempotent per group: while this console runs a
-    ``what`` of the group (a double click), the start answers that operation and starts nothing. 409 while the group
-    has another running operation."""
+async def _abort_cutover(request: Request, op: CutoverView, actor: str, reason: str | None) -> ActionResult:
+    """Stop the promote or rollback ``op`` this console runs where it is, and record it FAILED saying so."""
     state = request.app.state
     console: ConsoleOperations = state.console_operations
+    started = console.running(op.group, op.lane)
+    of = f"{op.kind} #{op.id} of {op.group}" + ("" if op.lane == GRAY_LANE else f" lane {op.lane}")
+    if started is None or started.what != op.kind or op.id <= started.after_id:
+        raise Conflict(f"{of} is not run by this name server's console: stop it where it runs (an interrupted "
+                       "`graymq gray` command leaves it RUNNING, resumable)")
+    await console.cancel(started)
+    message = (f"aborted from the console by {actor}: the lane is left as that step left it; promote or roll back "
+               "it again to end it")
+
+    def record() -> CutoverView:
+        with state.sessions() as session:
+            current = CutoverService(session).get(op.id)
+            if current.state != "RUNNING":
+                raise Conflict(f"{of} ended {current.state} before the abort took effect")
+            result = {**(current.result or {}), "state": "FAILED", "message": message,
+                      "aborted_at_step": current.step or "start"}
+            return CutoverService(session).update(op.id, CutoverPatch(state=CutoverState.FAILED, result=result),
+                                                  actor)
+
+    ended = await run_in_threadpool(record)
+    await run_in_threadpool(_record, state.sessions, ended, actor, "abort", {"step": ended.step}, reason)
+    return ActionResult(message=f"{of} aborted at step {ended.step or 'start'}: stopped there, recorded FAILED; "
+                                "promote or roll back the lane again to end it", operation_id=op.id)
+
+
+async def _start_operation(request: Request, group: str, what: str, actor: str, reason: str | None,
+                           work: Callable[[], Coroutine[Any, Any, None]], lane: str = GRAY_LANE) -> ActionResult:
+    """Run ``work`` here and answer once its operation is recorded; idempotent per group and lane: while this
+    console runs a ``what`` of the lane (a double click), the start answers that operation and starts nothing. 409
+    while the lane has another running operation."""
+    state = request.app.state
+    console: ConsoleOperations = state.console_operations
+    of = group if lane == GRAY_LANE else f"{group} lane {lane}"
 
     def operations() -> list[CutoverView]:
         with state.read_sessions() as session:
-            return CutoverService(session).of_group(group, None)
+            return [op for op in CutoverService(session).of_group(group, None) if op.lane == lane]
 
     before = await run_in_threadpool(operations)
-    started = console.running(group)  # read after the await: nothing else runs until the start below
+    started = console.running(group, lane)  # read after the await: nothing else runs until the start below
     repeated = started is not None
     if started is None:
         running = [op for op in before if op.state == "RUNNING"]
         if running:
             op = running[0]
-            raise Conflict(f"{op.kind} #{op.id} is already running on {group} (started by {op.started_by}); if "
-                           f"its controller stopped, `graymq gray {op.kind} {group}` resumes it",
-                           op.model_dump(mode="json"))
-        started = console.start(group, what, before[0].id if before else 0, work())
+            resume = f"graymq gray {op.kind} {group}" + ("" if lane == GRAY_LANE else f" --lane {lane}")
+            raise Conflict(f"{op.kind} #{op.id} is already running on {of} (started by {op.started_by}); if "
+                           f"its controller stopped, `{resume}` resumes it", op.model_dump(mode="json"))
+        started = console.start(group, what, before[0].id if before else 0, work(), lane)
     elif started.what != what:
-        raise Conflict(f"a {started.what} of {group} is running from this name server's console: start the {what} "
+        raise Conflict(f"a {started.what} of {of} is running from this name server's console: start the {what} "
                        f"once it has ended")
     deadline = time.monotonic() + START_WAIT_S
     while True:
@@ -255,14 +294,15 @@ async def _start_operation(request: Request, group: str, what: str, actor: str, 
         if recorded:
             op = recorded[-1]
             if repeated:
-                return ActionResult(message=f"{op.kind} #{op.id} of {group} is already running here (started by "
+                return ActionResult(message=f"{op.kind} #{op.id} of {of} is already running here (started by "
                                             f"{op.started_by}); nothing else started", operation_id=op.id)
             await run_in_threadpool(_record, state.sessions, op, actor, "requested",
-                                    {"kind": op.kind, "mode": op.mode, "from": "console"}, reason)
-            return ActionResult(message=f"{op.kind} #{op.id} of {group} started (runs in the name server; its steps "
+                                    {"kind": op.kind, "mode": op.mode, "from": "console",
+                                     **({} if lane == GRAY_LANE else {"lane": lane})}, reason)
+            return ActionResult(message=f"{op.kind} #{op.id} of {of} started (runs in the name server; its steps "
                                         "show below)", operation_id=op.id)
         if started.task.done() or time.monotonic() > deadline:
-            raise Conflict(f"the {what} of {group} did not start (see the name server's log)")
+            raise Conflict(f"the {what} of {of} did not start (see the name server's log)")
         await asyncio.sleep(0.05)
 
 

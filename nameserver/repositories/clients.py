@@ -155,11 +155,14 @@ class ClientRepository:
         )
         return [(name, health) for name, health in self.session.execute(stmt) if health]
 
-    def live_health_by_client(self, seen_after: datetime) -> list[tuple[str, str, dict[str, Any]]]:
-        """(group, client id, reported health) of every live client that reports one."""
+    def live_health_by_client(self, seen_after: datetime
+                              ) -> list[tuple[str, str, bool | None, str | None, dict[str, Any]]]:
+        """(group, client id, its reported gray flag and lane, reported health) of every live client that reports
+        one."""
         stmt = (
-            select(Group.name, Client.client_id, Client.health)
+            select(Group.name, Client.client_id, Client.gray, Client.lane, Client.health)
             .join(Group, Group.id == Client.group_id)
             .where(Client.last_seen > seen_after, Client.health.is_not(None))
         )
-        return [(name, client_id, health) for name, client_id, health in self.session.execute(stmt) if health]
+        return [(name, client_id, gray, lane, health)
+                for name, client_id, gray, lane, health in self.session.execute(stmt) if health]

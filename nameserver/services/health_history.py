@@ -1,4 +1,5 @@
-"""The last minutes of each group's consume health, per side (gray / normal), for the console's charts.
+"""The last minutes of each group's consume health, per side (normal, gray and each other lane), for the console's
+charts.
 
 A sampler reads the live consumers' reports (``protocol.health``: counters since each client started, p99 of its
 recent window) every ``health_sample_seconds`` and turns them into points: deliveries per second, failure rate and
@@ -27,8 +28,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.clock import utc_now
+from graymq.nameserver.gray_policy import GRAY_LANE, lane_of
 from graymq.nameserver.repositories.clients import ClientRepository
-from graymq.protocol.health import SIDES, failure_rate, since
+from graymq.protocol.health import SIDES, empty_side, failure_rate, since
 
 log = logging.getLogger(__name__)
 
@@ -85,20 +87,39 @@ class HealthHistory:
                     samples.popleft()
                 if len(samples) > 1:
                     windows[group] = (samples[0], samples[-1])
-        figures = {group: (at - then, since(before, after))
+        figures = {group: (at - then, lane_sides(before, after))
                    for group, ((then, before), (_, after)) in windows.items()}
         with self._lock:
             for group, (seconds, sides) in figures.items():
                 kept = self._points.setdefault(group, {side: deque(maxlen=self._kept) for side in SIDES})
-                for side in SIDES:
-                    kept[side].append(_point(sides[side], at, seconds))
+                for side in sorted(set(kept) | set(sides)):  # a lane once seen goes on with zero points
+                    ring = kept.setdefault(side, deque(maxlen=self._kept))
+                    ring.append(_point(sides.get(side) or empty_side(), at, seconds))
 
     def series(self, group: str) -> dict[str, list[dict[str, float]]]:
-        """``{"gray": [point, ...], "normal": [...]}``, oldest first (empty lists for a group never seen)."""
+        """``{"gray": [point, ...], "normal": [...], LANE: [...]}``, oldest first: ``normal`` and ``gray`` always
+        (empty lists for a group never seen), another lane from its first sample on."""
         with self._lock:
             points = self._points.get(group) or {}
-            kept = {side: list(points.get(side, ())) for side in SIDES}
+            kept = {side: list(points.get(side, ())) for side in sorted(set(SIDES) | set(points))}
         return {side: [asdict(p) for p in side_points] for side, side_points in kept.items()}
+
+
+def lane_sides(before: Reports, after: Reports) -> dict[str, dict[str, float]]:
+    """What the clients did between two readings (``since``), per side: ``normal``, and each lane's figures from
+    the clients in it at ``after`` (a report's ``lane``; one in no lane counts under ``gray``, as before lanes: its
+    lane counters stand still once it left its lane). A client's report counts its lane consumption as ``gray``.
+
+    >>> a = {"c1": {"gray": {"consumed": 5}, "lane": "v3"}, "c2": {"gray": {"consumed": 1}}}
+    >>> b = {"c1": {"gray": {"consumed": 9}, "lane": "v3"}, "c2": {"gray": {"consumed": 3}, "normal": {"failed": 1}}}
+    >>> {side: figures["consumed"] + figures["failed"] for side, figures in lane_sides(a, b).items()}
+    {'normal': 1, 'gray': 2, 'v3': 4}
+    """
+    in_lane = {client: str((report or {}).get("lane") or GRAY_LANE) for client, report in after.items()}
+    sides = {"normal": since(before, after)["normal"]}
+    for lane in sorted({GRAY_LANE, *in_lane.values()}, key=lambda name: (name != GRAY_LANE, name)):
+        sides[lane] = since(before, {c: r for c, r in after.items() if in_lane[c] == lane})["gray"]
+    return sides
 
 
 def _point(figures: dict[str, float], at: float, seconds: float) -> HealthPoint:
@@ -108,11 +129,12 @@ def _point(figures: dict[str, float], at: float, seconds: float) -> HealthPoint:
 
 
 def live_reports(session: Session, expiry_s: float) -> dict[str, Reports]:
-    """group -> client id -> latest health report, of every live client that reports one."""
+    """group -> client id -> latest health report with the lane the client is in (``lane``; None: base), of every
+    live client that reports one."""
     seen_after = utc_now() - timedelta(seconds=expiry_s)
     out: dict[str, Reports] = {}
-    for group, client_id, health in ClientRepository(session).live_health_by_client(seen_after):
-        out.setdefault(group, {})[client_id] = health
+    for group, client_id, gray, lane, health in ClientRepository(session).live_health_by_client(seen_after):
+        out.setdefault(group, {})[client_id] = {**health, "lane": lane_of(gray, lane)}
     return out
 
 

@@ -17,6 +17,28 @@ function showCutoverControls() {
     const controls = document.getElementById(id);
     if (controls) controls.hidden = !known;
   }
+  showLaneChoices();
+}
+
+// The lane chooser of promote and rollback: gray, and every lane the page shows (none but gray: hidden).
+function showLaneChoices() {
+  const select = document.getElementById("cutover-lane");
+  if (!select) return;
+  const shown = document.getElementById("lane-choices");
+  const lanes = ["gray", ...JSON.parse(shown ? shown.dataset.lanes : "[]").filter((lane) => lane !== "gray")];
+  const chosen = lanes.includes(select.value) ? select.value : "gray";
+  if ([...select.options].map((o) => o.value).join() !== lanes.join()) {
+    select.replaceChildren(...lanes.map((lane) => new Option(lane, lane)));
+  }
+  select.value = chosen;
+  document.getElementById("cutover-lane-choice").hidden = lanes.length < 2;
+}
+
+// A promote or rollback names the chosen lane (gray is the default: left out, as before lanes).
+function withLane(button, action) {
+  const select = document.getElementById("cutover-lane");
+  if (!button.closest("#cutover-controls") || !select || select.value === "gray") return action;
+  return { ...action, lane: select.value };
 }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
@@ -190,15 +212,24 @@ function formAction(form) {
   return { action: "rule", selector, gray: data.get("gray") === "true" };
 }
 
+// What an abort will do, for its confirmation: a rollout rolls back, a promote or rollback stops where it is.
+function abortText(abort) {
+  const id = abort.dataset.operation;
+  if (abort.dataset.kind === "rollout") {
+    return `aborts rollout #${id} of ${abort.dataset.group}: it leaves its steps and rolls back — weight 0, the `
+      + "gray side retires, the normal consumers adopt its queues and what it failed (nothing lost)";
+  }
+  const lane = abort.dataset.lane && abort.dataset.lane !== "gray" ? ` lane ${abort.dataset.lane}` : "";
+  return `stops ${abort.dataset.kind} #${id} of ${abort.dataset.group}${lane} at its current step, recorded FAILED: `
+    + "the lane stays as that step left it (nothing lost); promote or roll it back again to end it";
+}
+
 document.addEventListener("click", (event) => {
   const button = event.target.closest("button.act");
-  if (button) run(JSON.parse(button.dataset.action));
+  if (button) run(withLane(button, JSON.parse(button.dataset.action)));
   const abort = event.target.closest("button.abort");
   if (abort) {
-    const id = abort.dataset.operation;
-    const text = `aborts rollout #${id} of ${abort.dataset.group}: it leaves its steps and rolls back — weight 0, the `
-      + "gray side retires, the normal consumers adopt its queues and what it failed (nothing lost)";
-    confirmed(async () => text, `/console/api/operations/${id}/abort`, {});
+    confirmed(async () => abortText(abort), `/console/api/operations/${abort.dataset.operation}/abort`, {});
   }
 });
 
@@ -256,10 +287,15 @@ function shortNumber(value) {
   return value >= 1000 ? (value / 1000).toFixed(1) + "k" : value >= 10 ? value.toFixed(0) : value.toFixed(1);
 }
 
-// One metric's chart: both sides' lines over a shared time axis (the last point at the right edge).
-function drawChart(figure, sides, metric, span) {
+// A side's line: normal and gray as before lanes, another lane in its colour class (as on the queue map).
+function seriesClass(side, colours) {
+  return side === "normal" || side === "gray" ? side : `lane ${colours[side] || ""}`;
+}
+
+// One metric's chart: every side's line over a shared time axis (the last point at the right edge).
+function drawChart(figure, sides, metric, span, colours) {
   const { width, height, left, bottom, top } = CHART;
-  const all = [...sides.gray, ...sides.normal];
+  const all = Object.values(sides).flat();
   const end = all.reduce((m, p) => Math.max(m, p.at), 0);
   const peak = Math.max(metric === "failure_rate" ? 5 : 1, ...all.map((p) => p[metric])) * 1.1;
   const x = (at) => left + (width - left) * (1 - (end - at) / span);
@@ -271,18 +307,33 @@ function drawChart(figure, sides, metric, span) {
   svg.append(svgElement("text", { x: left - 4, y: y(0), class: "tick", "text-anchor": "end" }, "0"));
   svg.append(svgElement("text", { x: left, y: height - 2, class: "tick" }, `-${Math.round(span / 6) / 10} min`));
   svg.append(svgElement("text", { x: width, y: height - 2, class: "tick", "text-anchor": "end" }, "now"));
-  for (const side of ["normal", "gray"]) {
+  const lasts = {};
+  for (const side of Object.keys(sides)) {
     const points = sides[side].filter((p) => p.at > end - span);
     if (points.length) {
       const path = points.map((p) => `${x(p.at).toFixed(1)},${y(p[metric]).toFixed(1)}`).join(" ");
-      svg.append(svgElement("polyline", { points: path, class: `series ${side}` }));
+      svg.append(svgElement("polyline", { points: path, class: `series ${seriesClass(side, colours)}`,
+                                          "data-side": side }));
     }
-    const last = sides[side].length ? sides[side][sides[side].length - 1][metric] : null;
-    figure.dataset[side] = last === null ? "" : String(last);
+    lasts[side] = sides[side].length ? sides[side][sides[side].length - 1][metric] : null;
   }
+  for (const side of ["normal", "gray"]) figure.dataset[side] = lasts[side] === null ? "" : String(lasts[side]);
+  figure.dataset.sides = JSON.stringify(lasts);  // every side's last value, lanes included
   figure.dataset.points = String(sides.gray.length);
   figure.querySelector("svg")?.remove();
   figure.append(svg);
+}
+
+function showLaneLegend(lanes, colours) {
+  const legend = document.getElementById("lane-legend");
+  if (legend.dataset.lanes === lanes.join()) return;
+  legend.replaceChildren();
+  for (const lane of lanes) {
+    const line = document.createElement("i");
+    line.className = `lane-line ${colours[lane] || ""}`;
+    legend.append(" ", line, " " + lane);
+  }
+  legend.dataset.lanes = lanes.join();
 }
 
 async function refreshHealth() {
@@ -292,11 +343,13 @@ async function refreshHealth() {
     if (response.ok) {
       const body = await response.json();
       every = Math.max(1000, body.sample_s * 1000);
-      const times = [...body.sides.gray, ...body.sides.normal].map((p) => p.at);
+      const times = Object.values(body.sides).flat().map((p) => p.at);
       const span = Math.min(900, Math.max(60, Math.max(...times) - Math.min(...times)));  // at least a minute
       for (const figure of health.querySelectorAll("figure.chart")) {
-        drawChart(figure, body.sides, figure.dataset.metric, span);
+        drawChart(figure, body.sides, figure.dataset.metric, span, body.colours || {});
       }
+      showLaneLegend(Object.keys(body.sides).filter((side) => side !== "normal" && side !== "gray"),
+                     body.colours || {});
       const count = body.sides.gray.length;
       document.getElementById("health-note").textContent = count
         ? `a point every ${body.sample_s} s over the last ${body.window_s} s, kept by this name server since it started`

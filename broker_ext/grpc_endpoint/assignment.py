@@ -2,8 +2,8 @@
 
 The sides are ``AllocateMessageQueueGray``'s: a consumer in a lane takes its lane's slot (the ``gray`` lane, with a
 weight, the weighted base queues too); a base consumer the other base queues, and the slots of lanes without a
-consumer in its group whose orphan policy is ``adopt``; with the gray switch off every queue is base. Pop consumers of one
-side share every queue of their side (the broker hands each message to one of them), so there is no split per
+consumer in its group whose orphan policy is ``adopt``; with the gray switch off every queue is base. Pop consumers
+of one side share every queue of their side (the broker hands each message to one of them), so there is no split per
 client: the answer depends only on the client's side and the group's gray settings.
 """
 

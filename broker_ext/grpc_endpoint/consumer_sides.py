@@ -1,17 +1,18 @@
 """Which side (a lane or base) a stock consumer receives from: decided on the broker, from the name server.
 
 A stock RocketMQ 5 consumer cannot say that it is gray. The broker registers it in its consumer group in the name
-server — role ``consumer``, the client id the SDK sends (``x-mq-client-id``), its labels (``credentials.client_labels``:
-``host``, ``language``, ``namespace``, ``principal``) and ``protocol: rocketmq5``, its subscribed topics — once per
-(client, group): when its telemetry settings name the group, or at its first receive. The name server's answer
-(explicit flag, gray and lane rules, switch, orphan policy per lane, weight, a rolled-back gray side, the desired
-lane) is followed as graymq's push consumer follows it, with the same ``GrayFlip``: base → a lane at once; a lane →
-base or another lane (a promote, a rollback, a flag) only after a drain: it keeps receiving from its lane's queues
-until, on every queue of its lane's slot of its topics (and of the group's retry topic) on this broker, the group's
-committed offset — which pop acks advance — is the max offset and nothing is in flight; then it reports base. The
-lane maps (lane -> slot) of its topics in the answers are passed to the broker (``lanes_heard``): the name server
-gives a lane a slot at its first client's heartbeat, before the broker's own registration hears of it. Its state is reported at each step, so a promote waits for it: at
-once, not at the next interval (``report_checks``), and the side its first answer gave it before its first receive.
+server — role ``consumer``, the client id the SDK sends (``x-mq-client-id``), its labels
+(``credentials.client_labels``: ``host``, ``language``, ``namespace``, ``principal``) and ``protocol: rocketmq5``,
+its subscribed topics — once per (client, group): when its telemetry settings name the group, or at its first
+receive. The name server's answer (explicit flag, gray and lane rules, switch, orphan policy per lane, weight, a
+rolled-back gray side, the desired lane) is followed as graymq's push consumer follows it, with the same
+``GrayFlip``: base → a lane at once; a lane → base or another lane (a promote, a rollback, a flag) only after a
+drain: it keeps receiving from its lane's queues until, on every queue of its lane's slot of its topics (and of the
+group's retry topic) on this broker, the group's committed offset — which pop acks advance — is the max offset and
+nothing is in flight; then it reports base. The lane maps (lane -> slot) of its topics in the answers are passed to
+the broker (``lanes_heard``): the name server gives a lane a slot at its first client's heartbeat, before the
+broker's own registration hears of it. Its state is reported at each step, so a promote waits for it: at once, not
+at the next interval (``report_checks``), and the side its first answer gave it before its first receive.
 
 Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or when
 it has neither stream nor receive for ``expiry_s``. One broker decides for its own queues: with several brokers each

@@ -2,13 +2,13 @@
 
 The broker picks each message's queue and ignores the client's: the lane's slot or the base set as
 ``producer_sides`` says for this client and the message's lane mark (the ``graymq.lane`` user property, else the
-``graymq.lane`` entry of its W3C ``baggage`` property: ``core.lane_mark``), then round robin, or the hash of ``message_group`` for FIFO messages so a group's messages share
-one queue, in order (graymq's ``GrayQueueSelector`` on this broker's layout of the topic). A lane's first send to a
-topic where it holds no slot takes one from the name server first (``ProducerSides.take_lane_slot``; a topic with
-no free slot refuses the send with the name server's one line). Each message becomes a
-graymq send request handed to the broker's ``send`` (validation, append, sync flush and replication waits, all as
-for graymq's own producers); tags, keys and user properties are kept as graymq properties, the message group as
-RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
+``graymq.lane`` entry of its W3C ``baggage`` property: ``core.lane_mark``), then round robin, or the hash of
+``message_group`` for FIFO messages so a group's messages share one queue, in order (graymq's ``GrayQueueSelector``
+on this broker's layout of the topic). A lane's first send to a topic where it holds no slot takes one from the name
+server first (``ProducerSides.take_lane_slot``; a topic with no free slot refuses the send with the name server's
+one line). Each message becomes a graymq send request handed to the broker's ``send`` (validation, append, sync
+flush and replication waits, all as for graymq's own producers); tags, keys and user properties are kept as graymq
+properties, the message group as RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
 
 A delayed message (``delivery_timestamp`` in the future) is put on the same side's queue, then held by the
 broker's schedule service until that time (``SendProcessor.send_held``: the send's topic checks and its flush and

@@ -107,7 +107,9 @@ def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers
 
     def graymq_lanes(group: str) -> frozenset[str]:
         info = broker.consumers.get(group)
-        return frozenset(lane for lane, count in info.lane_clients.items() if count) if info is not None else frozenset()
+        if info is None:
+            return frozenset()
+        return frozenset(lane for lane, count in info.lane_clients.items() if count)
 
     view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_lanes,
                       lanes_heard=producers.lanes_heard)

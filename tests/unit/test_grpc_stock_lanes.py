@@ -309,3 +309,27 @@ def test_a_producer_flipped_to_base_reports_its_lane_until_its_lane_send_under_w
         await sides.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_consumer_moved_from_v2_to_v3_drains_v2s_slot_first_then_receives_v3s() -> None:
+    async def scenario() -> None:
+        broker, link = FakeBroker(LANES), FakeLink()
+        table = consumer_sides(broker, link)
+        moved = caller("orders-x")
+        link.answers = {moved.client_id: in_lane("v2")}
+        await table.register(moved, GROUP, [TOPIC])
+        consumer = table.registrations.items[(moved.client_id, GROUP)]
+        broker.max_offsets[6] = 2  # v2's slot holds two unacked messages
+        link.answers[moved.client_id] = in_lane("v3")  # a flag moves it to v3
+        await table._apply(consumer, heartbeat_answer(**link.answers[moved.client_id]))
+        await asyncio.sleep(0.3)
+        assert (consumer.state.value, consumer.lane) == ("DRAINING", "v2")
+        assert await table.queues(moved, GROUP, TOPIC) == V2  # never v2's and v3's at once
+        broker.max_offsets[6] = 0
+        async with asyncio.timeout(5):
+            while consumer.lane != "v3":
+                await asyncio.sleep(0.02)
+        assert consumer.state.value == "GRAY" and await table.queues(moved, GROUP, TOPIC) == V3
+        await table.stop()
+
+    asyncio.run(scenario())

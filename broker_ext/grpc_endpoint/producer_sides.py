@@ -32,6 +32,7 @@ from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
 from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.core.gray_side import send_lane
+from graymq.nameserver_api.client import ConflictError
 from graymq.nameserver_api.membership import Membership
 from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.errors import GrayMQError
@@ -160,9 +161,13 @@ class ProducerSides(RegisteredSides[_Registration]):
 
     async def take_lane_slot(self, caller: Caller, topic: str, lane: str) -> None:
         """``lane`` takes a slot of ``topic`` in the name server (as ``caller``'s registration, with its credential)
-        and the broker hears of the topic's lane map; the name server's refusal (no free slot) is raised."""
+        and the broker hears of the topic's lane map; ``BAD_REQUEST`` with the name server's one line when the topic
+        has no free slot."""
         registration = await self.register(caller, topic)
-        taken = await registration.nameserver.nameserver.take_lane_slot(topic, lane)
+        try:
+            taken = await registration.nameserver.nameserver.take_lane_slot(topic, lane)
+        except ConflictError as full:  # not for a retry to change: an operator grows the topic or ends a lane
+            raise RocketMQStatusError(v2.BAD_REQUEST, full.message) from None
         self.lanes_heard(topic, taken.lanes)
 
     async def register(self, caller: Caller, topic: str) -> _Registration:

@@ -21,6 +21,7 @@ from graymq.broker_ext.grpc_endpoint.send import SendService
 from graymq.broker_ext.security.principals import DEV_PRINCIPAL
 from graymq.broker_ext.topic_config import TopicConfig, lane_pairs
 from graymq.core.queue_layout import slot_queue_ids
+from graymq.nameserver_api.client import ConflictError
 from graymq.nameserver_api.lane_records import TopicLanes
 from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol import graymq_pb2 as pb
@@ -62,6 +63,8 @@ class FakeLink:
 
     async def take_lane_slot(self, topic: str, lane: str) -> TopicLanes:
         self.taken.append((topic, lane))
+        if len(self.lanes) == 2 and lane not in self.lanes:
+            raise ConflictError(f"POST /v1/topics/{topic}/lanes/{lane}: CONFLICT: topic {topic} has no free lane slot")
         self.lanes.setdefault(lane, min(set(range(1, 3)) - set(self.lanes.values())))
         return TopicLanes(topic, 3, dict(self.lanes))
 
@@ -333,3 +336,18 @@ def test_a_consumer_moved_from_v2_to_v3_drains_v2s_slot_first_then_receives_v3s(
         await table.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_lanes_stock_send_to_a_topic_without_a_free_slot_is_refused_with_the_name_servers_line() -> None:
+    async def scenario() -> v2s.SendMessageResponse:
+        broker, link = FakeBroker(LANES), FakeLink(LANES)  # v2 and v3 hold both slots the name server gives
+        sides = producer_sides(link, broker)
+        v4 = caller("orders-v4")
+        link.answers = {v4.client_id: in_lane("v4", role="producer")}
+        answer = await send_service(broker, sides, Stored()).send_message(
+            v2s.SendMessageRequest(messages=[message("m")]), v4)
+        await sides.stop()
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.status.code == v2.BAD_REQUEST and "topic ORDERS has no free lane slot" in answer.status.message

@@ -23,7 +23,7 @@ from tests.support.node_sdk import node_sdk
 from tests.support.stock_reads import stored_messages
 from tests.support.stock_sdk import StockProducer, StockSimpleConsumer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(110, func_only=True)]  # the test alone: ~25 s
 
 QUEUES, GRAY, LANE_SLOTS = 6, 2, 3
 TOTAL = QUEUES + (LANE_SLOTS - 1) * GRAY  # a broker's queues: base and slot 0, then slots 1 and 2 appended

@@ -236,6 +236,7 @@ class HeartbeatAnswer:
     topics: dict[str, tuple[int, int]] = field(default_factory=dict)  # topic -> (queue_nums, gray_queue_nums)
     desired_lane: str | None = None  # the lane it should be in (an answer from before lanes: ``gray`` when gray)
     lanes: dict[str, dict[str, Any]] = field(default_factory=dict)  # the group's lanes: orphan policy, taking part
+    topic_lanes: dict[str, dict[str, int]] = field(default_factory=dict)  # topic -> lane -> the slot it holds
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HeartbeatAnswer:
@@ -250,7 +251,9 @@ class HeartbeatAnswer:
                    topics={topic: (int(counts["queue_nums"]), int(counts["gray_queue_nums"]))
                            for topic, counts in (data.get("topics") or {}).items()},
                    desired_lane=data["desired_lane"] if "desired_lane" in data else
-                   (GRAY_LANE if data["desired_gray"] else None), lanes=dict(data.get("lanes") or {}))
+                   (GRAY_LANE if data["desired_gray"] else None), lanes=dict(data.get("lanes") or {}),
+                   topic_lanes={topic: {str(lane): int(slot) for lane, slot in (counts.get("lanes") or {}).items()}
+                                for topic, counts in (data.get("topics") or {}).items()})
 
 
 @dataclass(frozen=True)

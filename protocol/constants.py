@@ -19,6 +19,9 @@ PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"  # ms since the epoch a delayed message is due (RocketMQ's name)
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_PRODUCER_SEQUENCE = "PSEQ"  # "<producer id hex>:<sequence>:<messages>" on a request's first record
+# A stock producer's lane mark (a user property naming a lane), also read as an entry of W3C ``baggage``
+PROPERTY_LANE = "graymq.lane"
+PROPERTY_BAGGAGE = "baggage"  # the W3C baggage header, as OpenTelemetry propagators put it in a message's properties
 KEY_SEPARATOR = " "
 # Reserved names a producer's message may not carry as its own (why each is stripped or refused: the docstring of
 # protocol/properties.py, which checks them).

@@ -1,9 +1,9 @@
 """Which queues of a topic a stock consumer receives from, and QueryAssignment, which tells it.
 
-The sides are ``AllocateMessageQueueGray``'s: a gray consumer takes the gray queues (and, with a weight, the
-weighted normal ones); a normal consumer the other normal queues, and the gray queues too when the group has no gray
-consumer and its orphan policy is ``adopt``; with the gray switch off every queue is normal. Pop consumers of one
-side share every queue of their side (the broker hands each message to one of them), so there is no split per
+The sides are ``AllocateMessageQueueGray``'s: a consumer in a lane takes its lane's slot (the ``gray`` lane, with a
+weight, the weighted base queues too); a base consumer the other base queues, and the slots of lanes without a
+consumer in its group whose orphan policy is ``adopt``; with the gray switch off every queue is base. Pop consumers
+of one side share every queue of their side (the broker hands each message to one of them), so there is no split per
 client: the answer depends only on the client's side and the group's gray settings.
 """
 
@@ -31,18 +31,18 @@ QueueFilter = Callable[[Caller, str, str], Awaitable[frozenset[int] | None]]  # 
 
 @dataclass(frozen=True, slots=True)
 class Side:
-    """A consumer's side as the allocation needs it: its flag, retired or not, and whether its group has a gray
-    consumer anywhere (a stock one or one of graymq's)."""
+    """A consumer's side as the allocation needs it: the lane it is in (None: base), retired or not, and the lanes
+    with a consumer in its group anywhere (stock ones or graymq's)."""
 
-    gray: bool
+    lane: str | None
     retired: bool
-    group_has_gray: bool
+    lanes_present: frozenset[str] = frozenset()
 
 
 def stock_lanes(lanes: LanePairs | None) -> LanePairs | None:
     """The lane map a stock client's side is read with: the broker's, and the ``gray`` lane in slot 0 while it holds
     no slot and no lane is known to hold slot 0 (``gray`` takes slot 0 when it is free: a broker that has not heard
-    so yet sends and receives where the name server puts it). A stock client is in ``gray`` or base.
+    so yet sends and receives where the name server puts it).
 
     >>> stock_lanes(None), stock_lanes((("v2", 1),)), stock_lanes((("v2", 0),))
     (None, (('gray', 0), ('v2', 1)), (('v2', 0),))
@@ -55,34 +55,41 @@ def stock_lanes(lanes: LanePairs | None) -> LanePairs | None:
 def receivable_queue_ids(queue_nums: int, gray_queue_nums: int, side: Side, group: GroupGray, *,
                          lane_slots: int = 1, lanes: LanePairs | None = None) -> frozenset[int]:
     """The queue ids a consumer on ``side`` receives from, of a topic of ``queue_nums`` (``gray_queue_nums`` in each
-    of its ``lane_slots`` lane slots, held as ``lanes`` says): a gray consumer the ``gray`` lane's slot, a normal one
-    the base queues; another lane's slot is held for that lane's consumers (``hold``).
+    of its ``lane_slots`` lane slots, held as ``lanes`` says): a consumer in a lane that lane's slot, a base one the
+    base queues and the slots of lanes without a consumer in its group whose orphan policy is ``adopt``.
 
-    >>> hold = GroupGray(switch=True, weight=0, orphan_policy="hold")
-    >>> sorted(receivable_queue_ids(6, 2, Side(True, False, True), hold))
+    >>> hold, gray = GroupGray(switch=True, weight=0, orphan_policy="hold"), frozenset({"gray"})
+    >>> sorted(receivable_queue_ids(6, 2, Side("gray", False, gray), hold))
     [0, 5]
-    >>> sorted(receivable_queue_ids(6, 2, Side(False, False, True), GroupGray(weight=50)))
+    >>> sorted(receivable_queue_ids(6, 2, Side(None, False, gray), GroupGray(weight=50)))
     [1, 3]
-    >>> sorted(receivable_queue_ids(6, 2, Side(False, False, False), GroupGray(orphan_policy="adopt")))
+    >>> sorted(receivable_queue_ids(6, 2, Side(None, False), GroupGray(orphan_policy="adopt")))
     [0, 1, 2, 3, 4, 5]
-    >>> sorted(receivable_queue_ids(6, 2, Side(True, True, True), hold))
+    >>> sorted(receivable_queue_ids(6, 2, Side("gray", True, gray), hold))
     []
-    >>> lanes = (("gray", 1), ("v2", 0))  # 10 queues, 3 slots of 2: slot 0 is 0 5, slot 1 is 6 7
-    >>> sorted(receivable_queue_ids(10, 2, Side(True, False, True), hold, lane_slots=3, lanes=lanes))
+    >>> lanes = (("gray", 1), ("v2", 0))  # 10 queues, 3 slots of 2: slot 0 is 0 5, slot 1 is 6 7, slot 2 is 8 9
+    >>> sorted(receivable_queue_ids(10, 2, Side("gray", False, gray), hold, lane_slots=3, lanes=lanes))
     [6, 7]
+    >>> sorted(receivable_queue_ids(10, 2, Side("v2", False), hold, lane_slots=3, lanes=lanes))
+    [0, 5]
+    >>> adopt_v2 = GroupGray(lane_policies={"v2": "adopt"})  # v2 has no consumer in the group: base takes it
+    >>> sorted(receivable_queue_ids(10, 2, Side(None, False, gray), adopt_v2, lane_slots=3, lanes=lanes))
+    [0, 1, 2, 3, 4, 5]
     """
     if side.retired:
         return frozenset()
     if not group.switch:
         return frozenset(range(queue_nums))
-    return _ids(queue_nums, gray_queue_nums, lane_slots, stock_lanes(lanes), side.gray, side.group_has_gray,
-                group.weight, group.orphan_policy)
+    present = side.lanes_present | ({side.lane} if side.lane is not None else set())
+    return _ids(queue_nums, gray_queue_nums, lane_slots, stock_lanes(lanes), side.lane, frozenset(present),
+                group.weight, group.orphan_policy, tuple(sorted(group.lane_policies.items())))
 
 
 @functools.lru_cache(maxsize=1024)
-def _ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, lanes: LanePairs | None, gray: bool,
-         group_has_gray: bool, weight: int, orphan_policy: OrphanPolicy) -> frozenset[int]:
-    slot_lanes = {slot: lane for lane, slot in (lanes if lanes is not None else ((GRAY_LANE, 0),))}
+def _ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, lanes: LanePairs | None, lane: str | None,
+         lanes_present: frozenset[str], weight: int, orphan_policy: OrphanPolicy,
+         lane_policies: tuple[tuple[str, OrphanPolicy], ...]) -> frozenset[int]:
+    slot_lanes = {slot: name for name, slot in (lanes if lanes is not None else ((GRAY_LANE, 0),))}
 
     def lane_of(mq: MessageQueue) -> str | None:
         slot = slot_of_queue(mq.queue_id, queue_nums, gray_queue_nums, lane_slots)
@@ -90,10 +97,10 @@ def _ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, lanes: LanePair
 
     weighted = frozenset(lane_weighted_ids(queue_nums, gray_queue_nums, lane_slots, weight))
     allocation = AllocateMessageQueueGray(lambda mq: lane_of(mq) is not None, orphan_policy=orphan_policy,
-                                          is_weighted=lambda mq: mq.queue_id in weighted, lane_of=lane_of)
+                                          is_weighted=lambda mq: mq.queue_id in weighted, lane_of=lane_of,
+                                          lane_policies=dict(lane_policies))
     queues = [MessageQueue("", "", queue_id) for queue_id in range(queue_nums)]
-    sides = allocation.lane_sides(queues, (GRAY_LANE,) if group_has_gray or gray else ())
-    return frozenset(mq.queue_id for mq in (sides.get(GRAY_LANE, []) if gray else sides[None]))
+    return frozenset(mq.queue_id for mq in allocation.lane_sides(queues, lanes_present).get(lane, []))
 
 
 class AssignmentService:

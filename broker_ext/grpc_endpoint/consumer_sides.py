@@ -1,15 +1,18 @@
-"""Which side (gray or normal) a stock consumer receives from: decided on the broker, from the name server.
+"""Which side (a lane or base) a stock consumer receives from: decided on the broker, from the name server.
 
 A stock RocketMQ 5 consumer cannot say that it is gray. The broker registers it in its consumer group in the name
-server — role ``consumer``, the client id the SDK sends (``x-mq-client-id``), its labels (``credentials.client_labels``:
-``host``, ``language``, ``namespace``, ``principal``) and ``protocol: rocketmq5``, its subscribed topics — once per
-(client, group): when its telemetry settings name the group, or at its first receive. The name server's answer
-(explicit flag, gray rules, switch, orphan policy, weight, a rolled-back gray side) is followed as graymq's push
-consumer follows it, with the same ``GrayFlip``: normal → gray at once; gray → normal (a promote, a rollback, a flag)
-only after a drain: it keeps receiving from the gray queues until, on every gray queue of its topics (and of the
+server — role ``consumer``, the client id the SDK sends (``x-mq-client-id``), its labels
+(``credentials.client_labels``: ``host``, ``language``, ``namespace``, ``principal``) and ``protocol: rocketmq5``,
+its subscribed topics — once per (client, group): when its telemetry settings name the group, or at its first
+receive. The name server's answer (explicit flag, gray and lane rules, switch, orphan policy per lane, weight, a
+rolled-back gray side, the desired lane) is followed as graymq's push consumer follows it, with the same
+``GrayFlip``: base → a lane at once; a lane → base or another lane (a promote, a rollback, a flag) only after a
+drain: it keeps receiving from its lane's queues until, on every queue of its lane's slot of its topics (and of the
 group's retry topic) on this broker, the group's committed offset — which pop acks advance — is the max offset and
-nothing is in flight; then it reports normal. Its state is reported at each step, so a promote waits for it: at
-once, not at the next interval (``report_checks``), and the side its first answer gave it before its first receive.
+nothing is in flight; then it reports base. The lane maps (lane -> slot) of its topics in the answers are passed to
+the broker (``lanes_heard``): the name server gives a lane a slot at its first client's heartbeat, before the
+broker's own registration hears of it. Its state is reported at each step, so a promote waits for it: at once, not
+at the next interval (``report_checks``), and the side its first answer gave it before its first receive.
 
 Registrations end with the client: on ``NotifyClientTermination``, when its last telemetry stream closes, or when
 it has neither stream nor receive for ``expiry_s``. One broker decides for its own queues: with several brokers each
@@ -22,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,13 +59,14 @@ DRAIN_POLL_S = 0.1  # between two reads of the gray backlog (local: offsets and 
 
 @dataclass(frozen=True, slots=True)
 class BrokerView:
-    """What the sides read of the broker: topics, a group's per-queue backlog, its graymq gray consumers, and the
-    messages a pop consumer holds unacked on a queue."""
+    """What the sides read of the broker: topics, a group's per-queue backlog, the lanes of its graymq consumers, the
+    messages a pop consumer holds unacked on a queue, and where a lane map heard from the name server goes."""
 
     topic_of: Callable[[str], TopicConfig | None]
     backlog: Callable[[str, str], list[pb.QueueBacklog]]  # (group, topic)
-    graymq_gray_clients: Callable[[str], int]  # group -> its gray push consumers on this broker
+    graymq_lanes: Callable[[str], frozenset[str]]  # group -> the lanes of its push consumers on this broker
     in_flight: Callable[[str, str, int], int] = lambda group, topic, queue_id: 0
+    lanes_heard: Callable[[str, Mapping[str, int]], None] = lambda topic, lanes: None  # (topic, lane -> slot)
 
 
 @dataclass(slots=True)
@@ -87,6 +91,11 @@ class StockConsumer:
         return self.flip.gray_state.gray
 
     @property
+    def lane(self) -> str | None:
+        """The lane it is in (a draining consumer still is); None for base."""
+        return self.flip.in_lane
+
+    @property
     def retired(self) -> bool:
         return self.group_gray.retired and self.gray
 
@@ -105,14 +114,15 @@ class StockConsumer:
             await self.membership.unregister()
 
 
-def gray_backlog(broker: BrokerView, group: str, topics: Iterable[str]) -> int:
-    """Messages of ``group`` not yet acked on the ``gray`` lane's queues of ``topics`` and of its retry topic, plus
-    those in flight there (``QueueBacklog`` as the admin port answers it: a queue never committed counts from its
-    min)."""
+def lane_backlog(broker: BrokerView, group: str, topics: Iterable[str], lane: str = GRAY_LANE) -> int:
+    """Messages of ``group`` not yet acked on ``lane``'s queues of ``topics`` and of its retry topic, plus those in
+    flight there (``QueueBacklog`` as the admin port answers it: a queue never committed counts from its min). The
+    ``gray`` lane counts a slot the broker knows no holder of too (slot 0 before any lane map was heard)."""
     total = 0
+    held_by = (lane, "") if lane == GRAY_LANE else (lane,)
     for topic in {*topics, f"{RETRY_GROUP_TOPIC_PREFIX}{group}"}:
         for q in broker.backlog(group, topic):
-            if q.gray and q.lane in ("", GRAY_LANE):  # the gray lane's slot (or a free one), not another lane's
+            if q.gray and q.lane in held_by:  # the lane's slot, not another lane's
                 start = max(q.consumer_offset, q.min_offset) if q.consumer_offset >= 0 else q.min_offset
                 total += max(0, q.max_offset - start) + broker.in_flight(group, topic, q.queue_id)
     return total
@@ -158,13 +168,14 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return self._receivable(consumer, config)
 
     def _receivable(self, consumer: StockConsumer, config: TopicConfig) -> frozenset[int]:
-        side = Side(consumer.gray, consumer.retired, self._group_has_gray(consumer.group))
+        side = Side(consumer.lane, consumer.retired, self._lanes_present(consumer.group))
         return receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
                                     lane_slots=config.lane_slots, lanes=config.lanes)
 
-    def _group_has_gray(self, group: str) -> bool:
-        return self.broker.graymq_gray_clients(group) > 0 or any(
-            c.group == group and c.gray and not c.retired for c in self.registrations.items.values())
+    def _lanes_present(self, group: str) -> frozenset[str]:
+        """The lanes with a consumer of ``group`` on this broker (graymq's or stock ones not retired)."""
+        stock = {c.lane for c in self.registrations.items.values() if c.group == group and not c.retired}
+        return self.broker.graymq_lanes(group) | {lane for lane in stock if lane is not None}
 
     def check(self, caller: Caller, group: str) -> None:
         """``FORBIDDEN`` when another principal holds ``caller``'s client id or its principal may not consume in
@@ -218,26 +229,30 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
                 queues += [f"{self.broker_name}:{topic}:{queue_id}"
                            for queue_id in sorted(self._receivable(consumer, config))]
         return {"gray": consumer.gray, "state": consumer.state.value, "topics": sorted(consumer.topics),
-                "queues": queues}
+                "queues": queues, "lane": consumer.lane}
 
     async def _apply(self, consumer: StockConsumer, answer: HeartbeatAnswer) -> None:
-        """A name server answer: the group's gray settings, then the desired flag (``GrayFlip`` decides); the
-        group's reports are checked when the consumer's side, state or group settings changed."""
-        before = (consumer.gray, consumer.state, consumer.group_gray)
+        """A name server answer: the lane maps of its topics, the group's gray settings, then the desired lane
+        (``GrayFlip`` decides); the group's reports are checked when the consumer's side, state or group settings
+        changed."""
+        for topic, lanes in answer.topic_lanes.items():
+            self.broker.lanes_heard(topic, lanes)
+        before = (consumer.lane, consumer.state, consumer.group_gray)
         consumer.group_gray = GroupGray(
             switch=answer.gray_switch, weight=answer.gray_weight, orphan_policy=answer.orphan_policy,
-            retired=answer.gray_retired)
+            retired=answer.gray_retired, lane_policies=GroupGray.policies(answer.lanes))
         self.consumption[consumer.group] = GroupConsumption(answer.fifo, answer.max_attempts or CONSUMER_MAX_ATTEMPTS)
-        self._follow(consumer, answer.desired_gray)
-        if (consumer.gray, consumer.state, consumer.group_gray) != before:
+        self._follow(consumer, answer.desired_lane)
+        if (consumer.lane, consumer.state, consumer.group_gray) != before:
             self._reports.check(consumer.group)
 
-    def _follow(self, consumer: StockConsumer, desired: bool) -> None:
-        """Act on the desired flag: become gray at once, start or cancel a drain."""
+    def _follow(self, consumer: StockConsumer, desired: str | None) -> None:
+        """Act on the desired lane: enter it at once from base, start or cancel a drain."""
         action = consumer.flip.follow(desired, draining=consumer.drain is not None)
         if action is FlipAction.BECOME_GRAY:
             consumer.flip.became_gray()
-            log.info("stock consumer %s of %s: normal -> gray (no drain needed)", consumer.client_id, consumer.group)
+            log.info("stock consumer %s of %s: base -> lane %s (no drain needed)", consumer.client_id, consumer.group,
+                     consumer.lane)
         elif action is FlipAction.CANCEL_DRAIN and consumer.drain is not None:
             consumer.drain.cancel()
             consumer.drain = None
@@ -261,16 +276,17 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return action
 
     async def _drain(self, consumer: StockConsumer) -> None:
-        """Wait for the gray queues to be empty and settled, then report normal (``GrayFlip``'s steps)."""
+        """Wait for its lane's queues to be empty and settled, then report base (``GrayFlip``'s steps)."""
         flip, membership = consumer.flip, consumer.membership
         assert membership is not None
         try:
             begin = functools.partial(flip.begin_drain, gray_switch=consumer.group_gray.switch)
             action = self._step(consumer, begin, None)
-            log.info("stock consumer %s draining the gray queues of %s", consumer.client_id, consumer.group)
+            lane = flip.lane or GRAY_LANE
+            log.info("stock consumer %s draining lane %s of %s", consumer.client_id, lane, consumer.group)
             while action is not FlipAction.NONE:
                 if action is FlipAction.CHECK_BACKLOG:
-                    backlog = gray_backlog(self.broker, consumer.group, consumer.topics)
+                    backlog = lane_backlog(self.broker, consumer.group, consumer.topics, lane)
                     action = self._step(consumer, flip.backlog_read, backlog)
                 elif action is FlipAction.WAIT:
                     await asyncio.sleep(flip.drain_poll_s)
@@ -278,8 +294,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
                 elif action is FlipAction.REPORT_NORMAL:
                     action = self._step(consumer, flip.report_heard, await membership.beat() is not None)
                 elif action is FlipAction.HAND_OVER:
-                    log.info("stock consumer %s of %s: gray queues drained, now normal", consumer.client_id,
-                             consumer.group)
+                    log.info("stock consumer %s of %s: lane %s drained, now base", consumer.client_id,
+                             consumer.group, lane)
                     action = FlipAction.NONE
                 else:
                     log.warning("stock consumer %s: %s; will retry while the desired flag stays normal",

@@ -1,11 +1,14 @@
 """SendMessage: a stock producer's messages stored through the broker's put-message path.
 
-The broker picks each message's queue and ignores the client's: the gray or normal set as ``producer_sides`` says
-for this client, then round robin, or the hash of ``message_group`` for FIFO messages so a group's messages share
-one queue, in order (graymq's ``GrayQueueSelector`` on this broker's layout of the topic). Each message becomes a
-graymq send request handed to the broker's ``send`` (validation, append, sync flush and replication waits, all as
-for graymq's own producers); tags, keys and user properties are kept as graymq properties, the message group as
-RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
+The broker picks each message's queue and ignores the client's: the lane's slot or the base set as
+``producer_sides`` says for this client and the message's lane mark (the ``graymq.lane`` user property, else the
+``graymq.lane`` entry of its W3C ``baggage`` property: ``core.lane_mark``), then round robin, or the hash of
+``message_group`` for FIFO messages so a group's messages share one queue, in order (graymq's ``GrayQueueSelector``
+on this broker's layout of the topic). A lane's first send to a topic where it holds no slot takes one from the name
+server first (``ProducerSides.take_lane_slot``; a topic with no free slot refuses the send with the name server's
+one line). Each message becomes a graymq send request handed to the broker's ``send`` (validation, append, sync
+flush and replication waits, all as for graymq's own producers); tags, keys and user properties are kept as graymq
+properties, the message group as RocketMQ's ``__SHARDINGKEY`` property, the SDK's message id as the message id.
 
 A delayed message (``delivery_timestamp`` in the future) is put on the same side's queue, then held by the
 broker's schedule service until that time (``SendProcessor.send_held``: the send's topic checks and its flush and
@@ -25,13 +28,14 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from graymq.broker_ext.grpc_endpoint.assignment import stock_lanes
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
-from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
+from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides, Side
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
 from graymq.broker_ext.topic_config import TopicConfig
+from graymq.core.lane_mark import message_lane_mark
 from graymq.core.route import BrokerData, TopicRoute
 from graymq.core.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import GrayMQError
+from graymq.protocol.errors import GrayMQError, LaneSlotError
 from graymq.protocol.remoting import parse_body, parse_envelope
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 from graymq.protocol.rocketmq_v2 import service_pb2 as v2s
@@ -82,13 +86,26 @@ class SendService:
     async def _store(self, message: v2.Message, caller: Caller) -> pb.SendResponse:
         topic = message.topic.name
         config = self._check(message, caller)
-        route = own_route(self.broker_name, config)
-        side = await self.sides.side(caller, topic)
-        props = message.system_properties
+        side = await self.sides.side(caller, topic, message_lane_mark(message.user_properties))
+        with self.sides.sending(caller, topic, side):
+            queue_id = await self._queue_id(caller, config, side, message.system_properties)
+            request = pb.SendRequest(producer_group=topic, queue_id=queue_id,
+                                     message=to_graymq_message(message, side.gray))
+            return await self._put(request, message.system_properties)
+
+    async def _queue_id(self, caller: Caller, config: TopicConfig, side: Side, props: v2.SystemProperties) -> int:
+        """The queue a message of ``side`` goes to; a lane holding no slot of the topic takes one first."""
         group = props.message_group if props.HasField("message_group") else None
-        queue = self.selector.select(route, side.gray, gray_switch=side.gray_switch, sharding_key=group)
-        request = pb.SendRequest(producer_group=topic, queue_id=queue.queue_id,
-                                 message=to_graymq_message(message, side.gray))
+        route = own_route(self.broker_name, config)
+        try:
+            return self.selector.select(route, side.lane, gray_switch=side.gray_switch, sharding_key=group).queue_id
+        except LaneSlotError as missing:
+            await self.sides.take_lane_slot(caller, missing.topic, missing.lane)
+        route = own_route(self.broker_name, existing_topic(self._topic_of, config.topic, self.broker_name))
+        return self.selector.select(route, side.lane, gray_switch=side.gray_switch, sharding_key=group).queue_id
+
+    async def _put(self, request: pb.SendRequest, props: v2.SystemProperties) -> pb.SendResponse:
+        """Store ``request`` now, or hold it until its delivery time."""
         now_ms = int(time.time() * 1000)
         if props.HasField("delivery_timestamp") and (deliver_at := delivery_ms(props)) > now_ms:
             if self._delay is None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -19,13 +21,17 @@ from graymq.broker_ext.grpc_endpoint.server import ConnectionLimits, GrpcEndpoin
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.pop.receipt import ReceiptSigner, load_secret
 from graymq.broker_ext.pop.service import PopService
+from graymq.broker_ext.topic_config import lane_pairs
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_ORIGIN_MSG_ID, PROPERTY_RETRY_TOPIC
+from graymq.protocol.errors import GrayMQError
 from graymq.protocol.record import MessageExt
 
 if TYPE_CHECKING:
     from graymq.broker_ext.broker_controller import BrokerController
     from graymq.broker_ext.config import BrokerSettings
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_SIZE = 4 << 20  # RocketMQ's default
 HEADROOM = 64 << 10  # a stored message must fit a graymq pull frame with its properties; a request, its message
@@ -42,7 +48,7 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     budgets = Budgets(BudgetLimits(**{b.value: getattr(settings, f"grpc_max_{b.value}") for b in Budget}),
                       refused=broker.stats.grpc_refused)
     sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
-                          expiry_s=settings.client_expiry_s, budgets=budgets)
+                          expiry_s=settings.client_expiry_s, budgets=budgets, lanes_heard=lane_maps(broker))
     consumers = consumer_sides(broker, settings, sides)
     tls = None
     if settings.tls_cert is not None and settings.tls_key is not None:
@@ -66,6 +72,24 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     return endpoint, address
 
 
+def lane_maps(broker: BrokerController) -> Callable[[str, Mapping[str, int]], None]:
+    """Where a topic's lane map (lane -> slot) heard by the endpoint from the name server goes: the broker's topic
+    table, as its own registration would apply it a moment later. A map naming no lane (every slot given back) is
+    not applied (the broker keeps the last one it heard), nor one the broker's layout of the topic cannot hold yet
+    (its registration brings the grown topic)."""
+
+    def heard(topic: str, lanes: Mapping[str, int]) -> None:
+        config = broker.topics.get(topic)
+        if config is None or not lanes or config.lanes == lane_pairs(lanes):
+            return
+        try:
+            broker.topics.update(replace(config, lanes=lane_pairs(lanes)))
+        except GrayMQError as exc:
+            log.info("lane map %s of topic %s not applied yet: %s", dict(lanes), topic, exc.message)
+
+    return heard
+
+
 def delayed_send(broker: BrokerController) -> DelayFn:
     """A delayed message sent through the broker's send path (topic checks, flush and replication waits), stored in
     its schedule service until due."""
@@ -81,11 +105,14 @@ def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers
     """Stock consumers' sides, reading the broker's topics, backlog and graymq consumers (one owner table of client
     ids with the producers')."""
 
-    def graymq_gray_clients(group: str) -> int:
+    def graymq_lanes(group: str) -> frozenset[str]:
         info = broker.consumers.get(group)
-        return info.gray_clients if info is not None else 0
+        if info is None:
+            return frozenset()
+        return frozenset(lane for lane, count in info.lane_clients.items() if count)
 
-    view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_gray_clients)
+    view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_lanes,
+                      lanes_heard=producers.lanes_heard)
     return ConsumerSides(settings.nameserver_urls, view, broker_name=broker.name, claim=producers.claim,
                          interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s,
                          budgets=producers.budgets, sessions=producers.registrations.sessions,

@@ -23,6 +23,7 @@ from graymq.broker_ext.processors.pull_processor import check_gray_isolation
 from graymq.broker_ext.processors.send_back import retry_queue_ids
 from graymq.broker_ext.topic_config import TopicConfig, TopicConfigManager
 from graymq.core.group_gray import GroupGray
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.core.route import FREE_SLOT
 from graymq.core.selector import GrayQueueSelector
 from graymq.protocol import graymq_pb2 as pb
@@ -266,12 +267,13 @@ def test_a_lane_consumers_retry_goes_to_its_slot_of_the_retry_topic() -> None:
     assert retry_queue_ids(taken, TOPIC, "v3") == (1, 2)  # its origin slot is another lane's here
 
 
-def stock_ids(config: TopicConfig, gray: bool, group_has_gray: bool = True) -> list[int]:
-    return sorted(receivable_queue_ids(config.queue_nums, config.gray_queue_nums, Side(gray, False, group_has_gray),
-                                      GroupGray(switch=True), lane_slots=config.lane_slots, lanes=config.lanes))
+def stock_ids(config: TopicConfig, gray: bool) -> list[int]:
+    side = Side(GRAY_LANE if gray else None, False, frozenset({GRAY_LANE}))
+    return sorted(receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, GroupGray(switch=True),
+                                      lane_slots=config.lane_slots, lanes=config.lanes))
 
 
-def test_a_stock_consumer_is_gray_or_base_and_never_receives_another_lanes_queues() -> None:
+def test_a_gray_or_base_stock_consumer_never_receives_another_lanes_queues() -> None:
     with_gray = TopicConfig("T", 10, 2, lane_slots=3, lanes={"gray": 1, "v3": 2})  # type: ignore[arg-type]
     assert (stock_ids(with_gray, True), stock_ids(with_gray, False)) == ([6, 7], [1, 2, 3, 4])
     assert stock_ids(TopicConfig("T", 10, 2, lane_slots=3, lanes={"v3": 2}), True) == [0, 5]  # type: ignore[arg-type]

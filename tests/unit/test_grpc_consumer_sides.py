@@ -13,19 +13,20 @@ import pytest
 
 from graymq.broker_ext.grpc_endpoint import assignment
 from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_ids
-from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides, StockConsumer, gray_backlog
+from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerSides, StockConsumer, lane_backlog
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.registrations import Registrations
 from graymq.broker_ext.security.principals import DEV_PRINCIPAL
 from graymq.broker_ext.topic_config import TopicConfig
 from graymq.core.group_gray import GroupGray
-from graymq.core.queue_layout import gray_queue_ids
+from graymq.core.queue_layout import GRAY_LANE, gray_queue_ids
 from graymq.protocol import graymq_pb2 as pb
 from tests.support.records import heartbeat_answer
 
 pytestmark = pytest.mark.unit
 
 TOPIC, GROUP = "ORDERS", "GID_ORDERS"
+GRAY = frozenset({GRAY_LANE})  # the lanes with a consumer in the group
 
 
 def test_doctests() -> None:
@@ -37,8 +38,8 @@ def test_doctests() -> None:
 def test_with_a_gray_consumer_the_two_sides_split_every_queue_and_the_gray_side_holds_the_gray_ones(
         queues: int, gray: int, weight: int) -> None:
     group = GroupGray(weight=weight)
-    gray_side = receivable_queue_ids(queues, gray, Side(True, False, True), group)
-    normal_side = receivable_queue_ids(queues, gray, Side(False, False, True), group)
+    gray_side = receivable_queue_ids(queues, gray, Side(GRAY_LANE, False, GRAY), group)
+    normal_side = receivable_queue_ids(queues, gray, Side(None, False, GRAY), group)
     assert gray_side | normal_side == set(range(queues)) and not gray_side & normal_side
     assert gray_side >= set(gray_queue_ids(queues, gray))
     assert (gray_side == set(gray_queue_ids(queues, gray))) == (weight == 0 or gray == queues)
@@ -47,14 +48,14 @@ def test_with_a_gray_consumer_the_two_sides_split_every_queue_and_the_gray_side_
 @pytest.mark.parametrize(("policy", "expected"), [("hold", {1, 2, 3, 4}), ("adopt", {0, 1, 2, 3, 4, 5})])
 def test_without_a_gray_consumer_the_orphan_policy_says_whether_normal_ones_take_the_gray_queues(
         policy: Any, expected: set[int]) -> None:
-    assert receivable_queue_ids(6, 2, Side(False, False, False), GroupGray(orphan_policy=policy)) == expected
+    assert receivable_queue_ids(6, 2, Side(None, False), GroupGray(orphan_policy=policy)) == expected
 
 
 def test_with_the_switch_off_every_consumer_receives_from_every_queue_and_a_retired_gray_one_from_none() -> None:
     off = GroupGray(switch=False)
-    assert receivable_queue_ids(6, 2, Side(True, False, True), off) == set(range(6))
-    assert receivable_queue_ids(6, 2, Side(False, False, True), off) == set(range(6))
-    assert receivable_queue_ids(6, 2, Side(True, True, True), GroupGray(retired=True)) == set()
+    assert receivable_queue_ids(6, 2, Side(GRAY_LANE, False, GRAY), off) == set(range(6))
+    assert receivable_queue_ids(6, 2, Side(None, False, GRAY), off) == set(range(6))
+    assert receivable_queue_ids(6, 2, Side(GRAY_LANE, True, GRAY), GroupGray(retired=True)) == set()
 
 
 class FakeBroker:
@@ -74,18 +75,19 @@ class FakeBroker:
                                 max_offset=self.max_offsets[q], min_offset=2) for q in range(6)]
 
     def view(self) -> BrokerView:
-        return BrokerView(lambda topic: self.config if topic == TOPIC else None, self.backlog, lambda group: 0,
+        return BrokerView(lambda topic: self.config if topic == TOPIC else None, self.backlog,
+                          lambda group: frozenset(),
                           lambda group, topic, queue_id: self.in_flight.get((topic, queue_id), 0))
 
 
-def test_the_gray_backlog_counts_the_gray_queues_unacked_messages_and_those_in_flight() -> None:
+def test_the_lane_backlog_counts_the_gray_queues_unacked_messages_and_those_in_flight() -> None:
     broker = FakeBroker()
-    assert gray_backlog(broker.view(), GROUP, [TOPIC]) == 2 * 8  # never committed: from the min offset
+    assert lane_backlog(broker.view(), GROUP, [TOPIC]) == 2 * 8  # never committed: from the min offset
     broker.committed.update({0: 10, 5: 7, 1: 0})
-    assert gray_backlog(broker.view(), GROUP, [TOPIC]) == 3  # queue 1 is normal: not counted
+    assert lane_backlog(broker.view(), GROUP, [TOPIC]) == 3  # queue 1 is normal: not counted
     broker.committed[5] = 10
     broker.in_flight[(TOPIC, 0)] = 1
-    assert gray_backlog(broker.view(), GROUP, [TOPIC]) == 1
+    assert lane_backlog(broker.view(), GROUP, [TOPIC]) == 1
 
 
 class FakeMembership:

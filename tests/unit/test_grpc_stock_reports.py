@@ -78,7 +78,7 @@ class Sessions(NameServerSessions):
 
 def consumer_sides(link: FakeLink) -> ConsumerSides:
     config = TopicConfig(TOPIC, queue_nums=6, gray_queue_nums=2)
-    view = BrokerView(lambda topic: config, lambda group, topic: [], lambda group: 0)
+    view = BrokerView(lambda topic: config, lambda group, topic: [], lambda group: frozenset())
     return ConsumerSides(["http://127.0.0.1:1"], view, broker_name="broker-a", claim=lambda caller: None,
                          interval_s=NEVER_S, expiry_s=60.0, sessions=Sessions(link))
 

@@ -66,7 +66,8 @@ class _Registration:
     membership: Membership | None = None
     lane: str | None = None  # the lane the name server puts it in (None: base)
     gray_switch: bool = True  # as graymq's producer: until the name server answers, the normal queues
-    gray_marks: bool = False
+    lane_marks: bool = False  # marks honoured, those of ``frozen_lanes`` excepted (docs/lanes.md)
+    frozen_lanes: tuple[str, ...] = ()
     used_at: float = field(default_factory=time.monotonic)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     sending: dict[str, int] = field(default_factory=dict)  # lane -> its sends under way (stored or not yet answered)
@@ -85,12 +86,12 @@ class _Registration:
         lane is stored after this", and a send chosen in the lane before a flip may be stored after it."""
         lane = self.lane or next(iter(self.sending), None)
         return {"gray": lane is not None, "state": "NORMAL" if lane is None else "GRAY", "topics": [self.topic],
-                "queues": [], "gray_marks": self.gray_marks, "lane": lane}
+                "queues": [], "gray_marks": self.lane_marks, "frozen_lanes": list(self.frozen_lanes), "lane": lane}
 
     async def apply(self, answer: HeartbeatAnswer) -> None:
         for topic, lanes in answer.topic_lanes.items():
             self.lanes_heard(topic, lanes)
-        self.lane, self.gray_marks = answer.desired_lane, answer.gray_marks
+        self.lane, self.lane_marks, self.frozen_lanes = answer.desired_lane, answer.lane_marks, answer.frozen_lanes
         self.gray_switch = answer.gray_switch
         # report the applied flag at once: a promote waits for it (until ready, the registration reports it)
         if self.ready.is_set() and self.membership is not None and self.membership.report_changed():
@@ -138,8 +139,8 @@ class ProducerSides(RegisteredSides[_Registration]):
             return NORMAL
         registration = await self.register(caller, topic)
         registration.used_at = time.monotonic()
-        lane = send_lane(registration.lane, mark, None, marks_honoured=registration.gray_marks,
-                         gray_switch=registration.gray_switch)
+        lane = send_lane(registration.lane, mark, None, marks_honoured=registration.lane_marks,
+                         gray_switch=registration.gray_switch, frozen=registration.frozen_lanes)
         return Side(lane, registration.gray_switch)
 
     @contextlib.contextmanager

@@ -223,6 +223,22 @@ def test_a_stock_sends_lane_is_the_producers_or_while_marks_are_honoured_the_mes
     assert asyncio.run(scenario()) == expected
 
 
+@pytest.mark.parametrize(("mark", "expected"), [("v2", "v3"), ("v4", "v4")])
+def test_a_lanes_promote_freezes_that_lanes_marks_of_a_stock_producer_only(mark: str, expected: str) -> None:
+    async def scenario() -> str | None:
+        broker, link = FakeBroker(LANES), FakeLink()
+        sides = producer_sides(link, broker)
+        client = caller("orders")
+        link.answers = {client.client_id: in_lane("v3", role="producer", gray_marks=False, lane_marks=True,
+                                                  frozen_lanes=["v2"])}
+        side = await sides.side(client, TOPIC, mark)
+        assert link.last_report(client.client_id)["frozen_lanes"] == ["v2"]
+        await sides.stop()
+        return side.lane
+
+    assert asyncio.run(scenario()) == expected
+
+
 class Stored:
     """The broker's send: records each request and answers it stored."""
 

@@ -154,5 +154,6 @@ def test_nameserver_metrics_route_serves_prometheus_text_that_follows_requests(
         assert after.value("graymq_nameserver_http_requests_total", **labels) == (
             (before.value("graymq_nameserver_http_requests_total", **labels) or 0) + 1
         )
-    assert after.value("graymq_nameserver_live_clients", group="GN", role="consumer", gray="false") == 1
+    assert after.value("graymq_nameserver_live_clients", group="GN", role="consumer", gray="false",
+                       lane="base") == 1
     assert not any(name.endswith("_created") for name in after.types)

@@ -19,12 +19,20 @@ from graymq.broker_ext.broker_controller import BrokerController
 from graymq.broker_ext.grpc_endpoint.budgets import Budget
 from graymq.broker_ext.stats import BrokerStats
 from graymq.broker_ext.store.stats import StoreStats
+from graymq.core.queue_layout import GRAY_LANE
+from graymq.protocol.names import BASE_LANE
 
 SCRAPE_TIMEOUT_S = 10.0
 
 
 def _flag(gray: bool) -> str:
     return "true" if gray else "false"
+
+
+def _side(lane: str | None) -> list[str]:
+    """The ``gray`` and ``lane`` label values of a queue's lane (None: base, ``lane="base"``; a slot no lane holds:
+    ``lane=""``)."""
+    return [_flag(lane is not None), BASE_LANE if lane is None else lane]
 
 
 class BrokerCollector(Collector):
@@ -66,8 +74,9 @@ class BrokerCollector(Collector):
 
 
 def _traffic_families(stats: BrokerStats) -> list[Metric]:
-    """Messages and bytes stored and pulled, by topic and side, with their recent rates."""
-    side = ["topic", "gray"]
+    """Messages and bytes stored and pulled, by topic and side (``gray``, and ``lane``: the lane of the queue), with
+    their recent rates."""
+    side = ["topic", "gray", "lane"]
     put_msgs = CounterMetricFamily("graymq_broker_put_messages_total", "Messages stored, by topic and side.",
                                    labels=side)
     put_bytes = CounterMetricFamily("graymq_broker_put_bytes_total", "Bytes stored, by topic and side.",
@@ -78,44 +87,48 @@ def _traffic_families(stats: BrokerStats) -> list[Metric]:
                                    labels=side)
     get_rate = GaugeMetricFamily("graymq_broker_get_rate", "Messages pulled per second over the last 10 s.",
                                  labels=side)
-    for (topic, gray), n in stats.put_msgs.items():
-        put_msgs.add_metric([topic, _flag(gray)], n)
-    for (topic, gray), n in stats.put_bytes.items():
-        put_bytes.add_metric([topic, _flag(gray)], n)
-    for (topic, gray), meter in stats.put_rate.items():
-        put_rate.add_metric([topic, _flag(gray)], meter.rate())
-    for (topic, gray), n in stats.get_msgs.items():
-        get_msgs.add_metric([topic, _flag(gray)], n)
-    for (topic, gray), meter in stats.get_rate.items():
-        get_rate.add_metric([topic, _flag(gray)], meter.rate())
+    for (topic, lane), n in stats.put_msgs.items():
+        put_msgs.add_metric([topic, *_side(lane)], n)
+    for (topic, lane), n in stats.put_bytes.items():
+        put_bytes.add_metric([topic, *_side(lane)], n)
+    for (topic, lane), meter in stats.put_rate.items():
+        put_rate.add_metric([topic, *_side(lane)], meter.rate())
+    for (topic, lane), n in stats.get_msgs.items():
+        get_msgs.add_metric([topic, *_side(lane)], n)
+    for (topic, lane), meter in stats.get_rate.items():
+        get_rate.add_metric([topic, *_side(lane)], meter.rate())
     return [put_msgs, put_bytes, put_rate, get_msgs, get_rate]
 
 
 def _backlog_family(broker: BrokerController) -> Metric:
     backlog = GaugeMetricFamily("graymq_broker_consumer_backlog",
-                                "max offset - committed offset per group and queue; gray: in a lane slot, side: "
-                                "the side consuming it (gray also for a queue the group's weight gives it).",
-                                labels=["group", "topic", "queue", "gray", "side"])
+                                "max offset - committed offset per group and queue; gray: in a lane slot, lane: the "
+                                "lane holding it (base: none), side: the side consuming it (gray also for a queue "
+                                "the group's weight gives it).",
+                                labels=["group", "topic", "queue", "gray", "lane", "side"])
     for group, topic, queue_id, offset in broker.offsets.items():
         config = broker.topics.get(topic)
         if config is None or queue_id >= config.queue_nums:
             continue
         behind = max(0, broker.store.get_max_offset(topic, queue_id) - offset)
         info = broker.consumers.groups.get(group)
-        gray = config.slot_of(queue_id) is not None
+        lane = config.lane_of(queue_id)
         weighted = info is not None and queue_id in info.weighted_queues(config)
-        backlog.add_metric([group, topic, str(queue_id), _flag(gray), "gray" if gray or weighted else "normal"],
-                           behind)
+        backlog.add_metric([group, topic, str(queue_id), *_side(lane),
+                            "gray" if lane is not None or weighted else "normal"], behind)
     return backlog
 
 
 def _clients_family(broker: BrokerController) -> Metric:
-    clients = GaugeMetricFamily("graymq_broker_clients", "Consumer clients online, by group and flag.",
-                                labels=["group", "gray"])
+    clients = GaugeMetricFamily("graymq_broker_clients", "Consumer clients online, by group, flag and lane (base: "
+                                "none).", labels=["group", "gray", "lane"])
     for group, info in broker.consumers.groups.items():
-        gray_count = sum(1 for c in info.clients.values() if c.gray_flag)
-        clients.add_metric([group, "true"], gray_count)
-        clients.add_metric([group, "false"], len(info.clients) - gray_count)
+        counts = {BASE_LANE: 0, GRAY_LANE: 0}
+        for c in info.clients.values():
+            lane = (c.lane or GRAY_LANE) if c.gray_flag else BASE_LANE
+            counts[lane] = counts.get(lane, 0) + 1
+        for lane, count in counts.items():
+            clients.add_metric([group, _flag(lane != BASE_LANE), lane], count)
     return clients
 
 

@@ -32,15 +32,19 @@ class RateMeter:
         return total / self.window_s
 
 
+QueueSide = tuple[str, str | None]
+"""(topic, lane of the queue): None for a base queue, ``FREE_SLOT`` ("") in a slot no lane holds, else its name."""
+
+
 @dataclass
 class BrokerStats:
-    """put/get counts per (topic, gray) plus rates; everything else is read from its owner at scrape time."""
+    """put/get counts per (topic, lane) plus rates; everything else is read from its owner at scrape time."""
 
-    put_msgs: dict[tuple[str, bool], int] = field(default_factory=lambda: defaultdict(int))
-    put_bytes: dict[tuple[str, bool], int] = field(default_factory=lambda: defaultdict(int))
-    get_msgs: dict[tuple[str, bool], int] = field(default_factory=lambda: defaultdict(int))
-    put_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
-    get_rate: dict[tuple[str, bool], RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
+    put_msgs: dict[QueueSide, int] = field(default_factory=lambda: defaultdict(int))
+    put_bytes: dict[QueueSide, int] = field(default_factory=lambda: defaultdict(int))
+    get_msgs: dict[QueueSide, int] = field(default_factory=lambda: defaultdict(int))
+    put_rate: dict[QueueSide, RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
+    get_rate: dict[QueueSide, RateMeter] = field(default_factory=lambda: defaultdict(RateMeter))
     connections_rejected: int = 0
     tls_handshake_failures: int = 0
     # unauthenticated connections closed: over their budget (refused at once), past the authentication deadline
@@ -50,13 +54,13 @@ class BrokerStats:
     grpc_refused: Counter[str] = field(default_factory=Counter)
     grpc_malformed: Counter[str] = field(default_factory=Counter)
 
-    def on_put(self, topic: str, gray: bool, count: int, size: int) -> None:
-        key = (topic, gray)
+    def on_put(self, topic: str, lane: str | None, count: int, size: int) -> None:
+        key = (topic, lane)
         self.put_msgs[key] += count
         self.put_bytes[key] += size
         self.put_rate[key].mark(count)
 
-    def on_get(self, topic: str, gray: bool, count: int) -> None:
-        key = (topic, gray)
+    def on_get(self, topic: str, lane: str | None, count: int) -> None:
+        key = (topic, lane)
         self.get_msgs[key] += count
         self.get_rate[key].mark(count)

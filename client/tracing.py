@@ -1,7 +1,8 @@
 """OpenTelemetry spans for sends and deliveries, after OpenTelemetry's messaging semantic conventions.
 
 A producer span per send (``send TOPIC``, kind PRODUCER) and a consumer span per delivered message (``process
-TOPIC``, kind CONSUMER, the child of the span that sent it), each with the gray side as ``graymq.gray``. The
+TOPIC``, kind CONSUMER, the child of the span that sent it), each with the gray side as ``graymq.gray`` and the
+lane as ``graymq.lane`` (its name, ``gray`` included; absent for base, docs/lanes.md). The
 context travels in the message's properties as W3C ``traceparent`` (and ``tracestate``), through the broker, retries
 and dead letters alike, so one trace runs from the request that sent a message to the listener that handled it.
 
@@ -19,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from graymq.core.gray_side import Mark, mark_lane
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol.record import MessageExt
 
 if TYPE_CHECKING:
@@ -31,7 +34,9 @@ except ImportError:  # tracing is off: the API is not installed
     trace = None  # type: ignore[assignment]
 
 SYSTEM = "graymq"
-GRAY = "graymq.gray"  # graymq's own attributes: the side, the producer group, how often a message came again
+# graymq's own attributes: the side, its lane, the producer group, how often a message came again
+GRAY = "graymq.gray"
+LANE = "graymq.lane"
 PRODUCER_GROUP = "graymq.producer_group"
 RECONSUME_TIMES = "graymq.reconsume_times"
 _UNCONFIGURED = () if trace is None else (ProxyTracerProvider, trace.NoOpTracerProvider)
@@ -86,18 +91,22 @@ class SendSpan:
                                       f"{broker_name}:{queue_id}"})
 
 
-def send_span(topic: str, producer_group: str, client_id: str, gray: bool, properties: dict[str, str], *,
+def send_span(topic: str, producer_group: str, client_id: str, side: Mark, properties: dict[str, str], *,
               tags: str = "", batch_size: int = 1) -> AbstractContextManager[SendSpan]:
     """A producer span around one send (its retries included) when tracing is on; the ``SendSpan``'s properties
-    are ``properties`` with the span's context added, to send in their place. Off, ``properties`` unchanged."""
+    are ``properties`` with the span's context added, to send in their place. Off, ``properties`` unchanged.
+    ``side``: the side the send takes (``core.gray_side.Mark``: False base, True the ``gray`` lane, or a lane)."""
     graymq_tracer = tracer()
     if graymq_tracer is None:
         return SendSpan(None, properties)
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM, "messaging.operation.type": "send", "messaging.operation.name": "send",
         "messaging.destination.name": topic, "messaging.client.id": client_id, PRODUCER_GROUP: producer_group,
-        GRAY: gray,
+        GRAY: bool(side),
     }
+    lane = mark_lane(side)
+    if lane is not None:
+        attributes[LANE] = lane
     if tags:
         attributes["rocketmq.message.tag"] = tags
     if batch_size != 1:
@@ -140,14 +149,16 @@ class Processing:
 _UNTRACED = Processing([])
 
 
-def process_spans(group: str, messages: Sequence[MessageExt]) -> AbstractContextManager[Processing]:
+def process_spans(group: str, messages: Sequence[MessageExt], lane: str | None = None
+                  ) -> AbstractContextManager[Processing]:
     """A consumer span per message of one listener call when tracing is on, each the child of the context its
     message carries; the first is the current span while the listener runs (a send from the listener is its
-    child)."""
+    child). ``lane``: the lane of the queue the messages came from (a gray message of a queue whose lane is not
+    known is the ``gray`` lane's, as ``client.context`` reads it)."""
     graymq_tracer = tracer()
     if graymq_tracer is None:
         return _UNTRACED
-    return _traced_processing([_process_span(graymq_tracer, group, m, len(messages)) for m in messages])
+    return _traced_processing([_process_span(graymq_tracer, group, m, len(messages), lane) for m in messages])
 
 
 @contextmanager
@@ -160,13 +171,15 @@ def _traced_processing(spans: list[Span]) -> Iterator[Processing]:
             span.end()
 
 
-def _process_span(graymq_tracer: Tracer, group: str, message: MessageExt, batch_size: int) -> Span:
+def _process_span(graymq_tracer: Tracer, group: str, message: MessageExt, batch_size: int, lane: str | None) -> Span:
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM, "messaging.operation.type": "process", "messaging.operation.name": "process",
         "messaging.destination.name": message.topic, "messaging.consumer.group.name": group,
         "messaging.message.id": message.msg_id, "messaging.destination.partition.id":
         f"{message.broker_name}:{message.queue_id}", RECONSUME_TIMES: message.reconsume_times, GRAY: message.gray,
     }
+    if lane or message.gray:
+        attributes[LANE] = lane or GRAY_LANE
     if message.tags:
         attributes["rocketmq.message.tag"] = message.tags
     if batch_size != 1:

@@ -25,7 +25,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from graymq.nameserver.models import CUTOVER_KINDS, CUTOVER_STATES, RUNNING
-from graymq.protocol.health import COUNTERS, SIDES
+from graymq.protocol.health import COUNTERS, GRAY
+from graymq.protocol.names import BASE_LANE
 
 PREFIX = "graymq_nameserver"
 
@@ -33,7 +34,8 @@ PREFIX = "graymq_nameserver"
 disable_created_metrics()
 
 
-ConsumerHealth = Mapping[str, Mapping[str, Mapping[str, float]]]  # group -> side -> figure -> value
+ConsumerHealth = Mapping[str, Mapping[str, Mapping[str, float]]]  # group -> lane (base too) -> figure -> value
+LiveClients = Iterable[tuple[str, str, bool, str | None, int]]  # (group, role, gray, lane as stored, count)
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,12 @@ class GroupRelease:
 class _ClusterGauges(Collector):
     """Live brokers and clients, and the consumers' health, as read for one scrape; a ``None`` reading is left out.
 
-    Consumer figures are the live consumers' reports added up per group and side (``protocol.health``): the
-    message counters drop when a consumer leaves, which ``rate()`` takes for a counter reset.
+    Consumer figures are the live consumers' reports added up per group and lane (``protocol.health``): the
+    message counters drop when a consumer leaves, which ``rate()`` takes for a counter reset. The ``lane`` label is
+    ``base`` for what is in no lane, else the lane's name (``gray`` included); ``side`` stays ``gray``/``normal``.
     """
 
-    def __init__(self, live_brokers: int | None, live_clients: Iterable[tuple[str, str, bool, int]] | None,
+    def __init__(self, live_brokers: int | None, live_clients: LiveClients | None,
                  consumer_health: ConsumerHealth | None, group_releases: Iterable[GroupRelease] | None) -> None:
         self._live_brokers = live_brokers
         self._live_clients = live_clients
@@ -67,10 +70,10 @@ class _ClusterGauges(Collector):
                                     self._live_brokers)
         if self._live_clients is not None:
             clients = GaugeMetricFamily(f"{PREFIX}_live_clients",
-                                        "Clients seen recently, by group, role and reported gray flag.",
-                                        labels=["group", "role", "gray"])
-            for group, role, gray, count in sorted(self._live_clients):
-                clients.add_metric([group, role, str(gray).lower()], count)
+                                        "Clients seen recently, by group, role, reported gray flag and lane.",
+                                        labels=["group", "role", "gray", "lane"])
+            for group, role, gray, lane, count in sorted(self._live_clients, key=lambda row: (*row[:3], row[3] or "")):
+                clients.add_metric([group, role, str(gray).lower(), (lane or GRAY) if gray else BASE_LANE], count)
             yield clients
         if self._consumer_health is not None:
             yield from _health_families(self._consumer_health)
@@ -80,18 +83,18 @@ class _ClusterGauges(Collector):
 
 def _health_families(health: ConsumerHealth) -> Iterator[Metric]:
     messages = CounterMetricFamily("graymq_consumer_messages", "Messages the group's live consumers handled, by "
-                                   "side (gray: consumed as gray) and outcome (consumed, failed, sent_back, "
-                                   "dead_lettered).", labels=["group", "side", "outcome"])
+                                   "side (gray: consumed as gray), lane (base: none) and outcome (consumed, failed, "
+                                   "sent_back, dead_lettered).", labels=["group", "side", "lane", "outcome"])
     latency = GaugeMetricFamily("graymq_consumer_latency_ms", "Consume latency of the group's live consumers over "
-                                "their recent window, the worst consumer's, by side and quantile.",
-                                labels=["group", "side", "quantile"])
-    for group, sides in sorted(health.items()):
-        for side in SIDES:
-            figures = sides[side]
+                                "their recent window, the worst consumer's, by side, lane and quantile.",
+                                labels=["group", "side", "lane", "quantile"])
+    for group, lanes in sorted(health.items()):
+        for lane, figures in sorted(lanes.items()):
+            side = "normal" if lane == BASE_LANE else GRAY
             for outcome in COUNTERS:
-                messages.add_metric([group, side, outcome], figures[outcome])
+                messages.add_metric([group, side, lane, outcome], figures[outcome])
             for quantile, name in (("0.5", "p50_ms"), ("0.99", "p99_ms")):
-                latency.add_metric([group, side, quantile], figures[name])
+                latency.add_metric([group, side, lane, quantile], figures[name])
     yield messages
     yield latency
 
@@ -146,7 +149,7 @@ class Metrics:
     def render(
         self,
         live_brokers: int | None,
-        live_clients: Iterable[tuple[str, str, bool, int]] | None,
+        live_clients: LiveClients | None,
         consumer_health: ConsumerHealth | None = None,
         group_releases: Iterable[GroupRelease] | None = None,
     ) -> str:

@@ -22,6 +22,7 @@ from pydantic import (
 
 from graymq.core.queue_layout import gray_queue_ids
 from graymq.protocol.acl import PATTERN_RULE, check_broker_right, check_consume_right, check_pattern
+from graymq.protocol.health import MAX_LANES
 from graymq.protocol.membership import ClientStateName, OrphanPolicy, Role
 from graymq.protocol.names import (
     CLIENT_ID_RULE,
@@ -354,12 +355,16 @@ class SideHealth(BaseModel):
 
 
 class ConsumeHealth(BaseModel):
-    """A consumer's health per side: ``gray`` while it consumed as gray (v2), ``normal`` while normal."""
+    """A consumer's health per side: ``gray`` while it consumed as gray (v2), ``normal`` while normal; ``lanes``
+    splits the gray side by the lane it consumed in (left out of what is stored when empty)."""
 
     model_config = ConfigDict(extra="forbid")
 
     gray: SideHealth = Field(default_factory=SideHealth)
     normal: SideHealth = Field(default_factory=SideHealth)
+    lanes: dict[LaneName, SideHealth] = Field(default_factory=dict, max_length=MAX_LANES,
+                                              exclude_if=lambda lanes: not lanes,
+                                              description="the gray side per lane consumed in")
 
 
 class ClientHeartbeat(BaseModel):

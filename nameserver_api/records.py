@@ -167,7 +167,7 @@ class ClientRecord:
     queues: tuple[str, ...]
     topics: tuple[str, ...]
     last_seen: datetime
-    health: dict[str, dict[str, float]] | None = None
+    health: dict[str, Any] | None = None  # per side, and its "lanes" (protocol.health)
     gray_marks: bool | None = None
     frozen_lanes: tuple[str, ...] | None = None  # producers: lanes whose marks they do not honour now (None: not said)
     principal: str | None = None

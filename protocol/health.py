@@ -1,8 +1,9 @@
 """Consume health as clients report it (per side: ``gray`` = v2, ``normal`` = v1) and how reports add up.
 
 A report is ``{side: {"consumed", "failed", "sent_back", "dead_lettered", "p50_ms", "p99_ms"}}``: the counters
-grow from the client's start, the percentiles cover its recent window. The name server's metrics and the
-rollout controller both add reports up with ``add_up``.
+grow from the client's start, the percentiles cover its recent window. Its ``lanes`` key, when present, splits the
+gray side by the lane the client consumed in (``{lane: figures}``, at most ``MAX_LANES``). The rollout controller
+adds reports up per side with ``add_up``, the name server's metrics per lane with ``add_up_lanes``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SIDES = ("gray", "normal")
+from graymq.protocol.names import BASE_LANE
+
+GRAY = "gray"  # the gray side, and the lane that side was before lanes
+SIDES = (GRAY, "normal")
 COUNTERS = ("consumed", "failed", "sent_back", "dead_lettered")
 PERCENTILES = ("p50_ms", "p99_ms")
+MAX_LANES = 16  # lanes one report splits its gray side into (a client keeps the ones it consumed in last)
 
 
 def empty_side() -> dict[str, float]:
@@ -30,12 +35,37 @@ def add_up(reports: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, f
     total = {side: empty_side() for side in SIDES}
     for report in reports:
         for side in SIDES:
-            figures = (report or {}).get(side) or {}
-            for name in COUNTERS:
-                total[side][name] += int(figures.get(name) or 0)
-            for name in PERCENTILES:
-                total[side][name] = max(total[side][name], float(figures.get(name) or 0.0))
+            _add(total[side], (report or {}).get(side))
     return total
+
+
+def add_up_lanes(reports: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, float]]:
+    """Per lane, added up as ``add_up`` does: ``base`` (``BASE_LANE``) is the normal side, the ``gray`` lane and
+    every other lane what the reports' ``lanes`` say; a report without them (a client from before lanes) counts its
+    gray side as the ``gray`` lane's.
+
+    >>> r = add_up_lanes([{"gray": {"failed": 3}, "normal": {"consumed": 4}, "lanes": {"v3": {"failed": 3}}},
+    ...                   {"gray": {"consumed": 2}}])
+    >>> r["base"]["consumed"], r["gray"]["consumed"], r["v3"]["failed"], r["gray"]["failed"]
+    (4, 2, 3, 0)
+    """
+    total = {BASE_LANE: empty_side(), GRAY: empty_side()}
+    for report in reports:
+        report = report or {}
+        _add(total[BASE_LANE], report.get("normal"))
+        lanes = report.get("lanes") or {GRAY: report.get(GRAY)}
+        for lane, figures in lanes.items():
+            _add(total.setdefault(lane, empty_side()), figures)
+    return total
+
+
+def _add(total: dict[str, float], figures: Mapping[str, Any] | None) -> None:
+    """Add one client's ``figures`` of a side or lane to ``total``: counters summed, percentiles the worst."""
+    figures = figures or {}
+    for name in COUNTERS:
+        total[name] += int(figures.get(name) or 0)
+    for name in PERCENTILES:
+        total[name] = max(total[name], float(figures.get(name) or 0.0))
 
 
 def failure_rate(side: Mapping[str, float]) -> float:

@@ -25,6 +25,9 @@ LABEL_KEY_RULE = f"1 to {LABEL_KEY_MAX_LENGTH} characters from a-z A-Z 0-9 . _ -
 LABEL_VALUE_MAX_LENGTH = 255
 LABEL_VALUE_RULE = f"0 to {LABEL_VALUE_MAX_LENGTH} characters, no control character"
 
+BASE_LANE = "base"
+"""The ``lane`` label of what is in no lane (base), in metrics and tables; reserved, no lane may be named so."""
+
 
 def _describe(chars: set[str]) -> str:
     shown = ", ".join(repr(c) for c in sorted(chars))
@@ -65,7 +68,16 @@ def check_broker_name(broker: str) -> str | None:
 
 
 def check_lane_name(lane: str) -> str | None:
-    """Why ``lane`` is not a valid lane name (a release track, see docs/lanes.md), or ``None``."""
+    """Why ``lane`` is not a valid lane name (a release track, see docs/lanes.md), or ``None``. ``base`` names the
+    side without a lane (the ``lane`` label of metrics), so no lane may take it.
+
+    >>> check_lane_name("v3") is None
+    True
+    >>> check_lane_name("base")
+    "invalid lane name 'base': it names the side without a lane"
+    """
+    if lane == BASE_LANE:
+        return f"invalid lane name {lane!r}: it names the side without a lane"
     return _problem("lane", lane)
 
 

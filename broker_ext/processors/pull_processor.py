@@ -150,7 +150,7 @@ class PullProcessor:
     def _respond(self, config: TopicConfig, req: pb.PullRequest, result: GetResult) -> bytes:
         count = len(result.records)
         if count:
-            self.stats.on_get(req.topic, config.slot_of(req.queue_id) is not None, count)
+            self.stats.on_get(req.topic, config.lane_of(req.queue_id), count)
         response = pb.PullResponse(
             status=_STATUS[result.status], next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset, max_offset=result.max_offset,

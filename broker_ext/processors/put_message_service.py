@@ -30,7 +30,7 @@ class PutMessageService:
         self.on_appended: Callable[[], None] | None = None
         self._auto_create = auto_create
         self._default_layout = default_layout
-        self._gray_queues: dict[str, tuple[TopicConfig, frozenset[int]]] = {}  # topic -> (config, its slots' ids)
+        self._lanes: dict[str, tuple[TopicConfig, dict[int, str | None]]] = {}  # topic -> (config, queue -> lane)
 
     def topic_for_write(self, topic: str) -> TopicConfig:
         """The topic's config if it takes writes (``TopicNotExistError``, ``NoPermissionError`` otherwise)."""
@@ -55,7 +55,7 @@ class PutMessageService:
         if one_queue or len(messages) == 1 or len({(p.topic, p.queue_id) for p in messages}) == 1:
             # a batch's records are contiguous: its bytes are from the first one's start to the last one's end
             size = results[-1].end_offset - results[0].physical_offset
-            self._stats.on_put(put.topic, self._is_gray_queue(put.topic, put.queue_id), len(messages), size)
+            self._stats.on_put(put.topic, self._lane_of_queue(put.topic, put.queue_id), len(messages), size)
             self._holds.notify(put.topic, put.queue_id)
             return results
         written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes]
@@ -68,18 +68,18 @@ class PutMessageService:
                 counts[0] += 1
                 counts[1] += result.size
         for (topic, queue_id), (count, size) in written.items():
-            self._stats.on_put(topic, self._is_gray_queue(topic, queue_id), count, size)
+            self._stats.on_put(topic, self._lane_of_queue(topic, queue_id), count, size)
             self._holds.notify(topic, queue_id)
         return results
 
-    def _is_gray_queue(self, topic: str, queue_id: int) -> bool:
-        """Whether the queue is in a lane slot (gray), from the topic's current config; its slots' ids are computed
-        once per config, not per put."""
+    def _lane_of_queue(self, topic: str, queue_id: int) -> str | None:
+        """The lane of the queue's slot (``TopicConfig.lane_of``: None for a base queue) from the topic's current
+        config; its slots' lanes are computed once per config, not per put."""
         config = self._topics.get(topic)
         if config is None:
-            return False
-        known = self._gray_queues.get(topic)
+            return None
+        known = self._lanes.get(topic)
         if known is None or known[0] is not config:
-            lane_ids = (q for slot in range(config.lane_slots) for q in config.slot_ids(slot))
-            known = self._gray_queues[topic] = (config, frozenset(lane_ids))
-        return queue_id in known[1]
+            slots = range(config.lane_slots)
+            known = self._lanes[topic] = (config, {q: config.lane_of(q) for s in slots for q in config.slot_ids(s)})
+        return known[1].get(queue_id)

@@ -2,7 +2,7 @@
 
 Sync listeners run in a thread pool, async ones on the loop; either way the message being
 handled is visible to producers through ``graymq.client.context`` (gray and trace id propagate), and each message
-is a consumer span while it is handled when tracing is on (``graymq.client.tracing``).
+is a consumer span (naming its lane) while it is handled when tracing is on (``graymq.client.tracing``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class ListenerRunner:
     async def run(self, messages: Sequence[MessageExt], lane: str | None = None) -> bool:
         """Whether the listener accepted ``messages`` (of one queue; ``lane``: that queue's lane)."""
         batch = list(messages)
-        with process_spans(self.group, batch) as processing:
+        with process_spans(self.group, batch, lane) as processing:
             try:
                 if self._is_async:
                     with handling(batch[0], lane):

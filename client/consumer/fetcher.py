@@ -204,7 +204,7 @@ class Fetcher:
                 started = time.monotonic()
                 accepted = await self.runner.run(batch, pq.lane)
                 (self.health.consumed if accepted else self.health.failed)(rt.gray, len(batch),
-                                                                           time.monotonic() - started)
+                                                                           time.monotonic() - started, rt.lane)
                 if accepted or (not self.orderly and not rt.flip.gray_state.draining
                                 and await self._send_back(pq, batch)):
                     break
@@ -227,7 +227,7 @@ class Fetcher:
                     origin_topic=origin_topic(message, rt.group),
                 ))
             out_of_retries = sum(1 for m in batch if m.reconsume_times + 1 > rt.settings.max_reconsume_times)
-            self.health.sent_back(rt.gray, len(batch), out_of_retries)
+            self.health.sent_back(rt.gray, len(batch), out_of_retries, rt.lane)
         except GrayMQError as exc:
             mq = pq.mq
             what = (f"send back of {len(batch)} failed message(s) of topic {mq.topic} queue {mq.queue_id} to broker "

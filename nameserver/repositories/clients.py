@@ -134,16 +134,17 @@ class ClientRepository:
             stmt = stmt.where(Client.role == role)
         return self.session.scalars(stmt.order_by(Client.client_id, Client.role)).all()
 
-    def live_counts(self, seen_after: datetime) -> list[tuple[str, str, bool, int]]:
-        """(group, role, reported gray, count) of live clients across every group."""
+    def live_counts(self, seen_after: datetime) -> list[tuple[str, str, bool, str | None, int]]:
+        """(group, role, reported gray, reported lane, count) of live clients across every group (the lane as
+        stored: ``NULL`` with a true flag is ``gray``)."""
         stmt = (
-            select(Group.name, Client.role, Client.gray, func.count())
+            select(Group.name, Client.role, Client.gray, Client.lane, func.count())
             .join(Group, Group.id == Client.group_id)
             .where(Client.last_seen > seen_after)
-            .group_by(Group.name, Client.role, Client.gray)
+            .group_by(Group.name, Client.role, Client.gray, Client.lane)
         )
         return [
-            (name, role, bool(gray), int(count)) for name, role, gray, count in self.session.execute(stmt)
+            (name, role, bool(gray), lane, int(count)) for name, role, gray, lane, count in self.session.execute(stmt)
         ]
 
     def live_health(self, seen_after: datetime) -> list[tuple[str, dict[str, Any]]]:

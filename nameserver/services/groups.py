@@ -62,7 +62,7 @@ class GroupService:
     def all(self) -> list[GroupSummary]:
         """Every group with how many live clients (all roles) it has."""
         live: Counter[str] = Counter()
-        for name, _role, _gray, count in ClientRepository(self.session).live_counts(self._seen_after()):
+        for name, _role, _gray, _lane, count in ClientRepository(self.session).live_counts(self._seen_after()):
             live[name] += count
         return [GroupSummary(**group_view(g).model_dump(), live_clients=live[g.name]) for g in self.groups.all()]
 

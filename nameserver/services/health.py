@@ -15,7 +15,7 @@ from graymq.nameserver.repositories.clients import ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
 from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.settings import NameServerSettings
-from graymq.protocol.health import add_up
+from graymq.protocol.health import add_up_lanes
 
 
 class HealthService:
@@ -31,14 +31,15 @@ class HealthService:
         return BrokerRepository(self.session).count_live(utc_now())
 
     def consumer_health(self) -> dict[str, dict[str, dict[str, float]]]:
-        """Per group and side, the live consumers' reports added up (``protocol.health.add_up``)."""
+        """Per group and lane (base included), the live consumers' reports added up
+        (``protocol.health.add_up_lanes``)."""
         seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
         reports: dict[str, list[dict[str, Any]]] = {}
         for group, health in ClientRepository(self.session).live_health(seen_after):
             reports.setdefault(group, []).append(health)
-        return {group: add_up(group_reports) for group, group_reports in reports.items()}
+        return {group: add_up_lanes(group_reports) for group, group_reports in reports.items()}
 
-    def live_clients(self) -> list[tuple[str, str, bool, int]]:
+    def live_clients(self) -> list[tuple[str, str, bool, str | None, int]]:
         seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
         return ClientRepository(self.session).live_counts(seen_after)
 

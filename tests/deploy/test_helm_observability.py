@@ -115,7 +115,7 @@ def dashboard_exprs(dashboard: dict[str, Any]) -> list[str]:
 def grafana_free(expr: str) -> str:
     """The expression as Prometheus would get it from Grafana: its variables replaced by sample values."""
     return (expr.replace("$__rate_interval", "1m").replace("$__range", "1h")
-            .replace("$namespace", "messaging").replace("$group", "G"))
+            .replace("$namespace", "messaging").replace("$group", "G").replace("$lane", "v3"))
 
 
 @pytest.mark.unit
@@ -185,6 +185,20 @@ def test_dashboard_has_variables_and_panels_on_the_datasource_variable(observed:
 
 
 @pytest.mark.unit
+def test_dashboard_has_a_lane_variable_and_per_lane_panels_reading_it(observed: Release) -> None:
+    dashboard = dashboard_of(observed)
+    lane = next(var for var in dashboard["templating"]["list"] if var["name"] == "lane")
+    assert lane["query"]["query"].endswith(", lane)") and '$group' in lane["query"]["query"]
+    assert lane["multi"] and lane["includeAll"]
+    per_lane = {panel["title"]: panel for panel in dashboard["panels"] if panel["title"].endswith("per lane")}
+    assert set(per_lane) == {"Failure rate per lane", "Lag per lane", "Throughput per lane", "Stored per lane"}
+    for panel in per_lane.values():
+        for target in panel["targets"]:
+            assert 'lane=~"$lane"' in target["expr"] and "by (lane)" in target["expr"], panel["title"]
+            assert target["legendFormat"] == "{{lane}}", panel["title"]
+
+
+@pytest.mark.unit
 def test_rules_have_the_prometheus_rule_shape_and_every_alert(observed: Release) -> None:
     rule = observed.find("PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
@@ -201,21 +215,32 @@ def test_rules_have_the_prometheus_rule_shape_and_every_alert(observed: Release)
             assert metric_names(alert["expr"]), alert["alert"]
             assert f'namespace="{NAMESPACE}"' in alert["expr"], alert["alert"]
     assert {a["alert"] for a in rules_of(observed)} == {
-        "GraymqGrayBacklogNotDraining", "GraymqSideFailureRate", "GraymqReplicaOutOfSync", "GraymqStoreDamage",
-        "GraymqNameServerUnreachable"}
+        "GraymqGrayBacklogNotDraining", "GraymqSideFailureRate", "GraymqLaneFailureRate", "GraymqLaneBacklog",
+        "GraymqReplicaOutOfSync", "GraymqStoreDamage", "GraymqNameServerUnreachable"}
+    for alert in ("GraymqLaneFailureRate", "GraymqLaneBacklog"):  # a runbook; its URL only when one is given
+        annotations = next(a for a in rules_of(observed) if a["alert"] == alert)["annotations"]
+        assert "docs/lanes.md" in annotations["runbook"] and "runbook_url" not in annotations, alert
 
 
 @pytest.mark.unit
 def test_rule_values_set_thresholds_labels_and_durations() -> None:
     release = render({"prometheus": {"rules": {
         "enabled": True, "labels": {"release": "kube-prometheus-stack"}, "alertLabels": {"team": "messaging"},
-        "failureRatePercent": 2.5, "grayBacklogFor": "30m"}}}, "rule values")
+        "failureRatePercent": 2.5, "grayBacklogFor": "30m", "runbookUrl": "https://wiki.example.com/graymq/lanes",
+        "lanes": {"failureRatePercent": 7, "failureRateFor": "3m", "backlogMessages": 500, "backlogFor": "20m"}}}},
+        "rule values")
     assert release.find("PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     alerts = {a["alert"]: a for a in rules_of(release)}
     assert all(a["labels"]["team"] == "messaging" for a in alerts.values())
     assert alerts["GraymqSideFailureRate"]["expr"].rstrip().endswith("> 2.5")
     assert alerts["GraymqGrayBacklogNotDraining"]["for"] == "30m"
     assert "[30m]" in alerts["GraymqGrayBacklogNotDraining"]["expr"]
+    lane_failures, lane_backlog = alerts["GraymqLaneFailureRate"], alerts["GraymqLaneBacklog"]
+    assert lane_failures["expr"].rstrip().endswith("> 7") and lane_failures["for"] == "3m"
+    assert lane_backlog["expr"].rstrip().endswith("> 500") and lane_backlog["for"] == "20m"
+    for alert in (lane_failures, lane_backlog):
+        assert alert["annotations"]["runbook_url"] == (
+            "https://wiki.example.com/graymq/lanes#runbook-a-lane-failing-or-lagging")
 
 
 @pytest.mark.unit
@@ -224,6 +249,9 @@ def test_rule_values_set_thresholds_labels_and_durations() -> None:
     [
         ({"prometheus": {"rules": {"grayBacklogFor": "15 minutes"}}}, "/prometheus/rules/grayBacklogFor"),
         ({"prometheus": {"rules": {"failureRatePercent": 0}}}, "/prometheus/rules/failureRatePercent"),
+        ({"prometheus": {"rules": {"lanes": {"backlogMessages": -1}}}}, "/prometheus/rules/lanes/backlogMessages"),
+        ({"prometheus": {"rules": {"lanes": {"backlogFor": "ten minutes"}}}}, "/prometheus/rules/lanes/backlogFor"),
+        ({"prometheus": {"rules": {"runbookUrl": "docs/lanes.md"}}}, "/prometheus/rules/runbookUrl"),
         ({"prometheus": {"rules": {"alertLabels": {"severity": "page"}}}}, "propertyName 'severity'"),
         ({"grafana": {"dashboards": {"label": "not a label"}}}, "/grafana/dashboards/label"),
         ({"grafana": {"dashboards": {"enable": True}}}, "enable"),
@@ -328,27 +356,33 @@ NS_POD = f'namespace="{NAMESPACE}", pod="mq-graymq-nameserver-5d9c-x1"'
 BROKER_POD = f'namespace="{NAMESPACE}", pod="mq-graymq-broker-0-1"'
 
 
-def consumer_series(group: str, side: str, failed_per_min: int, consumed_per_min: int) -> list[dict[str, str]]:
-    """A name server's counters of one group's side, as both name server replicas report them."""
+def consumer_series(group: str, side: str, lane: str, failed_per_min: int, consumed_per_min: int
+                    ) -> list[dict[str, str]]:
+    """A name server's counters of one group's lane, as both name server replicas report them."""
     return [
         {"series": f'graymq_consumer_messages_total{{namespace="{NAMESPACE}", pod="mq-graymq-nameserver-5d9c-{pod}",'
-                   f' instance="{pod}", group="{group}", side="{side}", outcome="{outcome}"}}',
+                   f' instance="{pod}", group="{group}", side="{side}", lane="{lane}", outcome="{outcome}"}}',
          "values": f"0+{per_min}x30"}
         for pod in ("x1", "x2") for outcome, per_min in (("failed", failed_per_min), ("consumed", consumed_per_min))
     ]
 
 
 # 30 minutes of one cluster: a broker set of two replicas, where group GR's gray backlog is stuck at 40 and
-# GD's drains to 0, and a replica is out of sync from minute 5; GR's gray side failing 10 % of deliveries, its
-# normal side 1 %; damage found at minute 10; a name server down from minute 5 while the other still reports.
+# GD's drains to 0, GL's lane v3 drains too slowly (above 10000 throughout) beside a free slot's big backlog, and a
+# replica is out of sync from minute 5; GR's gray side failing 10 % of deliveries (its lane v3 20 %, its gray lane
+# none), its normal side 1 %; damage found at minute 10; a name server down from minute 5 while the other reports.
 def replica_series(pod: str, leader: int) -> list[dict[str, str]]:
     """One replica of a broker set: followers copy the leader's offsets and know its in-sync set."""
     where = f'namespace="{NAMESPACE}", pod="{pod}"'
-    queue = 'topic="T", queue="0", gray="true", side="gray"'
+    queue = 'topic="T", queue="0", gray="true", lane="gray", side="gray"'
+    lane_queue, free_slot = (f'topic="T", queue="{q}", gray="true", lane="{lane}", side="gray"'
+                             for q, lane in (("8", "v3"), ("6", "")))
     return [
         {"series": f"graymq_broker_replica_leader{{{where}}}", "values": f"{leader}x30"},
         {"series": f'graymq_broker_consumer_backlog{{{where}, group="GR", {queue}}}', "values": "40x30"},
         {"series": f'graymq_broker_consumer_backlog{{{where}, group="GD", {queue}}}', "values": "100-5x20 0x10"},
+        {"series": f'graymq_broker_consumer_backlog{{{where}, group="GL", {lane_queue}}}', "values": "30000-100x30"},
+        {"series": f'graymq_broker_consumer_backlog{{{where}, group="GL", {free_slot}}}', "values": "90000-100x30"},
         {"series": f"graymq_broker_replica_out_of_sync{{{where}}}", "values": "0x5 1x25"},
     ]
 
@@ -356,8 +390,9 @@ def replica_series(pod: str, leader: int) -> list[dict[str, str]]:
 ALERT_SERIES = [
     *replica_series("mq-graymq-broker-0-1", leader=1),
     *replica_series("mq-graymq-broker-0-0", leader=0),
-    *consumer_series("GR", "gray", 10, 90),
-    *consumer_series("GR", "normal", 1, 99),
+    *consumer_series("GR", "gray", "v3", 20, 80),
+    *consumer_series("GR", "gray", "gray", 0, 100),
+    *consumer_series("GR", "normal", "base", 1, 99),
     {"series": f"graymq_store_damaged_records_total{{{BROKER_POD}}}", "values": "0x10 2x20"},
     {"series": f"graymq_store_bad_units_total{{{BROKER_POD}}}", "values": "0x30"},
     {"series": f"up{{{NS_POD}}}", "values": "1x5 0x25"},
@@ -377,13 +412,15 @@ def expand(template: str, labels: dict[str, str], value: float) -> str:
 @needs_promtool
 def test_alerts_fire_on_the_failures_they_name_and_only_on_them(observed: Release, tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule_groups(observed)}))
-    descriptions = {rule["alert"]: rule["annotations"]["description"] for rule in rules_of(observed)}
+    annotations = {rule["alert"]: rule["annotations"] for rule in rules_of(observed)}
 
     def firing(alert: str, at: str, labels: dict[str, str] | None = None, value: float = 0,
                summary: str = "") -> dict[str, Any]:
-        """``alert`` fires at ``at`` once, with ``labels`` and ``summary``; none fires without labels."""
+        """``alert`` fires at ``at`` once, with ``labels`` and ``summary`` (its other annotations expanded); none
+        fires without labels."""
         expected = [] if labels is None else [{"exp_labels": labels, "exp_annotations": {
-            "summary": summary, "description": expand(descriptions[alert], labels, value)}}]
+            **{name: expand(text, labels, value) for name, text in annotations[alert].items()},
+            "summary": summary}}]
         return {"eval_time": at, "alertname": alert, "exp_alerts": expected}
 
     broker = {"namespace": NAMESPACE, "pod": "mq-graymq-broker-0-1"}
@@ -402,6 +439,14 @@ def test_alerts_fire_on_the_failures_they_name_and_only_on_them(observed: Releas
                 firing("GraymqSideFailureRate", "15m",  # the normal side's 1 % does not fire
                        {"namespace": NAMESPACE, "group": "GR", "side": "gray", "severity": "warning"}, 10,
                        "The gray side of group GR fails 10.0% of deliveries"),
+                firing("GraymqLaneFailureRate", "4m"),  # not yet for 5m
+                firing("GraymqLaneFailureRate", "15m",  # lane v3 alone: its gray lane and base do not fire
+                       {"namespace": NAMESPACE, "group": "GR", "lane": "v3", "severity": "warning"}, 20,
+                       "Lane v3 of group GR fails 20.0% of deliveries"),
+                firing("GraymqLaneBacklog", "9m"),  # not yet for 10m
+                firing("GraymqLaneBacklog", "15m",  # GL's v3, counted once (the leader); not the free slot's
+                       {"namespace": NAMESPACE, "group": "GL", "lane": "v3", "severity": "warning"}, 28500,
+                       "Lane v3 of group GL lags 28500 messages"),
                 firing("GraymqReplicaOutOfSync", "4m"),
                 firing("GraymqReplicaOutOfSync", "15m", {**broker, "severity": "warning"}, 1,
                        "1 replica(s) of the broker set led by mq-graymq-broker-0-1 out of sync"),

@@ -19,6 +19,9 @@ from tests.support.cluster import Cluster
 from tests.support.metrics import Scrape, scrape
 
 pytestmark = pytest.mark.integration
+# 10 queues, 3 slots of 2: base 1 2 3 4, slot 0 (v2) 0 5, slot 1 free 6 7, slot 2 (v3) 8 9
+LANE_TOPIC = pb.TopicConfig(topic="LT", queue_nums=10, gray_queue_nums=2, perm=pb.PERM_READ_WRITE, lane_slots=3,
+                            lanes={"v2": 0, "v3": 2})
 
 BROKER_FAMILIES = {
     "graymq_broker_put_messages": "counter",
@@ -80,7 +83,7 @@ def test_broker_metrics_port_serves_prometheus_text_that_follows_sends_and_pulls
     assert graymq_families(before, "graymq_broker_") == BROKER_FAMILIES
     assert graymq_families(before, "graymq_store_") == STORE_FAMILIES
     assert before.value("graymq_store_damaged_records_total") == 0
-    assert before.value("graymq_broker_put_messages_total", topic="MT", gray="false") is None
+    assert before.value("graymq_broker_put_messages_total", topic="MT", gray="false", lane="base") is None
     assert before.value("process_resident_memory_bytes")  # the process collector is registered too
 
     async def scenario(client: BrokerClient) -> int:
@@ -91,17 +94,26 @@ def test_broker_metrics_port_serves_prometheus_text_that_follows_sends_and_pulls
             assert (await send(client, broker.address, "MT", 1, body)).status == pb.SEND_OK
         pulled = await client.pull(broker.address, pull_request("G", "c", "MT", 1, expression="*"))
         await client.update_offset(broker.address, "G", "MT", 1, 1)
+        await client.update_topic(broker.address, LANE_TOPIC)
+        for queue_id, body in ((8, b"v3-1"), (9, b"v3-2"), (0, b"v2")):
+            assert (await send(client, broker.address, "LT", queue_id, body, gray=True)).status == pb.SEND_OK
+        await client.update_offset(broker.address, "G", "LT", 8, 0)
         return sum(1 for _ in iter_records(pulled.records))
 
     assert run(scenario) == 3
-    after = scrape_until(url, lambda m: bool(m.value("graymq_broker_put_rate", topic="MT", gray="false")),
-                         "a put rate for MT")
-    assert after.value("graymq_broker_put_messages_total", topic="MT", gray="true") == 2
-    assert after.value("graymq_broker_put_messages_total", topic="MT", gray="false") == 3
-    assert (after.value("graymq_broker_put_bytes_total", topic="MT", gray="false") or 0) > 0
-    assert after.value("graymq_broker_get_messages_total", topic="MT", gray="false") == 3
+    after = scrape_until(url, lambda m: bool(m.value("graymq_broker_put_rate", topic="MT", gray="false",
+                                                     lane="base")), "a put rate for MT")
+    assert after.value("graymq_broker_put_messages_total", topic="MT", gray="true", lane="gray") == 2
+    assert after.value("graymq_broker_put_messages_total", topic="MT", gray="false", lane="base") == 3
+    assert (after.value("graymq_broker_put_bytes_total", topic="MT", gray="false", lane="base") or 0) > 0
+    assert after.value("graymq_broker_get_messages_total", topic="MT", gray="false", lane="base") == 3
     assert after.value("graymq_broker_consumer_backlog", group="G", topic="MT", queue="1", gray="false",
-                       side="normal") == 2
+                       lane="base", side="normal") == 2
+    # a topic of lanes: each lane's sends and backlog under its name
+    assert after.value("graymq_broker_put_messages_total", topic="LT", gray="true", lane="v3") == 2
+    assert after.value("graymq_broker_put_messages_total", topic="LT", gray="true", lane="v2") == 1
+    assert after.value("graymq_broker_consumer_backlog", group="G", topic="LT", queue="8", gray="true",
+                       lane="v3", side="gray") == 1
     assert before.value("graymq_broker_commitlog_max_offset") == 0
     assert (after.value("graymq_broker_commitlog_max_offset") or 0) > 0
     assert after.value("graymq_store_damaged_records_total") == 0
@@ -142,5 +154,6 @@ def test_nameserver_metrics_route_serves_prometheus_text_that_follows_requests(
         assert after.value("graymq_nameserver_http_requests_total", **labels) == (
             (before.value("graymq_nameserver_http_requests_total", **labels) or 0) + 1
         )
-    assert after.value("graymq_nameserver_live_clients", group="GN", role="consumer", gray="false") == 1
+    assert after.value("graymq_nameserver_live_clients", group="GN", role="consumer", gray="false",
+                       lane="base") == 1
     assert not any(name.endswith("_created") for name in after.types)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from graymq.protocol.names import NAME_MAX_LENGTH, check_client_id, check_group_name, check_topic_name
+from graymq.protocol.names import (
+    BASE_LANE,
+    NAME_MAX_LENGTH,
+    check_client_id,
+    check_group_name,
+    check_lane_name,
+    check_topic_name,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -47,3 +54,8 @@ def test_the_broker_and_the_name_server_use_the_same_topic_rule():
     assert topic_config.check_topic_name is check_topic_name
     assert client_processor.check_group_name is check_group_name
     assert schemas.check_topic_name is check_topic_name
+
+
+def test_base_is_no_lane_name_since_it_labels_the_side_without_a_lane() -> None:
+    assert check_lane_name("v3") is None and check_lane_name("gray") is None
+    assert check_lane_name(BASE_LANE) == "invalid lane name 'base': it names the side without a lane"

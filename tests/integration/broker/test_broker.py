@@ -266,10 +266,10 @@ def test_metrics_endpoint_counts_puts_and_backlog(start_broker):
 
     run(scenario)
     metrics = scrape(f"http://{broker.ready_info['metrics']}/metrics")
-    assert metrics.value("graymq_broker_put_messages_total", topic="M", gray="true") == 1
-    assert metrics.value("graymq_broker_put_messages_total", topic="M", gray="false") == 1
+    assert metrics.value("graymq_broker_put_messages_total", topic="M", gray="true", lane="gray") == 1
+    assert metrics.value("graymq_broker_put_messages_total", topic="M", gray="false", lane="base") == 1
     assert metrics.value("graymq_broker_consumer_backlog", group="G", topic="M", queue="1", gray="false",
-                         side="normal") == 1
+                         lane="base", side="normal") == 1
 
 
 def test_broker_serves_while_every_name_server_is_down(start_broker):

@@ -584,8 +584,10 @@ def test_metrics_count_requests_by_route_and_report_live_objects(api: TestClient
     metrics = parse_metrics(api.get("/metrics").text)
     assert metrics.value("graymq_nameserver_http_requests_total", method="GET", route="/v1/groups/{group}",
                          status="404") is not None
-    assert metrics.value("graymq_nameserver_live_clients", group=group, role="consumer", gray="true") == 1
-    assert metrics.value("graymq_nameserver_live_clients", group=group, role="consumer", gray="false") == 1
+    assert metrics.value("graymq_nameserver_live_clients", group=group, role="consumer", gray="true",
+                         lane="gray") == 1
+    assert metrics.value("graymq_nameserver_live_clients", group=group, role="consumer", gray="false",
+                         lane="base") == 1
     assert metrics.value("graymq_nameserver_db_errors_total") == 0
     assert metrics.value("graymq_nameserver_live_brokers") is not None
 

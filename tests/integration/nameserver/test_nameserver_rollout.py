@@ -16,6 +16,7 @@ from nameserver_testkit import OPS, client_heartbeat, make_settings
 
 from graymq.migrations.schema import upgrade
 from graymq.nameserver.app import create_app
+from tests.support.metrics import parse_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -47,9 +48,34 @@ def test_reported_health_is_stored_listed_and_added_up_per_group_and_side_in_met
     listed = {c["client_id"]: c["health"] for c in ns.get(f"/v1/groups/{group}/clients").json()["clients"]}
     assert listed == {"v2": health(100, 50, p99=12.5), "v1": health(normal_consumed=400), "p1": None}
     metrics = ns.get("/metrics").text
-    assert f'graymq_consumer_messages_total{{group="{group}",outcome="failed",side="gray"}} 50.0' in metrics
-    assert f'graymq_consumer_messages_total{{group="{group}",outcome="consumed",side="normal"}} 400.0' in metrics
-    assert f'graymq_consumer_latency_ms{{group="{group}",quantile="0.99",side="gray"}} 12.5' in metrics
+    assert f'graymq_consumer_messages_total{{group="{group}",lane="gray",outcome="failed",side="gray"}} 50.0' in metrics
+    assert (f'graymq_consumer_messages_total{{group="{group}",lane="base",outcome="consumed",side="normal"}} 400.0'
+            in metrics)
+    assert f'graymq_consumer_latency_ms{{group="{group}",lane="gray",quantile="0.99",side="gray"}} 12.5' in metrics
+
+
+def test_a_consumer_reports_its_gray_side_per_lane_and_metrics_add_it_up_per_lane(ns: TestClient) -> None:
+    group = unique("g")
+    v3 = {**health(30, 6, p99=8.0), "lanes": {"v3": health(30, 6, p99=8.0)["gray"]}}
+    client_heartbeat(ns, group, "v3a", gray=True, state="GRAY", health=v3)
+    client_heartbeat(ns, group, "v3b", gray=True, state="GRAY", health={**health(10, 1), "lanes": {
+        "v3": health(4, 1)["gray"], "gray": health(6)["gray"]}})
+    client_heartbeat(ns, group, "old", gray=True, state="GRAY", health=health(5, 2))  # a report without lanes
+    listed = {c["client_id"]: c["health"] for c in ns.get(f"/v1/groups/{group}/clients").json()["clients"]}
+    assert listed["v3a"] == v3 and "lanes" not in listed["old"]
+    metrics = parse_metrics(ns.get("/metrics").text)
+
+    def messages(lane: str, outcome: str) -> float | None:
+        side = "normal" if lane == "base" else "gray"
+        return metrics.value("graymq_consumer_messages_total", group=group, side=side, lane=lane, outcome=outcome)
+
+    assert (messages("v3", "consumed"), messages("v3", "failed")) == (34, 7)
+    assert (messages("gray", "consumed"), messages("gray", "failed")) == (11, 2)
+    assert messages("base", "consumed") == 0
+    assert metrics.value("graymq_consumer_latency_ms", group=group, side="gray", lane="v3", quantile="0.99") == 8.0
+    refused = ns.post("/v1/clients/heartbeat", json={"group": group, "client_id": "c9", "role": "consumer",
+                                                       "health": {"lanes": {"base": {}}}})
+    assert refused.status_code == 422, refused.text
 
 
 @pytest.mark.parametrize("bad", [

@@ -52,7 +52,7 @@ def test_a_send_is_a_producer_span_whose_context_rides_in_the_properties(spans: 
     assert dict(send.attributes) == {
         "messaging.system": "graymq", "messaging.operation.type": "send", "messaging.operation.name": "send",
         "messaging.destination.name": "ORDERS", "messaging.client.id": "c1", "graymq.producer_group": "GID",
-        "graymq.gray": True, "rocketmq.message.tag": "created", "messaging.message.id": "MSGID",
+        "graymq.gray": True, "graymq.lane": "gray", "rocketmq.message.tag": "created", "messaging.message.id": "MSGID",
         "messaging.destination.partition.id": "broker-a:2"}
     trace_id, span_id = f"{send.context.trace_id:032x}", f"{send.context.span_id:016x}"
     assert sending.properties["a"] == "1" and sending.properties["traceparent"].startswith(f"00-{trace_id}-{span_id}-")
@@ -84,8 +84,22 @@ def test_each_delivered_message_is_a_consumer_span_child_of_its_send(spans: InMe
         parent = sends[process.parent.span_id]
         assert process.kind == SpanKind.CONSUMER and process.context.trace_id == parent.context.trace_id
         assert process.attributes["graymq.gray"] == parent.attributes["graymq.gray"]
+        assert process.attributes.get("graymq.lane") == parent.attributes.get("graymq.lane")
         assert process.attributes["messaging.consumer.group.name"] == "GID_ORDER"
         assert process.attributes["messaging.batch.message_count"] == 2
         assert process.attributes["messaging.destination.partition.id"] == "broker-a:3"
         assert process.status.status_code == StatusCode.ERROR
     assert relay.parent.span_id == process_first.context.span_id  # the first message's span is current
+
+
+def test_the_lane_is_an_attribute_of_send_and_process_spans_and_absent_for_base(spans: InMemorySpanExporter) -> None:
+    for side in ("v3", True, False, None):
+        with tracing.send_span("ORDERS", "GID", "c1", side, {}):
+            pass
+    with tracing.process_spans("GID", [delivered({})], "v3"), tracing.process_spans("GID", [delivered({})]), \
+            tracing.process_spans("GID", [delivered({}, gray=False)]):
+        pass
+    lanes = [(s.name.split()[0], s.attributes["graymq.gray"], s.attributes.get("graymq.lane"))
+             for s in spans.get_finished_spans()]
+    assert lanes == [("send", True, "v3"), ("send", True, "gray"), ("send", False, None), ("send", False, None),
+                     ("process", False, None), ("process", True, "gray"), ("process", True, "v3")]

@@ -28,7 +28,8 @@ def test_request_counters_and_gauges_render_in_the_text_format() -> None:
     metrics.watching(+1)
     metrics.watching(+1)
     metrics.watching(-1)
-    text = metrics.render(3, [("g1", "consumer", True, 2), ("g1", "producer", False, 1)])
+    text = metrics.render(3, [("g1", "consumer", True, None, 2), ("g1", "consumer", True, "v3", 1),
+                              ("g1", "producer", False, None, 1)])
     assert parse(text) == {
         "graymq_nameserver_http_requests": ("counter", {
             (("method", "GET"), ("route", "/v1/groups/{group}/clients"), ("status", "200")): 2,
@@ -38,8 +39,9 @@ def test_request_counters_and_gauges_render_in_the_text_format() -> None:
         "graymq_nameserver_open_watches": ("gauge", {(): 1}),
         "graymq_nameserver_live_brokers": ("gauge", {(): 3}),
         "graymq_nameserver_live_clients": ("gauge", {
-            (("gray", "true"), ("group", "g1"), ("role", "consumer")): 2,
-            (("gray", "false"), ("group", "g1"), ("role", "producer")): 1,
+            (("gray", "true"), ("group", "g1"), ("lane", "gray"), ("role", "consumer")): 2,
+            (("gray", "true"), ("group", "g1"), ("lane", "v3"), ("role", "consumer")): 1,
+            (("gray", "false"), ("group", "g1"), ("lane", "base"), ("role", "producer")): 1,
         }),
     }
     assert "# TYPE graymq_nameserver_http_requests_total counter" in text.splitlines()
@@ -67,3 +69,14 @@ def test_two_apps_in_one_process_keep_separate_counters() -> None:
     first.db_error()
     assert parse(first.render(None, None))["graymq_nameserver_db_errors"][1] == {(): 1}
     assert parse(second.render(None, None))["graymq_nameserver_db_errors"][1] == {(): 0}
+
+
+def test_consumer_health_is_labelled_by_side_and_lane() -> None:
+    figures = {"consumed": 9, "failed": 1, "sent_back": 1, "dead_lettered": 0, "p50_ms": 1.0, "p99_ms": 4.0}
+    text = Metrics().render(None, None, {"g1": {"base": figures, "gray": figures, "v3": figures}})
+    messages = parse(text)["graymq_consumer_messages"][1]
+    failed = {dict(labels)["lane"]: (dict(labels)["side"], value) for labels, value in messages.items()
+              if dict(labels)["outcome"] == "failed"}
+    assert failed == {"base": ("normal", 1), "gray": ("gray", 1), "v3": ("gray", 1)}
+    latency = parse(text)["graymq_consumer_latency_ms"][1]
+    assert latency[(("group", "g1"), ("lane", "v3"), ("quantile", "0.99"), ("side", "gray"))] == 4.0

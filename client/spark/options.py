@@ -67,8 +67,15 @@ def parse_side(raw: Mapping[str, str]) -> tuple[bool, str | None]:
 
 
 def side_mark(gray: bool, lane: str | None) -> bool | str:
-    """The side as ``gray_side.Mark`` gives it: False base, True the ``gray`` lane, else the lane's name."""
-    return (lane or True) if gray else False
+    """The side as ``gray_side.Mark`` gives it: False base, True the ``gray`` lane, else the lane's name (``lane``:
+    with ``gray``, None or ``gray`` for the ``gray`` lane).
+
+    >>> side_mark(True, None), side_mark(True, "gray"), side_mark(True, "v3"), side_mark(False, None)
+    (True, True, 'v3', False)
+    """
+    if not gray:
+        return False
+    return True if lane in (None, GRAY_LANE) else str(lane)
 
 
 def side_options(side: bool | str | None) -> dict[str, str]:

@@ -188,3 +188,9 @@ def test_a_lane_job_wanted_back_in_its_lane_during_the_drain_abandons_it() -> No
     job.poll()
     assert job.member.reports == [("v3", ClientState.DRAINING), ("v3", ClientState.GRAY)]
     assert job.lane == "v3" and streaming(spark).checkpoint == "/ckpt/v3"
+
+
+def test_the_pipeline_is_given_the_side_of_its_writes_true_for_the_gray_lane() -> None:
+    """``True`` for gray, as before lanes (a pipeline passing it on as ``grayFlag`` keeps working), else the lane."""
+    sides = {lane: running_job(lane, FakeMember(lane, []))[1].queries[-1].gray for lane in ("gray", "v3", None)}
+    assert sides == {"gray": True, "v3": "v3", None: False}

@@ -113,13 +113,17 @@ class Planner:
         return result
 
     async def route(self, topic: str) -> TopicRoute:
-        """The topic's route, once a lane job's lane holds a slot of it (taken as a consumer of the lane takes it)."""
+        """The topic's route, once a lane job's lane holds a slot of it: read again (the job's heartbeat takes the
+        slot), else taken as a consumer of the lane takes it."""
         route = await self.consumer.route(topic)
         lane = self.options.in_lane
         if lane is None or route.slot_of_lane(lane) is not None or not any(b.gray_queue_nums for b in route.brokers):
             return route
-        await hold_slots(self.consumer.nameserver, self.consumer.routes, [topic], lane)
-        return await self.consumer.route(topic)
+        route = await self.consumer.routes.get(topic, refresh=True)
+        if route.slot_of_lane(lane) is None:
+            await hold_slots(self.consumer.nameserver, self.consumer.routes, [topic], lane)
+            route = await self.consumer.route(topic)
+        return route
 
     async def starting_offsets(self, queues: list[MessageQueue]) -> QueueOffsets:
         """Per ``startingOffsets``: the group's committed offset (earliest where none), earliest or latest."""

@@ -189,3 +189,40 @@ def test_a_broker_that_does_not_answer_holds_its_queues_and_is_committed_later()
         assert asyncio.run(planner.commit({A0: 5, B10: 7})) == {A0: 5}
     finally:
         asyncio.run(real.stop())
+
+
+class SlotRoutes:
+    """Routes of T: a cached one without v3's slot, and what the name server says (v3 holding slot 1 once taken)."""
+
+    def __init__(self, taken: bool) -> None:
+        self.taken, self.taken_by_planner = taken, False
+        self.cached = TopicRoute("T", LANE_ROUTE.brokers, (("v2", 0),))
+
+    async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        if refresh:
+            self.cached = LANE_ROUTE if self.taken else self.cached
+        return self.cached
+
+    async def take_lane_slot(self, topic: str, lane: str) -> None:
+        self.taken = self.taken_by_planner = True
+
+
+class SlotConsumer:
+    def __init__(self, routes: SlotRoutes) -> None:
+        self.routes = self.nameserver = routes
+
+    async def route(self, topic: str) -> TopicRoute:
+        return await self.routes.get(topic)
+
+
+@pytest.mark.parametrize("taken_by_heartbeat", [True, False])
+def test_a_lane_job_whose_cached_route_lacks_its_slot_reads_it_again_and_takes_it_only_when_none_is_held(
+        taken_by_heartbeat):
+    planner = Planner(SourceOptions.parse({**BASE, "lane": "v3"}))
+    real, routes = planner.consumer, SlotRoutes(taken_by_heartbeat)
+    planner.consumer = SlotConsumer(routes)  # type: ignore[assignment]
+    try:
+        assert queue_ids(asyncio.run(planner.queues())) == [6, 7]
+        assert routes.taken_by_planner is not taken_by_heartbeat
+    finally:
+        asyncio.run(real.stop())

@@ -13,8 +13,10 @@ consumer or job (A's v3 slot is read by the v3 job only; B's by SINK's v3 consum
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -45,8 +47,11 @@ def stage_job(spark, ns: str, lane: str | None, root: str) -> StreamingJob:  # n
         return frame.select("body", keys).writeStream.format("graymq").options(nameserver=ns, topic=TOPIC_B)
 
     options = {"nameserver": ns, "topic": TOPIC_A, "group": STAGE, **({"lane": lane} if lane else {})}
+    # a stop waits at most 10 s for a gap between micro-batches (on a loaded machine they run back to back): a batch
+    # stopped mid-way runs again from the checkpoint, and the sink stores its rows once
     return StreamingJob(spark, options, pipeline, f"{root}/{name}", trigger={"processingTime": "1 second"},
-                        labels={"job": name}, heartbeat_interval_s=0.5, poll_s=0.2, producer_group=STAGE_OUT)
+                        labels={"job": name}, heartbeat_interval_s=0.5, poll_s=0.2, stop_grace_s=10.0,
+                        producer_group=STAGE_OUT)
 
 
 @pytest.fixture
@@ -94,14 +99,18 @@ def test_lane_v3_through_a_spark_stage_is_promoted_end_to_end_while_v2_and_base_
     base_job.start()
     stop = threading.Event()
     sources = [Source(ns, lane, stop) for lane in (None, "v2", "v3")]
+    phases = [time.monotonic()]  # flowing through, retired, promoted, all at SINK
     try:
         for source in sources:
             source.thread.start()
         wait_for(lambda: sum(m["gray"] for m in at(sinks)) > 10 and len(at(sinks)) > 30, 120,
                  "v3 and base messages through the Spark stage")
+        phases.append(time.monotonic())
         base_job.retire()
+        phases.append(time.monotonic())
         result = graymq(ns, "gray", "promote", STAGE, "--lane", "v3", "--producer-group", SOURCE, "--producer-group",
                         STAGE_OUT, "--then", SINK, "--timeout", "120", "--json", timeout=180)
+        phases.append(time.monotonic())
     finally:
         stop.set()
         for source in sources:
@@ -114,6 +123,7 @@ def test_lane_v3_through_a_spark_stage_is_promoted_end_to_end_while_v2_and_base_
     wait_for(lambda: through <= {m["keys"][0] for m in at(sinks)} and v2_sent <= {m["msg_id"] for m in
                                                                                   json_lines(v2_stage)},
              120, "every message at SINK (v2's at STAGE)")
+    phases.append(time.monotonic())
     in_v3 = {g: [c.client_id for c in cluster.ns_call(lambda c, g=g: c.group_clients(g)).clients if c.in_lane == "v3"]
              for g in (SOURCE, STAGE, STAGE_OUT, SINK)}
     for p in [*sinks, v2_stage]:
@@ -130,7 +140,8 @@ def test_lane_v3_through_a_spark_stage_is_promoted_end_to_end_while_v2_and_base_
     print(f"spark lane stage: sent {len(sent)} ({sum(lane == 'v3' for lane in sent.values())} in v3, "
           f"{len(v2_sent)} in v2), lost {len(lost)}, doubled {len(doubled)} at SINK; v2 at STAGE: "
           f"{len(v2_sent - set(v2_keys))} lost, {sum(n > 1 for n in v2_keys.values())} doubled; "
-          f"{sum(m['gray'] for m in consumed)} v3 at SINK; stage timings {[s['timings_s'] for s in report['stages']]}")
+          f"{sum(m['gray'] for m in consumed)} v3 at SINK; stage timings {[s['timings_s'] for s in report['stages']]}; "
+          f"seconds to flow, retire, promote, catch up: {[round(b - a, 1) for a, b in itertools.pairwise(phases)]}")
     assert not lost and not doubled, f"{len(lost)} lost, {len(doubled)} consumed twice at SINK"
     assert set(v2_keys) == v2_sent and max(v2_keys.values()) == 1, "v2 consumed once each at STAGE"
     assert not set(keys) & v2_sent, "a v2 message left STAGE through a Spark job"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import doctest
 
 import pytest
 
@@ -226,3 +227,9 @@ def test_a_lane_job_whose_cached_route_lacks_its_slot_reads_it_again_and_takes_i
         assert routes.taken_by_planner is not taken_by_heartbeat
     finally:
         asyncio.run(real.stop())
+
+
+def test_option_doctests() -> None:
+    from graymq.client.spark import options
+
+    assert doctest.testmod(options).failed == 0

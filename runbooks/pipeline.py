@@ -18,6 +18,9 @@ while the upstream one still writes gray into its topic (held there, under the o
 Each stage is its own recorded operation (``gray history`` and the console show them). A stage that fails stops the
 pipeline: the report says which stages are done and which are not; a stage interrupted stays RUNNING and the same
 command resumes it (the stages done before it are run again and find nothing to do).
+
+A pipeline of one lane (``--lane v3``, docs/lanes.md) runs each stage's cutover of that lane alone: the stages' other
+lanes run on untouched, and an operation of another lane running on a stage is no conflict.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.names import check_group_name
@@ -72,6 +76,7 @@ class PipelineReport:
     results: list[dict[str, Any]] = field(default_factory=list)
     state: CutoverState = CutoverState.RUNNING
     message: str = ""
+    lane: str = GRAY_LANE  # the lane each stage promotes or rolls back
 
     @property
     def groups_done(self) -> list[str]:
@@ -85,7 +90,7 @@ class PipelineReport:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "group": self.stages[0].group, "state": self.state,
                 "message": self.message, "groups_done": self.groups_done, "groups_left": self.groups_left,
-                "stages": self.results}
+                "stages": self.results, **({"lane": self.lane} if self.lane != GRAY_LANE else {})}
 
 
 class PipelineFailed(GrayMQError):
@@ -97,36 +102,41 @@ class PipelineFailed(GrayMQError):
 
 
 class PipelineRunner:
-    """Runs the cutover runbook on each stage in order, each as ``policy`` says (a rollback's mode, the timeout of
-    each stage; a stage's producer groups are its own); ``report`` is up to date even when the run is cancelled."""
+    """Runs the cutover runbook of ``lane`` on each stage in order, each as ``policy`` says (a rollback's mode, the
+    timeout of each stage; a stage's producer groups are its own); ``report`` is up to date even when the run is
+    cancelled."""
 
     def __init__(self, nameserver: NameServerClient, stages: Sequence[PipelineStage], kind: CutoverKind,
-                 policy: CutoverPolicy | None = None, progress: Progress | None = None) -> None:
+                 policy: CutoverPolicy | None = None, progress: Progress | None = None, *,
+                 lane: str = GRAY_LANE) -> None:
         check_stages(stages)
         self.nameserver = nameserver
         self.policy = policy or CutoverPolicy()
         self.progress = progress or Progress()
-        self.report = PipelineReport(kind, self.policy.mode, list(stages))
+        self.report = PipelineReport(kind, self.policy.mode, list(stages), lane=lane)
 
     async def check(self) -> None:
         """Before the first stage: every group is known to the name server (a ``ConfigError`` otherwise) and none
-        runs an operation this one would not resume (a ``ConflictError``), so a bad stage stops nothing half way."""
-        for stage in self.report.stages:
+        runs an operation of the lane this one would not resume (a ``ConflictError``), so a bad stage stops nothing
+        half way."""
+        report = self.report
+        for stage in report.stages:
             try:
-                detail = await self.nameserver.get_group(stage.group)
+                await self.nameserver.get_group(stage.group)
             except NotFoundError:
                 raise ConfigError(f"group {stage.group} is not known to the name server") from None
-            op = detail.running_cutover
-            if op is not None and (op.kind, op.mode) != (self.report.kind, self.report.mode):
-                raise ConflictError(f"a {op.kind} ({op.mode}) operation #{op.id} is running on {stage.group}; "
-                                    "nothing of the pipeline was started", op.to_json())
+            for op in await self.nameserver.list_cutovers(stage.group, state=CutoverState.RUNNING):
+                if op.lane == report.lane and (op.kind, op.mode) != (report.kind, report.mode):
+                    raise ConflictError(f"a {op.kind} ({op.mode}) operation #{op.id} is running on {stage.group}; "
+                                        "nothing of the pipeline was started", op.to_json())
 
     async def run(self) -> PipelineReport:
         """``check``, then each stage in order; a failed stage raises ``PipelineFailed`` and runs no later stage."""
         await self.check()
         report = self.report
         for number, stage in enumerate(report.stages, 1):
-            self.progress.note(f"stage {number}/{len(report.stages)}: {report.kind} {stage.group}")
+            lane = f" (lane {report.lane})" if report.lane != GRAY_LANE else ""
+            self.progress.note(f"stage {number}/{len(report.stages)}: {report.kind} {stage.group}{lane}")
             result = await self._run_stage(stage)
             report.results.append(result)
             if result.get("state") != CutoverState.SUCCEEDED:
@@ -140,7 +150,7 @@ class PipelineRunner:
     async def _run_stage(self, stage: PipelineStage) -> dict[str, Any]:
         """The stage's cutover report as JSON (a failed stage's too); promote's gain ``nothing_to_promote``."""
         policy = replace(self.policy, producer_groups=stage.producer_groups)
-        runner = CutoverRunner(self.nameserver, stage.group, policy, self.progress)
+        runner = CutoverRunner(self.nameserver, stage.group, policy, self.progress, lane=self.report.lane)
         try:
             if self.report.kind == CutoverKind.PROMOTE:
                 done: CutoverReport = await runner.promote()

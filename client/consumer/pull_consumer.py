@@ -5,7 +5,9 @@ Used directly by batch jobs and by the Spark data source. It registers in the na
 unregisters it at once. A pulled record that does not decode is skipped (logged at ERROR with
 its topic, queue and offset, counted in ``skipped_records``): ``pull`` returns the others, and
 its ``next_begin_offset`` is past the damaged one. ``config=`` (a ``ClientConfig``) replaces ``nameserver``
-and ``token`` and shares that config's name-server client, route cache and broker connections.
+and ``token`` and shares that config's name-server client, route cache and broker connections. ``lane=``
+names the lane it is in (``gray=True`` alone is the lane ``gray``): its pulls carry it, so the brokers let it
+read that lane's slot.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from graymq.client.config import ClientConfig, client_config
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.instance import ClientInstance
 from graymq.client.message import MessageQueue, PullResult, PullStatus
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.core.route import TopicRoute
 from graymq.nameserver_api.membership import Membership, new_client_id
 from graymq.nameserver_api.records import HeartbeatAnswer
@@ -31,12 +34,14 @@ class PullConsumer:
     def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
                  gray: bool = False, labels: dict[str, str] | None = None, role: Role = "consumer",
                  heartbeat_interval_s: float = 2.0, register: bool = True, token: str | None = None,
-                 config: ClientConfig | None = None) -> None:
+                 config: ClientConfig | None = None, lane: str | None = None) -> None:
         self.group = group
         self.client_id = client_id or new_client_id(role)
-        self.gray = gray
-        self.state = ClientState.settled(gray)
-        self.desired_gray = gray
+        self.gray = gray or lane is not None
+        self.lane = None if lane == GRAY_LANE else lane  # with ``gray``: its lane (None: ``gray``)
+        self.state = ClientState.settled(self.gray)
+        self.desired_gray = self.gray
+        self.desired_lane = self.in_lane
         self.gray_switch = True
         self.client = ClientInstance.of(client_config(config, nameserver, token))
         self.nameserver, self.brokers = self.client.nameserver, self.client.brokers
@@ -47,15 +52,22 @@ class PullConsumer:
         self._register = register
         self.membership = Membership(
             self.nameserver, group=group, client_id=self.client_id, role=role, labels=dict(labels or {}),
-            declared_gray=gray, interval_s=heartbeat_interval_s, report=self._report, on_update=self._on_update,
+            declared_gray=self.lane or self.gray, interval_s=heartbeat_interval_s, report=self._report,
+            on_update=self._on_update,
         )
+
+    @property
+    def in_lane(self) -> str | None:
+        """The lane it is in (``gray`` for a gray consumer naming none); None for base."""
+        return (self.lane or GRAY_LANE) if self.gray else None
 
     def _report(self) -> dict[str, Any]:
         return {"gray": self.gray, "state": self.state, "topics": self.routes.topics(),
-                "queues": [str(q) for q in self.queues]}
+                "queues": [str(q) for q in self.queues], "lane": self.in_lane}
 
     async def _on_update(self, response: HeartbeatAnswer) -> None:
         self.desired_gray = response.desired_gray
+        self.desired_lane = response.desired_lane
         self.gray_switch = response.gray_switch
 
     async def start(self) -> None:
@@ -95,11 +107,14 @@ class PullConsumer:
         return address
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                   suspend_s: float = 0.0) -> PullResult:
+                   suspend_s: float = 0.0, adopted: bool = False) -> PullResult:
+        """Up to ``max_nums`` messages of ``mq`` from ``offset``; ``adopted``: a base consumer reading a lane's queue
+        its group adopted (the broker refuses a base pull of a lane's queue otherwise)."""
         request = pb.PullRequest(
             consumer_group=self.group, client_id=self.client_id, topic=mq.topic, queue_id=mq.queue_id,
             queue_offset=offset, max_msg_nums=max_nums, suspend_timeout_ms=int(suspend_s * 1000),
             gray_flag=self.gray, commit_offset=-1, sub_expression=expression,
+            lane=(self.lane or "") if self.gray else "", adopted=adopted,
         )
         address = await self._address(mq)
         response = await self.brokers.pull(address, request)

@@ -9,9 +9,9 @@ Reading::
              .option("group", "ORDER_STATS").option("grayFlag", "true").load())
 
 Options are in ``graymq.client.spark.options.SourceOptions`` (nameserver, topic(s), group, grayFlag,
-expression, maxRecordsPerTrigger, startingOffsets, pullBatchSize). The side can also come from
-the Spark conf ``spark.graymq.grayFlag``: ``with_conf_gray_flag(spark, options)`` reads it on the
-driver and passes it on as the option (``StreamingJob`` does this). Schema: ``schema.SCHEMA``.
+lane, expression, maxRecordsPerTrigger, startingOffsets, pullBatchSize). The side can also come from
+the Spark conf ``spark.graymq.grayFlag`` or ``spark.graymq.lane``: ``with_conf_gray_flag(spark, options)`` reads
+them on the driver and passes them on as options (``StreamingJob`` does this). Schema: ``schema.SCHEMA``.
 
 Writing (``graymq.client.spark.sink``)::
 
@@ -25,9 +25,9 @@ write goes to the gray queues, a normal one to the normal queues; every task is 
 ``producerGroup`` with an identity derived from (query or write id, batch, partition), so a
 repeated task or micro-batch is stored once (``graymq.client.spark.sink_task``).
 
-Queue set: a gray job reads the gray queues of every broker, a normal job the normal ones (and
-every queue while the group's gray switch is off), one input partition per (broker, queue) —
-per queue with new offsets in a micro-batch.
+Queue set: a gray job reads the gray queues of every broker, a job in lane L the queues of L's slot, a normal
+job the normal ones and the lanes' its group adopts (every queue while the group's gray switch is off), one input
+partition per (broker, queue) — per queue with new offsets in a micro-batch.
 
 Offsets and commits — how drain detection is exact: offsets are kept in the Spark checkpoint
 (``{topic: {broker: {queue_id: next offset}}}``), so a restarted query neither skips nor
@@ -50,10 +50,10 @@ checkpoint. Runbook: ``jobs/README.md``; life cycle: ``graymq.client.spark.job``
 from __future__ import annotations
 
 from graymq.client.spark.job import StreamingJob
-from graymq.client.spark.options import GRAY_FLAG_CONF, SourceOptions, with_conf_gray_flag
+from graymq.client.spark.options import GRAY_FLAG_CONF, LANE_CONF, SourceOptions, side_options, with_conf_gray_flag
 from graymq.client.spark.sink_options import SinkOptions
 from graymq.client.spark.sink_schema import SinkColumns
 from graymq.client.spark.source import GraymqDataSource, register
 
-__all__ = ["GRAY_FLAG_CONF", "GraymqDataSource", "SinkColumns", "SinkOptions", "SourceOptions", "StreamingJob",
-           "register", "with_conf_gray_flag"]
+__all__ = ["GRAY_FLAG_CONF", "LANE_CONF", "GraymqDataSource", "SinkColumns", "SinkOptions", "SourceOptions",
+           "StreamingJob", "register", "side_options", "with_conf_gray_flag"]

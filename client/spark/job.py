@@ -1,11 +1,13 @@
-"""StreamingJob: a graymq streaming pipeline that runs gray or normal and follows its flag, draining on gray → normal.
+"""StreamingJob: a graymq streaming pipeline that runs in a lane or base and follows its lane, draining on leaving it.
 
-Life cycle (the name server holds the desired flag; the job reports its effective flag):
+Life cycle (the name server holds the desired lane; the job reports the lane it is in). The gray side is the lane
+``gray``; what is said of gray below holds for every lane (docs/lanes.md):
 
 - start: the job registers as a ``spark`` client (labels ``app_name``, ``app_id`` and yours),
-  declaring the flag of its config (``grayFlag`` option, else ``spark.graymq.grayFlag``), and
-  starts the streaming query of the side the name server answers (a gray rule on its labels or
-  an explicit flag override the declaration) with checkpoint ``<root>/gray`` or ``<root>/normal``.
+  declaring the lane of its config (``lane`` or ``grayFlag`` option, else ``spark.graymq.lane`` or
+  ``spark.graymq.grayFlag``), and starts the streaming query of the lane the name server answers (a rule on its
+  labels or an explicit flag override the declaration) with checkpoint ``<root>/<lane>`` (``<root>/gray`` for
+  the gray side) or ``<root>/normal``.
 - gray → normal (``graymq gray promote``, or ``graymq gray flag GROUP CLIENT off``): the job
   reports DRAINING, stops the gray query and runs it once more with ``availableNow`` on the
   gray checkpoint — to the gray queues' max offsets as of that moment (producers were flipped
@@ -15,6 +17,7 @@ Life cycle (the name server holds the desired flag; the job reports its effectiv
   NORMAL, and starts the normal query on ``<root>/normal`` from the group's committed offsets.
   With the group's gray switch off there is nothing to drain (every queue is normal).
 - normal → gray: the normal query stops, the job reports GRAY and starts the gray query.
+- lane A → lane B: A is drained as above (the job is base a moment), then the job becomes B's.
 
 A drain that does not finish in ``drain_timeout_s`` restarts the gray query, reports GRAY and
 raises ``DrainTimeoutError`` from ``poll``; ``run`` logs it and tries again on the next poll.
@@ -41,18 +44,21 @@ from pyspark.errors import StreamingQueryException
 
 from graymq.client.spark.job_producer import JobProducer
 from graymq.client.spark.member import SparkMember
-from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
+from graymq.client.spark.options import SourceOptions, side_mark, side_options, with_conf_gray_flag
 from graymq.client.spark.source import GraymqDataSource, register
 from graymq.client.sync import SyncFacade
-from graymq.core.gray_state import GrayState, Step
+from graymq.core.gray_flip import FlipAction, GrayFlip
+from graymq.core.gray_side import Mark
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol.errors import DrainTimeoutError, GrayMQError
 from graymq.protocol.membership import ClientState
 
 log = logging.getLogger(__name__)
 
-# Builds the sink of the job from the source DataFrame and the side of its writes (True: gray); the job sets
-# the checkpoint location, the trigger and, with a ``producer_group``, the sink's producer options.
-Pipeline = Callable[[Any, bool], Any]
+# Builds the sink of the job from the source DataFrame and the side of its writes (False: base, True: the gray lane,
+# else a lane's name; ``options.side_options`` gives the sink's options for it); the job sets the checkpoint location,
+# the trigger and, with a ``producer_group``, the sink's side and producer options.
+Pipeline = Callable[[Any, Mark], Any]
 
 
 class QueryFailed(GrayMQError):
@@ -79,7 +85,10 @@ class StreamingJob:
         self.drain_timeout_s = drain_timeout_s
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
-        self.gray_state = GrayState(self.source.gray)
+        self.flip = GrayFlip(side_mark(self.source.gray, self.source.lane), drain_timeout_s=drain_timeout_s,
+                             drain_poll_s=poll_s)
+        self.flip.follow_changes()  # a desired lane other than the declared one flips from the start
+        self.gray_state = self.flip.gray_state
         self.query: Any = None
         self.member: Any = None
         self.producer_group = producer_group
@@ -91,8 +100,13 @@ class StreamingJob:
         """The job's effective flag (a draining job is still gray)."""
         return self.gray_state.gray
 
-    def checkpoint(self, gray: bool) -> str:
-        return f"{self.checkpoint_root}/{'gray' if gray else 'normal'}"
+    @property
+    def lane(self) -> str | None:
+        """The lane the job is in (a draining job still is; ``gray``: the gray side); None: base."""
+        return self.flip.in_lane
+
+    def checkpoint(self, lane: str | None) -> str:
+        return f"{self.checkpoint_root}/{lane or 'normal'}"
 
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -104,12 +118,12 @@ class StreamingJob:
         if self.producer_group is not None:
             self.producer = SyncFacade(lambda: JobProducer(
                 self.producer_group, self.source.nameserver, client_id=self.member.client_id, labels=self.labels,
-                gray=self.gray, token=self.source.token, heartbeat_interval_s=self.heartbeat_interval_s))
+                lane=self.lane, token=self.source.token, heartbeat_interval_s=self.heartbeat_interval_s))
             self.producer.start()
-        if self.member.desired_gray == self.gray:
-            self.query = self._start_query(self.gray, self.trigger)
-        else:  # the name server already says otherwise (a gray rule on the labels, an explicit flag)
-            self._follow(self.member.desired_gray)
+        if self.member.desired_lane == self.lane:
+            self.query = self._start_query(self.lane, self.trigger)
+        else:  # the name server already says otherwise (a rule on the labels, an explicit flag)
+            self._follow(self.member.desired_lane)
 
     def stop(self) -> None:
         log.info("spark job %s: stopping after the running micro-batch", self.client_id)
@@ -129,12 +143,12 @@ class StreamingJob:
         returns, as in a drain), then the job unregisters."""
         self._stop_query()
         deadline = time.monotonic() + timeout_s
-        while not self._run_available_now(deadline, self.gray) and time.monotonic() < deadline:
+        while not self._run_available_now(deadline, self.lane) and time.monotonic() < deadline:
             log.info("spark job %s: running the last availableNow run again", self.client_id)
         self.stop()
 
     def run(self, stop: threading.Event) -> None:
-        """Start, follow the desired flag until ``stop`` is set, then stop."""
+        """Start, follow the desired lane until ``stop`` is set, then stop."""
         try:
             self._retrying_drain(self.start)
             while not stop.wait(self.poll_s):
@@ -147,18 +161,19 @@ class StreamingJob:
         try:
             step()
         except DrainTimeoutError as exc:
-            log.warning("%s; will retry while the desired flag stays normal", exc.message)
+            log.warning("%s; will retry while the desired lane stays another", exc.message)
 
     def poll(self) -> None:
-        """One step: restart a query that died, act when the desired flag differs from the job's, restart the
+        """One step: restart a query that died, act when the desired lane differs from the job's, restart the
         query when the side of its writes changed."""
         self._restart_failed_query()
-        self._follow(self.member.desired_gray)
-        if self.query is not None and self.producer is not None and self._writes_gray() != self.producer.writing:
+        self._follow(self.member.desired_lane)
+        if self.query is not None and self.producer is not None and (
+                writes := self._writes_lane(self.lane)) != self.producer.writing:
             log.info("spark job %s: producer group %s says write %s; restarting the query", self.client_id,
-                     self.producer_group, "gray" if not self.producer.writing else "normal")
+                     self.producer_group, f"lane {writes}" if writes else "normal")
             self._stop_query()
-            self.query = self._start_query(self.gray, self.trigger)
+            self.query = self._start_query(self.lane, self.trigger)
 
     def _restart_failed_query(self) -> None:
         """A query that stopped on its own (say, Spark could not start a Python worker in time) runs again from its
@@ -176,58 +191,61 @@ class StreamingJob:
             raise QueryFailed(f"streaming query of spark job {self.client_id} stopped") from error
         log.warning("spark job %s: streaming query stopped (%s); restarting it from its checkpoint (%d of %d)",
                     self.client_id, error, self._failed_runs, self.query_restarts)
-        self.query = self._start_query(self.gray, self.trigger)
+        self.query = self._start_query(self.lane, self.trigger)
 
-    def _follow(self, desired: bool) -> None:
-        step = self.gray_state.follow(desired)
-        if step is Step.BECOME_GRAY:
-            self._become_gray()
-        elif step is Step.DRAIN:
+    def _follow(self, desired: str | None) -> None:
+        """Act on the desired lane (None: base): join it when base, drain the job's lane when it is another."""
+        action = self.flip.follow(desired or False, draining=False)
+        if action is FlipAction.BECOME_GRAY:
+            self._become_lane()
+        elif action is FlipAction.START_DRAIN:
             self.drain()
 
     # -- flips -------------------------------------------------------------------------------
     def drain(self) -> None:
-        """Gray → normal: process every gray message, commit, report normal, start the normal query."""
-        log.info("spark job %s: desired flag normal, draining the gray queues", self.client_id)
-        self.member.report(True, ClientState.DRAINING)
+        """Lane → base: process every message of the job's lane, commit, report base, start the base query."""
+        lane = self.flip.lane or GRAY_LANE
+        log.info("spark job %s: desired lane %s, draining lane %s", self.client_id, self.member.desired_lane or "base",
+                 lane)
+        self.member.report(lane, ClientState.DRAINING)
         self._stop_query()
         deadline = self.gray_state.begin_drain(self.drain_timeout_s, time.monotonic())
         while self.member.gray_switch:
-            self._run_available_now(deadline)
-            backlog = self.member.gray_backlog()
+            self._run_available_now(deadline, lane)
+            backlog = self.member.gray_backlog(lane)
             if backlog == 0:
                 break
-            abandoned = self.member.desired_gray
+            abandoned = self.member.desired_lane == lane
             if abandoned or self.gray_state.timed_out(time.monotonic()):
                 if abandoned:
                     self.gray_state.abandon_drain()
                 else:
                     self.gray_state.drain_timed_out()
-                self.member.report(True, ClientState.GRAY)
-                self.query = self._start_query(True, self.trigger)
+                self.member.report(lane, ClientState.GRAY)
+                self.query = self._start_query(lane, self.trigger)
                 if abandoned:
-                    log.info("spark job %s: desired flag back to gray, drain abandoned", self.client_id)
+                    log.info("spark job %s: desired lane back to %s, drain abandoned", self.client_id, lane)
                     return
                 raise DrainTimeoutError(
                     f"spark job {self.client_id}: drain timed out with "
-                    f"{backlog if backlog is not None else 'an unknown number of'} gray messages left "
-                    "(are gray producers still sending? is a broker down?)")
+                    f"{backlog if backlog is not None else 'an unknown number of'} messages of lane {lane} left "
+                    "(are its producers still sending? is a broker down?)")
         self.gray_state.flip_to_normal()
-        if not self.member.report(False, ClientState.NORMAL):
+        if not self.member.report(None, ClientState.NORMAL):
             log.warning("spark job %s: name server unreachable; the heartbeat will report normal", self.client_id)
-        log.info("spark job %s: gray queues drained, now normal", self.client_id)
-        self.query = self._start_query(False, self.trigger)
+        log.info("spark job %s: lane %s drained, now normal", self.client_id, lane)
+        self.query = self._start_query(None, self.trigger)
 
-    def _become_gray(self) -> None:
-        log.info("spark job %s: normal -> gray (no drain needed)", self.client_id)
+    def _become_lane(self) -> None:
+        log.info("spark job %s: normal -> lane %s (no drain needed)", self.client_id, self.flip.lane)
         self._stop_query()
-        self.gray_state.become_gray()
-        self.member.report(True, ClientState.GRAY)
-        self.query = self._start_query(True, self.trigger)
+        self.flip.became_gray()
+        self.member.report(self.lane, ClientState.GRAY)
+        self.query = self._start_query(self.lane, self.trigger)
 
-    def _run_available_now(self, deadline: float, gray: bool = True) -> bool:
-        """One ``availableNow`` run on the side's checkpoint; True when it finished, without error, in time."""
-        query = self._start_query(gray, {"availableNow": True})
+    def _run_available_now(self, deadline: float, lane: str | None) -> bool:
+        """One ``availableNow`` run on the lane's checkpoint; True when it finished, without error, in time."""
+        query = self._start_query(lane, {"availableNow": True})
         try:
             if query.awaitTermination(max(1.0, deadline - time.monotonic())):
                 return True
@@ -237,33 +255,37 @@ class StreamingJob:
         return False
 
     # -- queries -----------------------------------------------------------------------------
-    def _start_query(self, gray: bool, trigger: Mapping[str, Any]) -> Any:
-        options = {**self.options, "grayFlag": str(gray).lower()}
+    def _start_query(self, lane: str | None, trigger: Mapping[str, Any]) -> Any:
+        """The query reading ``lane`` (None: base) on its checkpoint, writing on the side ``_writes_lane`` gives."""
+        options = {key: value for key, value in self.options.items() if key.lower() not in ("grayflag", "lane")}
+        options.update(side_options(lane))
         frame = self.spark.readStream.format(GraymqDataSource.name()).options(**options).load()
-        writes_gray = self._writes_gray(gray)
-        writer = self._sink(self.pipeline(frame, writes_gray), writes_gray)
-        writer = writer.option("checkpointLocation", self.checkpoint(gray))
+        writes = self._writes_lane(lane)
+        writer = self._sink(self.pipeline(frame, side_mark(writes is not None, writes)), writes)
+        writer = writer.option("checkpointLocation", self.checkpoint(lane))
         query = (writer.trigger(**trigger) if trigger else writer).start()
-        log.info("spark job %s: %s query started", self.client_id, "gray" if gray else "normal")
+        log.info("spark job %s: %s query started", self.client_id, f"lane {lane}" if lane else "normal")
         return query
 
-    def _writes_gray(self, gray: bool | None = None) -> bool:
-        """The side of the writes of a query reading ``gray`` (default: the job's side): the job's side, or
-        with a producer group, the side that group's flag gives the job's producer (which declares ``gray``)."""
-        gray = self.gray if gray is None else gray
+    def _writes_lane(self, lane: str | None) -> str | None:
+        """The lane of the writes of a query reading ``lane`` (None: base): ``lane``, or with a producer group, the
+        lane that group's flag gives the job's producer (which declares ``lane``)."""
         if self.producer is None:
-            return gray
-        self.producer.declare(gray)
-        return bool(self.producer.side(gray))
+            return lane
+        self.producer.declare(lane)
+        return self.producer.side(lane)
 
-    def _sink(self, writer: Any, writes_gray: bool) -> Any:
-        """With a producer group: the sink sends on ``writes_gray`` in it, its tasks unregistered; reported now."""
+    def _sink(self, writer: Any, writes: str | None) -> Any:
+        """With a producer group: the sink sends in lane ``writes`` (None: base) in it, its tasks unregistered;
+        reported now."""
         if self.producer is None:
             return writer
-        if not self.producer.report_writing(writes_gray):
+        if not self.producer.report_writing(writes):
             log.warning("spark job %s: name server unreachable; the heartbeat will report the side", self.client_id)
-        return (writer.option("producerGroup", self.producer_group).option("grayFlag", str(writes_gray).lower())
-                .option("registerProducer", "false"))
+        writer = writer.option("producerGroup", self.producer_group).option("registerProducer", "false")
+        for key, value in side_options(writes).items():
+            writer = writer.option(key, value)
+        return writer
 
     def _stop_query(self) -> None:
         """Stop the query between micro-batches: one interrupted inside the sink spills Java stack traces.

@@ -2,14 +2,14 @@
 
 The job consumes one group (its consumer side, ``SparkMember``) and writes through the ``graymq`` sink in a
 producer group; as graymq's own client does for a service that consumes group A and produces in group B, the
-two sides follow their own group. The side of the job's writes is ``gray_side.send_side`` with the job's
-consumer side as the propagated mark: a gray job writes gray while its producer group's release lets it (the
-switch on, marks honoured, or the producer's own flag gray); once a promote's producer step or
+two sides follow their own group. The lane of the job's writes is ``gray_side.send_lane`` with the job's
+consumer lane as the propagated mark: a job in a lane writes in it while its producer group's release lets it (the
+switch on, marks honoured, or the producer's own lane that one); once a promote's producer step or
 ``graymq gray flag PGROUP CLIENT off`` gives this producer an explicit normal flag, its writes go normal even
-while the job still reads the gray queues (its drain then writes normal too: the upstream release is over).
+while the job still reads its lane's queues (its drain then writes normal too: the upstream release is over).
 
-The job declares its consumer side (gray while gray or draining, normal after the flip) as the producer's
-flag, so ``gray status PGROUP`` shows the job with its side. What the producer reports is the side of the
+The job declares its consumer lane (while in it or draining it, none after the flip) as the producer's
+lane, so ``gray status PGROUP`` shows the job with its side. What the producer reports is the side of the
 query that is writing (``writing``), not the flag it was just told: a promote waits until the job has
 restarted its query on the normal side, so no gray row follows a "normal" report. The tasks send with
 ``registerProducer=false`` on the side decided here.
@@ -21,38 +21,43 @@ from collections.abc import Mapping
 from typing import Any
 
 from graymq.client.producer import Producer
-from graymq.core.gray_side import send_side
+from graymq.core.gray_side import send_lane
+from graymq.core.queue_layout import GRAY_LANE
 
 
 class JobProducer(Producer):
     """Registered as role ``producer`` with the job's client id and labels; sends nothing itself."""
 
-    def __init__(self, group: str, nameserver: str, *, client_id: str, labels: Mapping[str, str], gray: bool,
+    def __init__(self, group: str, nameserver: str, *, client_id: str, labels: Mapping[str, str], lane: str | None,
                  token: str | None, heartbeat_interval_s: float) -> None:
-        super().__init__(group, nameserver, client_id=client_id, labels=dict(labels), gray=gray, token=token,
+        super().__init__(group, nameserver, client_id=client_id, labels=dict(labels), gray=lane is not None,
+                         lane=None if lane == GRAY_LANE else lane, token=token,
                          heartbeat_interval_s=heartbeat_interval_s)
-        self.writing = gray  # the side of the running query's writes (what is reported)
+        self.writing = lane  # the lane of the running query's writes (None: base; what is reported)
 
-    def side(self, job_gray: bool) -> bool:
-        """The side the job's writes take now, for a job consuming on ``job_gray``."""
-        return send_side(self.gray, None, job_gray, marks_honoured=self.gray_marks, gray_switch=self.gray_switch)
+    def side(self, job_lane: str | None) -> str | None:
+        """The lane the job's writes take now (None: base), for a job consuming in ``job_lane``."""
+        return send_lane(self.lane or self.gray, None, job_lane or False, marks_honoured=self.gray_marks,
+                         gray_switch=self.gray_switch)
 
-    async def declare(self, gray: bool) -> None:
-        """Declare the job's consumer side as this producer's flag when it changed (a flag set on it still wins)."""
-        if gray == self.membership.declared_gray:
+    async def declare(self, lane: str | None) -> None:
+        """Declare the job's consumer lane as this producer's when it changed (a flag set on it still wins)."""
+        declared = (True if lane == GRAY_LANE else lane) if lane else False
+        if declared == self.membership.declared_gray:
             return
-        self.membership.declared_gray = gray
-        self.gray = gray
+        self.membership.declared_gray = declared
+        self.gray, self.lane = lane is not None, None if lane == GRAY_LANE else lane
         self.membership.changed()
         await self.membership.beat()
 
-    async def report_writing(self, gray: bool) -> bool:
-        """The query now writes on ``gray``: report it at once; False when no name server heard it."""
-        self.writing = gray
+    async def report_writing(self, lane: str | None) -> bool:
+        """The query now writes in ``lane`` (None: base): report it at once; False when no name server heard it."""
+        self.writing = lane
         self.membership.changed()
         return await self.membership.beat() is not None
 
     def _report(self) -> dict[str, Any]:
         report = super()._report()
-        gray = self.writing and self.started
-        return {**report, "gray": gray, "state": "GRAY" if gray else "NORMAL", "gray_marks": self.gray_marks and gray}
+        lane = self.writing if self.started else None
+        return {**report, "gray": lane is not None, "state": "GRAY" if lane else "NORMAL", "lane": lane,
+                "gray_marks": self.gray_marks and lane is not None}

@@ -1,7 +1,8 @@
 """A Spark job's client in the name server: role ``spark``, labels, flag, state and queues; heartbeats on the driver.
 
-The heartbeat answer carries the job's desired flag (explicit flag, else gray rules on its
-labels, else the flag it declared) and the group's gray switch; ``StreamingJob`` acts on them.
+The heartbeat answer carries the job's desired lane (explicit flag, else rules on its labels, else the lane or flag
+it declared; None: base) and the group's gray switch; ``StreamingJob`` acts on them. The heartbeat declares the
+job's lane and reports the lane it is in.
 """
 
 from __future__ import annotations
@@ -13,19 +14,21 @@ from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.spark.options import SourceOptions
 from graymq.client.spark.planner import job_queues
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol.membership import ClientState
 
 log = logging.getLogger(__name__)
 
 
 class SparkMember:
-    """A registered PullConsumer (role ``spark``) whose report is the job's side, state and queue set."""
+    """A registered PullConsumer (role ``spark``) whose report is the job's lane, state and queue set."""
 
     def __init__(self, options: SourceOptions, *, labels: Mapping[str, str], client_id: str | None = None,
                  heartbeat_interval_s: float = 2.0, token: str | None = None) -> None:
         self.options = options
         self.consumer = PullConsumer(options.group, options.nameserver, client_id=client_id, gray=options.gray,
-                                     labels=dict(labels), role="spark", heartbeat_interval_s=heartbeat_interval_s,
+                                     lane=options.lane, labels=dict(labels), role="spark",
+                                     heartbeat_interval_s=heartbeat_interval_s,
                                      token=token if token is not None else options.token)
 
     @property
@@ -33,8 +36,9 @@ class SparkMember:
         return self.consumer.client_id
 
     @property
-    def desired_gray(self) -> bool:
-        return self.consumer.desired_gray
+    def desired_lane(self) -> str | None:
+        """The lane the name server says the job should be in (``gray``: today's gray side); None: base."""
+        return self.consumer.desired_lane
 
     @property
     def gray_switch(self) -> bool:
@@ -49,18 +53,21 @@ class SparkMember:
         """Stop heartbeating and unregister: the controller stops counting the job at once."""
         await self.consumer.stop()
 
-    async def report(self, gray: bool, state: ClientState) -> bool:
-        """Report this flag and state now; False when no name server heard it (the heartbeat loop retries)."""
-        self.consumer.gray, self.consumer.state = gray, state
+    async def report(self, lane: str | None, state: ClientState) -> bool:
+        """Report this lane (None: base) and state now; False when no name server heard it (the heartbeat loop
+        retries)."""
+        self.consumer.gray, self.consumer.state = lane is not None, state
+        self.consumer.lane = None if lane == GRAY_LANE else lane
         await self._refresh_queues()
         self.consumer.membership.changed()  # answers to earlier reports (say, desired gray) are stale now
         return await self.consumer.membership.beat() is not None
 
-    async def gray_backlog(self) -> int | None:
-        """What the group has not committed in the gray queues of the job's topics; None when a broker is down."""
+    async def gray_backlog(self, lane: str) -> int | None:
+        """What the group has not committed in the queues of ``lane``'s slot of the job's topics; None when a broker
+        is down."""
         try:
             queues = await gray_backlog(self.consumer.brokers, self.consumer.routes, self.options.group,
-                                        self.options.topics)
+                                        self.options.topics, lane=lane)
         except BacklogUnavailable as exc:
             log.info("spark job %s: %s", self.client_id, exc.message)
             return None
@@ -69,5 +76,5 @@ class SparkMember:
     async def _refresh_queues(self) -> None:
         queues = []
         for topic in self.options.topics:
-            queues += job_queues(await self.consumer.route(topic), self.consumer.gray, self.consumer.gray_switch)
+            queues += job_queues(await self.consumer.route(topic), self.consumer.in_lane, self.consumer.gray_switch)
         self.consumer.queues = queues

@@ -40,18 +40,21 @@ def read_range(options: SourceOptions, part: InputPartition) -> Iterator[pa.Reco
     An offset below the queue's minimum (aged out by retention) fails the task rather than
     skipping silently; a range end the broker does not reach within ``STALL_TIMEOUT_S`` too. A
     damaged record is skipped, not fatal: the pull consumer logs it at ERROR with its topic, queue
-    and offset and counts it (``skipped_records``), and the rest of the range is read.
+    and offset and counts it (``skipped_records``), and the rest of the range is read. Pulls carry the job's lane,
+    and a base job's pull of a lane's queue says it was adopted, as the brokers' lane isolation asks.
     """
     if not isinstance(part, QueueRange):  # Spark's placeholder when the queue set is empty
         return
     mq = part.queue
-    consumer = SyncPullConsumer(options.group, options.nameserver, gray=options.gray, register=False)
+    consumer = SyncPullConsumer(options.group, options.nameserver, gray=options.gray, lane=options.lane,
+                                register=False)
     try:
+        adopted = options.in_lane is None and consumer.route(mq.topic).is_gray(mq)  # a base job reading a lane's queue
         offset = part.start
         stalled_since: float | None = None
         while offset < part.end:
             result = consumer.pull(mq, offset, min(options.pull_batch_size, part.end - offset), options.expression,
-                                   NO_NEW_MSG_WAIT_S if stalled_since is not None else 0.0)
+                                   NO_NEW_MSG_WAIT_S if stalled_since is not None else 0.0, adopted)
             if result.status is PullStatus.OFFSET_ILLEGAL:
                 raise OffsetIllegalError(f"{mq}: offset {offset} is outside [{result.min_offset}, "
                                          f"{result.max_offset}) (aged out by retention?)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from graymq.client.spark.options import checked_options, parse_bool, positive_int
+from graymq.client.spark.options import checked_options, parse_bool, parse_side, positive_int, side_mark
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.names import check_topic_name
 
@@ -18,7 +18,7 @@ BATCH_MAX_MESSAGES = 256
 BATCH_MAX_BYTES = 1 << 20
 # Spark's own options that reach the sink: the query's checkpoint (streaming) and the save path (unused).
 _SPARK = {"checkpointlocation", "path"}
-_KNOWN = {"nameserver", "token", "topic", "grayflag", "producergroup", "batchmaxmessages", "batchmaxbytes",
+_KNOWN = {"nameserver", "token", "topic", "grayflag", "lane", "producergroup", "batchmaxmessages", "batchmaxbytes",
           "sendtimeoutms", "retrytimes", "writeid", "registerproducer", *_SPARK}
 
 
@@ -30,6 +30,9 @@ class SinkOptions:
     topic             the target topic, unless the rows carry a ``topic`` column (which then wins)
     grayFlag          true: write to the gray queues; false (default): the normal ones
                       (or the Spark conf ``spark.graymq.grayFlag``, read with ``with_conf_gray_flag``)
+    lane              write to the queues of this lane's slot (docs/lanes.md; its first write takes a slot);
+                      ``gray`` is ``grayFlag=true``; refused with ``grayFlag=false`` (or the conf
+                      ``spark.graymq.lane``); empty: none
     producerGroup     the producer group the writing tasks report as (default ``SPARK_SINK``)
     batchMaxMessages  messages per send request (default 256) ...
     batchMaxBytes     ... or body bytes (default 1 MiB), whichever comes first
@@ -47,6 +50,7 @@ class SinkOptions:
     nameserver: str
     topic: str | None = None
     gray: bool = False
+    lane: str | None = None  # with ``gray``: the lane (None: ``gray``)
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_max_messages: int = BATCH_MAX_MESSAGES
     batch_max_bytes: int = BATCH_MAX_BYTES
@@ -55,6 +59,11 @@ class SinkOptions:
     write_id: str | None = None
     register_producer: bool = True
     token: str | None = field(default=None, repr=False)
+
+    @property
+    def side(self) -> bool | str:
+        """The side of the writes: False base, True the ``gray`` lane, else the lane's name."""
+        return side_mark(self.gray, self.lane)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -68,8 +77,9 @@ class SinkOptions:
         retry_times = raw.get("retrytimes", "2")
         if not retry_times.isdigit():
             raise ConfigError(f"option retryTimes={retry_times!r} must be an integer >= 0")
+        gray, lane = parse_side(raw)
         return cls(
-            nameserver=nameserver, topic=topic, gray=parse_bool("grayFlag", raw.get("grayflag", "false")),
+            nameserver=nameserver, topic=topic, gray=gray, lane=lane,
             producer_group=group,
             batch_max_messages=positive_int("batchMaxMessages", raw.get("batchmaxmessages", str(BATCH_MAX_MESSAGES))),
             batch_max_bytes=positive_int("batchMaxBytes", raw.get("batchmaxbytes", str(BATCH_MAX_BYTES))),

@@ -70,15 +70,15 @@ class TaskIdentity:
 
 
 class SinkProducer:
-    """The task's producer (registered in ``producerGroup`` on the task's side unless ``registerProducer`` is false)
-    under the task's producer id."""
+    """The task's producer (registered in ``producerGroup`` on the task's side, base or its lane, unless
+    ``registerProducer`` is false) under the task's producer id."""
 
     def __init__(self, options: SinkOptions, identity: TaskIdentity) -> None:
         self.options = options
         self.producer = Producer(options.producer_group, options.nameserver, client_id=new_client_id("spark-sink"),
-                                 gray=options.gray, token=options.token, retry_times=options.retry_times,
-                                 send_timeout_s=options.send_timeout_s, auto_batch=False,
-                                 register=options.register_producer)
+                                 gray=options.gray, lane=options.lane, token=options.token,
+                                 retry_times=options.retry_times, send_timeout_s=options.send_timeout_s,
+                                 auto_batch=False, register=options.register_producer)
         self.producer.producer_id = identity.producer_id
 
     async def start(self) -> None:
@@ -88,16 +88,17 @@ class SinkProducer:
         await self.producer.stop()
 
     async def candidates(self, topic: str) -> list[MessageQueue]:
-        """The queues of the task's side in ``topic``, in route order (the same on every attempt)."""
+        """The queues of the task's side (base, or its lane's slot) in ``topic``, in route order (the same on every
+        attempt)."""
         route = await self.producer.routes.get(topic)
         try:
-            return self.producer.selector.candidates(route, self.options.gray, self.producer.gray_switch)
+            return self.producer.selector.candidates(route, self.options.side, self.producer.gray_switch)
         except LaneSlotError as missing:  # the job's lane writes to the topic first: it takes a slot
             route = await route_with_slot(self.producer.nameserver, self.producer.routes, missing)
-            return self.producer.selector.candidates(route, self.options.gray, self.producer.gray_switch)
+            return self.producer.selector.candidates(route, self.options.side, self.producer.gray_switch)
 
     async def send(self, mq: MessageQueue, messages: list[Message], sequence: int, msg_ids: list[str]) -> int:
-        return len(await self.producer.send_batch_to(mq, messages, sequence, gray=self.options.gray, msg_ids=msg_ids))
+        return len(await self.producer.send_batch_to(mq, messages, sequence, gray=self.options.side, msg_ids=msg_ids))
 
 
 @dataclass

@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
         add_timeout_arg(q, default=DEFAULT.timeout_s, help=f"give up after S seconds (default: {DEFAULT.timeout_s:g})")
         q.add_argument("--json", action="store_true", help="print the report as JSON")
         q.add_argument("--lane", type=lane_name, default=GRAY_LANE, metavar="NAME",
-                       help="the lane to end (default: gray, today's gray side); other lanes run on untouched")
+                       help="the lane to end, in every stage with --then (default: gray); other lanes run on")
         if name == "rollback":
             mode = q.add_mutually_exclusive_group()
             mode.add_argument("--drain", dest="mode", action="store_const", const="drain",

@@ -2,6 +2,7 @@
 runbooks/pipeline.py).
 
 ``--producer-group`` belongs to the group named before it: GROUP's until the first ``--then``, then that stage's.
+``--lane`` applies to every stage: each promotes or rolls back that lane alone.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ async def run(ns: Any, args: argparse.Namespace) -> int:
     stages = [PipelineStage(args.group, tuple(args.producer_group or ())),
               *(PipelineStage(group, tuple(producer_groups)) for group, producer_groups in args.then)]
     kind = CutoverKind(args.gray_command)
-    runner = PipelineRunner(ns, stages, kind, cutover_policy(args))
+    runner = PipelineRunner(ns, stages, kind, cutover_policy(args), lane=args.lane)
     try:
         report = await until_interrupted(runner.run())
     except Interrupted as exc:
@@ -71,7 +72,8 @@ async def run(ns: Any, args: argparse.Namespace) -> int:
         for number, result in enumerate(report.results, 1):
             for line in cutover_lines(result, f"stage {number}/{len(report.stages)}: "):
                 print(line)
-        print(f"pipeline {kind} {report.state}: done: {_names(report.groups_done)}; not done: "
+        lane = f" of lane {args.lane}" if args.lane != "gray" else ""
+        print(f"pipeline {kind}{lane} {report.state}: done: {_names(report.groups_done)}; not done: "
               f"{_names(report.groups_left)}")
     return 0 if not report.groups_left else 1
 

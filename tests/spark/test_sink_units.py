@@ -30,6 +30,17 @@ def test_options_defaults_case_and_errors() -> None:
             SinkOptions.parse(bad)
 
 
+def test_the_lane_option_names_the_side_of_the_writes() -> None:
+    assert SinkOptions.parse({"nameserver": NS, "LANE": "v3"}).side == "v3"
+    assert SinkOptions.parse({"nameserver": NS, "lane": "gray"}).side is True
+    assert SinkOptions.parse({"nameserver": NS, "grayFlag": "true", "lane": ""}).side is True
+    assert SinkOptions.parse({"nameserver": NS}).side is False
+    for bad, error in [({"grayFlag": "false", "lane": "v3"}, r"^options grayFlag=false and lane='v3' contradict"),
+                       ({"lane": "v3!"}, r"^option lane: invalid lane name 'v3!'")]:
+        with pytest.raises(ConfigError, match=error):
+            SinkOptions.parse({"nameserver": NS, **bad})
+
+
 def test_columns_are_found_by_name_and_rows_become_messages() -> None:
     schema = StructType([
         StructField("extra", StringType()), StructField("body", StringType()), StructField("tags", StringType()),

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import doctest
 
 import pytest
 
 from graymq.client.message import MessageQueue
 from graymq.client.spark.offsets import cap_offsets, from_json, to_json
-from graymq.client.spark.options import SourceOptions, with_conf_gray_flag
-from graymq.client.spark.planner import Planner, job_queues
+from graymq.client.spark.options import SourceOptions, side_options, with_conf_gray_flag
+from graymq.client.spark.planner import GroupLanes, Planner, job_queues
 from graymq.client.spark.schema import ARROW_SCHEMA, to_record_batch
 from graymq.core.route import BrokerData, TopicRoute
+from graymq.nameserver_api.lane_records import GroupLane
 from graymq.protocol.errors import ConfigError, RequestTimeoutError
 from graymq.protocol.record import MessageExt, make_properties
 
@@ -55,6 +57,37 @@ class FakeSpark:
         self.conf = FakeConf(values)
 
 
+def test_the_lane_option_names_the_jobs_lane_and_gray_is_the_gray_flag():
+    assert SourceOptions.parse({**BASE, "Lane": " v3 "}).in_lane == "v3"
+    gray = SourceOptions.parse({**BASE, "lane": "gray"})
+    assert gray == SourceOptions.parse({**BASE, "grayFlag": "true"}) and gray.in_lane == "gray"
+    assert SourceOptions.parse({**BASE, "grayFlag": "true", "lane": "v3"}).in_lane == "v3"
+    assert SourceOptions.parse({**BASE, "lane": ""}).in_lane is None, "empty: no lane"
+    assert SourceOptions.parse({**BASE, **side_options("v3")}).in_lane == "v3"
+    assert SourceOptions.parse({**BASE, **side_options(False)}).in_lane is None
+
+
+@pytest.mark.parametrize("options, message", [
+    ({**BASE, "grayFlag": "false", "lane": "v3"}, r"^options grayFlag=false and lane='v3' contradict each other"),
+    ({**BASE, "lane": "v 3"}, r"^option lane: invalid lane name 'v 3'"),
+    ({**BASE, "lane": "v3/x"}, r"^option lane: invalid lane name 'v3/x'"),
+])
+def test_a_lane_with_gray_flag_false_or_a_bad_lane_name_is_one_line(options, message):
+    with pytest.raises(ConfigError, match=message) as refused:
+        SourceOptions.parse(options)
+    assert "\n" not in str(refused.value)
+
+
+def test_spark_conf_lane_applies_only_when_the_options_name_no_side():
+    spark = FakeSpark({"spark.graymq.lane": "v3"})
+    assert SourceOptions.parse(with_conf_gray_flag(spark, BASE)).in_lane == "v3"
+    assert SourceOptions.parse(with_conf_gray_flag(spark, {**BASE, "grayFlag": "false"})).in_lane is None
+    assert SourceOptions.parse(with_conf_gray_flag(spark, {**BASE, "LANE": "v2"})).in_lane == "v2"
+    both = FakeSpark({"spark.graymq.lane": "v3", "spark.graymq.grayFlag": "false"})
+    with pytest.raises(ConfigError, match="contradict"):
+        SourceOptions.parse(with_conf_gray_flag(both, BASE))
+
+
 def test_spark_conf_gray_flag_applies_only_when_the_option_is_absent():
     spark = FakeSpark({"spark.graymq.grayFlag": "on"})
     assert with_conf_gray_flag(spark, BASE)["grayFlag"] == "true"
@@ -82,11 +115,41 @@ def test_read_limit_is_shared_over_the_queues_and_never_exceeded():
 def test_queue_sets_follow_the_gray_layout_and_the_switch():
     route = TopicRoute("T", (BrokerData("broker-a", "h:1", 6, 2), BrokerData("broker-b", "h:2", 4, 0)))
     ids = lambda queues: [(mq.broker_name, mq.queue_id) for mq in queues]  # noqa: E731
-    assert ids(job_queues(route, True, True)) == [("broker-a", 0), ("broker-a", 5)]
-    assert ids(job_queues(route, False, True)) == [("broker-a", q) for q in (1, 2, 3, 4)] + [
+    assert ids(job_queues(route, "gray", True)) == [("broker-a", 0), ("broker-a", 5)]
+    assert ids(job_queues(route, None, True)) == [("broker-a", q) for q in (1, 2, 3, 4)] + [
         ("broker-b", q) for q in range(4)]
-    assert len(job_queues(route, False, False)) == 10, "switch off: the normal side owns every queue"
-    assert ids(job_queues(route, True, False)) == [("broker-a", 0), ("broker-a", 5)]
+    assert len(job_queues(route, None, False)) == 10, "switch off: the normal side owns every queue"
+    assert ids(job_queues(route, "gray", False)) == [("broker-a", 0), ("broker-a", 5)]
+
+
+LANE_ROUTE = TopicRoute("T", (BrokerData("broker-a", "h:1", 10, 2, lane_slots=3),), (("v2", 0), ("v3", 1)))
+
+
+def queue_ids(queues: list[MessageQueue]) -> list[int]:
+    return [mq.queue_id for mq in queues]
+
+
+def test_a_lane_job_reads_its_lanes_slot_only_and_nobody_reads_a_free_slot():
+    # 10 queues, 2 per slot, 3 slots: base 1-4, slot 0 (v2) 0 and 5, slot 1 (v3) 6-7, slot 2 (free) 8-9
+    assert queue_ids(job_queues(LANE_ROUTE, "v3", True)) == [6, 7]
+    assert queue_ids(job_queues(LANE_ROUTE, "v2", True)) == [0, 5]
+    assert queue_ids(job_queues(LANE_ROUTE, "gray", True)) == [], "the gray lane holds no slot of this topic"
+    assert queue_ids(job_queues(LANE_ROUTE, None, True)) == [1, 2, 3, 4], "v2 and v3 held (their default policy)"
+    assert queue_ids(job_queues(LANE_ROUTE, "v3", False)) == [6, 7], "switch off: a lane job keeps to its slot"
+    assert queue_ids(job_queues(LANE_ROUTE, None, False)) == list(range(10))
+
+
+def test_a_base_job_adopts_a_lane_without_consumers_in_the_group_as_a_base_consumer_would():
+    lanes = [GroupLane("v2", ("p1 (producer)",), False, "adopt", None, {"T": 0}),
+             GroupLane("v3", ("job-v3 (spark)",), True, "hold", None, {"T": 1})]
+    adopting = GroupLanes.of(lanes)
+    assert adopting.present == {"v3"}, "a producer in v2 is no consumer of it"
+    assert queue_ids(job_queues(LANE_ROUTE, None, True, adopting)) == [0, 1, 2, 3, 4, 5]
+    assert queue_ids(job_queues(LANE_ROUTE, "v3", True, adopting)) == [6, 7]
+    v2_consumed = GroupLanes.of([GroupLane("v2", ("c1 (consumer)",), False, "adopt", None, {"T": 0}), *lanes[1:]])
+    assert queue_ids(job_queues(LANE_ROUTE, None, True, v2_consumed)) == [1, 2, 3, 4], "v2 has a consumer: not adopted"
+    held = GroupLanes.of([GroupLane("v3", (), True, "hold", None, {"T": 1}), *lanes[:1]])
+    assert queue_ids(job_queues(LANE_ROUTE, None, True, held)) == [0, 1, 2, 3, 4, 5], "v3 orphaned but held"
 
 
 def test_arrow_batch_matches_the_schema_spark_checks():
@@ -127,3 +190,46 @@ def test_a_broker_that_does_not_answer_holds_its_queues_and_is_committed_later()
         assert asyncio.run(planner.commit({A0: 5, B10: 7})) == {A0: 5}
     finally:
         asyncio.run(real.stop())
+
+
+class SlotRoutes:
+    """Routes of T: a cached one without v3's slot, and what the name server says (v3 holding slot 1 once taken)."""
+
+    def __init__(self, taken: bool) -> None:
+        self.taken, self.taken_by_planner = taken, False
+        self.cached = TopicRoute("T", LANE_ROUTE.brokers, (("v2", 0),))
+
+    async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
+        if refresh:
+            self.cached = LANE_ROUTE if self.taken else self.cached
+        return self.cached
+
+    async def take_lane_slot(self, topic: str, lane: str) -> None:
+        self.taken = self.taken_by_planner = True
+
+
+class SlotConsumer:
+    def __init__(self, routes: SlotRoutes) -> None:
+        self.routes = self.nameserver = routes
+
+    async def route(self, topic: str) -> TopicRoute:
+        return await self.routes.get(topic)
+
+
+@pytest.mark.parametrize("taken_by_heartbeat", [True, False])
+def test_a_lane_job_whose_cached_route_lacks_its_slot_reads_it_again_and_takes_it_only_when_none_is_held(
+        taken_by_heartbeat):
+    planner = Planner(SourceOptions.parse({**BASE, "lane": "v3"}))
+    real, routes = planner.consumer, SlotRoutes(taken_by_heartbeat)
+    planner.consumer = SlotConsumer(routes)  # type: ignore[assignment]
+    try:
+        assert queue_ids(asyncio.run(planner.queues())) == [6, 7]
+        assert routes.taken_by_planner is not taken_by_heartbeat
+    finally:
+        asyncio.run(real.stop())
+
+
+def test_option_doctests() -> None:
+    from graymq.client.spark import options
+
+    assert doctest.testmod(options).failed == 0

@@ -3,15 +3,19 @@ done and not done, and every invalid combination refused in one line with exit 2
 
 from __future__ import annotations
 
+import asyncio
 import doctest
 
 import pytest
 
 from graymq.gray_controller.cli import build_parser, main
 from graymq.gray_controller.cli.pipeline_cmd import cutover_lines
+from graymq.nameserver_api.client import ConflictError
+from graymq.nameserver_api.records import CutoverRecord
 from graymq.protocol.errors import ConfigError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState
 from graymq.runbooks import pipeline
+from graymq.runbooks.cutover import CutoverReport
 from graymq.runbooks.pipeline import PipelineReport, PipelineStage, check_stages
 
 NOWHERE = "http://127.0.0.1:9"  # nothing listens: a request would fail with exit 1, not 2
@@ -85,3 +89,56 @@ def test_a_stage_refused_before_its_operation_started_prints_one_line() -> None:
 
 def test_doctests() -> None:
     assert doctest.testmod(pipeline).failed == 0
+
+
+def test_lane_applies_to_every_stage_of_a_pipeline() -> None:
+    args = parse("promote", "STAGE", "--lane", "v3", "--then", "SINK")
+    assert (args.lane, args.then) == ("v3", [("SINK", [])])
+    assert parse("promote", "STAGE", "--then", "SINK").lane == "gray"
+
+
+class FakeNameServer:
+    """Every group known; the running operations of each group as listed."""
+
+    def __init__(self, running: dict[str, list[CutoverRecord]]) -> None:
+        self.running = running
+
+    async def get_group(self, group: str) -> None:
+        return None
+
+    async def list_cutovers(self, group: str, state: str | None = None) -> list[CutoverRecord]:
+        return self.running.get(group, [])
+
+
+def running_op(lane: str, kind: str = "rollback") -> CutoverRecord:
+    return CutoverRecord.from_json({"id": 7, "group": "SINK", "kind": kind, "mode": "drain", "producer_groups": [],
+                                    "state": "RUNNING", "step": "drain", "result": None, "started_by": "ops",
+                                    "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                                    "finished_at": None, "lane": lane})
+
+
+def test_each_stage_runs_the_cutover_of_the_pipelines_lane(monkeypatch) -> None:
+    lanes: list[tuple[str, str]] = []
+
+    class Runner:
+        def __init__(self, ns: object, group: str, policy: object, progress: object, *, lane: str) -> None:
+            self.group = group
+            lanes.append((group, lane))
+
+        async def promote(self) -> CutoverReport:
+            return CutoverReport(1, CutoverKind.PROMOTE, CutoverMode.DRAIN, self.group, state=CutoverState.SUCCEEDED)
+
+        async def close(self) -> None:
+            return None
+
+    monkeypatch.setattr(pipeline, "CutoverRunner", Runner)
+    ns = FakeNameServer({"SINK": [running_op("v2")]})  # another lane's rollback is no conflict
+    runner = pipeline.PipelineRunner(ns, [PipelineStage("STAGE"), PipelineStage("SINK")],  # type: ignore[arg-type]
+                                     CutoverKind.PROMOTE, lane="v3")
+    report = asyncio.run(runner.run())
+    assert lanes == [("STAGE", "v3"), ("SINK", "v3")]
+    assert report.to_json()["lane"] == "v3" and report.groups_done == ["STAGE", "SINK"]
+    ns.running["SINK"].append(running_op("v3"))
+    with pytest.raises(ConflictError, match="rollback .* #7 is running on SINK"):
+        asyncio.run(pipeline.PipelineRunner(ns, [PipelineStage("STAGE"), PipelineStage("SINK")],  # type: ignore[arg-type]
+                                            CutoverKind.PROMOTE, lane="v3").run())

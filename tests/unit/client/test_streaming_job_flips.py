@@ -78,32 +78,37 @@ class FakeSpark:
 
 
 class FakeMember:
-    """The job's name server client: the desired flag and switch it learnt, what the job reported."""
+    """The job's name server client: the desired lane and switch it learnt, what the job reported, the lanes whose
+    backlog it read."""
 
     client_id = "job-1"
 
-    def __init__(self, desired_gray: bool, backlogs: list[int | None], *, gray_switch: bool = True,
+    def __init__(self, desired_lane: str | None, backlogs: list[int | None], *, gray_switch: bool = True,
                  on_backlog: Callable[[FakeMember], None] | None = None) -> None:
-        self.desired_gray, self.gray_switch = desired_gray, gray_switch
+        self.desired_lane, self.gray_switch = desired_lane, gray_switch
         self.backlogs, self.on_backlog = backlogs, on_backlog
-        self.reports: list[tuple[bool, ClientState]] = []
+        self.reports: list[tuple[str | None, ClientState]] = []
+        self.backlogs_read: list[str] = []
 
-    def report(self, gray: bool, state: ClientState) -> bool:
-        self.reports.append((gray, state))
+    def report(self, lane: str | None, state: ClientState) -> bool:
+        self.reports.append((lane, state))
         return True
 
-    def gray_backlog(self) -> int | None:
+    def gray_backlog(self, lane: str) -> int | None:
+        self.backlogs_read.append(lane)
         if self.on_backlog is not None:
             self.on_backlog(self)
         return self.backlogs.pop(0)
 
 
-def running_job(gray: bool, member: FakeMember, drain_timeout_s: float = 60.0) -> tuple[StreamingJob, FakeSpark]:
+def running_job(lane: str | None, member: FakeMember, drain_timeout_s: float = 60.0
+                ) -> tuple[StreamingJob, FakeSpark]:
     spark = FakeSpark()
-    job = StreamingJob(spark, {**OPTIONS, "grayFlag": str(gray).lower()}, lambda frame, side: FakeWriter(spark, side),
-                       "/ckpt", drain_timeout_s=drain_timeout_s)
+    side = {"lane": lane} if lane else {}
+    job = StreamingJob(spark, {**OPTIONS, **side}, lambda frame, side: FakeWriter(spark, side), "/ckpt",
+                       drain_timeout_s=drain_timeout_s)
     job.member = member
-    job.query = job._start_query(gray, job.trigger)
+    job.query = job._start_query(lane, job.trigger)
     return job, spark
 
 
@@ -114,9 +119,9 @@ def streaming(spark: FakeSpark) -> FakeQuery:
 
 
 def test_gray_to_normal_drains_until_the_gray_backlog_is_zero_then_reports_normal() -> None:
-    job, spark = running_job(True, FakeMember(False, [3, 0]))
+    job, spark = running_job("gray", FakeMember(None, [3, 0]))
     job.poll()
-    assert job.member.reports == [(True, ClientState.DRAINING), (False, ClientState.NORMAL)]
+    assert job.member.reports == [("gray", ClientState.DRAINING), (None, ClientState.NORMAL)]
     assert job.gray_state.state is ClientState.NORMAL and not job.gray
     assert [q.trigger for q in spark.queries[1:-1]] == [{"availableNow": True}] * 2
     assert not spark.queries[0].isActive and streaming(spark).checkpoint == "/ckpt/normal"
@@ -124,11 +129,11 @@ def test_gray_to_normal_drains_until_the_gray_backlog_is_zero_then_reports_norma
 
 def test_desired_gray_again_during_the_drain_abandons_it_and_restarts_the_gray_query() -> None:
     def operator_rolls_back(member: FakeMember) -> None:
-        member.desired_gray = True
+        member.desired_lane = "gray"
 
-    job, spark = running_job(True, FakeMember(False, [5], on_backlog=operator_rolls_back))
+    job, spark = running_job("gray", FakeMember(None, [5], on_backlog=operator_rolls_back))
     job.poll()
-    assert job.member.reports == [(True, ClientState.DRAINING), (True, ClientState.GRAY)]
+    assert job.member.reports == [("gray", ClientState.DRAINING), ("gray", ClientState.GRAY)]
     assert job.gray_state.state is ClientState.GRAY
     assert streaming(spark).checkpoint == "/ckpt/gray"
     job.poll()  # desired and effective flag agree now
@@ -136,27 +141,56 @@ def test_desired_gray_again_during_the_drain_abandons_it_and_restarts_the_gray_q
 
 
 def test_a_drain_timeout_leaves_the_job_gray_and_the_next_poll_drains_again() -> None:
-    member = FakeMember(False, [5, 0])
-    job, spark = running_job(True, member, drain_timeout_s=-1.0)
-    with pytest.raises(DrainTimeoutError, match="5 gray messages left"):
+    member = FakeMember(None, [5, 0])
+    job, spark = running_job("gray", member, drain_timeout_s=-1.0)
+    with pytest.raises(DrainTimeoutError, match="5 messages of lane gray left"):
         job.poll()
-    assert member.reports == [(True, ClientState.DRAINING), (True, ClientState.GRAY)]
+    assert member.reports == [("gray", ClientState.DRAINING), ("gray", ClientState.GRAY)]
     assert job.gray_state.state is ClientState.GRAY and streaming(spark).checkpoint == "/ckpt/gray"
     job.drain_timeout_s = 60.0
     job.poll()
-    assert member.reports[2:] == [(True, ClientState.DRAINING), (False, ClientState.NORMAL)]
+    assert member.reports[2:] == [("gray", ClientState.DRAINING), (None, ClientState.NORMAL)]
 
 
 def test_with_the_gray_switch_off_the_flip_to_normal_drains_nothing() -> None:
-    job, spark = running_job(True, FakeMember(False, [], gray_switch=False))
+    job, spark = running_job("gray", FakeMember(None, [], gray_switch=False))
     job.poll()
-    assert job.member.reports == [(True, ClientState.DRAINING), (False, ClientState.NORMAL)]
+    assert job.member.reports == [("gray", ClientState.DRAINING), (None, ClientState.NORMAL)]
     assert len(spark.queries) == 2 and streaming(spark).checkpoint == "/ckpt/normal"
 
 
 def test_normal_to_gray_stops_the_normal_query_and_starts_the_gray_one() -> None:
-    job, spark = running_job(False, FakeMember(True, []))
+    job, spark = running_job(None, FakeMember("gray", []))
     job.poll()
-    assert job.member.reports == [(True, ClientState.GRAY)]
+    assert job.member.reports == [("gray", ClientState.GRAY)]
     assert job.gray_state.state is ClientState.GRAY and job.gray
     assert not spark.queries[0].isActive and streaming(spark).checkpoint == "/ckpt/gray"
+
+
+def test_a_lane_job_drains_its_own_lane_then_joins_the_next_lane_through_normal() -> None:
+    member = FakeMember("v2", [4, 0])
+    job, spark = running_job("v3", member)
+    assert streaming(spark).checkpoint == "/ckpt/v3" and job.lane == "v3"
+    job.poll()  # v3 drained first: the job is normal a moment
+    assert member.reports == [("v3", ClientState.DRAINING), (None, ClientState.NORMAL)]
+    assert member.backlogs_read == ["v3", "v3"], "only the job's own lane's backlog decides its drain"
+    assert streaming(spark).checkpoint == "/ckpt/normal"
+    job.poll()
+    assert member.reports[2:] == [("v2", ClientState.GRAY)] and job.lane == "v2"
+    assert streaming(spark).checkpoint == "/ckpt/v2"
+
+
+def test_a_lane_job_wanted_back_in_its_lane_during_the_drain_abandons_it() -> None:
+    def back_to_v3(member: FakeMember) -> None:
+        member.desired_lane = "v3"
+
+    job, spark = running_job("v3", FakeMember(None, [5], on_backlog=back_to_v3))
+    job.poll()
+    assert job.member.reports == [("v3", ClientState.DRAINING), ("v3", ClientState.GRAY)]
+    assert job.lane == "v3" and streaming(spark).checkpoint == "/ckpt/v3"
+
+
+def test_the_pipeline_is_given_the_side_of_its_writes_true_for_the_gray_lane() -> None:
+    """``True`` for gray, as before lanes (a pipeline passing it on as ``grayFlag`` keeps working), else the lane."""
+    sides = {lane: running_job(lane, FakeMember(lane, []))[1].queries[-1].gray for lane in ("gray", "v3", None)}
+    assert sides == {"gray": True, "v3": "v3", None: False}

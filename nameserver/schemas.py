@@ -423,6 +423,8 @@ class LaneState(BaseModel):
     orphan_policy: OrphanPolicy
     taking_part: bool = Field(description="a rule or flag of the group names the lane, or one of its clients has "
                               "been in it since it began (an all-groups rule alone does not count)")
+    weight: int = Field(default=0, description="percent of each topic's base queues the lane's consumers take "
+                        "(docs/lanes.md; the gray lane's is the group's gray_weight)")
 
 
 class ClientHeartbeatResponse(BaseModel):
@@ -653,6 +655,7 @@ class GroupLaneView(BaseModel):
     orphan_policy: OrphanPolicy
     orphan_policy_override: OrphanPolicy | None = None
     slots: dict[str, int] = Field(description="topic -> the slot the lane holds on it")
+    weight: int = Field(default=0, description="percent of each topic's base queues the lane's consumers take")
 
 
 class TopicLanes(BaseModel):

@@ -274,6 +274,7 @@ class LaneService:
         self.audit.record(actor=actor, object_type="lane", object_id=lane, action="set_weight", group=group.name,
                           before={"weight": before}, after={"weight": body.weight}, reason=body.reason)
         self.session.commit()
+        self.session.expire_all()  # the lane rows read before the upsert are stale
         return self._view(group, lane)
 
     def _view(self, group: Group, lane: str) -> GroupLaneView:

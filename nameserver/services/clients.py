@@ -40,6 +40,7 @@ from graymq.nameserver.services.views import (
 )
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import mark_changed
+from graymq.protocol.operations import PAST_WEIGHT_STEPS
 
 log = logging.getLogger(__name__)
 
@@ -200,10 +201,12 @@ class ClientService:
         )
 
     def _frozen_producer_groups(self) -> set[str]:
-        """The producer groups a RUNNING promote or rollback covers: their producers honour no gray mark."""
+        """The producer groups a RUNNING promote or rollback covers (a rollout's too, once past its weight steps):
+        their producers honour no gray mark."""
         running = self.session.scalars(select(CutoverOperation).where(
-            CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback")))).all()
-        return {name for operation in running for name in operation.producer_groups or ()}
+            CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback", "rollout")))).all()
+        return {name for operation in running if operation.kind != "rollout" or operation.step in PAST_WEIGHT_STEPS
+                for name in operation.producer_groups or ()}
 
     def _answer(self, group: Group, client: Client, context: AnswerContext) -> ClientHeartbeatResponse:
         """Marks are honoured only while the switch is on, no RUNNING promote or rollback covers the producer group

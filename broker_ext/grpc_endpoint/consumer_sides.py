@@ -63,6 +63,8 @@ class BrokerView:
     backlog: Callable[[str, str], list[pb.QueueBacklog]]  # (group, topic)
     graymq_gray_clients: Callable[[str], int]  # group -> its gray push consumers on this broker
     in_flight: Callable[[str, str, int], int] = lambda group, topic, queue_id: 0
+    # (group, topic) -> the base queues graymq consumers of lanes other than gray hold by their lanes' weights
+    lane_shares: Callable[[str, TopicConfig], frozenset[int]] = lambda group, config: frozenset()
 
 
 @dataclass(slots=True)
@@ -158,9 +160,12 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return self._receivable(consumer, config)
 
     def _receivable(self, consumer: StockConsumer, config: TopicConfig) -> frozenset[int]:
+        """The queues a stock consumer receives from; a base one not those another lane's graymq consumers hold by
+        their lane's weight (a stock consumer is in ``gray`` or base: docs/lanes.md)."""
         side = Side(consumer.gray, consumer.retired, self._group_has_gray(consumer.group))
-        return receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
-                                    lane_slots=config.lane_slots, lanes=config.lanes)
+        ids = receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
+                                   lane_slots=config.lane_slots, lanes=config.lanes)
+        return ids if consumer.gray else ids - self.broker.lane_shares(consumer.group, config)
 
     def _group_has_gray(self, group: str) -> bool:
         return self.broker.graymq_gray_clients(group) > 0 or any(

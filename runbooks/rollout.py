@@ -77,7 +77,11 @@ class RolloutReport(CutoverReport):
         return OUTCOMES[self.state]
 
     def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "outcome": self.outcome}
+        """The report; ``lane`` only for a lane other than ``gray`` (a rollout without lanes reads as before)."""
+        data = {**super().to_json(), "outcome": self.outcome}
+        if data["lane"] == GRAY_LANE:
+            del data["lane"]
+        return data
 
 
 class RolloutRunner(CutoverRunner):
@@ -252,10 +256,10 @@ class RolloutRunner(CutoverRunner):
             await self.nameserver.set_lane_weight(self.group, self.lane, weight, f"lane {self.lane}: {why}")
 
     def _health_by_client(self, status: GroupStatus) -> dict[str, Any]:
-        """The consumers' health reports; rolling out a lane other than ``gray``, of the lane's consumers and the
-        base ones only (their "gray" side is the lane's)."""
+        """The health reports of the rolled-out lane's consumers and the base ones (their "gray" side is the lane's;
+        other lanes' consumers are left out)."""
         return {c.client_id: c.health for c in status.clients if c.role == "consumer"
-                and (self.lane == GRAY_LANE or c.in_lane in (None, self.lane))}
+                and c.in_lane in (None, self.lane)}
 
     async def _rollback(self, report: RolloutReport) -> None:
         """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""

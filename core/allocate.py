@@ -104,8 +104,8 @@ class AllocateMessageQueueGray:
     client of the lane (``hold``) or go to the base clients (``adopt``). Weights hand a lane with at least one
     client in the group the base queues ``weighted_lane`` names for it (a consumer-only canary; without
     ``weighted_lane``, those ``is_weighted`` names go to the ``gray`` lane); a lane without a client leaves its
-    share to the base clients. Each
-    side's queues, whatever their kind, are split in one go, so the totals of a side's clients differ by at most one.
+    share to the base clients. Each side's queues, whatever their kind, are split in one go, so the totals of a
+    side's clients differ by at most one.
 
     Example (TOPIC_V_ORDER, 6 queues, 2 gray → 0 and 5; v1a v1b normal, v2a v2b gray):
     v2a → q0, v2b → q5, v1a → q1 q2, v1b → q3 q4.

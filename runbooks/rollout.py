@@ -124,12 +124,8 @@ class RolloutRunner(CutoverRunner):
             passed = await self._abortable_steps(report)
             report.phase = RolloutPhase(self.rollout_policy.then) if passed else RolloutPhase.ROLLBACK
         self._restart_clock()
-        if report.phase == RolloutPhase.ROLLBACK and self.lane != GRAY_LANE:
-            await self._set_weight(0, f"rollout #{report.operation_id} rolled back")
-            await self._rollback_steps(report)
-            report.state = CutoverState.ABORTED
-        elif report.phase == RolloutPhase.ROLLBACK:
-            await self._rollback(report)
+        if report.phase == RolloutPhase.ROLLBACK:
+            await (self._rollback(report) if self.lane == GRAY_LANE else self._rollback_lane(report))
             report.state = CutoverState.ABORTED
         elif report.phase == RolloutPhase.PROMOTE:
             await self._step(report, CutoverStep.PROMOTE)
@@ -260,6 +256,17 @@ class RolloutRunner(CutoverRunner):
         other lanes' consumers are left out)."""
         return {c.client_id: c.health for c in status.clients if c.role == "consumer"
                 and c.in_lane in (None, self.lane)}
+
+    async def _rollback_lane(self, report: RolloutReport) -> None:
+        """A lane other than ``gray``: its weight 0 at once, then the lane's rollback (its producers base, its
+        consumers draining its queues); other lanes and the group's settings are left as they are."""
+        await self._step(report, CutoverStep.ROLLBACK)
+        await self._set_weight(0, f"rollout #{report.operation_id} rolled back")
+        reason = report.message
+        self.progress.note(f"rolling back lane {self.lane}: weight 0, its consumers drain — {reason}")
+        await self._rollback_steps(report)
+        if report.message != reason:  # the consumers left in the lane, safe to stop
+            report.message = f"{reason}; {report.message}"
 
     async def _rollback(self, report: RolloutReport) -> None:
         """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""

@@ -101,9 +101,11 @@ class AllocateMessageQueueGray:
     nobody consumes); without it, ``is_gray`` queues are the ``gray`` lane's. With ``gray_switch`` off every queue is
     base and every client takes part. A lane with no client in the group is an orphan: by its policy
     (``lane_policies``; the ``gray`` lane's default is ``orphan_policy``, another's ``hold``) its queues wait for a
-    client of the lane (``hold``) or go to the base clients (``adopt``). With a ``weight`` and at least one client
-    of the ``gray`` lane, the base queues ``is_weighted`` names go to that lane too (a consumer-only canary). Each
-    side's queues, whatever their kind, are split in one go, so the totals of a side's clients differ by at most one.
+    client of the lane (``hold``) or go to the base clients (``adopt``). Weights hand a lane with at least one
+    client in the group the base queues ``weighted_lane`` names for it (a consumer-only canary; without
+    ``weighted_lane``, those ``is_weighted`` names go to the ``gray`` lane); a lane without a client leaves its
+    share to the base clients. Each side's queues, whatever their kind, are split in one go, so the totals of a
+    side's clients differ by at most one.
 
     Example (TOPIC_V_ORDER, 6 queues, 2 gray → 0 and 5; v1a v1b normal, v2a v2b gray):
     v2a → q0, v2b → q5, v1a → q1 q2, v1b → q3 q4.
@@ -119,13 +121,14 @@ class AllocateMessageQueueGray:
         is_weighted: Callable[[MessageQueue], bool] = lambda mq: False,
         lane_of: Callable[[MessageQueue], str | None] | None = None,
         lane_policies: Mapping[str, OrphanPolicy] | None = None,
+        weighted_lane: Callable[[MessageQueue], str | None] | None = None,
     ) -> None:
         for policy in (orphan_policy, *(lane_policies or {}).values()):
             if policy not in ORPHAN_POLICIES:
                 raise ConfigError(f"orphan_policy must be 'hold' or 'adopt', got {policy!r}")
         self.is_gray = is_gray
         self.lane_of = lane_of or (lambda mq: GRAY_LANE if is_gray(mq) else None)
-        self.is_weighted = is_weighted
+        self.weighted_lane = weighted_lane or (lambda mq: GRAY_LANE if is_weighted(mq) else None)
         self.base = base or AllocateMessageQueueAveragely()
         self.orphan_policy: OrphanPolicy = orphan_policy
         self.lane_policies = dict(lane_policies or {})
@@ -154,11 +157,12 @@ class AllocateMessageQueueGray:
                 sides[lane] = lane_queues
             elif self.policy(lane) == "adopt":
                 adopted += lane_queues
-        if GRAY_LANE in sides:
-            weighted = [mq for mq in base if self.is_weighted(mq)]
-            sides[GRAY_LANE] = sorted(sides[GRAY_LANE] + weighted)
-            base = [mq for mq in base if mq not in weighted]
-        sides[None] = sorted(base + adopted)
+        kept: list[MessageQueue] = []
+        for mq in base:
+            lane = self.weighted_lane(mq)
+            (sides[lane] if lane is not None and lane in sides else kept).append(mq)
+        sides = {side: sorted(side_queues) for side, side_queues in sides.items()}
+        sides[None] = sorted(kept + adopted)
         return sides
 
     def sides(self, queues: Sequence[MessageQueue], has_gray_clients: bool

@@ -9,6 +9,8 @@ consumer's rebalance quadratic in the topic's queues.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from types import MappingProxyType
 
 
 def gray_queue_ids(queue_nums: int, gray_queue_nums: int) -> tuple[int, ...]:
@@ -160,3 +162,36 @@ def lane_weighted_ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, we
     """``weighted_queue_ids`` over the base queues of a topic with ``lane_slots`` slots (the appended slots are not
     base queues, so the weighted ids are the same whatever the slot count)."""
     return weighted_queue_ids(base_queue_nums(queue_nums, gray_queue_nums, lane_slots), gray_queue_nums, weight)
+
+
+def lane_weight_shares(queue_nums: int, gray_queue_nums: int, lane_slots: int,
+                       weights: tuple[tuple[str, int], ...]) -> Mapping[int, str]:
+    """Which lane each weighted base queue of one broker goes to (queue id -> lane), for ``weights`` as (lane,
+    percent) pairs. The shares are disjoint: ``gray`` first, then the other lanes by name, each lane takes
+    ``weighted_count(base, weight)`` of the base queues the lanes before it left (fewer when fewer are left),
+    spread evenly over them. ``gray`` alone takes exactly ``lane_weighted_ids``; the shares depend on the weights
+    only (not on which lanes have consumers), so every client and the broker compute the same.
+
+    >>> dict(lane_weight_shares(8, 2, 1, (("v3", 50), ("gray", 50))))   # base ids 1..6: gray 2 4 6, v3 the rest
+    {2: 'gray', 4: 'gray', 6: 'gray', 1: 'v3', 3: 'v3', 5: 'v3'}
+    >>> dict(lane_weight_shares(8, 2, 1, (("v3", 20), ("v2", 20))))   # v2 one of 1..6, v3 one of what is left
+    {4: 'v2', 3: 'v3'}
+    """
+    for lane, weight in weights:
+        if not 0 <= weight <= 100:
+            raise ValueError(f"weight of lane {lane} must be 0..100, got {weight}")
+    ordered = tuple(sorted(((lane, w) for lane, w in weights if w), key=lambda p: (p[0] != GRAY_LANE, p[0])))
+    return _shares(base_queue_nums(queue_nums, gray_queue_nums, lane_slots), gray_queue_nums, ordered)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shares(base_nums: int, gray_queue_nums: int, ordered: tuple[tuple[str, int], ...]) -> Mapping[int, str]:
+    left = _normal_ids(base_nums, gray_queue_nums)
+    total = len(left)
+    shares: dict[int, str] = {}
+    for lane, weight in ordered:
+        k = min(weighted_count(total, weight), len(left))
+        taken = {left[(2 * i + 1) * len(left) // (2 * k)] for i in range(k)}
+        shares.update((q, lane) for q in sorted(taken))
+        left = tuple(q for q in left if q not in taken)
+    return MappingProxyType(shares)  # cached: read-only

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.core.message_queue import MessageQueue
-from graymq.core.queue_layout import GRAY_LANE, lane_weighted_ids, slot_of_queue
+from graymq.core.queue_layout import GRAY_LANE, lane_weight_shares, lane_weighted_ids, slot_of_queue
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -102,6 +102,15 @@ class TopicRoute:
         broker = self.broker(mq.broker_name)
         return broker is not None and mq.queue_id in lane_weighted_ids(broker.queue_nums, broker.gray_queue_nums,
                                                                        broker.lane_slots, weight)
+
+    def weighted_lane(self, mq: MessageQueue, weights: tuple[tuple[str, int], ...]) -> str | None:
+        """The lane whose weight (``weights``: (lane, percent) pairs) gives it the base queue ``mq``
+        (``core.queue_layout.lane_weight_shares``, per broker as the broker computes it); None: no lane's."""
+        broker = self.broker(mq.broker_name)
+        if broker is None or not weights:
+            return None
+        return lane_weight_shares(broker.queue_nums, broker.gray_queue_nums, broker.lane_slots,
+                                  weights).get(mq.queue_id)
 
     def split(self, queues: list[MessageQueue]) -> tuple[list[MessageQueue], list[MessageQueue]]:
         """(gray, normal) partition of ``queues`` by this route's layout."""

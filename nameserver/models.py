@@ -248,13 +248,15 @@ class LaneSlot(Base):
 
 
 class GroupLane(Base):
-    """A group's record of one lane: its orphan policy override (``NULL``: the default) and since when it takes
-    part in the lane through a client of its own (``joined_at``; ``NULL``: not through a client)."""
+    """A group's record of one lane: its orphan policy override (``NULL``: the default), since when it takes
+    part in the lane through a client of its own (``joined_at``; ``NULL``: not through a client) and its weight
+    (percent of each topic's base queues the lane's consumers take; the ``gray`` lane's is ``Group.gray_weight``)."""
 
     __tablename__ = "group_lanes"
     __table_args__ = (
         UniqueConstraint("group_id", "lane"),
         CheckConstraint(_one_of("orphan_policy", ORPHAN_POLICIES), name="orphan_policy"),
+        CheckConstraint("weight >= 0 AND weight <= 100", name="weight_range"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -262,6 +264,7 @@ class GroupLane(Base):
     lane: Mapped[str] = mapped_column(String(NAME_LENGTH))
     orphan_policy: Mapped[str | None] = mapped_column(String(16), nullable=True)
     joined_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    weight: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
 
 class CutoverOperation(Base):

@@ -425,12 +425,25 @@ class QueueCounts(BaseModel):
         return data
 
 
+def _without_zero_weight(data: dict[str, Any]) -> dict[str, Any]:
+    """A lane's JSON without ``weight`` when it is 0: a group without weights per lane answers as before them."""
+    if not data.get("weight"):
+        data.pop("weight", None)
+    return data
+
+
 class LaneState(BaseModel):
     """How a group treats one lane's queues when none of its consumers is in that lane."""
 
     orphan_policy: OrphanPolicy
     taking_part: bool = Field(description="a rule or flag of the group names the lane, or one of its clients has "
                               "been in it since it began (an all-groups rule alone does not count)")
+    weight: int = Field(default=0, description="percent of each topic's base queues the lane's consumers take "
+                        "(docs/lanes.md; the gray lane's is the group's gray_weight); shown when above 0")
+
+    @model_serializer(mode="wrap")
+    def _no_weight_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_zero_weight(handler(self))
 
 
 class ClientHeartbeatResponse(BaseModel):
@@ -670,6 +683,12 @@ class GroupLaneView(BaseModel):
     orphan_policy: OrphanPolicy
     orphan_policy_override: OrphanPolicy | None = None
     slots: dict[str, int] = Field(description="topic -> the slot the lane holds on it")
+    weight: int = Field(default=0, description="percent of each topic's base queues the lane's consumers take; "
+                        "shown when above 0 (an answer without weights reads as before)")
+
+    @model_serializer(mode="wrap")
+    def _no_weight_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_zero_weight(handler(self))
 
 
 class TopicLanes(BaseModel):

@@ -356,6 +356,12 @@ class NameServerClient:
         return GroupLane.from_json(await self.request("PUT", f"/v1/groups/{group}/lanes/{lane}/orphan-policy",
                                                       json={"policy": policy, "reason": reason}, admin=True))
 
+    async def set_lane_weight(self, group: str, lane: str, weight: int, reason: str = "") -> GroupLane:
+        """The percent (0..100) of each topic's base queues the group's consumers of ``lane`` take (``gray``: the
+        group's weight); ``ConflictError`` when the group's lanes' weights would add up to more than 100 %."""
+        return GroupLane.from_json(await self.request("PUT", f"/v1/groups/{group}/lanes/{lane}/weight",
+                                                      json={"weight": weight, "reason": reason}, admin=True))
+
     async def take_lane_slot(self, topic: str, lane: str) -> TopicLanes:
         """``lane`` takes a slot of the topic (idempotent); ``ConflictError`` with the one-line refusal when full.
         A producer of the topic may, as may an admin (sent with the client token, as reads are)."""

@@ -56,12 +56,13 @@ class LaneRule:
 class GroupLane:
     """One lane as a group sees it (``/v1/groups/{group}/lanes``): its live clients in the lane (``ID (ROLE)``),
     whether the group takes part, what it does with the lane's queues no consumer of the lane serves (and the
-    override set for it, if any), and the slot the lane holds per topic.
+    override set for it, if any), the slot the lane holds per topic, and its weight (percent of each topic's base
+    queues its consumers take; absent in an answer from before weights per lane: 0).
 
     >>> lane = GroupLane.from_json({"lane": "v3", "clients": ["c1 (consumer)"], "taking_part": True,
-    ...     "orphan_policy": "hold", "orphan_policy_override": None, "slots": {"T": 1}})
-    >>> lane.slots, lane.to_json()["clients"]
-    ({'T': 1}, ['c1 (consumer)'])
+    ...     "orphan_policy": "hold", "orphan_policy_override": None, "slots": {"T": 1}, "weight": 20})
+    >>> lane.slots, lane.weight, lane.to_json()["clients"]
+    ({'T': 1}, 20, ['c1 (consumer)'])
     """
 
     lane: str
@@ -70,17 +71,19 @@ class GroupLane:
     orphan_policy: OrphanPolicy
     orphan_policy_override: OrphanPolicy | None
     slots: dict[str, int]
+    weight: int = 0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GroupLane:
         return cls(lane=data["lane"], clients=tuple(data["clients"]), taking_part=bool(data["taking_part"]),
                    orphan_policy=data["orphan_policy"], orphan_policy_override=data.get("orphan_policy_override"),
-                   slots={topic: int(slot) for topic, slot in data["slots"].items()})
+                   slots={topic: int(slot) for topic, slot in data["slots"].items()},
+                   weight=int(data.get("weight") or 0))
 
     def to_json(self) -> dict[str, Any]:
         return {"lane": self.lane, "clients": list(self.clients), "taking_part": self.taking_part,
                 "orphan_policy": self.orphan_policy, "orphan_policy_override": self.orphan_policy_override,
-                "slots": dict(self.slots)}
+                "slots": dict(self.slots), "weight": self.weight}
 
 
 @dataclass(frozen=True)

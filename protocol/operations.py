@@ -93,6 +93,11 @@ class CutoverStep(StrEnum):
     DONE = "done"
 
 
+PAST_WEIGHT_STEPS = frozenset({CutoverStep.PROMOTE, CutoverStep.ROLLBACK, CutoverStep.PRODUCERS, CutoverStep.DRAIN,
+                               CutoverStep.ADOPT, CutoverStep.VERIFY})
+"""The steps of a rollout past its weight steps: it promotes or rolls back, so its producer groups honour no marks."""
+
+
 def weight_step(index: int, steps: int, weight: int) -> str:
     """The step text of a rollout checking weight ``weight`` %, its step ``index`` (0-based) of ``steps``.
 

@@ -139,13 +139,11 @@ class CutoverRunner:
         report.gray_backlog = status.gray_backlog
         if report.gray_consumers_left or status.gray_backlog:
             raise CutoverFailed("verification failed: gray clients or gray backlog left", report.to_json())
-        if self.lane == GRAY_LANE:
-            await self.nameserver.set_weight(self.group, 0, "promote done: the next release starts unweighted")
+        await self._clear_weight("promote done: the next release starts unweighted")
         await self._give_back_slots(report, status)
 
     async def _rollback_steps(self, report: CutoverReport) -> None:
-        if self.lane == GRAY_LANE:
-            await self.nameserver.set_weight(self.group, 0, "rollback: no more normal traffic to the gray side")
+        await self._clear_weight("rollback: no more normal traffic to the gray side")
         await self._timed(report, CutoverStep.PRODUCERS, self._stop_gray_producers(report))
         for producer_group in self.producer_groups:
             if producer_group != self.group:  # the group's own rules keep its gray consumers gray
@@ -182,6 +180,14 @@ class CutoverRunner:
         elsewhere = {client.in_lane, client.wanted_lane} - {None, self.lane}
         return self.lane == GRAY_LANE and not elsewhere and (client.explicit_gray is not False
                                                              or self._may_send(client))
+
+    async def _clear_weight(self, why: str) -> None:
+        """The lane's weight back to 0 (``gray``: the group's; another lane's only when it has one, so a lane that
+        was never weighted leaves no record)."""
+        if self.lane == GRAY_LANE:
+            await self.nameserver.set_weight(self.group, 0, why)
+        elif any(lane.lane == self.lane and lane.weight for lane in await self.nameserver.group_lanes(self.group)):
+            await self.nameserver.set_lane_weight(self.group, self.lane, 0, f"lane {self.lane}: {why}")
 
     async def _set_orphan_policy(self, policy: str) -> None:
         """The group's orphan policy for the lane (``gray``: the group's own; another lane: its override, cleared

@@ -61,11 +61,12 @@ class LaneStatus:
     taking_part: bool
     orphan_policy: str
     state: str  # consuming | draining | held | adopted | off: see ``lane_state``
+    weight: int = 0  # percent of each topic's base queues the lane's consumers take (docs/lanes.md)
 
     def to_json(self) -> dict[str, Any]:
         return {"lane": self.lane, "clients": list(self.clients), "queues": [str(mq) for mq in self.queues],
                 "backlog": self.backlog, "lag": self.lag, "taking_part": self.taking_part,
-                "orphan_policy": self.orphan_policy, "state": self.state}
+                "orphan_policy": self.orphan_policy, "state": self.state, "weight": self.weight}
 
 
 def lane_state(switch: bool, consumer_states: Sequence[str], orphan_policy: str) -> str:
@@ -268,7 +269,7 @@ class GroupInspector:
             result.append(LaneStatus(
                 lane.lane, lane.clients, queues, None if any(mq in queues for mq in unknown) else backlog,
                 None if any(side(mq) == lane.lane for mq in unknown) else lag, lane.taking_part,
-                lane.orphan_policy, lane_state(status.gray_switch, states, lane.orphan_policy)))
+                lane.orphan_policy, lane_state(status.gray_switch, states, lane.orphan_policy), lane.weight))
         return result
 
     async def weighted_queues(self, gray_clients: list[ClientRecord]) -> list[WeightedQueue]:

@@ -19,6 +19,11 @@ they run on), orphan policy ``adopt`` (the normal consumers take the gray queues
 them whatever v2 failed), gray producers made normal; done once every gray consumer is retired holding nothing and
 the gray backlog is 0. The retired consumers are listed as safe to stop; the orphan policy stays ``adopt`` and the
 gray side stays retired until the next rollout starts (or ``graymq gray retire GROUP --off``).
+
+A rollout of another lane (``lane``, docs/lanes.md) steps that lane's weight, judges that lane's consumers against
+the base consumers (other lanes' figures are left out) and promotes or rolls back that lane alone: its rollback is
+the lane's weight 0 and the lane's rollback (its producers made base, its consumers draining its queues). Other
+lanes, their weights and the group's settings are untouched.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.client.backlog import BacklogUnavailable
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.health import failure_rate, since
 from graymq.protocol.membership import ClientState
@@ -60,6 +66,7 @@ class RolloutReport(CutoverReport):
     failed_in_a_row: int = 0
     phase: RolloutPhase = RolloutPhase.STEPS
     safe_to_stop: list[str] = field(default_factory=list)  # retired gray consumers after a rollback
+    lane: str = GRAY_LANE  # the lane rolled out
 
     RESUMED_FIELDS = (*CutoverReport.RESUMED_FIELDS, "policy", "checks", "step_index", "failed_in_a_row", "phase")
 
@@ -70,7 +77,11 @@ class RolloutReport(CutoverReport):
         return OUTCOMES[self.state]
 
     def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "outcome": self.outcome}
+        """The report; ``lane`` only for a lane other than ``gray`` (a rollout without lanes reads as before)."""
+        data = {**super().to_json(), "outcome": self.outcome}
+        if data["lane"] == GRAY_LANE:
+            del data["lane"]
+        return data
 
 
 class RolloutRunner(CutoverRunner):
@@ -81,8 +92,8 @@ class RolloutRunner(CutoverRunner):
 
     def __init__(self, nameserver: NameServerClient, group: str, rollout_policy: RolloutPolicy,
                  policy: CutoverPolicy | None = None, progress: Progress | None = None,
-                 hooks: RunbookHooks | None = None) -> None:
-        super().__init__(nameserver, group, policy, progress, hooks)
+                 hooks: RunbookHooks | None = None, *, lane: str = GRAY_LANE) -> None:
+        super().__init__(nameserver, group, policy, progress, hooks, lane=lane)
         self.rollout_policy = rollout_policy
         self.past_steps = False  # the weight steps ended: an abort no longer rolls back
         self._holding: str | None = None  # the last "holding weight" line printed
@@ -104,6 +115,7 @@ class RolloutRunner(CutoverRunner):
             self.rollout_policy = RolloutPolicy(**report.policy)  # a resumed rollout goes on as it started
             self.progress.note(f"resuming with the recorded steps {list(self.rollout_policy.steps)} and thresholds")
         report.policy = self.rollout_policy.to_json()
+        report.lane = self.lane
         return await self._run(report, self._rollout_steps)  # type: ignore[no-any-return]
 
     async def _rollout_steps(self, report: RolloutReport) -> None:
@@ -113,7 +125,7 @@ class RolloutRunner(CutoverRunner):
             report.phase = RolloutPhase(self.rollout_policy.then) if passed else RolloutPhase.ROLLBACK
         self._restart_clock()
         if report.phase == RolloutPhase.ROLLBACK:
-            await self._rollback(report)
+            await (self._rollback(report) if self.lane == GRAY_LANE else self._rollback_lane(report))
             report.state = CutoverState.ABORTED
         elif report.phase == RolloutPhase.PROMOTE:
             await self._step(report, CutoverStep.PROMOTE)
@@ -132,8 +144,9 @@ class RolloutRunner(CutoverRunner):
             raise CutoverFailed(f"gray Spark jobs in {self.group} ({', '.join(spark)}) take no weight: use "
                                 "graymq gray promote/rollback", report.to_json())
         if not status.gray_clients(("consumer",)):
-            raise CutoverFailed(f"{self.group} has no live gray consumer: nothing to canary", report.to_json())
-        if status.gray_retired:
+            raise CutoverFailed(f"{self.group} has no live {self._side} consumer: nothing to canary",
+                                report.to_json())
+        if status.gray_retired and self.lane == GRAY_LANE:
             await self.nameserver.set_retired(self.group, False, f"rollout #{report.operation_id} starts")
             self.progress.note("the gray side was retired: it consumes again")
 
@@ -141,12 +154,12 @@ class RolloutRunner(CutoverRunner):
         """The group's status once a live gray consumer (or a retired one) is in it, or when the wait is over."""
         wait_s = self.policy.wait_for_gray_s
         deadline = time.monotonic() + wait_s
-        status = await self.inspector.status(self.group, with_backlog=False)
+        status = await self.inspector.status(self.group, with_backlog=False, lane=self.lane)
         if not status.gray_clients(("consumer",)) and wait_s > 0:
-            self.progress.note(f"waiting up to {wait_s:g} s for a gray consumer of {self.group}")
+            self.progress.note(f"waiting up to {wait_s:g} s for a {self._side} consumer of {self.group}")
         while not status.gray_clients(("consumer",)) and time.monotonic() < deadline:
             await asyncio.sleep(self.policy.check_poll_s)
-            status = await self.inspector.status(self.group, with_backlog=False)
+            status = await self.inspector.status(self.group, with_backlog=False, lane=self.lane)
         return status
 
     async def _abortable_steps(self, report: RolloutReport) -> bool:
@@ -172,8 +185,7 @@ class RolloutRunner(CutoverRunner):
         steps = self.rollout_policy.steps
         while report.step_index < len(steps):
             weight = steps[report.step_index]
-            await self.nameserver.set_weight(self.group, weight, f"rollout #{report.operation_id} step "
-                                             f"{report.step_index + 1}/{len(steps)}")
+            await self._set_weight(weight, f"rollout #{report.operation_id} step {report.step_index + 1}/{len(steps)}")
             await self._step(report, weight_step(report.step_index, len(steps), weight))
             check = await self._check(report, weight)
             report.checks.append(check)
@@ -189,7 +201,7 @@ class RolloutRunner(CutoverRunner):
 
     async def _check(self, report: RolloutReport, weight: int) -> dict[str, Any]:
         """Wait one step interval, then judge the gray side on what both sides did meanwhile."""
-        before = _health_by_client(await self.inspector.status(self.group, with_backlog=False))
+        before = self._health_by_client(await self.inspector.status(self.group, with_backlog=False))
         started = time.monotonic()
         policy = self.rollout_policy
         total = math.ceil(policy.step_seconds)
@@ -206,7 +218,7 @@ class RolloutRunner(CutoverRunner):
             if self._holding:
                 self.progress.note(f"the brokers answer again: checking weight {weight}%")
                 self._holding = None
-            figures = since(before, _health_by_client(status))
+            figures = since(before, self._health_by_client(status))
             gray, normal = figures["gray"], figures["normal"]
             deliveries = int(gray["consumed"] + gray["failed"])
             if deliveries >= policy.min_messages:
@@ -227,6 +239,34 @@ class RolloutRunner(CutoverRunner):
             self.progress.note(line)
             self._holding = line
         await asyncio.sleep(self.policy.check_poll_s)
+
+    @property
+    def _side(self) -> str:
+        return "gray" if self.lane == GRAY_LANE else f"lane {self.lane}"
+
+    async def _set_weight(self, weight: int, why: str) -> None:
+        """The rolled-out lane's weight (``gray``: the group's)."""
+        if self.lane == GRAY_LANE:
+            await self.nameserver.set_weight(self.group, weight, why)
+        else:
+            await self.nameserver.set_lane_weight(self.group, self.lane, weight, f"lane {self.lane}: {why}")
+
+    def _health_by_client(self, status: GroupStatus) -> dict[str, Any]:
+        """The health reports of the rolled-out lane's consumers and the base ones (their "gray" side is the lane's;
+        other lanes' consumers are left out)."""
+        return {c.client_id: c.health for c in status.clients if c.role == "consumer"
+                and c.in_lane in (None, self.lane)}
+
+    async def _rollback_lane(self, report: RolloutReport) -> None:
+        """A lane other than ``gray``: its weight 0 at once, then the lane's rollback (its producers base, its
+        consumers draining its queues); other lanes and the group's settings are left as they are."""
+        await self._step(report, CutoverStep.ROLLBACK)
+        await self._set_weight(0, f"rollout #{report.operation_id} rolled back")
+        reason = report.message
+        self.progress.note(f"rolling back lane {self.lane}: weight 0, its consumers drain — {reason}")
+        await self._rollback_steps(report)
+        if report.message != reason:  # the consumers left in the lane, safe to stop
+            report.message = f"{reason}; {report.message}"
 
     async def _rollback(self, report: RolloutReport) -> None:
         """Take the traffic away from v2 at once, then make sure everything it held is consumed by v1."""
@@ -277,10 +317,6 @@ def _rolled_back(status: GroupStatus) -> bool:
     """Every gray consumer retired and holding nothing, and the gray backlog consumed."""
     gray = status.gray_clients(("consumer",))
     return all(c.state == ClientState.RETIRED and not c.queues for c in gray) and status.gray_backlog == 0
-
-
-def _health_by_client(status: GroupStatus) -> dict[str, Any]:
-    return {c.client_id: c.health for c in status.clients if c.role == "consumer"}
 
 
 def _check_line(index: int, steps: int, check: dict[str, Any]) -> str:

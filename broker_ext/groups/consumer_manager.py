@@ -40,7 +40,7 @@ class ConsumerManager:
             info = self.groups[data.group] = ConsumerGroupInfo(data.group)
         info.consume_model = data.consume_model
         info.consume_from_where = data.consume_from_where
-        switch_changed = info.set_gray_allocation(data.gray_switch, data.gray_weight)
+        switch_changed = info.set_gray_allocation(data.gray_switch, data.gray_weight, dict(data.lane_weights))
         subs = [SubscriptionData.from_pb(s) for s in data.subscriptions]
         changed = info.update_client(client_id, connection, data.gray_flag, subs, data.lane) or switch_changed
         if connection is not None:

@@ -15,12 +15,11 @@ brokers disagree), not of its last heartbeat.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 
 from graymq.broker_ext.topic_config import TopicConfig
-from graymq.core.queue_layout import GRAY_LANE, lane_weighted_ids
+from graymq.core.queue_layout import GRAY_LANE, lane_weight_shares
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.connection import Connection
 from graymq.protocol.constants import parse_sub_expression
@@ -80,6 +79,7 @@ class ConsumerGroupInfo:
     lane_subscription_tables: dict[str, dict[str, SubscriptionData]] = field(default_factory=dict)  # other lanes
     gray_switch: bool = False
     gray_weight: int = 0  # percent of each topic's base queues its ``gray`` lane consumes (while it has clients)
+    lane_weights: dict[str, int] = field(default_factory=dict)  # every other lane's weight, as ``gray_weight``
     gray_clients: int = 0  # clients in the ``gray`` lane
     lane_clients: dict[str, int] = field(default_factory=dict)  # lane -> its clients (``gray`` included)
     consume_model: int = pb.CLUSTERING
@@ -116,13 +116,23 @@ class ConsumerGroupInfo:
         self._rebuild_tables()
         return True
 
-    def set_gray_allocation(self, gray_switch: bool, gray_weight: int) -> bool:
-        """Apply the switch and weight a heartbeat carries; returns whether either changed."""
-        if (self.gray_switch, self.gray_weight) == (gray_switch, gray_weight):
+    def set_gray_allocation(self, gray_switch: bool, gray_weight: int,
+                            lane_weights: dict[str, int] | None = None) -> bool:
+        """Apply the switch and weights a heartbeat carries; returns whether any changed."""
+        lane_weights = {lane: w for lane, w in (lane_weights or {}).items() if w and lane != GRAY_LANE}
+        if (self.gray_switch, self.gray_weight, self.lane_weights) == (gray_switch, gray_weight, lane_weights):
             return False
-        self.gray_switch, self.gray_weight = gray_switch, gray_weight
+        self.gray_switch, self.gray_weight, self.lane_weights = gray_switch, gray_weight, lane_weights
         self.listing = None
         return True
+
+    @property
+    def weights(self) -> tuple[tuple[str, int], ...]:
+        """Every weighted lane's (lane, percent), ``gray``'s from ``gray_weight``, sorted."""
+        weights = dict(self.lane_weights)
+        if self.gray_weight:
+            weights[GRAY_LANE] = self.gray_weight
+        return tuple(sorted(weights.items()))
 
     def expired_clients(self, now: float, expiry_s: float) -> list[str]:
         return [c.client_id for c in self.clients.values() if now - c.last_heartbeat > expiry_s]
@@ -160,16 +170,14 @@ class ConsumerGroupInfo:
         self.lane_clients = counts
         self.gray_clients = counts.get(GRAY_LANE, 0)
 
-    def weighted_queues(self, config: TopicConfig) -> frozenset[int]:
-        """The base queues of ``config`` its ``gray`` lane consumes: none without a weight or a ``gray`` client."""
-        if not self.gray_switch or not self.gray_weight or not self.gray_clients:
-            return frozenset()
-        return weighted_ids(config.queue_nums, config.gray_queue_nums, config.lane_slots, self.gray_weight)
-
-
-@functools.lru_cache(maxsize=1024)
-def weighted_ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, weight: int) -> frozenset[int]:
-    return frozenset(lane_weighted_ids(queue_nums, gray_queue_nums, lane_slots, weight))
+    def weighted_queues(self, config: TopicConfig) -> dict[int, str]:
+        """The base queues of ``config`` a lane consumes by its weight (queue id -> lane), of the lanes with a
+        client in the group (``core.queue_layout.lane_weight_shares``); none while the switch is off."""
+        weights = self.weights
+        if not self.gray_switch or not weights:
+            return {}
+        shares = lane_weight_shares(config.queue_nums, config.gray_queue_nums, config.lane_slots, weights)
+        return {q: lane for q, lane in shares.items() if self.lane_clients.get(lane)}
 
 
 def _expressions(subs: dict[str, SubscriptionData]) -> dict[str, str]:

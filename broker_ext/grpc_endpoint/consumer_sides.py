@@ -67,6 +67,8 @@ class BrokerView:
     graymq_lanes: Callable[[str], frozenset[str]]  # group -> the lanes of its push consumers on this broker
     in_flight: Callable[[str, str, int], int] = lambda group, topic, queue_id: 0
     lanes_heard: Callable[[str, Mapping[str, int]], None] = lambda topic, lanes: None  # (topic, lane -> slot)
+    # (group, topic) -> the base queues graymq consumers of lanes other than gray hold by their lanes' weights
+    lane_shares: Callable[[str, TopicConfig], frozenset[int]] = lambda group, config: frozenset()
 
 
 @dataclass(slots=True)
@@ -168,9 +170,12 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return self._receivable(consumer, config)
 
     def _receivable(self, consumer: StockConsumer, config: TopicConfig) -> frozenset[int]:
+        """The queues a stock consumer receives from; a base one not those the group's graymq consumers of lanes other
+        than gray hold by their lane's weight (docs/lanes.md)."""
         side = Side(consumer.lane, consumer.retired, self._lanes_present(consumer.group))
-        return receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
-                                    lane_slots=config.lane_slots, lanes=config.lanes)
+        ids = receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
+                                   lane_slots=config.lane_slots, lanes=config.lanes)
+        return ids if consumer.lane is not None else ids - self.broker.lane_shares(consumer.group, config)
 
     def _lanes_present(self, group: str) -> frozenset[str]:
         """The lanes with a consumer of ``group`` on this broker (graymq's or stock ones not retired)."""

@@ -21,7 +21,8 @@ from graymq.broker_ext.grpc_endpoint.server import ConnectionLimits, GrpcEndpoin
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.pop.receipt import ReceiptSigner, load_secret
 from graymq.broker_ext.pop.service import PopService
-from graymq.broker_ext.topic_config import lane_pairs
+from graymq.broker_ext.topic_config import TopicConfig, lane_pairs
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.constants import PROPERTY_ORIGIN_MSG_ID, PROPERTY_RETRY_TOPIC
 from graymq.protocol.errors import GrayMQError
@@ -111,8 +112,13 @@ def consumer_sides(broker: BrokerController, settings: BrokerSettings, producers
             return frozenset()
         return frozenset(lane for lane, count in info.lane_clients.items() if count)
 
+    def lane_shares(group: str, config: TopicConfig) -> frozenset[int]:
+        info = broker.consumers.get(group)
+        weighted = info.weighted_queues(config) if info is not None else {}
+        return frozenset(q for q, lane in weighted.items() if lane != GRAY_LANE)
+
     view = BrokerView(broker.topics.get, broker.admin_processor.backlog, graymq_lanes,
-                      lanes_heard=producers.lanes_heard)
+                      lanes_heard=producers.lanes_heard, lane_shares=lane_shares)
     return ConsumerSides(settings.nameserver_urls, view, broker_name=broker.name, claim=producers.claim,
                          interval_s=settings.register_interval_s, expiry_s=settings.client_expiry_s,
                          budgets=producers.budgets, sessions=producers.registrations.sessions,

@@ -39,14 +39,14 @@ def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, r
     the base queues to base (normal) clients.
 
     A base client may pull a lane's queue only when its rebalance adopted it (the lane has no client in the group
-    and its orphan policy is ``adopt``). With a weight and a client of the ``gray`` lane, the weighted base queues
-    (``core.queue_layout.lane_weighted_ids``) belong to the ``gray`` lane too. The broker's lane map may lag the
+    and its orphan policy is ``adopt``). A lane with a weight and a client in the group holds its share of the base
+    queues too (``core.queue_layout.lane_weight_shares``). The broker's lane map may lag the
     name server's by a registration, so a lane client is refused only a slot the broker knows another lane holds:
     a slot it believes free, or any slot while it has heard no lane map, may be the client's own.
     """
     if group is None or not group.gray_switch:
         return
-    weighted = group.weighted_queues(config) if group.gray_weight else frozenset()
+    weighted = group.weighted_queues(config) if group.gray_weight or group.lane_weights else {}
     if not config.gray_queue_nums and not weighted:
         return
     lane = client_lane(req.gray_flag, req.lane)
@@ -54,7 +54,7 @@ def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, r
     if lane is None:
         _check_base_client(config, group, req, holder, weighted)
         return
-    if holder is None and not (lane == GRAY_LANE and req.queue_id in weighted):
+    if holder is None and weighted.get(req.queue_id) != lane:
         kind = "normal" if lane == GRAY_LANE else "base"
         raise GrayIsolationError(f"{side_name(lane)} client {req.client_id} of {req.consumer_group} may not pull "
                                  f"{kind} queue {req.queue_id} of {config.topic}")
@@ -64,8 +64,8 @@ def check_gray_isolation(config: TopicConfig, group: ConsumerGroupInfo | None, r
 
 
 def _check_base_client(config: TopicConfig, group: ConsumerGroupInfo, req: pb.PullRequest, holder: str | None,
-                       weighted: frozenset[int]) -> None:
-    """A base client's pull: not a lane's queue unless adopted, not a weighted queue of the ``gray`` lane."""
+                       weighted: dict[int, str]) -> None:
+    """A base client's pull: not a lane's queue unless adopted, not a base queue a lane holds by its weight."""
     who = f"normal client {req.client_id} of {req.consumer_group}"
     if holder == GRAY_LANE and not req.adopted:
         raise GrayIsolationError(f"{who} may not pull gray queue {req.queue_id} of {config.topic} (only an adopting "
@@ -74,9 +74,13 @@ def _check_base_client(config: TopicConfig, group: ConsumerGroupInfo, req: pb.Pu
         held = f"lane {holder} holds its slot" if holder else "it is in a free lane slot"
         raise GrayIsolationError(f"{who} may not pull queue {req.queue_id} of {config.topic}: {held} (only an "
                                  "adopting rebalance may)")
-    if req.queue_id in weighted:
+    lane = weighted.get(req.queue_id)
+    if lane == GRAY_LANE:
         raise GrayIsolationError(f"{who} may not pull queue {req.queue_id} of {config.topic}: its gray side "
                                  f"consumes it at weight {group.gray_weight}%")
+    if lane is not None:
+        raise GrayIsolationError(f"{who} may not pull queue {req.queue_id} of {config.topic}: lane {lane} "
+                                 f"consumes it at weight {group.lane_weights.get(lane, 0)}%")
 
 
 class PullProcessor:

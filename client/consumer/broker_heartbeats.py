@@ -49,7 +49,7 @@ class BrokerHeartbeats:
         data = pb.ConsumerData(
             group=rt.group, consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
             consume_from_where=self.consume_from, gray_flag=rt.gray, gray_switch=rt.group_gray.switch,
-            gray_weight=rt.group_gray.weight, lane=rt.wire_lane,
+            gray_weight=rt.group_gray.weight, lane=rt.wire_lane, lane_weights=rt.group_gray.lane_weights,
             subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=int(time.time() * 1000))
                            for t, e in rt.subscriptions.items()],
         )

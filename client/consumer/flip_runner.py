@@ -55,8 +55,8 @@ class FlipRunner:
         rt.group_gray = update = GroupGray(
             switch=response.gray_switch, weight=response.gray_weight,
             orphan_policy=self.orphan_policy or response.orphan_policy, retired=response.gray_retired,
-            lane_policies=GroupGray.policies(response.lanes))
-        if (update.switch, update.orphan_policy, update.weight) != (gg.switch, gg.orphan_policy, gg.weight):
+            lane_policies=GroupGray.policies(response.lanes), lane_weights=GroupGray.lane_weights_of(response.lanes))
+        if (update.switch, update.orphan_policy, update.weights) != (gg.switch, gg.orphan_policy, gg.weights):
             await self.heartbeats.beat()  # the brokers' isolation check follows the new allocation
             rt.rebalance_now.set()
         elif update.lane_policies != gg.lane_policies:

@@ -133,7 +133,7 @@ class Rebalancer:
         """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer
         again when nothing it depends on changed (the group's listings, this client's flags, the routes)."""
         rt, gg = self.runtime, self.runtime.group_gray
-        key = (self._listings, rt.lane, gg.switch, gg.weight, gg.orphan_policy, tuple(gg.lane_policies.items()),
+        key = (self._listings, rt.lane, gg.switch, gg.weights, gg.orphan_policy, tuple(gg.lane_policies.items()),
                rt.broadcasting, tuple((topic, id(route)) for topic, route in routes))
         if self._allocation is not None and self._allocation[0] == key:
             return self._allocation[2]
@@ -142,7 +142,7 @@ class Rebalancer:
         for topic, route in routes:
             strategy = AllocateMessageQueueGray(
                 route.is_gray, self.base_strategy, orphan_policy=gg.orphan_policy, gray_switch=gg.switch,
-                is_weighted=functools.partial(route.is_weighted, weight=gg.weight), lane_of=route.lane_of,
+                weighted_lane=functools.partial(route.weighted_lane, weights=gg.weights), lane_of=route.lane_of,
                 lane_policies=gg.lane_policies)
             queues = route.queues(readable=True)
             if rt.broadcasting:

@@ -281,6 +281,7 @@ def _register_orphan_and_history(sub: Any) -> None:
     history = sub.add_parser("history", help="past promote, rollback and rollout operations of a group, newest first")
     history.add_argument("group")
     history.add_argument("--json", action="store_true", help="print JSON (whole recorded results)")
+    lane_cmd.add_lane_arg(history, "only the operations of lane NAME (gray: today's gray side)")
     for q in (orphan, history):
         add_nameserver_arg(q)
 
@@ -291,11 +292,15 @@ def _register_weight(sub: Any) -> None:
         description="Besides the gray queues, the group's gray consumers take round(PERCENT % of the normal "
         "queues) of each subscribed topic on every broker, always the same ones, from the normal consumers "
         "(queue by queue, so order holds); producers and other groups are untouched. No effect while the group "
-        "has no gray consumer or its gray switch is off. 0 gives the queues back.")
+        "has no gray consumer or its gray switch is off. 0 gives the queues back. With --lane, the consumers of "
+        "that lane take the share instead; the lanes' shares are disjoint (gray first, then the other lanes by "
+        "name) and the group's weights add up to at most 100 (docs/lanes.md).")
     weight.add_argument("group")
     weight.add_argument("percent", metavar="PERCENT", help="a whole number from 0 to 100")
     weight.add_argument("--reason", default="", help="recorded in the audit log")
-    weight.add_argument("--json", action="store_true", help="print the group's settings as JSON")
+    weight.add_argument("--json", action="store_true", help="print the group's settings as JSON (with --lane: "
+                        "the lane as gray status lists it)")
+    lane_cmd.add_lane_arg(weight, "the weight of lane NAME in this group (default gray: the group's weight)")
     add_nameserver_arg(weight)
 
 
@@ -312,6 +317,8 @@ def parse_percent(text: str) -> int:
 
 
 async def _weight(ns: Any, args: argparse.Namespace) -> int:
+    if args.lane not in (None, lane_cmd.GRAY_LANE):
+        return await lane_cmd.weight(ns, args)
     view = await ns.set_weight(args.group, args.percent, args.reason)
     if args.json:
         print_json(view.to_json())
@@ -352,11 +359,14 @@ async def _history(ns: Any, args: argparse.Namespace) -> int:
         operations = await ns.list_cutovers(args.group)
     except NotFoundError as exc:
         raise GrayMQError(f"group {args.group} is not known to the name server") from exc
+    if args.lane is not None:
+        operations = [op for op in operations if op.lane == args.lane]
     if args.json:
         print_json([op.to_json() for op in operations])
         return 0
     if not operations:
-        print(f"no promote, rollback or rollout of {args.group} recorded")
+        print(f"no promote, rollback or rollout of {args.group}"
+              + (f" (lane {args.lane})" if args.lane is not None else "") + " recorded")
         return 0
     rows = [[op.id, op.kind if op.lane == GRAY_LANE else f"{op.kind} of lane {op.lane}", op.mode, op.state,
              op.started_at.strftime("%Y-%m-%d %H:%M:%S"),

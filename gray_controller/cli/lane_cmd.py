@@ -1,4 +1,4 @@
-"""``graymq gray flag|rule|orphan ... --lane NAME`` and ``gray rule --all-groups``: the lane forms of the gray
+"""``graymq gray flag|rule|orphan|weight ... --lane NAME`` and ``gray rule --all-groups``: the lane forms of the gray
 commands (docs/lanes.md). Without ``--lane`` each command does what it did before lanes; ``--lane gray`` is the
 same thing said out loud."""
 
@@ -140,15 +140,27 @@ async def orphan(ns: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+async def weight(ns: Any, args: argparse.Namespace) -> int:
+    """``gray weight GROUP PERCENT --lane NAME``: the share of base queues the lane's consumers take."""
+    lane = await ns.set_lane_weight(args.group, args.lane, args.percent, args.reason)
+    if args.json:
+        print_json(lane.to_json())
+        return 0
+    what = (f"its consumers of lane {args.lane} also take {args.percent}% of each subscribed topic's base queues"
+            if args.percent else f"its consumers of lane {args.lane} take the lane's queues only")
+    print(f"weight of lane {args.lane} in {args.group}: {args.percent}% ({what})")
+    return 0
+
+
 def print_lanes(lanes: list[Any]) -> None:
     """``gray status``'s table of lanes (``runbooks.group_state.LaneStatus``), once the group meets a lane other
     than gray (the lines above already describe the gray lane alone, as before lanes)."""
     if all(lane.lane == GRAY_LANE for lane in lanes):
         return
     rows = [[lane.lane, lane.state, ", ".join(lane.clients) or "none", format_queues(map(str, lane.queues)) or "none",
-             _figure(lane.backlog), _figure(lane.lag), "yes" if lane.taking_part else "no", lane.orphan_policy]
-            for lane in lanes]
-    print(table(rows, ["lane", "state", "clients", "queues", "backlog", "lag", "taking part", "orphans"]))
+             _figure(lane.backlog), _figure(lane.lag), "yes" if lane.taking_part else "no", lane.orphan_policy,
+             f"{lane.weight}%"] for lane in lanes]
+    print(table(rows, ["lane", "state", "clients", "queues", "backlog", "lag", "taking part", "orphans", "weight"]))
 
 
 def _figure(value: int | None) -> str:

@@ -15,6 +15,7 @@ from graymq.gray_controller.cli.common import (
     seconds,
     until_interrupted,
 )
+from graymq.gray_controller.cli.lane_cmd import GRAY_LANE, add_lane_arg
 from graymq.gray_controller.cli.policy_args import DEFAULT, cutover_policy, rollout_policy
 from graymq.gray_controller.cli.text import format_timings
 from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
@@ -65,6 +66,8 @@ def register(sub: Any) -> None:
                    default=DEFAULT.wait_for_gray_s, metavar="S", help="at start, how long to wait for a gray "
                    f"consumer to register (default: {DEFAULT.wait_for_gray_s:g})")
     rollout.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_lane_arg(rollout, "roll out lane NAME alone: its weight, its consumers judged against the base ones, "
+                 "then it alone promoted or rolled back (drained); other lanes run on untouched (default gray)")
 
     retire = sub.add_parser(
         "retire", help="retire the group's gray side (its consumers hand back every queue and consume nothing) "
@@ -108,7 +111,8 @@ async def _rollout(ns: Any, args: argparse.Namespace) -> int:
     from graymq.runbooks.cutover import CutoverFailed
     from graymq.runbooks.rollout import RolloutRunner
 
-    runner = RolloutRunner(ns, args.group, rollout_policy(args), cutover_policy(args))
+    lane = args.lane or GRAY_LANE
+    runner = RolloutRunner(ns, args.group, rollout_policy(args), cutover_policy(args), lane=lane)
     try:
         report = (await until_interrupted(runner.rollout())).to_json()
     except Interrupted as exc:
@@ -123,7 +127,8 @@ async def _rollout(ns: Any, args: argparse.Namespace) -> int:
         print_json(report)
     else:
         steps = format_timings(report.get("timings_s") or {})
-        print(f"rollout #{report['operation_id']} of {report['group']}: {report['outcome']} after "
+        of_lane = "" if lane == GRAY_LANE else f" (lane {lane})"
+        print(f"rollout #{report['operation_id']} of {report['group']}{of_lane}: {report['outcome']} after "
               f"{len(report.get('checks') or [])} check(s)" + (f" ({steps})" if steps else "")
               + (f" — {report['message']}" if report.get("message") else ""))
     return EXIT.get(report["outcome"], 1)

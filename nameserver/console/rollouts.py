@@ -15,9 +15,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver.console.operations import LogStream, console_policy
 from graymq.nameserver.errors import ApiError, Conflict
-from graymq.nameserver.schemas import Reason
+from graymq.nameserver.schemas import LaneName, Reason
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_P99_MS, MAX_STEP_S, MAX_TIMEOUT_S
@@ -48,6 +49,7 @@ class RolloutRequest(BaseModel):
     then: Literal["promote", "hold"] = RolloutPolicy.then
     timeout_s: float = Field(CutoverPolicy.timeout_s, le=MAX_TIMEOUT_S, allow_inf_nan=False,
                              description="longest wait for a check's messages, and for the promote (≤ a week)")
+    lane: LaneName | None = Field(None, description="the lane rolled out alone (docs/lanes.md); none: gray")
     reason: Reason
 
     def policies(self) -> tuple[RolloutPolicy, CutoverPolicy]:
@@ -75,8 +77,8 @@ class AbortRequest(BaseModel):
     reason: Reason
 
 
-def describe(group: str, policy: RolloutPolicy) -> str:
-    """What the rollout will do, for the confirmation.
+def describe(group: str, policy: RolloutPolicy, lane: str | None = None) -> str:
+    """What the rollout will do, for the confirmation (``lane``: of that lane alone).
 
     >>> describe("G", RolloutPolicy([5, 50], 30.0, max_p99_ms=200.0))
     'rolls G out at weights 5% → 50%, 30 s each; each step passes with ≥ 10 gray deliveries, gray failure rate ≤ \
@@ -88,7 +90,8 @@ max(5%, normal + 5 points), p99 ≤ 200 ms; 1 failed check rolls back; then prom
     if policy.max_lag is not None:
         limits.append(f"gray lag ≤ {policy.max_lag:,}")
     checks = policy.failed_checks
-    return (f"rolls {group} out at weights {' → '.join(f'{w}%' for w in policy.steps)}, {policy.step_seconds:g} s "
+    what = group if lane in (None, GRAY_LANE) else f"lane {lane} of {group}"
+    return (f"rolls {what} out at weights {' → '.join(f'{w}%' for w in policy.steps)}, {policy.step_seconds:g} s "
             f"each; each step passes with ≥ {policy.min_messages:,} gray deliveries, {', '.join(limits)}; "
             f"{checks} failed check{'' if checks == 1 else 's in a row'} roll{'s' if checks == 1 else ''} back; "
             f"then {policy.then}")
@@ -101,12 +104,14 @@ class ConsoleRollouts:
         self._running: dict[str, tuple[RolloutRunner, list[int]]] = {}  # group -> its runner, its operation's id
 
     async def run(self, group: str, policies: tuple[RolloutPolicy, CutoverPolicy], nameserver_url: str,
-                  token: str | None) -> None:
-        """Run the rollout of ``group`` as the holder of ``token`` (None: dev mode), abortable while it runs."""
+                  token: str | None, lane: str | None = None) -> None:
+        """Run the rollout of ``group`` (of ``lane`` alone when given) as the holder of ``token`` (None: dev mode),
+        abortable while it runs."""
         nameserver = NameServerClient(nameserver_url, token=token, admin_token=token)
         operation_id: list[int] = []
         runner = RolloutRunner(nameserver, group, *policies, Progress(stream=LogStream()),
-                               RunbookHooks(started=lambda report: operation_id.append(report.operation_id)))
+                               RunbookHooks(started=lambda report: operation_id.append(report.operation_id)),
+                               lane=lane or GRAY_LANE)
         self._running[group] = (runner, operation_id)
         try:
             report = await runner.rollout()

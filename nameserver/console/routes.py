@@ -196,7 +196,7 @@ async def _start_cutover(request: Request, group: str, action: Cutover, actor: s
 @data.post("/api/groups/{group}/rollout/preview")
 async def rollout_preview(group: GroupPath, body: RolloutRequest, _actor: AdminActor) -> Preview:
     """What the rollout will do, for the confirmation; a value out of range is refused here, before it."""
-    return Preview(message=describe_rollout(group, body.policies()[0]))
+    return Preview(message=describe_rollout(group, body.policies()[0], body.lane))
 
 
 @data.post("/api/groups/{group}/rollout")
@@ -206,7 +206,7 @@ async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActo
     policies = body.policies()
     rollouts: ConsoleRollouts = request.app.state.console_rollouts
     return await _start_operation(request, group, "rollout", actor, body.reason, lambda: rollouts.run(
-        group, policies, _own_url(request), bearer_token(request) or None))
+        group, policies, _own_url(request), bearer_token(request) or None, body.lane))
 
 
 @data.post("/api/operations/{operation_id}/abort")

@@ -60,6 +60,12 @@ class LaneRepository:
                                           set_={"orphan_policy": stmt.excluded.orphan_policy})
         self.session.execute(stmt)
 
+    def set_weight(self, group_id: int, lane: str, weight: int) -> None:
+        stmt = upsert_insert(self.session, GroupLane).values(group_id=group_id, lane=lane, weight=weight)
+        stmt = stmt.on_conflict_do_update(index_elements=[GroupLane.group_id, GroupLane.lane],
+                                          set_={"weight": stmt.excluded.weight})
+        self.session.execute(stmt)
+
     def end_lane(self, lane: str) -> None:
         """The lane ended (it holds no slot any more): no group takes part in it through its clients now."""
         self.session.execute(update(GroupLane).where(GroupLane.lane == lane).values(joined_at=None))

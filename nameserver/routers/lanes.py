@@ -18,6 +18,7 @@ from graymq.nameserver.schemas import (
     RuleCreate,
     TopicLanes,
     TopicPath,
+    WeightPut,
 )
 
 router = APIRouter(prefix="/v1", tags=["lanes"])
@@ -58,6 +59,16 @@ def set_lane_orphan_policy(group: GroupPath, lane: LanePath, body: LaneOrphanPol
     """Hold or adopt the lane's queues no consumer of the lane in the group serves (null: back to the default).
     Creates the group when missing; audited; watched."""
     return lanes.set_orphan_policy(group, lane, body, actor)
+
+
+@router.put("/groups/{group}/lanes/{lane}/weight")
+def set_lane_weight(group: GroupPath, lane: LanePath, body: WeightPut, actor: AdminActor,
+                    lanes: Lanes) -> GroupLaneView:
+    """The percent (0..100) of each subscribed topic's base queues the group's consumers of the lane take, while the
+    lane has a consumer in the group and the switch is on (``gray``: the group's weight). The lanes' shares are
+    disjoint (docs/lanes.md); 409 when the group's weights would add up to more than 100 %. Creates the group when
+    missing; audited; watched."""
+    return lanes.set_weight(group, lane, body, actor)
 
 
 @router.post("/topics/{topic}/lanes/{lane}")

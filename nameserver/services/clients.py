@@ -40,6 +40,7 @@ from graymq.nameserver.services.views import (
 )
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import mark_changed
+from graymq.protocol.operations import PAST_WEIGHT_STEPS
 
 log = logging.getLogger(__name__)
 
@@ -201,12 +202,14 @@ class ClientService:
         )
 
     def _frozen_producer_groups(self) -> dict[str, set[str]]:
-        """The producer groups a RUNNING promote or rollback covers, each with the lanes of those operations: their
-        producers honour no mark of those lanes."""
+        """The producer groups a RUNNING promote or rollback covers (a rollout's too, once past its weight steps),
+        each with the lanes of those operations: their producers honour no mark of those lanes."""
         running = self.session.scalars(select(CutoverOperation).where(
-            CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback")))).all()
+            CutoverOperation.state == RUNNING, CutoverOperation.kind.in_(("promote", "rollback", "rollout")))).all()
         frozen: dict[str, set[str]] = {}
         for operation in running:
+            if operation.kind == "rollout" and operation.step not in PAST_WEIGHT_STEPS:
+                continue
             for name in operation.producer_groups or ():
                 frozen.setdefault(name, set()).add(operation.lane)
         return frozen

@@ -12,6 +12,8 @@ from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.schemas import GRAY_LANE, CutoverCreate, CutoverPatch, CutoverView
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.views import cutover_view
+from graymq.nameserver.watch import mark_changed
+from graymq.protocol.operations import PAST_WEIGHT_STEPS
 
 
 class CutoverService:
@@ -88,6 +90,10 @@ class CutoverService:
         changes = patch.model_dump(mode="json", exclude_unset=True)  # the state stored as its value
         if changes.get("state", RUNNING) is None:
             del changes["state"]
+        step = changes.get("step")
+        if operation.kind == "rollout" and step in PAST_WEIGHT_STEPS and step != operation.step:
+            for producer_group in operation.producer_groups or ():  # they honour no marks from now
+                mark_changed(self.session, producer_group)
         for field, value in changes.items():
             setattr(operation, field, value)
         now = utc_now()

@@ -17,6 +17,7 @@ from graymq.nameserver.repositories.clients import ClientRepository
 from graymq.nameserver.repositories.cutovers import CutoverRepository
 from graymq.nameserver.repositories.deletions import DeletionRepository
 from graymq.nameserver.repositories.groups import GroupRepository
+from graymq.nameserver.repositories.lanes import LaneRepository
 from graymq.nameserver.repositories.rules import RuleRepository
 from graymq.nameserver.schemas import (
     AllGroupsRuleView,
@@ -32,6 +33,7 @@ from graymq.nameserver.schemas import (
     WeightPut,
 )
 from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.lanes import GRAY_LANE, check_weights
 from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.services.views import all_groups_rule_view, cutover_view, group_view, rule_view
 from graymq.nameserver.settings import NameServerSettings
@@ -128,7 +130,10 @@ class GroupService:
         return self._set_setting(name, "orphan_policy", body.policy, "set_orphan_policy", body.reason, actor)
 
     def set_weight(self, name: str, body: WeightPut, actor: str) -> GroupView:
-        """The percent of each topic's normal queues the group's gray consumers take (0: none)."""
+        """The percent of each topic's normal queues the group's gray consumers take (0: none); 409 when the
+        weights of the group's lanes would add up to more than 100 %."""
+        group = self._for_change(name)
+        check_weights(group, LaneRepository(self.session).of_group(group.id), GRAY_LANE, body.weight)
         return self._set_setting(name, "gray_weight", body.weight, "set_weight", body.reason, actor)
 
     def set_consumption(self, name: str, body: ConsumptionPut, actor: str) -> GroupView:

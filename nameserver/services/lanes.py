@@ -17,7 +17,7 @@ from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.lanes import LaneRepository
 from graymq.nameserver.repositories.rules import RuleRepository
 from graymq.nameserver.repositories.topics import TopicRepository
-from graymq.nameserver.schemas import GroupLaneView, LaneOrphanPolicyPut, LaneState, TopicLanes
+from graymq.nameserver.schemas import GroupLaneView, LaneOrphanPolicyPut, LaneState, TopicLanes, WeightPut
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.views import client_desired_lane
 from graymq.nameserver.settings import NameServerSettings
@@ -77,15 +77,43 @@ def lane_states(group: Group, rules: Sequence[GrayRule], rows: Sequence[GroupLan
     if not group.gray_switch:
         return {}
     named = {lane_of(r.gray, r.lane) for r in rules if r.group_id == group.id} - {None}
-    records = {row.lane: row for row in rows if row.joined_at is not None or row.orphan_policy is not None}
+    records = {row.lane: row for row in rows
+               if row.joined_at is not None or row.orphan_policy is not None or row.weight}
     held = {lane for lanes in slots.values() for lane in lanes}
     states = {}
     for lane in sorted(held | set(named) | set(records)):
         row = records.get(lane)
         taking_part = lane in named or (row is not None and row.joined_at is not None)
         policy = orphan_policy_of(lane, row.orphan_policy if row else None, group.orphan_policy, taking_part)
-        states[lane] = LaneState(orphan_policy=policy, taking_part=taking_part)  # type: ignore[arg-type]
+        weight = group.gray_weight if lane == GRAY_LANE else (row.weight if row else 0)
+        states[lane] = LaneState(orphan_policy=policy, taking_part=taking_part, weight=weight)  # type: ignore[arg-type]
     return states
+
+
+def weight_sum_refusal(group: str, weights: dict[str, int]) -> str | None:
+    """Why a group's lanes may not have ``weights`` (lane -> percent): more than 100 % together (each lane's share
+    is taken from the base queues, docs/lanes.md); None when they may.
+
+    >>> weight_sum_refusal("G", {"gray": 60, "v2": 50, "v3": 0})
+    "the weights of G's lanes would add up to 110% (gray 60%, v2 50%): at most 100%"
+    >>> weight_sum_refusal("G", {"gray": 60, "v2": 40}) is None
+    True
+    """
+    total = sum(weights.values())
+    if total <= 100:
+        return None
+    shown = ", ".join(f"{lane} {w}%" for lane, w in sorted(weights.items()) if w)
+    return f"the weights of {group}'s lanes would add up to {total}% ({shown}): at most 100%"
+
+
+def check_weights(group: Group, rows: Sequence[GroupLane], lane: str, weight: int) -> None:
+    """409 when ``lane`` at ``weight`` would make the group's lanes' weights add up to more than 100 %."""
+    weights = {row.lane: row.weight for row in rows if row.lane != GRAY_LANE}
+    weights[GRAY_LANE] = group.gray_weight
+    weights[lane] = weight
+    refusal = weight_sum_refusal(group.name, weights)
+    if refusal is not None:
+        raise Conflict("CONFLICT", refusal)
 
 
 class LaneService:
@@ -228,6 +256,29 @@ class LaneService:
                           group=group.name, before={"orphan_policy": before}, after={"orphan_policy": body.policy},
                           reason=body.reason)
         self.session.commit()
+        return self._view(group, lane)
+
+    def set_weight(self, group_name: str, lane: str, body: WeightPut, actor: str) -> GroupLaneView:
+        """The percent of each topic's base queues the group's consumers of ``lane`` take (``gray``: the group's
+        weight); 409 when the group's lanes' weights would add up to more than 100 %. Audited as a change of the
+        lane; the group's watchers wake."""
+        group = self.groups.ensure(group_name, self.settings.default_gray_switch, lock=True)
+        rows = self.lanes.of_group(group.id)
+        check_weights(group, rows, lane, body.weight)
+        if lane == GRAY_LANE:
+            before, group.gray_weight = group.gray_weight, body.weight
+            group.updated_at = utc_now()
+        else:
+            before = next((row.weight for row in rows if row.lane == lane), 0)
+            self.lanes.set_weight(group.id, lane, body.weight)
+        self.audit.record(actor=actor, object_type="lane", object_id=lane, action="set_weight", group=group.name,
+                          before={"weight": before}, after={"weight": body.weight}, reason=body.reason)
+        self.session.commit()
+        self.session.expire_all()  # the lane rows read before the upsert are stale
+        return self._view(group, lane)
+
+    def _view(self, group: Group, lane: str) -> GroupLaneView:
+        """The lane as ``lanes_of`` lists it, or as a group without a record of it sees it."""
         default = GroupLaneView(lane=lane, clients=[], taking_part=False, orphan_policy=orphan_policy_of(  # type: ignore[arg-type]
             lane, None, group.orphan_policy, False), orphan_policy_override=None, slots={})
         return next((view for view in self.lanes_of(group.name) if view.lane == lane), default)
@@ -247,12 +298,16 @@ class LaneService:
                 members.setdefault(str(lane), []).append(f"{client.client_id} ({client.role})")
         states = lane_states(group, rules, rows, slots)
         overrides = {row.lane: row.orphan_policy for row in rows if row.orphan_policy is not None}
+        weights = {row.lane: row.weight for row in rows if row.weight and row.lane != GRAY_LANE}
+        if group.gray_weight:
+            weights[GRAY_LANE] = group.gray_weight
         views = []
-        for lane in sorted(set(states) | set(members) | set(overrides)):
+        for lane in sorted(set(states) | set(members) | set(overrides) | set(weights)):
             state = states.get(lane) or LaneState(orphan_policy=orphan_policy_of(  # type: ignore[arg-type]
                 lane, overrides.get(lane), group.orphan_policy, False), taking_part=False)
             views.append(GroupLaneView(
                 lane=lane, clients=members.get(lane, []), taking_part=state.taking_part,
                 orphan_policy=state.orphan_policy, orphan_policy_override=overrides.get(lane),  # type: ignore[arg-type]
-                slots={topic: held[lane] for topic, held in slots.items() if lane in held}))
+                slots={topic: held[lane] for topic, held in slots.items() if lane in held},
+                weight=weights.get(lane, 0)))
         return views

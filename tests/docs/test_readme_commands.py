@@ -126,15 +126,16 @@ def run_script(tmp_path: Path, script: str, timeout: float = 240) -> str:
 def test_every_readme_block_runs_as_written_in_order(tmp_path):
     """In README order on one fresh data directory: *Try it by hand* (waiting where it says to), the rollout rehearsal
     pasted whole (it must wait for its own gray consumer), the Python example saved and run, the lanes of *Several
-    releases at once* (two lanes, one promoted, one rolled back), then Security (its own
-    name server with authentication on), TLS (its own servers, after stopping those above) and Replication (the dev
-    cluster again, with a broker set of two), each pasted whole."""
+    releases at once* (two lanes, one promoted, one rolled back; then two lanes rolling out at once), then Security
+    (its own name server with authentication on), TLS (its own servers, after stopping those above) and Replication
+    (the dev cluster again, with a broker set of two), each pasted whole."""
     readme = ROOT / "README.md"
     (tmp_path / "example.py").write_text(code_block(readme, "## Python API", language="python"))
     blocks = {
         "rollout rehearsal": bash_block(readme, "## Cutover runbook", after="Rehearse it on the cluster of *Try it"),
         "python example": ["python example.py"],
         "lanes": bash_block(readme, "## Several releases at once"),
+        "lane rollouts": bash_block(readme, "## Several releases at once", after="Two lanes rolling out at once"),
         "security": bash_block(readme, "## Security"),
         "tls": bash_block(readme, "### TLS"),
         "replication": bash_block(readme, "## Replication"),
@@ -163,6 +164,10 @@ def test_every_readme_block_runs_as_written_in_order(tmp_path):
     lanes = outputs["lanes"]
     assert lanes.count("SUCCEEDED") == 2 and "FAILED" not in lanes, lanes[-6000:]
     assert "v2" in lanes and "v3" in lanes, lanes[-6000:]
+    rollouts = outputs["lane rollouts"]
+    assert re.search(r"rollout #\d+ of GID_SHIP \(lane v3\): HELD after 2 check\(s\)", rollouts), rollouts[-6000:]
+    assert re.search(r"rollout #\d+ of GID_SHIP \(lane v2\): PROMOTED after 2 check\(s\)", rollouts), rollouts[-6000:]
+    assert "rollout of lane v2" in rollouts and "FAILED" not in rollouts, rollouts[-6000:]
 
     security = outputs["security"]
     assert "name server listening on 127.0.0.1:9877" in security, security[-3000:]

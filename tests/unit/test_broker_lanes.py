@@ -288,3 +288,26 @@ def test_a_stock_producers_send_takes_the_gray_lanes_slot_of_the_brokers_layout(
     assert {selector.select(own_route("broker-a", TopicConfig("T", 8, 2)), True).queue_id for _ in range(4)} == {0, 7}
     with pytest.raises(LaneSlotError, match="lane gray holds no slot on topic T"):
         selector.select(own_route("broker-a", TOPIC), True)
+
+
+def test_each_weighted_lane_pulls_its_own_share_of_the_base_queues_and_no_one_elses() -> None:
+    config = TopicConfig("T", 14, 2, lane_slots=3, lanes={"gray": 0, "v2": 1, "v3": 2})  # type: ignore[arg-type]
+    info = group(("b", False, ""), ("c2", True, "v2"), ("c3", True, "v3"))
+    # base 1..8 (slot 0 is 0 9, v2's slot 10 11, v3's 12 13): v2 25% takes 3 7, v3 25% two of the six left: 2 6
+    assert info.set_gray_allocation(True, 0, {"v2": 25, "v3": 25})
+    assert not info.set_gray_allocation(True, 0, {"v3": 25, "v2": 25})
+    assert info.weighted_queues(config) == {3: "v2", 7: "v2", 2: "v3", 6: "v3"}
+    assert pullable(config, info, "v2") == [3, 7, 10, 11]
+    assert pullable(config, info, "v3") == [2, 6, 12, 13]
+    assert pullable(config, info, "base") == [1, 4, 5, 8]
+    info.remove_client("c2")  # a weighted lane without a client in the group: its share is the base clients'
+    assert pullable(config, info, "base") == [1, 3, 4, 5, 7, 8]
+    assert pullable(config, info, "v3") == [2, 6, 12, 13]
+
+
+def test_a_heartbeat_carries_the_lane_weights_to_the_broker() -> None:
+    manager = ConsumerManager(expiry_s=60)
+    data = pb.ConsumerData(group="G", gray_flag=True, lane="v3", gray_switch=True, lane_weights={"v3": 40})
+    manager.register("c3", None, data)
+    info = manager.get("G")
+    assert info is not None and info.lane_weights == {"v3": 40} and info.weights == (("v3", 40),)

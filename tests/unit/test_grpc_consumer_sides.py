@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import doctest
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -180,6 +181,22 @@ def test_a_rolled_back_gray_side_receives_nothing_and_normal_consumers_adopting_
         assert v2.state.value == "RETIRED"
         assert await table.queues(Caller(DEV_PRINCIPAL, None, v2.client_id), GROUP, TOPIC) == set()
         assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == set(range(6))
+
+    asyncio.run(scenario())
+
+
+def test_a_stock_normal_consumer_leaves_alone_the_base_queues_another_lane_holds_by_its_weight() -> None:
+    async def scenario() -> None:
+        broker = FakeBroker()
+        shares = {GROUP: frozenset({2})}  # graymq consumers of lane v3 hold base queue 2 by v3's weight
+        broker_view = replace(broker.view(), lane_shares=lambda group, config: shares.get(group, frozenset()))
+        table = ConsumerSides(["http://127.0.0.1:1"], broker_view, broker_name="broker-a",
+                              claim=lambda caller: None, interval_s=1.0, expiry_s=60.0)
+        v1 = stock_consumer(table, "orders-v1-a@1@0@x")
+        await table._apply(v1, heartbeat_answer(desired_gray=False, orphan_policy="hold"))
+        assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == {1, 3, 4}
+        shares.clear()  # v3 without a consumer in the group (or at weight 0): its share is base again
+        assert await table.queues(Caller(DEV_PRINCIPAL, None, v1.client_id), GROUP, TOPIC) == {1, 2, 3, 4}
 
     asyncio.run(scenario())
 

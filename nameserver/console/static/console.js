@@ -189,6 +189,8 @@ function rolloutRequest(form) {
     const value = String(data.get(name) || "").trim();
     if (value !== "") body[name] = Number(value);
   }
+  const lane = String(data.get("lane") || "").trim();  // none: the gray lane
+  if (lane !== "") body.lane = lane;
   return body;
 }
 

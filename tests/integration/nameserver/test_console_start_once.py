@@ -83,3 +83,27 @@ def test_a_double_clicked_promote_runs_once(ns: httpx.Client) -> None:
     operation_id = one_operation(twice_at_once(lambda: ns.post(f"/console/api/groups/{group}/actions",
                                                                json=promote)))
     assert len(requested(ns, group, operation_id)) == 1
+
+
+def test_a_rollout_started_from_the_console_rolls_out_the_lane_its_form_names(ns: httpx.Client) -> None:
+    group = "G_CONSOLE_LANE"
+    v3 = {"group": group, "client_id": "v3-1", "role": "consumer", "declared_lane": "v3", "gray": True, "lane": "v3",
+          "state": "GRAY"}
+    ns.post("/v1/clients/heartbeat", json=v3).raise_for_status()
+    ns.put(f"/v1/groups/{group}/switch", json={"enabled": True}).raise_for_status()
+    rollout = {"steps": [5, 50], "step_seconds": 60, "reason": "canary v3", "lane": "v3"}
+    preview = ns.post(f"/console/api/groups/{group}/rollout/preview", json=rollout)
+    assert preview.json()["message"].startswith(f"rolls lane v3 of {group} out at weights 5% → 50%"), preview.text
+    assert ns.post(f"/console/api/groups/{group}/rollout", json={**rollout, "lane": "bad lane"}).status_code == 422
+    started = ns.post(f"/console/api/groups/{group}/rollout", json=rollout)
+    assert started.status_code == 200, started.text
+    operation_id = started.json()["operation_id"]
+    wait_until(lambda: ns.get(f"/v1/cutovers/{operation_id}").json()["step"] == "step 1/2: weight 5%",
+               what="the lane's rollout at its first step")
+    assert ns.get(f"/v1/cutovers/{operation_id}").json()["lane"] == "v3"
+    lanes = {lane["lane"]: lane for lane in ns.get(f"/v1/groups/{group}/lanes").json()}
+    assert lanes["v3"]["weight"] == 5 and ns.get(f"/v1/groups/{group}").json()["gray_weight"] == 0
+    assert ns.post(f"/console/api/operations/{operation_id}/abort", json={"reason": "enough"}).status_code == 200
+    wait_until(lambda: ns.get(f"/v1/cutovers/{operation_id}").json()["state"] == "ABORTED",
+               what="the lane's rollout rolled back")
+    assert "weight" not in {lane["lane"]: lane for lane in ns.get(f"/v1/groups/{group}/lanes").json()}["v3"]

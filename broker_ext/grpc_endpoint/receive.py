@@ -3,10 +3,11 @@
 As the RocketMQ proxy does, the broker receives from every readable queue of the topic on this broker that the
 client may receive from now (``queue_filter``: the gray split, ``consumer_sides``) and ignores the queue the client
 named. The answer streams the status, then each message (RocketMQ's system properties, an MD5 body digest: the
-SDKs' CRC32 formats differ; the ``graymq.lane`` user property naming the lane of its queue), then the delivery timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the
-SDKs read as an empty receive. ``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the
-endpoint's limit and the call's own deadline; a batch by ``MAX_BATCH_SIZE``; concurrent receives per client by
-``MAX_STREAMS_PER_CLIENT`` (``TOO_MANY_REQUESTS``).
+SDKs' CRC32 formats differ; the ``graymq.lane`` user property naming the lane of its queue), then the delivery
+timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the SDKs read as an empty receive.
+``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the endpoint's limit and the call's own
+deadline; a batch by ``MAX_BATCH_SIZE``; concurrent receives per client by ``MAX_STREAMS_PER_CLIENT``
+(``TOO_MANY_REQUESTS``).
 """
 
 from __future__ import annotations

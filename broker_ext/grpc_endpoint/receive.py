@@ -3,10 +3,11 @@
 As the RocketMQ proxy does, the broker receives from every readable queue of the topic on this broker that the
 client may receive from now (``queue_filter``: the gray split, ``consumer_sides``) and ignores the queue the client
 named. The answer streams the status, then each message (RocketMQ's system properties, an MD5 body digest: the
-SDKs' CRC32 formats differ), then the delivery timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the
-SDKs read as an empty receive. ``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the
-endpoint's limit and the call's own deadline; a batch by ``MAX_BATCH_SIZE``; concurrent receives per client by
-``MAX_STREAMS_PER_CLIENT`` (``TOO_MANY_REQUESTS``).
+SDKs' CRC32 formats differ; the ``graymq.lane`` user property naming the lane of its queue), then the delivery
+timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the SDKs read as an empty receive.
+``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the endpoint's limit and the call's own
+deadline; a batch by ``MAX_BATCH_SIZE``; concurrent receives per client by ``MAX_STREAMS_PER_CLIENT``
+(``TOO_MANY_REQUESTS``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from graymq.broker_ext.grpc_endpoint.assignment import QueueFilter
+from graymq.broker_ext.grpc_endpoint.assignment import QueueFilter, stock_lanes
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.send import PROPERTY_MESSAGE_GROUP
@@ -26,6 +27,7 @@ from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
 from graymq.broker_ext.pop.service import Popped, PopRequest, PopService
 from graymq.broker_ext.topic_config import TopicConfig
+from graymq.core.queue_layout import GRAY_LANE, slot_of_queue
 from graymq.protocol import constants as c
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
@@ -48,8 +50,24 @@ def _timestamp(ms: int) -> Timestamp:
     return stamp
 
 
-def to_rocketmq_message(popped: Popped, store_host: str) -> v2.Message:
-    """A stored message as a stock consumer gets it, with its receipt handle."""
+def queue_lane(config: TopicConfig, queue_id: int) -> str | None:
+    """The lane holding the slot of ``config``'s queue ``queue_id`` as a stock client's side reads it (None: a base
+    queue, or a slot no lane holds).
+
+    >>> config = TopicConfig("T", 10, 2, lane_slots=3, lanes={"v3": 1})  # slots: 0 is 0 5, 1 is 6 7, 2 is 8 9
+    >>> [queue_lane(config, q) for q in (0, 1, 5, 6, 8)]
+    ['gray', None, 'gray', 'v3', None]
+    """
+    slot = slot_of_queue(queue_id, config.queue_nums, config.gray_queue_nums, config.lane_slots)
+    if slot is None:
+        return None
+    return {held: lane for lane, held in stock_lanes(config.lanes) or ((GRAY_LANE, 0),)}.get(slot)
+
+
+def to_rocketmq_message(popped: Popped, store_host: str, lane: str | None = None) -> v2.Message:
+    """A stored message as a stock consumer gets it, with its receipt handle. Its ``graymq.lane`` user property
+    names ``lane``, the lane of the queue it came from, and is left out for a base queue (None): a stock relay
+    copying it onto what it sends next carries the lane the message was delivered in, not a mark it once had."""
     msg = popped.message
     properties = msg.properties
     group = properties.get(PROPERTY_MESSAGE_GROUP)
@@ -66,7 +84,9 @@ def to_rocketmq_message(popped: Popped, store_host: str) -> v2.Message:
         system.tag = msg.tags
     if group:
         system.message_group = group
-    user = {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES}
+    user = {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES and k != c.PROPERTY_LANE}
+    if lane is not None:
+        user[c.PROPERTY_LANE] = lane
     return v2.Message(topic=v2.Resource(name=msg.topic), user_properties=user, system_properties=system,
                       body=msg.body)
 
@@ -102,8 +122,10 @@ class ReceiveService:
             yield v2s.ReceiveMessageResponse(status=status(v2.MESSAGE_NOT_FOUND, "no new message"))
             return
         yield v2s.ReceiveMessageResponse(status=OK)
+        config = self._topic_of(request.message_queue.topic.name)
         for item in popped:
-            yield v2s.ReceiveMessageResponse(message=to_rocketmq_message(item, self.broker_name))
+            lane = queue_lane(config, item.message.queue_id) if config is not None else None
+            yield v2s.ReceiveMessageResponse(message=to_rocketmq_message(item, self.broker_name, lane))
         delivered = Timestamp()
         delivered.GetCurrentTime()
         yield v2s.ReceiveMessageResponse(delivery_timestamp=delivered)

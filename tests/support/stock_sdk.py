@@ -134,6 +134,34 @@ class StockSimpleConsumer(StockSdkProcess):
         self.kill()
 
 
+class StockRelay(StockSdkProcess):
+    """A stock relay service (the driver's ``relay`` mode): the SDK's SimpleConsumer of ``topic`` in ``group``
+    sending each message on to ``to``, its lane and trace context with it; ``relayed()`` what it printed so far."""
+
+    def __init__(self, endpoint: str, group: str, topic: str, to: str, name: str, home: Path, *,
+                 host: str | None = None) -> None:
+        super().__init__({"endpoint": endpoint, "relay": {"group": group, "topic": topic, "to": to, "name": name}},
+                         home, host)
+        self.name = name
+        self.started = self.next(60.0)
+        self.lines: list[dict[str, Any]] = []
+
+    def relayed(self) -> list[dict[str, Any]]:
+        self.lines.extend(self.printed())
+        return self.lines
+
+    def close(self) -> None:
+        """Stop relaying (a line on stdin), or kill it when it does not end in time."""
+        try:
+            if self.proc.poll() is None:
+                self.resume()
+                self.proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+        self.relayed()
+
+
 def sdk_log(home: Path) -> str:
     """What the SDK logged under ``home`` (the reasons of refused calls are there, not in its exceptions)."""
     return "".join(p.read_text() for p in sorted((home / "logs").rglob("*.log")))

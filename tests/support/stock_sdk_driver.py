@@ -18,6 +18,14 @@ SDK raised):
 - ``{"change_invisible": message_id, "invisible": s}`` -> ``{"changed": message_id}``.
 
 An empty line or the end of stdin shuts the consumer down.
+
+With ``"relay": {"group", "topic", "to", "name"}`` it is a stock relay service, as a user writes one: a
+SimpleConsumer of ``topic`` sending each message on to ``to`` with a Producer, then acking it. What it sends carries
+the body, the keys (the message id when it had none), the ``graymq.lane`` property the broker delivered it with (the
+lane it was delivered in) and the trace context: the relay's own span (OpenTelemetry, a child of the message's
+``traceparent``, ``graymq.lane`` on it) is injected in its place. One JSON line per message relayed: ``{"relayed"``
+(its first key), ``"relay", "lane", "trace_id", "span_id", "parent_id"}`` (or ``{"error"}``); any line on stdin
+stops it.
 """
 
 from __future__ import annotations
@@ -137,6 +145,71 @@ def consume(spec: dict) -> int:
     return 0
 
 
+def relayed_span(tracer: Any, name: str, properties: dict[str, str]) -> tuple[Any, dict[str, str]]:
+    """The relay's span of a message with ``properties`` (its parent from their ``traceparent``, ``graymq.lane``
+    on it) and the properties to send on: the lane and the span's own trace context."""
+    from opentelemetry import propagate, trace
+
+    lane = properties.get("graymq.lane")
+    span = tracer.start_span(name, context=propagate.extract(properties),
+                             attributes={"graymq.lane": lane} if lane else {})
+    carrier: dict[str, str] = {} if lane is None else {"graymq.lane": lane}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return span, carrier
+
+
+def relay_one(producer: Any, tracer: Any, options: dict[str, Any], received_message: Any) -> dict[str, Any]:
+    from rocketmq import Message
+
+    span, properties = relayed_span(tracer, f"relay {options['topic']}", dict(received_message.properties))
+    try:
+        message = Message()
+        message.topic = options["to"]
+        message.body = received_message.body
+        keys = sorted(received_message.keys) or [received_message.message_id]
+        type(message).keys.fset(message, *keys)  # the SDK keeps keys as a set: their order is lost
+        for key, value in properties.items():
+            message.add_property(key, value)
+        producer.send(message)
+    finally:
+        span.end()
+    context, parent = span.get_span_context(), span.parent
+    return {"relayed": keys[0], "relay": options["name"], "lane": properties.get("graymq.lane"),
+            "trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
+            "parent_id": f"{parent.span_id:016x}" if parent else None}
+
+
+def relay(spec: dict) -> int:
+    import threading
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from rocketmq import FilterExpression, Producer, SimpleConsumer
+
+    options = spec["relay"]
+    consumer = SimpleConsumer(configuration(spec), options["group"], {options["topic"]: FilterExpression("*")},
+                              await_duration=options.get("await", 2))
+    producer = Producer(configuration(spec), (options["to"],))
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    tracer = TracerProvider().get_tracer("stock-relay")
+    producer.startup()
+    if not started(consumer):
+        return 1
+    try:
+        while not stop.is_set():
+            try:
+                for message in consumer.receive(32, 30) or []:
+                    print(json.dumps(relay_one(producer, tracer, options, message)), flush=True)
+                    consumer.ack(message)
+            except Exception as exc:  # the test counts them
+                print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    return 0
+
+
 if __name__ == "__main__":
     arguments = json.loads(sys.argv[1])
-    sys.exit(consume(arguments) if "consume" in arguments else main(arguments))
+    mode = consume if "consume" in arguments else relay if "relay" in arguments else main
+    sys.exit(mode(arguments))

@@ -139,3 +139,25 @@ def test_a_broker_that_may_not_change_consumption_state_refuses_receives_and_ack
         group=v2.Resource(name="G"), topic=v2.Resource(name="T"),
         entries=[v2s.AckMessageEntry(message_id="m", receipt_handle="any")]), CALLER))
     assert [e.status.code for e in answer.entries] == [v2.HA_NOT_AVAILABLE]
+
+
+def test_a_delivered_message_names_the_lane_of_its_queue_and_keeps_its_trace_context(tmp_path: Path) -> None:
+    """What a stock relay copies onto its next send: ``graymq.lane`` is the lane of the queue the message came from
+    (a stale mark on a base queue's message is left out), ``traceparent`` as it was sent."""
+    store = MessageStore(StoreConfig(store_dir=tmp_path / "store", segment_size=1 << 20, cq_units_per_file=64))
+    store.load()
+    context = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    store.put_messages([PutMessage("T", 1, b"base", make_properties(msg_id="b", extra={**context,
+                                                                                       "graymq.lane": "v2"})),
+                        PutMessage("T", 6, b"v3", make_properties(msg_id="l", extra=context))])
+    pop = PopService(store, ConsumerOffsetManager(tmp_path), PullRequestHoldService(), ReceiptSigner(b"k" * 32),
+                     lambda *a: None, lambda *a: None)
+    clients: Any = SimpleNamespace(clients={}, consumers=SimpleNamespace(consumption_of=lambda g: GroupConsumption()))
+    config = TopicConfig("T", 10, 2, lane_slots=3, lanes={"v3": 1})  # slots: 0 is 0 5, 1 is 6 7, 2 is 8 9
+    service = ReceiveService(pop, lambda topic: config, clients, every_queue, EndpointLimits(), "broker-a")
+    try:
+        delivered = [r.message for r in asyncio.run(answers(service, request())) if r.HasField("message")]
+    finally:
+        asyncio.run(store.stop())
+    assert {m.body: dict(m.user_properties) for m in delivered} == {b"base": context,
+                                                                   b"v3": {**context, "graymq.lane": "v3"}}

@@ -25,7 +25,9 @@ DEFAULT_WAIT_S = 10.0
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("topic", help="create, delete and inspect topics")
+    p = subparsers.add_parser("topic", help="create, delete and inspect topics",
+                              description="Topics live in the name server; brokers pick them up as they register. "
+                              "create and update need the admin token (GRAYMQ_ADMIN_TOKEN outside dev mode).")
     sub = p.add_subparsers(dest="topic_command", metavar="ACTION", required=True)
     create = sub.add_parser("create", help="create or grow a topic; returns once every live broker serves it")
     create.add_argument("topic")
@@ -57,7 +59,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_with_nameserver(args, _run)
+    return run_with_nameserver(args, _run, need_broker=args.topic_command in ("create", "update", "route"))
 
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
@@ -200,6 +202,8 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     headers = ["broker", "address", "queues", "gray queues", "perm", "grpc (stock clients)"]
     if not any(b.get("grpc_address") for b in raw["brokers"]):  # no gRPC endpoint anywhere: the table as it was
         rows, headers = [r[:-1] for r in rows], headers[:-1]
+    else:  # a broker without one beside those with one
+        rows = [[*r[:-1], r[-1] or "none"] for r in rows]
     print(table(rows, headers))
     if any(b.get("lane_slots", 1) > 1 for b in raw["brokers"]):  # a topic with room for lanes: its slots
         print(table([[b["broker_name"], s["slot"], id_ranges(s["queue_ids"]), s["lane"] or "free"]

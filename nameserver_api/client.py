@@ -99,7 +99,7 @@ async def _speaks_tls(host: str, port: int) -> bool:
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), 2.0)
-    except (OSError, asyncio.TimeoutError, ssl.SSLError):
+    except (TimeoutError, OSError, ssl.SSLError):
         return False
     writer.close()
     return True

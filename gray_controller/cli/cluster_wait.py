@@ -1,5 +1,5 @@
 """A command started while its cluster is still coming up (``graymq up &`` pasted with the lines after it) says so
-once and waits, at most ``GRAYMQ_NAMESERVER_WAIT_S`` seconds (default 30), for a name server to answer and, for the
+once and waits, at most ``GRAYMQ_NAMESERVER_WAIT_S`` seconds (default 60), for a name server to answer and, for the
 commands that send or consume, for a broker to register. Past the bound the command goes on and fails with its own
 one-line error; a name server that answers wrongly (an untrusted certificate, not a name server) is not waited for."""
 
@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     from graymq.nameserver_api.client import NameServerClient
 
 WAIT_ENV = "GRAYMQ_NAMESERVER_WAIT_S"
-DEFAULT_WAIT_S = 30.0  # a name server with a fresh SQLite database takes ~20 s to listen on a loaded machine
+DEFAULT_WAIT_S = 60.0  # a TLS name server took ~20 s to listen on a loaded machine, its broker longer to register
 MAX_WAIT_S = 600.0
 POLL_S = 0.25
 
 
 def wait_bound() -> float:
-    """The seconds to wait for a cluster coming up: ``GRAYMQ_NAMESERVER_WAIT_S``, else 30 (0: do not wait)."""
+    """The seconds to wait for a cluster coming up: ``GRAYMQ_NAMESERVER_WAIT_S``, else 60 (0: do not wait)."""
     text = os.environ.get(WAIT_ENV, "").strip()
     if not text:
         return DEFAULT_WAIT_S

@@ -38,18 +38,7 @@ def register(subparsers: Any) -> None:
         "flag, rule), give the gray side normal traffic (weight, rollout) and end it (promote, rollback, retire).")
     sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True, parser_class=IntermixedParser)
 
-    status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group",
-                            description="A group's clients (desired and effective side, state, queues), its gray "
-                            "switch, orphan policy and weight, each side's health and lag, and the gray backlog per "
-                            "queue. A broker that does not answer is a WARNING line; its figures are unknown.")
-    status.add_argument("group")
-    status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
-    status.add_argument("--wait-for", type=int, metavar="N",
-                        help="first wait until N consumers or Spark jobs of the group hold queues (a script's wait "
-                        "for the members it started), at most --wait-timeout seconds")
-    add_number_arg(status, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
-                   default=DEFAULT_MEMBERS_WAIT_S, metavar="S",
-                   help=f"how long --wait-for waits (default: {DEFAULT_MEMBERS_WAIT_S:g}); then exit 1 saying so")
+    status = _register_status(sub)
 
     switch = sub.add_parser("switch", help="turn gray routing of a group on or off")
     switch.add_argument("group")
@@ -101,6 +90,22 @@ def register(subparsers: Any) -> None:
     for q in (status, switch, flag, rule, *[sub.choices["promote"], sub.choices["rollback"]]):
         add_nameserver_arg(q)
     p.set_defaults(handler=run)
+
+
+def _register_status(sub: Any) -> Any:
+    status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group",
+                            description="A group's clients (desired and effective side, state, queues), its gray "
+                            "switch, orphan policy and weight, each side's health and lag, and the gray backlog per "
+                            "queue. A broker that does not answer is a WARNING line; its figures are unknown.")
+    status.add_argument("group")
+    status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
+    status.add_argument("--wait-for", type=int, metavar="N",
+                        help="first wait until N consumers or Spark jobs of the group hold queues (a script's wait "
+                        "for the members it started), at most --wait-timeout seconds")
+    add_number_arg(status, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
+                   default=DEFAULT_MEMBERS_WAIT_S, metavar="S",
+                   help=f"how long --wait-for waits (default: {DEFAULT_MEMBERS_WAIT_S:g}); then exit 1 saying so")
+    return status
 
 
 class IntermixedParser(argparse.ArgumentParser):

@@ -176,6 +176,7 @@ def test_every_readme_block_runs_as_written_in_order(tmp_path):
     replication = outputs["replication"]
     replicas = re.findall(r"^broker-b\s+([01])\s+127\.0\.0\.1:109[23]1\s+(leader|follower)\s+yes", replication, re.M)
     assert sorted(role for _, role in replicas) == ["follower", "leader"], replication[-3000:]
+    assert "None" not in replication, replication[-3000:]  # broker-b has no gRPC endpoint: said so, not Python's None
 
 
 @pytest.mark.spark

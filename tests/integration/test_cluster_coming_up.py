@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,19 @@ def test_status_wait_for_waits_until_the_consumers_hold_queues(cluster, graymq_p
     refused = graymq(ns, "gray", "status", "G_WAIT", "--wait-for", "3", "--wait-timeout", "1", check=False)
     assert refused.returncode == 1 and "2 of the 3 consumer(s) of G_WAIT awaited hold queues" in refused.stderr, \
         refused.stderr
+
+
+def test_produce_without_a_body_on_a_terminal_says_it_reads_lines() -> None:
+    leader, follower = pty.openpty()
+    produce = subprocess.Popen([sys.executable, "-m", "graymq.gray_controller.cli", "produce", "T", "--nameserver",
+                                f"http://127.0.0.1:{free_port()}"], stdin=follower, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "GRAYMQ_NAMESERVER_WAIT_S": "0"})
+    try:
+        assert produce.stderr is not None
+        first = produce.stderr.readline()
+    finally:
+        produce.kill()
+        produce.communicate()
+        os.close(leader)
+        os.close(follower)
+    assert first == "graymq produce: no --body or --count: each line typed is sent as a message; Ctrl-D ends\n", first

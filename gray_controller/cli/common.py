@@ -28,6 +28,8 @@ NAMESERVER_ENV_HELP = """environment:
   GRAYMQ_NAMESERVER    name server URL(s), comma-separated, when --nameserver is not given
   GRAYMQ_ADMIN_TOKEN   bearer token of admin calls (unset: none, enough in dev mode)
   GRAYMQ_TOKEN         bearer token of client calls: produce, consume (a principal's, see graymq principal)
+  GRAYMQ_NAMESERVER_WAIT_S  seconds to wait for a name server (and, to send or consume, a broker) still
+                       coming up, saying so (default: 60; 0: fail at once)
   GRAYMQ_LOG_LEVEL     DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO for servers, WARNING for
                        other commands); DEBUG also shows the logs of libraries (httpx, uvicorn...)"""
 SERVER_LOG_HELP = ("  GRAYMQ_LOG_LEVEL     DEBUG, INFO (default), WARNING, ERROR or CRITICAL; "

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README_PORTS = (9876, 10911, 8081)  # what `graymq up` listens on (8081: the gRPC endpoint), as the READMEs say
 # The README's blocks listen on fixed ports (these, 9877, 10921, 10931) and write /tmp/v2.jsonl: under pytest-xdist
-# they share one worker (test_readme_stock_clients.py too), one block at a time.
+# they share one worker, one block at a time.
 README_GROUP = pytest.mark.xdist_group("readme_fixed_ports")
 
 # the blocks' own deadlines (up to 900 s: a loaded machine) bound a test, not pytest-timeout's 300 s

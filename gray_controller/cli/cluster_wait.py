@@ -40,6 +40,8 @@ async def until_cluster_answers(ns: NameServerClient, command: str, *, need_brok
     """Return once ``ns`` answers (and, with ``need_broker``, lists a live broker), or once the bound has passed;
     while it does not, say so once on stderr."""
     bound = wait_bound()
+    if not bound:
+        return
     deadline = time.monotonic() + bound
     said = False
     while (problem := await coming_up(ns, need_broker)) is not None and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -67,11 +68,22 @@ def run(spark: SparkSession, args: argparse.Namespace) -> None:
     job.run(stop)
 
 
+def _no_figures(output: str) -> str | None:
+    """Why ``report`` has nothing to add up in a local ``output`` (None: it has, or the output is not local)."""
+    if "://" in output or (Path(output) / "stats").is_dir():
+        return None
+    return (f"no figures in {output}/stats yet: the job writes them with its first micro-batch that got messages "
+            f"(is `run --output {output}` running, and were messages sent to its side?)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for chatty in ("httpx", "py4j"):  # one line per HTTP request / Spark callback
         logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    if args.command == "report" and (missing := _no_figures(args.output)):
+        print(f"order_minute_stats: {missing}", file=sys.stderr)
+        return 1
     spark = local_session("order-minute-stats", master="local[2]")
     try:
         if args.command == "run":

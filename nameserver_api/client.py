@@ -79,11 +79,30 @@ def _retry_after(response: httpx.Response) -> float:
         return 1.0
 
 
-def _https_hint(url: str, exc: httpx.HTTPError) -> str:
-    """A plain-HTTP request a TLS server hangs up on reads as "Server disconnected": say what it likely is."""
-    if url.startswith("http://") and isinstance(exc, httpx.RemoteProtocolError):
-        return f" (a name server speaking TLS? use https://{url.removeprefix('http://')})"
-    return ""
+async def _server_hint(url: str, exc: httpx.HTTPError) -> str:
+    """A plain-HTTP request a server hangs up on reads as "Server disconnected": say what it likely is, a name
+    server speaking TLS (it completes a TLS handshake) or no name server at all (a broker's port hangs up too)."""
+    if not (url.startswith("http://") and isinstance(exc, httpx.RemoteProtocolError)):
+        return ""
+    address = httpx.URL(url)
+    if await _speaks_tls(address.host, address.port or 80):
+        return f" (a name server speaking TLS: use https://{url.removeprefix('http://')})"
+    return (f" ({address.host}:{address.port} is not a name server: a broker's port? the name server's is the one "
+            "`graymq up` or `graymq nameserver` printed, 9876 by default)")
+
+
+async def _speaks_tls(host: str, port: int) -> bool:
+    """Whether ``host:port`` completes a TLS handshake (its certificate not checked: only the protocol is asked)."""
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), 2.0)
+    except (TimeoutError, OSError, ssl.SSLError):
+        return False
+    writer.close()
+    return True
 
 
 class NameServerClient:
@@ -144,9 +163,11 @@ class NameServerClient:
             except httpx.InvalidURL as exc:
                 raise ConfigError(f"name server URL {url!r} is not a valid URL: {exc}") from exc
             except httpx.HTTPError as exc:
-                errors.append(f"{url}: {type(exc).__name__} {exc}{_https_hint(url, exc)}")
+                error = f"{url}: {type(exc).__name__} {exc}{await _server_hint(url, exc)}"
+                if error not in errors:  # a GET's second round failing alike says nothing new
+                    errors.append(error)
+                    untrusted += untrusted_certificate(exc)
                 self._demoted[url] = time.monotonic() + self._demote_s
-                untrusted += untrusted_certificate(exc)
                 continue
             if response.status_code >= 500:
                 errors.append(f"{url}: HTTP {response.status_code} {_error_text(response)}")

@@ -48,7 +48,7 @@ from typing import Any
 from graymq.client.backlog import BacklogUnavailable
 from graymq.core.queue_layout import GRAY_LANE
 from graymq.nameserver_api.client import ConflictError, NameServerClient, NotFoundError
-from graymq.nameserver_api.records import ClientRecord
+from graymq.nameserver_api.records import ClientRecord, CutoverRecord
 from graymq.protocol.errors import GrayMQError
 from graymq.protocol.operations import CutoverKind, CutoverMode, CutoverState, CutoverStep
 from graymq.runbooks.group_state import CONSUMING_ROLES, GroupInspector, GroupStatus
@@ -67,7 +67,7 @@ class CutoverFailed(GrayMQError):
 
 @dataclass
 class CutoverReport:
-    operation_id: int
+    operation_id: int | None  # None: nothing to do, so nothing was recorded (``recorded`` False)
     kind: CutoverKind
     mode: CutoverMode
     group: str
@@ -83,6 +83,7 @@ class CutoverReport:
     slots_kept: list[str] = field(default_factory=list)  # topics whose slot it kept, and why
     resumed: bool = False
     message: str = ""
+    recorded: bool = True
 
     # what a resumed operation takes over from the record of the interrupted run
     RESUMED_FIELDS = ("producers_flipped", "consumers_flipped", "rules_removed", "timings_s")
@@ -121,9 +122,38 @@ class CutoverRunner:
         await self.inspector.close()
 
     # -- runbooks ----------------------------------------------------------------------------
-    async def promote(self) -> CutoverReport:
+    async def promote(self, *, record_nothing: bool = True) -> CutoverReport:
+        """Promote the lane. Without ``record_nothing``, a group with nothing in the lane (no client, no rule) and no
+        promote to resume gets a report of nothing done (``recorded`` False), no operation started (the CLI; the
+        console's click wants its operation recorded)."""
+        if not record_nothing and not await self._running() and not await self._has_release():
+            return self.report_type(None, CutoverKind.PROMOTE, CutoverMode.DRAIN, self.group,
+                                    state=CutoverState.SUCCEEDED, recorded=False)
         report = await self._begin(CutoverKind.PROMOTE, CutoverMode.DRAIN)
         return await self._run(report, self._promote_steps)
+
+    async def _running(self) -> list[CutoverRecord]:
+        """The group's RUNNING operations on the lane."""
+        return [op for op in await self.nameserver.list_cutovers(self.group, state=CutoverState.RUNNING)
+                if op.lane == self.lane]
+
+    async def _has_release(self) -> bool:
+        """Whether a promote would act on anything: a producer it flips, a consumer in the lane or a rule of it."""
+        for producer_group in self.producer_groups:
+            data = await self.inspector.clients(producer_group, role="producer")
+            if any(self._flips(c) for c in data.clients):
+                return True
+        status = await self.inspector.status(self.group, with_backlog=False)
+        if any(c.role != "producer" and self.lane in (c.in_lane, c.wanted_lane) for c in status.clients + status.stale):
+            return True
+        for group in dict.fromkeys([*self.producer_groups, self.group]):
+            try:
+                rules = await self.nameserver.list_rules(group)
+            except NotFoundError:
+                continue
+            if any(rule.gray and rule.lane == self.lane for rule in rules):
+                return True
+        return False
 
     async def rollback(self) -> CutoverReport:
         report = await self._begin(CutoverKind.ROLLBACK, self.policy.mode)
@@ -363,8 +393,7 @@ class CutoverRunner:
 
     # -- bookkeeping -------------------------------------------------------------------------
     async def _begin(self, kind: CutoverKind, mode: CutoverMode) -> CutoverReport:
-        running = [op for op in await self.nameserver.list_cutovers(self.group, state=CutoverState.RUNNING)
-                   if op.lane == self.lane]
+        running = await self._running()
         if running:
             op = running[0]
             if op.kind != kind or op.mode != mode:

@@ -18,6 +18,9 @@ os.environ.setdefault("GRAYMQ_DEV_MODE", "true")
 # few MiB, and a run keeps its brokers' stores (pytest keeps the last three runs). A test that rolls segments or
 # checks their size passes --segment-size itself, which wins over this.
 os.environ.setdefault("GRAYMQ_BROKER_SEGMENT_SIZE", str(64 << 20))
+# The CLI waits up to 60 s for a name server still coming up (gray_controller/cli/cluster_wait.py): the tests start
+# theirs and wait for it, and those pointing at a dead address check the error, not the wait (its own tests set it).
+os.environ.setdefault("GRAYMQ_NAMESERVER_WAIT_S", "0")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

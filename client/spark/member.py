@@ -45,9 +45,14 @@ class SparkMember:
         return self.consumer.gray_switch
 
     async def start(self) -> None:
-        """Register (the first heartbeat already names the job's topics and queues) and keep heartbeating."""
+        """Register (the first heartbeat already names the job's topics and queues) and keep heartbeating. The first
+        answer gives the group's gray switch and the job's lane its slot of each topic: a lane job names its queues
+        again then (before, with the switch unknown and the slot free, it named none)."""
         await self._refresh_queues()
         await self.consumer.start()
+        if await self._refresh_queues(refresh=True):
+            self.consumer.membership.changed()
+            await self.consumer.membership.beat()
 
     async def stop(self) -> None:
         """Stop heartbeating and unregister: the controller stops counting the job at once."""
@@ -73,8 +78,12 @@ class SparkMember:
             return None
         return sum(q.backlog for q in queues)
 
-    async def _refresh_queues(self) -> None:
+    async def _refresh_queues(self, refresh: bool = False) -> bool:
+        """Name the job's queues in its reports (``refresh``: from routes read again); whether they changed."""
         queues = []
         for topic in self.options.topics:
-            queues += job_queues(await self.consumer.route(topic), self.consumer.in_lane, self.consumer.gray_switch)
+            route = await self.consumer.routes.get(topic, refresh=refresh)
+            queues += job_queues(route, self.consumer.in_lane, self.consumer.gray_switch)
+        changed = queues != list(self.consumer.queues)
         self.consumer.queues = queues
+        return changed

@@ -14,7 +14,9 @@ MAX_LIMIT = 1000
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("audit", help="the name server's audit log, newest first")
+    p = subparsers.add_parser("audit", help="the name server's audit log, newest first",
+                              description="Who changed what in the name server (topics, groups, flags, rules, "
+                              "operations, principals), when, from which value to which, and why; newest first.")
     p.add_argument("--group", default=None, help="only the entries of this group")
     p.add_argument("--limit", type=int, default=20, help=f"at most N entries (1 to {MAX_LIMIT}; default: 20)")
     p.add_argument("--json", action="store_true", help="print JSON (whole before/after values)")

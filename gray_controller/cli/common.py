@@ -28,6 +28,8 @@ NAMESERVER_ENV_HELP = """environment:
   GRAYMQ_NAMESERVER    name server URL(s), comma-separated, when --nameserver is not given
   GRAYMQ_ADMIN_TOKEN   bearer token of admin calls (unset: none, enough in dev mode)
   GRAYMQ_TOKEN         bearer token of client calls: produce, consume (a principal's, see graymq principal)
+  GRAYMQ_NAMESERVER_WAIT_S  seconds to wait for a name server (and, to send or consume, a broker) still
+                       coming up, saying so (default: 60; 0: fail at once)
   GRAYMQ_LOG_LEVEL     DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO for servers, WARNING for
                        other commands); DEBUG also shows the logs of libraries (httpx, uvicorn...)"""
 SERVER_LOG_HELP = ("  GRAYMQ_LOG_LEVEL     DEBUG, INFO (default), WARNING, ERROR or CRITICAL; "
@@ -138,7 +140,8 @@ def add_number_arg(parser: argparse.ArgumentParser, flag: str, bound: NumberBoun
 
 def add_timeout_arg(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
     """A command's ``--timeout``: seconds above 0, at most ``MAX_TIMEOUT_S`` (a week)."""
-    add_number_arg(parser, "--timeout", seconds("--timeout", MAX_TIMEOUT_S, above_zero=True), **kwargs)
+    add_number_arg(parser, "--timeout", seconds("--timeout", MAX_TIMEOUT_S, above_zero=True),
+                   **{"metavar": "S", **kwargs})
 
 
 def check_number_args(args: argparse.Namespace) -> None:
@@ -224,10 +227,13 @@ def admin_nameserver_client(nameserver: str | None) -> NameServerClient:
     return NameServerClient(config.nameserver, token=admin_token or config.token, admin_token=admin_token)
 
 
-def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]) -> int:
-    """Check the names in ``args``, then run ``command(nameserver_client, args)`` on a fresh event loop; the
-    client is closed after."""
+def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]], *, need_broker: bool = False) -> int:
+    """Check the names in ``args``, then run ``command(nameserver_client, args)`` on a fresh event loop, once the
+    name server answers (and, with ``need_broker``, a broker registered: ``cluster_wait``); the client is closed
+    after."""
     import asyncio
+
+    from graymq.gray_controller.cli.cluster_wait import until_cluster_answers
 
     check_name_args(args)
     setup_logging(default="WARNING")
@@ -235,6 +241,7 @@ def run_with_nameserver(args: Any, command: Callable[[Any, Any], Awaitable[int]]
     async def main() -> int:
         ns = admin_nameserver_client(args.nameserver)
         try:
+            await until_cluster_answers(ns, args.command, need_broker=need_broker)
             return await command(ns, args)
         finally:
             await ns.close()

@@ -12,6 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from graymq.gray_controller.cli.cluster_wait import until_cluster_answers
 from graymq.gray_controller.cli.common import (
     NumberBound,
     add_nameserver_arg,
@@ -46,11 +47,11 @@ def register(subparsers: Any) -> None:
                    "--gray is --lane gray)")
     p.add_argument("--client-id", help="client id (default host@pid@consumer-xxxx)")
     p.add_argument("--label", action="append", default=[], help="client label k=v for gray rules (repeatable)")
-    p.add_argument("--from", dest="from_", default="last",
+    p.add_argument("--from", dest="from_", default="last", metavar="first|last|TIMESTAMP",
                    help="where a group with no committed offset starts: first | last | TIMESTAMP (ms since epoch "
                         "or ISO time) (default: last)")
     p.add_argument("--max", type=int, help="exit after N messages")
-    add_number_arg(p, "--idle-exit", seconds("--idle-exit", MAX_TIMEOUT_S, above_zero=True),
+    add_number_arg(p, "--idle-exit", seconds("--idle-exit", MAX_TIMEOUT_S, above_zero=True), metavar="S",
                    help="exit after S seconds without a message")
     p.add_argument("--orphan-policy", choices=["hold", "adopt"],
                    help="override the group's orphan policy (default: the group's policy in the name server)")
@@ -107,6 +108,7 @@ async def _routes_ready(args: argparse.Namespace, topics: list[str], stopping: a
     nameserver = NameServerClient(config.nameserver, token=config.token)
     waiting: set[str] = set()
     try:
+        await until_cluster_answers(nameserver, "consume", need_broker=True)
         for topic in topics:
             while not stopping.done():
                 try:

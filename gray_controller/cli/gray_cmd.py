@@ -11,18 +11,21 @@ from graymq.gray_controller.cli import lane_cmd, pipeline_cmd, rollout_cmd
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
+    add_number_arg,
     add_timeout_arg,
     lane_name,
     parse_labels,
     print_json,
     run_with_nameserver,
+    seconds,
     table,
     until_interrupted,
 )
+from graymq.gray_controller.cli.members_wait import DEFAULT_MEMBERS_WAIT_S, members_hold_queues
 from graymq.gray_controller.cli.policy_args import DEFAULT, cutover_policy
 from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
-from graymq.protocol.operations import CutoverKind, CutoverState
+from graymq.protocol.operations import MAX_TIMEOUT_S, CutoverKind, CutoverState
 
 if TYPE_CHECKING:
     from graymq.nameserver_api.records import CutoverRecord
@@ -30,13 +33,12 @@ if TYPE_CHECKING:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "gray", help="gray release: status, switch, flag, rule, weight, orphan, promote, rollback, rollout, retire, "
-        "history")
+        "gray", help="gray release: status, switch, flag, rule, promote, rollback, orphan, history, weight, rollout, "
+        "retire", description="Operate a group's gray release: see it (status, history), say who is gray (switch, "
+        "flag, rule), give the gray side normal traffic (weight, rollout) and end it (promote, rollback, retire).")
     sub = p.add_subparsers(dest="gray_command", metavar="ACTION", required=True, parser_class=IntermixedParser)
 
-    status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group")
-    status.add_argument("group")
-    status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
+    status = _register_status(sub)
 
     switch = sub.add_parser("switch", help="turn gray routing of a group on or off")
     switch.add_argument("group")
@@ -88,6 +90,22 @@ def register(subparsers: Any) -> None:
     for q in (status, switch, flag, rule, *[sub.choices["promote"], sub.choices["rollback"]]):
         add_nameserver_arg(q)
     p.set_defaults(handler=run)
+
+
+def _register_status(sub: Any) -> Any:
+    status = sub.add_parser("status", help="clients, flags, states, queues, weight and gray backlog of a group",
+                            description="A group's clients (desired and effective side, state, queues), its gray "
+                            "switch, orphan policy and weight, each side's health and lag, and the gray backlog per "
+                            "queue. A broker that does not answer is a WARNING line; its figures are unknown.")
+    status.add_argument("group")
+    status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
+    status.add_argument("--wait-for", type=int, metavar="N",
+                        help="first wait until N consumers or Spark jobs of the group hold queues (a script's wait "
+                        "for the members it started), at most --wait-timeout seconds")
+    add_number_arg(status, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
+                   default=DEFAULT_MEMBERS_WAIT_S, metavar="S",
+                   help=f"how long --wait-for waits (default: {DEFAULT_MEMBERS_WAIT_S:g}); then exit 1 saying so")
+    return status
 
 
 class IntermixedParser(argparse.ArgumentParser):
@@ -146,6 +164,8 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
 async def _status(ns: Any, args: argparse.Namespace) -> int:
     from graymq.runbooks.group_state import GroupInspector
 
+    if args.wait_for is not None:
+        await members_hold_queues(ns, args.group, args.wait_for, args.wait_timeout)
     await _require_group(ns, args.group)
     inspector = GroupInspector(ns)
     try:
@@ -223,9 +243,11 @@ async def _cutover(ns: Any, args: argparse.Namespace) -> int:
 
     if args.then:
         return await pipeline_cmd.run(ns, args)
+    await _require_group(ns, args.group)
     runner = CutoverRunner(ns, args.group, cutover_policy(args), lane=args.lane)
     try:
-        report = await until_interrupted(runner.promote() if args.gray_command == "promote" else runner.rollback())
+        report = await until_interrupted(runner.promote(record_nothing=False) if args.gray_command == "promote"
+                                           else runner.rollback())
     except Interrupted as exc:
         runner.progress.note(await _interrupted_text(ns, args))
         return exc.exit_code

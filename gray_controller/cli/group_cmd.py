@@ -10,7 +10,9 @@ from graymq.protocol.errors import GrayMQError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("group", help="list, update and delete groups")
+    p = subparsers.add_parser("group", help="list, update and delete groups",
+                              description="Consumer and producer groups as the name server holds them (a group is "
+                              "made by its first client or rule); a group's release is operated with graymq gray.")
     sub = p.add_subparsers(dest="group_command", metavar="ACTION", required=True)
     listing = sub.add_parser("list", help="every group with its gray switch, orphan policy and live clients")
     listing.add_argument("--json", action="store_true", help="print JSON")

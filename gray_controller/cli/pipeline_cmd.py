@@ -82,6 +82,9 @@ def cutover_lines(result: dict[str, Any], prefix: str = "") -> list[str]:
     """A promote or rollback report (its JSON) as the lines ``graymq gray promote|rollback`` prints."""
     if "operation_id" not in result:  # a stage that ended without a cutover report (pipeline.py)
         return [f"{prefix}{result['kind']} of {result['group']} {result['state']}: {result['message']}"]
+    if result.get("recorded") is False:  # nothing to do: no operation was started
+        return [f"{prefix}nothing to promote: {result['group']} has no gray client and no gray rule (no operation "
+                "recorded)"]
     timings = result.get("timings_s") or {}
     steps = format_timings(timings)
     lines = [f"{prefix}{result['kind']} #{result['operation_id']} of {result['group']} {result['state']} in "

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from graymq.gray_controller.cli.cluster_wait import until_cluster_answers
 from graymq.gray_controller.cli.common import (
     add_nameserver_arg,
     add_number_arg,
@@ -43,7 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--size", type=int, default=128, help="body size of generated messages in bytes (default: 128)")
     p.add_argument("--body", help="one message with this body")
     p.add_argument("--sharding-key", help="ordered messages: same key, same queue")
-    add_number_arg(p, "--interval", seconds("--interval", MAX_TIMEOUT_S), default=0.0,
+    add_number_arg(p, "--interval", seconds("--interval", MAX_TIMEOUT_S), default=0.0, metavar="S",
                    help="seconds between sends (default: 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per send")
     add_nameserver_arg(p)
@@ -66,10 +67,26 @@ def _bodies(args: argparse.Namespace) -> Iterator[bytes]:
             yield line.rstrip("\n").encode()
 
 
+async def _until_cluster_answers(args: argparse.Namespace) -> None:
+    """Wait (bounded, saying so) for a name server and a broker still coming up (``cluster_wait``)."""
+    from graymq.client.config import ClientConfig
+    from graymq.nameserver_api.client import NameServerClient
+
+    config = ClientConfig.from_env(args.nameserver)
+    nameserver = NameServerClient(config.nameserver, token=config.token)
+    try:
+        await until_cluster_answers(nameserver, "produce", need_broker=True)
+    finally:
+        await nameserver.close()
+
+
 def run(args: argparse.Namespace) -> int:
     check_name_args(args)
     lane_of_args(args)
     setup_logging(default="WARNING")
+    if args.body is None and args.count is None and sys.stdin.isatty():
+        print("graymq produce: no --body or --count: each line typed is sent as a message; Ctrl-D ends",
+              file=sys.stderr, flush=True)
     return asyncio.run(_run(args))
 
 
@@ -78,6 +95,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     bodies = _bodies(args)
     lane = lane_of_args(args)
+    await _until_cluster_answers(args)
     named = None if lane in (None, "gray") else lane  # the gray lane is said as today, with gray=True
     producer = Producer(args.group, args.nameserver, client_id=args.client_id, labels=parse_labels(args.label),
                         gray=True if lane else None, lane=named)

@@ -22,10 +22,13 @@ from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
 DEFAULT_WAIT_S = 10.0
+DEFAULT_REPLICAS_WAIT_S = 120.0
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("topic", help="create, delete and inspect topics")
+    p = subparsers.add_parser("topic", help="create, delete and inspect topics",
+                              description="Topics live in the name server; brokers pick them up as they register. "
+                              "create and update need the admin token (GRAYMQ_ADMIN_TOKEN outside dev mode).")
     sub = p.add_subparsers(dest="topic_command", metavar="ACTION", required=True)
     create = sub.add_parser("create", help="create or grow a topic; returns once every live broker serves it")
     create.add_argument("topic")
@@ -48,6 +51,12 @@ def register(subparsers: Any) -> None:
     delete.add_argument("--reason", default="", help="recorded in the audit log")
     route = sub.add_parser("route", help="show the brokers and queues of a topic")
     route.add_argument("topic")
+    route.add_argument("--wait-replicas", type=int, metavar="N",
+                       help="first wait until N replicas serve the topic, live and in sync (a broker without "
+                       "replication is one), at most --wait-timeout seconds")
+    add_number_arg(route, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
+                   default=DEFAULT_REPLICAS_WAIT_S, metavar="S",
+                   help=f"how long --wait-replicas waits (default: {DEFAULT_REPLICAS_WAIT_S:g}); then exit 1 saying so")
     listing = sub.add_parser("list", help="list topics")
     for q in (create, update, delete, route, listing):
         add_nameserver_arg(q)
@@ -57,7 +66,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_with_nameserver(args, _run)
+    return run_with_nameserver(args, _run, need_broker=args.topic_command in ("create", "update", "route"))
 
 
 async def _run(ns: Any, args: argparse.Namespace) -> int:
@@ -183,6 +192,8 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
 
     try:
         raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
+        if args.wait_replicas is not None:
+            raw = await _until_replicas(ns, args, raw)
     except NotFoundError as exc:
         raise TopicNotExistError(f"no route for topic {args.topic}: {exc.message}") from exc
     columns = ["broker_name", "address", "queue_nums", "gray_queues", "perm", "grpc_address"]
@@ -200,6 +211,8 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     headers = ["broker", "address", "queues", "gray queues", "perm", "grpc (stock clients)"]
     if not any(b.get("grpc_address") for b in raw["brokers"]):  # no gRPC endpoint anywhere: the table as it was
         rows, headers = [r[:-1] for r in rows], headers[:-1]
+    else:  # a broker without one beside those with one
+        rows = [[*r[:-1], r[-1] or "none"] for r in rows]
     print(table(rows, headers))
     if any(b.get("lane_slots", 1) > 1 for b in raw["brokers"]):  # a topic with room for lanes: its slots
         print(table([[b["broker_name"], s["slot"], id_ranges(s["queue_ids"]), s["lane"] or "free"]
@@ -211,6 +224,31 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     for refusal in refused:
         print(f"broker {refusal['broker_name']} is in no route: {refusal['reason']}", file=sys.stderr)
     return 0
+
+
+async def _until_replicas(ns: Any, args: argparse.Namespace, raw: dict[str, Any]) -> dict[str, Any]:
+    """The route once ``--wait-replicas`` replicas serve it, live and in sync; a GrayMQError after
+    ``--wait-timeout``."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + args.wait_timeout
+    said = False
+    while True:
+        replicas = [_replica(b, r) for b in raw["brokers"] for r in b.get("replicas") or [None]]
+        ready = [r for r in replicas if r["live"] and r["in_sync"]]
+        if len(ready) >= args.wait_replicas:
+            return raw
+        if time.monotonic() >= deadline:
+            raise GrayMQError(f"{len(ready)} of the {args.wait_replicas} replica(s) awaited serve {args.topic}, live "
+                              f"and in sync, after {args.wait_timeout:g} s: are the brokers running (see their "
+                              "logs)? --wait-timeout waits longer")
+        if not said:
+            print(f"waiting for {args.wait_replicas} replica(s) to serve {args.topic}, live and in sync (up to "
+                  f"{args.wait_timeout:g} s)", file=sys.stderr, flush=True)
+            said = True
+        await asyncio.sleep(0.5)
+        raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
 
 
 def _slot_ids(broker: dict[str, Any], slot: int) -> tuple[int, ...]:

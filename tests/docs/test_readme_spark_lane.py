@@ -61,3 +61,25 @@ def test_the_spark_lane_example_reads_and_writes_in_lane_v3() -> None:
     assert spark.registered, "register(spark) was called"
     assert SourceOptions.parse(spark.readStream.given).in_lane == "v3"
     assert spark.write.started and SinkOptions.parse(spark.write.given).side == "v3"
+
+
+def test_the_spark_writes_example_is_a_whole_program() -> None:
+    """Every name it uses is imported, assigned or built in (no ``spark`` or ``ns`` to bring along), its topics are
+    created and its checkpoint is a fresh temporary directory."""
+    import ast
+    import builtins
+
+    block = code_block(ROOT / "README.md", "## Spark writes", language="python")
+    tree = ast.parse(block)
+    defined = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            defined |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    assert used <= defined, f"names the example does not define: {sorted(used - defined)}"
+    assert "put_topic(topic" in block and '("ORDERS", "ORDERS_ENRICHED")' in block
+    assert "tempfile.mkdtemp(" in block and "/data/" not in block

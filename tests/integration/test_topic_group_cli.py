@@ -123,6 +123,7 @@ def test_orphan_policy_cutover_history_and_audit_commands(cluster: Cluster) -> N
     assert "orphan policy of GID_H: adopt" in graymq(ns, "gray", "orphan", "GID_H", "adopt", "--reason", "drill").stdout
     assert httpx.get(f"{ns}/v1/groups/GID_H", timeout=5).json()["orphan_policy"] == "adopt"
     assert "no promote, rollback or rollout of GID_H recorded" in graymq(ns, "gray", "history", "GID_H").stdout
+    graymq(ns, "gray", "rule", "GID_H", "--label", "version=v2", "on")  # a release to promote (its rule goes)
     graymq(ns, "gray", "promote", "GID_H", "--timeout", "30")
     history = as_json(ns, "gray", "history", "GID_H")
     assert [(op["kind"], op["state"]) for op in history] == [("promote", "SUCCEEDED")]

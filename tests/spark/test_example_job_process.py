@@ -59,3 +59,13 @@ def test_the_example_binds_loopback_with_no_ui_unless_the_submitted_conf_says_ot
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert conf.get("spark.ui.enabled") == "false"
     assert spark.sparkContext.uiWebUrl is None
+
+
+def test_report_without_figures_is_one_line_not_a_traceback(tmp_path) -> None:
+    result = subprocess.run([sys.executable, "-m", "jobs.order_minute_stats", "report", "--output",
+                             str(tmp_path / "out-v2")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == (
+        f"order_minute_stats: no figures in {tmp_path}/out-v2/stats yet: the job writes them with its first "
+        f"micro-batch that got messages (is `run --output {tmp_path}/out-v2` running, and were messages sent to its "
+        "side?)"), result.stderr

@@ -8,7 +8,9 @@ Each checker takes plain records and returns what it found, so it can be unit-te
   broker did not recognise), as opposed to one stored message delivered again;
 - ``reordered``: one consumer took a queue's offsets out of order (redeliveries are not counted);
 - ``gray_violations``: a normal (v1) consumer got a gray message while isolation was in force;
-- ``recovery_time``: from a fault to the first consumption of traffic sent after it.
+- ``recovery_time``: from a fault to the first consumption of traffic sent after it;
+- ``longest_gap``: the longest time without an ack (or a consumption) from a fault on: how long writes (reads) were
+  unavailable.
 """
 
 from __future__ import annotations
@@ -135,6 +137,19 @@ def recovery_time(fault_at: float, sent: Iterable[Sent], consumed: Iterable[Cons
     after = {s.msg_id for s in sent if s.sent_at >= fault_at}
     times = [c.at for c in consumed if c.msg_id in after]
     return min(times) - fault_at if times else None
+
+
+def longest_gap(times: Iterable[float], start: float, end: float) -> float:
+    """The longest span of ``[start, end]`` holding none of ``times`` (acks or consumptions): from ``start`` to the
+    first one, between two, or from the last one to ``end``.
+
+    >>> longest_gap([9.0, 10.5, 11.0, 14.0, 14.2], start=10.0, end=15.0)
+    3.0
+    >>> longest_gap([], start=10.0, end=12.5)
+    2.5
+    """
+    points = [start, *sorted(t for t in times if start < t < end), end]
+    return max(b - a for a, b in zip(points, points[1:], strict=False))
 
 
 def messages_in(sent: Iterable[Sent], start: int, length: int) -> list[Sent]:

@@ -20,7 +20,7 @@ from tests.chaos.checkers import (
 )
 
 COLUMNS = ("case", "sent", "acked", "consumed", "lost", "duplicated", "stored twice", "reordered", "gray violations",
-           "recovery s")
+           "recovery s", "writes down s", "reads down s")
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,17 @@ class CaseResult:
     recovery_s: float | None
     expected_lost: list[str] = field(default_factory=list)  # what the fault destroyed (verify's holes, a cut tail)
     notes: list[str] = field(default_factory=list)
+    writes_down_s: float | None = None  # the longest time without an ack from the fault on (partition cases)
+    reads_down_s: float | None = None  # ... without a first consumption
 
     def row(self) -> list[str]:
-        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f}"
         return [self.case, str(self.sent), str(self.acked), str(self.consumed), str(len(self.lost)),
-                str(self.duplicated), str(self.stored_twice), str(self.reordered), str(self.gray_violations), recovery]
+                str(self.duplicated), str(self.stored_twice), str(self.reordered), str(self.gray_violations),
+                *(_seconds(s) for s in (self.recovery_s, self.writes_down_s, self.reads_down_s))]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def evaluate(case: str, attempts: int, sent: Sequence[Sent], consumed: Sequence[Consumed], fault_at: float | None,

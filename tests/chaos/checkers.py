@@ -9,6 +9,8 @@ Each checker takes plain records and returns what it found, so it can be unit-te
 - ``reordered``: one consumer took a queue's offsets out of order (redeliveries are not counted);
 - ``gray_violations``: a normal (v1) consumer got a gray message while isolation was in force;
 - ``recovery_time``: from a fault to the first consumption of traffic sent after it;
+- ``split_acks``: queue positions acknowledged for two different messages: two replicas acting as leader at once
+  (split brain), one of them bound to lose what it acknowledged;
 - ``longest_gap``: the longest time without an ack (or a consumption) from a fault on: how long writes (reads) were
   unavailable.
 """
@@ -137,6 +139,19 @@ def recovery_time(fault_at: float, sent: Iterable[Sent], consumed: Iterable[Cons
     after = {s.msg_id for s in sent if s.sent_at >= fault_at}
     times = [c.at for c in consumed if c.msg_id in after]
     return min(times) - fault_at if times else None
+
+
+def split_acks(sent: Iterable[Sent]) -> dict[tuple[str, str, int, int], list[str]]:
+    """(broker, topic, queue, offset) -> msg ids (sorted), for positions acknowledged for more than one message.
+
+    >>> def at(msg_id, offset): return Sent(msg_id, "T", "b", 0, offset, False, None, 0, 0.0, 0.1)
+    >>> split_acks([at("a", 5), at("b", 6), at("c", 6)])
+    {('b', 'T', 0, 6): ['b', 'c']}
+    """
+    positions: dict[tuple[str, str, int, int], set[str]] = {}
+    for s in sent:
+        positions.setdefault((s.broker, s.topic, s.queue_id, s.queue_offset), set()).add(s.msg_id)
+    return {position: sorted(ids) for position, ids in positions.items() if len(ids) > 1}
 
 
 def longest_gap(times: Iterable[float], start: float, end: float) -> float:

@@ -141,6 +141,21 @@ def recovery_time(fault_at: float, sent: Iterable[Sent], consumed: Iterable[Cons
     return min(times) - fault_at if times else None
 
 
+def reused_positions(consumed: Iterable[Consumed]) -> set[tuple[str, str, str, int, int]]:
+    """(client, topic, broker, queue, offset) where one consumer got two different messages: a new leader stored new
+    messages at offsets its predecessor had used for a tail nobody copied (async replication: that tail is moved
+    aside), after the consumer had read them from the predecessor.
+
+    >>> def got(msg_id, offset): return Consumed(msg_id, "c1", "v1", "T", "b", 0, offset, False, 0.0)
+    >>> sorted(reused_positions([got("a", 5), got("x", 6), got("a", 5), got("y", 6)]))
+    [('c1', 'T', 'b', 0, 6)]
+    """
+    ids: dict[tuple[str, str, str, int, int], set[str]] = {}
+    for c in consumed:
+        ids.setdefault((c.client_id, c.topic, c.broker, c.queue_id, c.queue_offset), set()).add(c.msg_id)
+    return {position for position, seen in ids.items() if len(seen) > 1}
+
+
 def split_acks(sent: Iterable[Sent]) -> dict[tuple[str, str, int, int], list[str]]:
     """(broker, topic, queue, offset) -> msg ids (sorted), for positions acknowledged for more than one message.
 

@@ -83,8 +83,17 @@ class PartitionCluster:
         return loop
 
     def replica_set(self) -> dict[str, object]:
-        brokers = httpx.get(f"{self.ns_url.split(',')[0]}/v1/brokers", timeout=5).json()
-        return next((b["replica_set"] for b in brokers if b["broker_name"] == BROKER and b["replica_set"]), {})
+        """The set as the first name server that answers describes it (``{}`` when none does: a name server cut from
+        PostgreSQL answers 503, a starved machine may answer late)."""
+        for url in self.ns_url.split(","):
+            try:
+                response = httpx.get(f"{url}/v1/brokers", timeout=5)
+            except httpx.HTTPError:
+                continue
+            if response.status_code == 200:
+                return next((b["replica_set"] for b in response.json()
+                             if b["broker_name"] == BROKER and b["replica_set"]), {})
+        return {}
 
     def wait_in_sync(self, want: list[int], timeout: float = 30.0) -> None:
         wait_for(lambda: self.replica_set().get("in_sync") == want, timeout, f"replicas {want} of {BROKER} in sync")

@@ -151,11 +151,14 @@ def _first_consumptions(run: Run) -> list[float]:
 
 
 def _async_loss_window(run: Run) -> set[str]:
-    """What async replication may lose to a cut leader: what it acknowledged from the fault until its lease ran out
-    (no follower could copy it), moved aside when it rejoins. Nothing under sync replication."""
+    """What async replication may lose to a cut leader: what it acknowledged before its lease ran out (0.9 lease
+    after its last renewal, sent before the cut) that no follower had copied, moved aside when it rejoins; the
+    flapping link's last cut may be the one. Half a lease more for the acks to reach the producers. Nothing under
+    sync replication."""
     if run.case.replication != "async":
         return set()
-    return {s.msg_id for s in run.sent if s.acked_at <= run.healed_at + LEASE_S}
+    cut = run.healed_at if run.case.nemesis == "flapping" else run.fault_at
+    return {s.msg_id for s in run.sent if s.acked_at <= cut + 1.5 * LEASE_S}
 
 
 async def _run(run: Run) -> list[str]:

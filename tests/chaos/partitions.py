@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from graymq.devkit.processes import GraymqProcess
+from graymq.gray_controller.cli.moved_aside import read_moved_aside
 from tests.chaos import faults
 from tests.chaos.checkers import Window, longest_gap, reordered, reused_positions
 from tests.chaos.partition_cluster import LEASE_S, PartitionCluster
@@ -114,6 +115,7 @@ def run_partition_case(cluster: PartitionCluster, case: PartitionCase) -> CaseRe
     began = time.monotonic()
     notes = asyncio.run(asyncio.wait_for(_run(run), 240 + case.cut_s))
     expected_lost = _async_loss_window(run)
+    notes.extend(_moved_aside(run, set(_lost(run))))
     result = evaluate(case.name, sum(w.attempts for w in run.workloads.values()), run.sent, run.consumed,
                       run.fault_at, [Window(began, time.monotonic())], expected_lost & set(_lost(run)), notes)
     acks = [s.acked_at for s in run.sent]
@@ -136,6 +138,21 @@ def _reordered(run: Run, notes: list[str]) -> int:
         notes.append(f"{len(reused)} queue position(s) read twice with different messages: the old leader's "
                      f"uncopied tail, then the new leader's messages at the same offsets")
     return len(real)
+
+
+def _moved_aside(run: Run, lost: set[str]) -> list[str]:
+    """Whether every message lost was moved aside by a replica (``graymq broker moved-aside`` lists it)."""
+    if not lost:
+        return []
+    moved = {m.msg_id for r in run.cluster.replicas for f in read_moved_aside(run.cluster.root / f"r{r}")
+             for m in f.messages}
+    if lost - moved:
+        held = {(c.topic, c.broker, c.queue_id, c.queue_offset) for c in run.consumed}
+        shadowed = [s for s in run.sent if s.msg_id in lost - moved
+                    and (s.topic, s.broker, s.queue_id, s.queue_offset) in held]
+        return [f"not moved aside: {len(lost - moved)} of the {len(lost)} lost, e.g. {sorted(lost - moved)[:3]}; "
+                f"{len(shadowed)} of them at a queue offset where consumers got another message"]
+    return [f"all {len(lost)} lost are in the deposed leader's moved-aside files ({len(moved)} records there)"]
 
 
 def _lost(run: Run) -> list[str]:
@@ -185,7 +202,7 @@ async def _run(run: Run) -> list[str]:
             missing = acked - run.consumed_ids()
             allowed = missing & _async_loss_window(run)
             notes.append(f"not everything consumed after {DRAIN_TIMEOUT_S:.0f}s ({len(missing - allowed)})"
-                         if missing - allowed else f"{len(allowed)} acked by the cut leader alone: moved aside")
+                         if missing - allowed else f"{len(allowed)} lost, acknowledged within the async loss window")
         notes.append(await _rejoined(run))
         return notes
     finally:

@@ -54,19 +54,19 @@ class QueueLeases:
                 self.waiting[named[(owner.topic, owner.queue_id)]] = owner.client_id
         return acquired, errors
 
-    async def release(self, mq: MessageQueue, offset: int) -> GrayMQError | None:
-        """Commit ``offset`` (-1: none) and release ``mq``; the error when its broker could not be told (the lease
-        then ends with this client's connection or expires), None when released."""
+    async def release(self, mq: MessageQueue, offset: int) -> bool:
+        """Commit ``offset`` (-1: none) and release ``mq``; False when its broker could not be told (the lease
+        then ends with this client's connection or expires)."""
         address = self.held.pop(mq, None)
         if address is None:
-            return None
+            return True
         try:
             await self.brokers.unlock_queues(address, self.group, self.client_id, [(mq.topic, mq.queue_id, offset)])
         except GrayMQError as exc:
             log.warning("releasing %s on %s failed: %s (%s); its lease ends when it expires", mq, address,
                         exc.message, exc.code_name)
-            return exc
-        return None
+            return False
+        return True
 
     def forget(self, mq: MessageQueue) -> None:
         """The broker says another client holds ``mq`` now: this one's lease is gone."""

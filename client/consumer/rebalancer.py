@@ -29,7 +29,7 @@ from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueS
 from graymq.core.route import TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import wait_event
-from graymq.protocol.errors import GrayMQError, NotLeaderError
+from graymq.protocol.errors import GrayMQError
 from graymq.protocol.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -241,12 +241,9 @@ class Rebalancer:
                 await asyncio.gather(pq.task, return_exceptions=True)
         if rt.broadcasting:
             await self.fetcher.commit(pq)
-        elif (failed := await self.leases.release(pq.mq, pq.commit_offset())) is None:
+        elif await self.leases.release(pq.mq, pq.commit_offset()):
             pq.committed = pq.commit_offset()
-        elif not isinstance(failed, NotLeaderError):
-            # A broker that did not answer may have lost commits in a crash: resume where this client stopped. A
-            # deposed replica (NOT_LEADER) is not that: the new leader's log past the election is not the one read
-            # (async replication moves the old tail aside and reuses its offsets), so resume at its commit.
+        else:
             self.assignment.unreleased[pq.mq] = pq.commit_offset()
 
     def lost(self, pq: ProcessQueue, exc: GrayMQError) -> None:

@@ -28,7 +28,7 @@ from graymq.core.gray_flip import GrayFlip
 from graymq.core.group_gray import GroupGray
 from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import ConnectionClosedError, GrayMQError, NotLeaderError, QueueLockedError
+from graymq.protocol.errors import GrayMQError, NotLeaderError, QueueLockedError
 from graymq.protocol.record import encode_properties, encode_record, make_properties
 from graymq.protocol.supervisor import Supervisor
 
@@ -79,7 +79,6 @@ class FakeBrokers:
     def __init__(self, records: int = 0, clients: tuple[tuple[str, bool], ...] = (),
                  held_by: dict[int, str] | None = None, pull_error: GrayMQError | None = None) -> None:
         self.records, self.clients, self.held_by, self.pull_error = records, clients, held_by or {}, pull_error
-        self.unlock_error: GrayMQError | None = None
         self.sent_back: list[int] = []
         self.unlocked: list[tuple[str, int, int]] = []
         self.calls: list[str] = []
@@ -109,8 +108,6 @@ class FakeBrokers:
 
     async def unlock_queues(self, address: str, group: str, client_id: str,
                             queues: list[tuple[str, int, int]]) -> None:
-        if self.unlock_error is not None:
-            raise self.unlock_error
         self.unlocked.extend(queues)
 
     async def heartbeat(self, address: str, request: pb.HeartbeatRequest) -> None:
@@ -316,26 +313,6 @@ async def test_a_queue_no_longer_wanted_is_handed_over_with_its_final_offset() -
     await part.rebalance()
     assert pq.dropped and (TOPIC, 1, 2) in brokers.unlocked and pq.committed == 2
     assert len(part.assignment.assigned()) == 2
-
-
-@run
-async def test_a_queue_a_deposed_leader_would_not_release_resumes_at_the_new_leaders_commit_not_where_it_stopped(
-) -> None:
-    """A broker down (no answer) may have lost commits: the queue resumes where this client stopped. A deposed replica
-    (NOT_LEADER) is no such broker: the new leader's log past the election is not the one this client read (under
-    async replication the old tail is moved aside and new messages take its offsets), so resuming where it stopped on
-    the old leader would skip them."""
-    for error, kept in ((ConnectionClosedError("broker gone"), True), (NotLeaderError("follows replica 1"), False)):
-        brokers = FakeBrokers(clients=(("c1", False),))
-        part, _, _ = rebalancer(brokers)
-        await part.rebalance()
-        pq = part.assignment.queues[MessageQueue(TOPIC, "b", 1)]
-        pq.add([0, 1, 2], 3, 100)
-        pq.done([0, 1, 2], 100)
-        brokers.unlock_error = error
-        brokers.clients = (("c0", False), ("c1", False))
-        await part.rebalance()
-        assert pq.dropped and (pq.mq in part.assignment.unreleased) == kept, error
 
 
 # -- the broker heartbeats -----------------------------------------------------------------------

@@ -22,10 +22,13 @@ unit: $(TEST_STAMP)
 	$(BIN)/pytest -m unit
 
 # Chaos suite (tests/chaos): faults injected by PID (kill -9, SIGTERM, SIGSTOP of broker and name server, a flipped
-# byte, a cut commit log) under load, each case checked for lost / duplicated / reordered messages, gray isolation
-# and recovery time; the table prints at the end. Plain `pytest` (`make test`) runs a subset (SUBSET in
-# tests/chaos/conftest.py, one case on the pure path); selecting the `chaos` marker runs the whole matrix.
-# `make soak` runs it with CHAOS_SOAK_S (default 60) seconds of load a case.
+# byte, a cut commit log) and network partitions (every node in its own network namespace on a bridge, links cut by
+# nftables; root only, skipped otherwise) under load, each case checked for lost / duplicated / reordered messages,
+# gray isolation, recovery time and how long writes and reads were down; the table prints at the end. Plain `pytest`
+# (`make test`) runs a subset (SUBSET in tests/chaos/conftest.py: one case on the pure path, the sync leader cut, the
+# gray consumer cuts during a promote); selecting the `chaos` marker runs the whole matrix.
+# `make soak` runs it with CHAOS_SOAK_S (default 60) seconds of load a case; CHAOS_FLAP_S (default 60) is how long
+# the flapping partition lasts.
 CHAOS_SOAK_S ?= 60
 chaos: $(TEST_STAMP) system-deps
 	$(BIN)/pytest tests/chaos -m chaos
@@ -62,7 +65,7 @@ $(DEMO_STAMP) $(TEST_STAMP): pyproject.toml setup.py protocol/_speedups.pyx prot
 
 # PostgreSQL server binaries for the test fixtures, Java for Spark, Node.js and npm for the Node.js SDK, Chromium for
 # the console's browser tests (driven by Playwright at /usr/bin/chromium; Playwright's own browser downloads are never
-# used): installed when missing.
+# used), nftables for the partition cases' faults (tests/chaos/test_partitions.py): installed when missing.
 system-deps:
 	@if [ -z "$(PG_BIN)" ] || [ ! -x "$(PG_BIN)/initdb" ]; then \
 		echo "installing PostgreSQL server binaries"; \
@@ -79,6 +82,10 @@ system-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "installing Chromium for the browser tests"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if ! command -v nft >/dev/null 2>&1 && [ ! -x /usr/sbin/nft ]; then \
+		echo "installing nftables for the partition tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nftables >/dev/null; \
 	fi
 
 # The stock RocketMQ 5 Node.js SDK the gRPC endpoint's tests drive: `npm ci` of tests/support/stock_sdk_node's lock

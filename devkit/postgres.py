@@ -33,12 +33,14 @@ def find_pg_bin() -> Path:
 
 
 class PostgresServer:
-    """One throwaway PostgreSQL cluster; ``stop()``/``start()`` may be called repeatedly."""
+    """One throwaway PostgreSQL cluster; ``stop()``/``start()`` may be called repeatedly. ``host``: the address
+    it listens on; ``prefix``: what its commands run under (``ip netns exec NS`` for a partition test's node)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
         self.bin = find_pg_bin()
         self.port = free_port()
-        self.host = "127.0.0.1"
+        self.host = host
+        self._prefix = list(prefix)
         self._root = Path(tempfile.mkdtemp(prefix="graymq-pg-"))
         self.data_dir = self._root / "data"
         self.log_file = self._root / "postgres.log"
@@ -55,11 +57,14 @@ class PostgresServer:
                 f"\nlisten_addresses = '{self.host}'\nport = {self.port}\nunix_socket_directories = ''\n"
                 "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n"
             )
+        if host != "127.0.0.1":  # a partition test's private bridge: its other nodes connect over it
+            with open(self.data_dir / "pg_hba.conf", "a") as hba:
+                hba.write("host all all 0.0.0.0/0 trust\n")
 
     def _run(self, args: Sequence[str]) -> None:
         if self._as_user:
             args = ["runuser", "-u", self._as_user, "--", *args]
-        result = subprocess.run(args, capture_output=True, text=True)
+        result = subprocess.run([*self._prefix, *args], capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
 

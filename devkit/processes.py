@@ -27,9 +27,11 @@ class ProcessFailed(RuntimeError):
 
 
 class GraymqProcess:
-    """A running ``graymq ...`` command with its output captured line by line."""
+    """A running ``graymq ...`` command with its output captured line by line; ``prefix`` runs it under another
+    command that execs it (``ip netns exec NS``: the pid stays the command's)."""
 
-    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+                 prefix: Sequence[str] = ()) -> None:
         self.args = list(args)
         full_env = dict(os.environ)
         full_env.update(env or {})
@@ -39,7 +41,7 @@ class GraymqProcess:
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graymq.gray_controller.cli", *self.args],
+            [*prefix, sys.executable, "-m", "graymq.gray_controller.cli", *self.args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=full_env, cwd=str(cwd or REPO_ROOT), text=True, bufsize=1,
         )

@@ -29,6 +29,7 @@ from graymq.protocol.errors import (
     ConnectionClosedError,
     GrayIsolationError,
     GrayMQError,
+    NotLeaderError,
     QueueLockedError,
     QueueNotExistError,
     RequestTimeoutError,
@@ -40,8 +41,9 @@ from graymq.protocol.retry import Backoff
 log = logging.getLogger(__name__)
 
 PULL_BACKOFF = (0.1, 3.0)  # seconds: first retry delay and cap of a failing pull
-# A failed pull of these may mean the route is stale (broker moved, queues changed): ask the name server again.
-ROUTE_SUSPECT = (ConnectionClosedError, RequestTimeoutError, TopicNotExistError, QueueNotExistError)
+# A failed pull of these may mean the route is stale (broker moved, queues changed, another replica leads: a leader
+# cut off from the name servers is deposed while its clients still reach it): ask the name server again.
+ROUTE_SUSPECT = (ConnectionClosedError, RequestTimeoutError, TopicNotExistError, QueueNotExistError, NotLeaderError)
 
 Lost = Callable[[ProcessQueue, GrayMQError], None]
 Rejoin = Callable[[], Awaitable[None]]

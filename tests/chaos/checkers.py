@@ -8,7 +8,11 @@ Each checker takes plain records and returns what it found, so it can be unit-te
   broker did not recognise), as opposed to one stored message delivered again;
 - ``reordered``: one consumer took a queue's offsets out of order (redeliveries are not counted);
 - ``gray_violations``: a normal (v1) consumer got a gray message while isolation was in force;
-- ``recovery_time``: from a fault to the first consumption of traffic sent after it.
+- ``recovery_time``: from a fault to the first consumption of traffic sent after it;
+- ``split_acks``: queue positions acknowledged for two different messages: two replicas acting as leader at once
+  (split brain), one of them bound to lose what it acknowledged;
+- ``longest_gap``: the longest time without an ack (or a consumption) from a fault on: how long writes (reads) were
+  unavailable.
 """
 
 from __future__ import annotations
@@ -135,6 +139,47 @@ def recovery_time(fault_at: float, sent: Iterable[Sent], consumed: Iterable[Cons
     after = {s.msg_id for s in sent if s.sent_at >= fault_at}
     times = [c.at for c in consumed if c.msg_id in after]
     return min(times) - fault_at if times else None
+
+
+def reused_positions(consumed: Iterable[Consumed]) -> set[tuple[str, str, str, int, int]]:
+    """(client, topic, broker, queue, offset) where one consumer got two different messages: a new leader stored new
+    messages at offsets its predecessor had used for a tail nobody copied (async replication: that tail is moved
+    aside), after the consumer had read them from the predecessor.
+
+    >>> def got(msg_id, offset): return Consumed(msg_id, "c1", "v1", "T", "b", 0, offset, False, 0.0)
+    >>> sorted(reused_positions([got("a", 5), got("x", 6), got("a", 5), got("y", 6)]))
+    [('c1', 'T', 'b', 0, 6)]
+    """
+    ids: dict[tuple[str, str, str, int, int], set[str]] = {}
+    for c in consumed:
+        ids.setdefault((c.client_id, c.topic, c.broker, c.queue_id, c.queue_offset), set()).add(c.msg_id)
+    return {position for position, seen in ids.items() if len(seen) > 1}
+
+
+def split_acks(sent: Iterable[Sent]) -> dict[tuple[str, str, int, int], list[str]]:
+    """(broker, topic, queue, offset) -> msg ids (sorted), for positions acknowledged for more than one message.
+
+    >>> def at(msg_id, offset): return Sent(msg_id, "T", "b", 0, offset, False, None, 0, 0.0, 0.1)
+    >>> split_acks([at("a", 5), at("b", 6), at("c", 6)])
+    {('b', 'T', 0, 6): ['b', 'c']}
+    """
+    positions: dict[tuple[str, str, int, int], set[str]] = {}
+    for s in sent:
+        positions.setdefault((s.broker, s.topic, s.queue_id, s.queue_offset), set()).add(s.msg_id)
+    return {position: sorted(ids) for position, ids in positions.items() if len(ids) > 1}
+
+
+def longest_gap(times: Iterable[float], start: float, end: float) -> float:
+    """The longest span of ``[start, end]`` holding none of ``times`` (acks or consumptions): from ``start`` to the
+    first one, between two, or from the last one to ``end``.
+
+    >>> longest_gap([9.0, 10.5, 11.0, 14.0, 14.2], start=10.0, end=15.0)
+    3.0
+    >>> longest_gap([], start=10.0, end=12.5)
+    2.5
+    """
+    points = [start, *sorted(t for t in times if start < t < end), end]
+    return max(b - a for a, b in zip(points, points[1:], strict=False))
 
 
 def messages_in(sent: Iterable[Sent], start: int, length: int) -> list[Sent]:

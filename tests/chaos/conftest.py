@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-SUBSET = {"kill9/sync+promote", "stop_broker/async", "flip/sync", "pop_kill9/sync", "kill9/sync+pure"}
+SUBSET = {"kill9/sync+promote", "stop_broker/async", "flip/sync", "pop_kill9/sync", "kill9/sync+pure",
+          "leader_cut/sync_replicas", "gray_consumer_cut_ns/sync_replicas", "gray_consumer_cut_broker/sync_replicas"}
 
 
 def _full(config: pytest.Config) -> bool:

@@ -16,11 +16,13 @@ from tests.chaos.checkers import (
     lost,
     recovery_time,
     reordered,
+    split_acks,
     stored_twice,
 )
 
 COLUMNS = ("case", "sent", "acked", "consumed", "lost", "duplicated", "stored twice", "reordered", "gray violations",
-           "recovery s")
+           "split acks", "recovery s", "writes down s",
+           "reads down s")
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,18 @@ class CaseResult:
     recovery_s: float | None
     expected_lost: list[str] = field(default_factory=list)  # what the fault destroyed (verify's holes, a cut tail)
     notes: list[str] = field(default_factory=list)
+    split_acks: int = 0  # queue positions acknowledged for two messages (split brain)
+    writes_down_s: float | None = None  # the longest time without an ack from the fault on (partition cases)
+    reads_down_s: float | None = None  # ... without a first consumption
 
     def row(self) -> list[str]:
-        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f}"
         return [self.case, str(self.sent), str(self.acked), str(self.consumed), str(len(self.lost)),
-                str(self.duplicated), str(self.stored_twice), str(self.reordered), str(self.gray_violations), recovery]
+                str(self.duplicated), str(self.stored_twice), str(self.reordered), str(self.gray_violations),
+                str(self.split_acks), *(_seconds(s) for s in (self.recovery_s, self.writes_down_s, self.reads_down_s))]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def evaluate(case: str, attempts: int, sent: Sequence[Sent], consumed: Sequence[Consumed], fault_at: float | None,
@@ -59,7 +68,7 @@ def evaluate(case: str, attempts: int, sent: Sequence[Sent], consumed: Sequence[
         duplicated=sum(n - 1 for n in duplicated(consumed).values()),
         stored_twice=sum(n - 1 for n in stored_twice(consumed).values()),
         reordered=len(reordered(consumed)),
-        gray_violations=len(gray_violations(consumed, isolated)),
+        gray_violations=len(gray_violations(consumed, isolated)), split_acks=len(split_acks(sent)),
         recovery_s=None if fault_at is None else recovery_time(fault_at, sent, consumed),
         expected_lost=sorted(expected_lost), notes=list(notes),
     )

@@ -28,7 +28,7 @@ from graymq.core.gray_flip import GrayFlip
 from graymq.core.group_gray import GroupGray
 from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import GrayMQError, QueueLockedError
+from graymq.protocol.errors import GrayMQError, NotLeaderError, QueueLockedError
 from graymq.protocol.record import encode_properties, encode_record, make_properties
 from graymq.protocol.supervisor import Supervisor
 
@@ -225,6 +225,19 @@ async def test_a_pull_refused_by_the_queue_lease_ends_that_queue_loop_and_report
     await until(lambda: lost == [pq], "the queue reported lost")
     assert pq.task is not None
     await asyncio.wait_for(pq.task, 5)
+
+
+@run
+async def test_a_pull_refused_by_a_deposed_leader_reads_the_route_again_and_rebalances() -> None:
+    """A leader cut off from the name servers is deposed while its consumers still reach it: it answers NOT_LEADER,
+    and the consumer must look for the new leader at once, not at the route's next refresh (30 s later)."""
+    rt = runtime(FakeBrokers(pull_error=NotLeaderError("replica 0 follows replica 1 at epoch 2")))
+    part, _ = fetcher(rt, FakeOffsetStore(), ConsumeStatus.CONSUME_SUCCESS)
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 0)
+    part.fetch(pq)
+    await until(lambda: rt.rebalance_now.is_set(), "a rebalance asked for")
+    assert TOPIC in cast(FakeRoutes, rt.routes).invalidated
+    await rt.tasks.cancel([pq.task] if pq.task else [])
 
 
 # -- the rebalancer ------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication", "tracing", "stocksdk", "profile", "spark", "lanes")
+         "replication", "tracing", "stocksdk", "profile", "spark", "lanes", "fleet")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -321,6 +321,21 @@ def part_nameserver(results: Results, args: argparse.Namespace, root: Path, post
         for case, figures in bench_nameserver.measure(postgres, f"bench_nameserver_{round_no}", 200,
                                                       args.ns_calls).items():
             results.add("nameserver", case, figures)
+
+
+def part_fleet(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:
+    from graymq.bench import bench_fleet
+    from graymq.bench.common import quiet_logs
+    from graymq.bench.graymq_servers import NameServer
+
+    def fn() -> Figures:
+        with tempfile.TemporaryDirectory(dir=root) as tmp, NameServer(
+                Path(tmp) / "ns", root, postgres.create_database("bench_fleet")).wait_ready() as ns:
+            return bench_fleet.fleet_case(ns, Path(tmp), root, args.fleet_clients, args.fleet_processes)
+
+    with quiet_logs():
+        run_repeated(results, "fleet", [(f"{args.fleet_clients} clients, {args.fleet_processes} processes", fn)],
+                     args.repeat)
 
 
 def part_replication(results: Results, args: argparse.Namespace, root: Path) -> None:
@@ -797,6 +812,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="peers: seconds of the 5,000 msg/s e2e with awaited sends (default 10)")
     parser.add_argument("--group-sizes", type=lambda text: [int(n) for n in text.split(",")], default=[50, 200, 500],
                         help="groupscale: group sizes, comma-separated (default 50,200,500)")
+    parser.add_argument("--fleet-clients", type=int, default=5000, help="fleet: clients (default 5000)")
+    parser.add_argument("--fleet-processes", type=int, default=20, help="fleet: worker processes (default 20)")
     parser.add_argument("--spark-count", type=int, default=20_000,
                         help="spark: rows read by the source and written by the sink per round (default 20000)")
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the JSON")
@@ -830,23 +847,24 @@ def run(args: argparse.Namespace) -> int:
         needed = {}
         if {"peers", "awaited", "throughput", "latency"} & set(parts):
             needed.update({"redis-server": "redis-server", "nats-server": "nats-server"})
-        if {"gray", "nameserver"} & set(parts):
+        if {"gray", "nameserver", "fleet"} & set(parts):
             needed["/usr/lib/postgresql/*/bin/initdb"] = "postgresql"
         ensure_debian_packages(needed)
     meta: dict[str, Any] = {"machine": machine_info(), "versions": versions(), "parts": parts, "label": args.label,
                             "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                             "settings": {k: getattr(args, k) for k in (
                                 "count", "store_count", "repeat", "rate", "duration", "gray_backlog", "consumers",
-                                "peer_count", "awaited_count", "e2e_duration", "group_sizes", "spark_count")}}
+                                "peer_count", "awaited_count", "e2e_duration", "group_sizes", "spark_count",
+                                "fleet_clients", "fleet_processes")}}
     args.meta = meta  # parts add run-wide figures (the peers' echo round trip and load)
     began = time.monotonic()
     results = Results()
     with tempfile.TemporaryDirectory(prefix="graymq-bench-") as tmp:
         root = Path(tmp)
         with contextlib.ExitStack() as stack:
-            postgres = stack.enter_context(postgres_server()) if {"gray", "nameserver"} & set(parts) else None
+            postgres = stack.enter_context(postgres_server()) if {"gray", "nameserver", "fleet"} & set(parts) else None
             for part in parts:
-                if part in ("gray", "nameserver"):
+                if part in ("gray", "nameserver", "fleet"):
                     globals()[f"part_{part}"](results, args, root, postgres)
                 else:
                     globals()[f"part_{part}"](results, args, root)

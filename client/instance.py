@@ -3,7 +3,8 @@ that config (RocketMQ's ``MQClientInstance``): one name-server client, one route
 connections, and one name-server session (nameserver_api/session.py) carrying every client's heartbeats and watch:
 the heartbeats due in one turn of the loop go out as one request (those of every client on the interval's grid;
 a ``poke`` joins the requests of its turn), and one long poll watches every client's flags, each client acting on
-its own answer as before. A client joins it when built and leaves at ``stop()``; the last one out closes it, and
+its own answer as before; its consumers' broker heartbeats go one request per broker the same way
+(client/broker_beats.py). A client joins it when built and leaves at ``stop()``; the last one out closes it, and
 the next client given the config builds a new one.
 
 The clients sharing an instance run on one event loop (its connections belong to the loop that opened them).
@@ -14,10 +15,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
+from graymq.client.broker_beats import BrokerBeats
 from graymq.client.config import ClientConfig
 from graymq.client.route_cache import SharedRouteCache, SharedRoutes
 from graymq.nameserver_api.client import NameServerClient
-from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.membership import Membership, new_client_id
 from graymq.nameserver_api.session import NameServerSession
 from graymq.protocol.broker_client import BrokerClient
 
@@ -38,6 +40,7 @@ class ClientInstance:
         self.routes = SharedRoutes(config.route_ttl_s)
         self.brokers = BrokerClient(on_group_changed=self._group_changed, timeout_s=config.broker_timeout_s,
                                     token=config.token or "", tls=config.tls)
+        self.broker_beats = BrokerBeats(self.brokers, new_client_id("instance"))
         self._on_group_changed: list[GroupChanged] = []
         self._users = 0
 
@@ -84,5 +87,6 @@ class ClientInstance:
         if _instances.get(id(self.config)) is self:
             del _instances[id(self.config)]
         await self.routes.close()
+        await self.broker_beats.close()
         await self.brokers.close()
         await self.session.close()  # and the name-server client

@@ -124,7 +124,7 @@ class PushConsumer:
         self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, self.consume_from,
                                           self.consume_timestamp_ms)
         self.assignment = Assignment()
-        self.heartbeats = BrokerHeartbeats(rt, self.consume_from)
+        self.heartbeats = BrokerHeartbeats(rt, self.consume_from, self.client.broker_beats)
         self._runner = ListenerRunner(listener, s.max_threads, group)
         self.fetcher = Fetcher(rt, self.assignment, self.offset_store, self._runner, orderly=self.orderly,
                                on_lost=lambda pq, exc: self.rebalancer.lost(pq, exc), rejoin=self.heartbeats.beat)

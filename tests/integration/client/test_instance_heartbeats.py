@@ -1,7 +1,8 @@
-"""The clients of one ClientInstance heartbeat the name server together (batched requests, one watch), on real
-processes, and the name server still keeps each as its own client: each is listed and answered on its own, one
-stopped inside the process leaves its group at once while the others stay, and a process killed with SIGKILL
-leaves after the name server's client expiry, as clients heartbeating alone did."""
+"""The clients of one ClientInstance heartbeat the name server together (batched requests, one watch) and each broker
+together (one request carrying every consumer's data), on real processes, and the name server and the broker still
+keep each as its own client: each is listed and answered on its own, one stopped inside the process leaves its group
+at once while the others stay, and a process killed with SIGKILL leaves after the name server's client expiry, as
+clients heartbeating alone did."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from graymq.client import Producer, PushConsumer
 from graymq.client.config import ClientConfig
 from graymq.client.instance import ClientInstance
+from graymq.protocol import graymq_pb2 as pb
 from tests.support.clients import FAST, Recorder, run_scenario, wait_until
 from tests.support.cluster import Cluster
 
@@ -49,13 +51,21 @@ def unregistered(ns_url: str, group: str) -> list[str]:
 
 
 class Counted:
-    """The name-server calls of one instance: heartbeats sent alone, and the batched requests' sizes."""
+    """The heartbeats of one instance: to the name server sent alone, and the client ids of each batched request
+    to the name server and to the brokers."""
 
     def __init__(self, instance: ClientInstance) -> None:
         self.single: list[str] = []
         self.batches: list[list[str]] = []
-        nameserver = instance.nameserver
-        single, request = nameserver.client_heartbeat, nameserver.request
+        self.broker_batches: list[list[str]] = []
+        nameserver, brokers = instance.nameserver, instance.brokers
+        single, request, broker_heartbeat = nameserver.client_heartbeat, nameserver.request, brokers.heartbeat
+
+        async def heartbeat_broker(address: str, req: pb.HeartbeatRequest) -> None:
+            self.broker_batches.append([data.client_id for data in req.consumers])
+            await broker_heartbeat(address, req)
+
+        brokers.heartbeat = heartbeat_broker  # type: ignore[method-assign]
 
         async def client_heartbeat(body: dict[str, Any]) -> Any:
             self.single.append(body["client_id"])
@@ -68,6 +78,12 @@ class Counted:
 
         nameserver.client_heartbeat = client_heartbeat  # type: ignore[method-assign]
         nameserver.request = counted_request  # type: ignore[method-assign]
+
+
+async def broker_listed(c: PushConsumer) -> set[str]:
+    """The consumers of ``GROUP`` the broker lists (from their heartbeats)."""
+    address = next(iter(c.runtime.broker_addresses()))
+    return {client.client_id for client in (await c.brokers.consumer_list(address, GROUP)).clients}
 
 
 def consumer(config: ClientConfig, client_id: str) -> PushConsumer:
@@ -94,6 +110,9 @@ def test_one_instance_sends_its_clients_heartbeats_together_and_each_is_listed_a
         assert counted.single == []
         assert max(len(set(b)) for b in counted.batches) > 1, "no request carried two clients' heartbeats"
         assert {c for b in counted.batches for c in b} == {"c0", "c1", "c2", "p0", "p1"}
+        await wait_until(lambda: len(counted.broker_batches) >= 10, 30, "ten heartbeats to the broker")
+        assert max(len(b) for b in counted.broker_batches) > 1, "no broker heartbeat carried two consumers"
+        assert await broker_listed(consumers[0]) == {"c0", "c1", "c2"}
         # the group's switch reaches each consumer through the instance's one watch, and no producer
         admin = cluster.admin()
         await admin.set_switch(GROUP, False, "test")
@@ -120,9 +139,15 @@ def test_a_client_stopped_inside_a_process_leaves_at_once_while_the_others_of_it
         await consumers[1].stop()
         assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c2"}
         assert unregistered(cluster.ns_url, GROUP) == ["c1"]
+        assert await broker_listed(consumers[0]) == {"c0", "c2"}
         counted.batches.clear()
-        await wait_until(lambda: sum(len(b) for b in counted.batches) >= 6, 30, "the others heartbeating on")
+        counted.broker_batches.clear()
+        await wait_until(lambda: sum(len(b) for b in counted.batches) >= 6 and len(counted.broker_batches) >= 4, 30,
+                         "the others heartbeating on")
         assert {c for b in counted.batches for c in b} == {"c0", "c2"}
+        assert {c for b in counted.broker_batches for c in b} == {"c0", "c2"}
+        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c2"}
+        assert await broker_listed(consumers[0]) == {"c0", "c2"}
         for c in (consumers[0], consumers[2]):
             await c.stop()
 

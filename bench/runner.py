@@ -28,7 +28,11 @@ Parts (default: all, in this order):
 - ``spark``      the Spark source's batch read and the Spark sink's batch write (local[2], ``--spark-count`` rows of
                  1 KiB): rows/s side by side; without pyspark or Java it says so in one line and the run goes on.
 - ``lanes``      a group of 200's rebalance and the send path's side and queue choice, base + gray against base + 3
-                 lanes (bench_lanes.py, no network).
+                 lanes (bench_lanes.py, no network);
+- ``fleet``      ``--fleet-clients`` producers and consumers over ``--fleet-processes`` worker processes (one client
+                 instance each), name server on PostgreSQL, two brokers: steady CPU per second of each server, a
+                 gray switch flip reaching every consumer of a 500-consumer group, its join and leave convergence,
+                 the servers' memory (bench_fleet.py).
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -686,6 +690,15 @@ def render_results(results: Results, meta: dict[str, Any]) -> list[str]:
         "failed_check_to_retired_s": "rollout check failed → gray consumers retired, holding nothing (s)",
         "failed_check_to_rolled_back_s": "rollout check failed → rollback complete, gray backlog 0 (s)"})
     body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
+    body += render_figures(results, "fleet", "A fleet of clients: producers and consumers over worker processes, "
+                                             "name server on PostgreSQL, two brokers", {
+        "steady_nameserver_cpu_per_s": "steady name server CPU (s per s)",
+        "steady_broker_a_cpu_per_s": "steady broker a CPU (s per s)",
+        "steady_broker_b_cpu_per_s": "steady broker b CPU (s per s)",
+        "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
+        "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
+        "converge_after_join_s": "one consumer joins the big group → converged (s)",
+        "converge_after_leave_s": "it leaves → converged (s)"})
     body += render_figures(results, "replication", "Replication: one broker against a broker set of two replicas", {
         "batched_msgs_s": "batched produce (msg/s)", "awaited_msgs_s": "awaited single sends (msg/s)",
         "awaited_p50_ms": "awaited send p50 (ms)", "awaited_p99_ms": "awaited send p99 (ms)"})

@@ -66,6 +66,7 @@ class NameServerSession:
         self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
         self._members_changed = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
+        self._applying: dict[asyncio.Task[None], int] = {}  # a membership acting on a watch's answer -> its id
 
     def watch(self, membership: Membership) -> None:
         """Watch for ``membership`` (started with ``watch=False``) until ``unwatch``."""
@@ -75,8 +76,12 @@ class NameServerSession:
             self._watcher = asyncio.get_running_loop().create_task(self._watch_rounds(), name=f"{self.label} watches")
 
     def unwatch(self, membership: Membership) -> None:
+        """No more watching for ``membership``; an answer it is acting on is cancelled (as its own watch was)."""
         if self._watched.pop(id(membership), None) is not None:
             self._members_changed.set()
+        for task, member in list(self._applying.items()):
+            if member == id(membership):
+                task.cancel()
 
     async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
         if not self._batched:
@@ -100,6 +105,8 @@ class NameServerSession:
     async def close(self) -> None:
         if self._watcher is not None:
             await cancel_and_wait(self._watcher)
+        for task in list(self._applying):
+            await cancel_and_wait(task)
         if self._sender is not None:
             self._sender.cancel()
             await asyncio.gather(self._sender, return_exceptions=True)
@@ -208,10 +215,26 @@ class NameServerSession:
             else:
                 for (membership, body, epoch), result in zip(entries, answer["results"], strict=True):
                     if result["status_code"] < 300:
-                        await membership.watched(body, HeartbeatAnswer.from_json(result["answer"]), epoch)
+                        self._apply_soon(membership, body, HeartbeatAnswer.from_json(result["answer"]), epoch)
                 return
         await asyncio.gather(*(self._single_watch(entry, timeout_s) for entry in entries))
 
     async def _single_watch(self, entry: Watched, timeout_s: float) -> None:
         membership, body, epoch = entry
-        await membership.watched(body, await self.nameserver.watch_client(body, timeout_s), epoch)
+        self._apply_soon(membership, body, await self.nameserver.watch_client(body, timeout_s), epoch)
+
+    def _apply_soon(self, membership: Membership, body: dict[str, Any], answer: HeartbeatAnswer, epoch: int) -> None:
+        """``membership`` acts on a watch's answer in a task of its own: one client's flip (a drain, a broker round
+        trip) neither waits for another's nor holds the next round, and a round ending does not cancel it."""
+        if all(getattr(answer, key) == value for key, value in body["known"].items()):
+            return
+        task = asyncio.get_running_loop().create_task(membership.watched(body, answer, epoch),
+                                                      name=f"watched {membership.client_id}")
+        self._applying[task] = id(membership)
+        task.add_done_callback(self._applied)
+
+    def _applied(self, task: asyncio.Task[None]) -> None:
+        self._applying.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("%s %s: acting on a watch's answer failed", self.label, task.get_name(),
+                           exc_info=task.exception())

@@ -36,7 +36,7 @@ class ClientInstance:
         self.config = config
         self.nameserver = NameServerClient(list(config.nameserver), token=config.token,
                                            timeout_s=config.nameserver_timeout_s)
-        self.session = NameServerSession(self.nameserver, window_s=0.0)
+        self.session = NameServerSession(self.nameserver, window_s=0.0, timeout_s=config.nameserver_timeout_s)
         self.routes = SharedRoutes(config.route_ttl_s)
         self.brokers = BrokerClient(on_group_changed=self._group_changed, timeout_s=config.broker_timeout_s,
                                     token=config.token or "", tls=config.tls)

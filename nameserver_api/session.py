@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 WINDOW_S = 0.02  # heartbeats arriving within it share a request (the default)
 MAX_BATCH = 100  # heartbeats a request (the name server takes up to 500; a request stays far below its body limit)
+PER_HEARTBEAT_S = 0.05  # a batch's read timeout grows by this per heartbeat in it
 PATH = "/v1/clients/heartbeats"
 WATCHES_PATH = "/v1/clients/watches"
 
@@ -51,8 +52,9 @@ class NameServerSession:
     log = log
 
     def __init__(self, nameserver: NameServerClient, interval_s: float = 3.0, *, window_s: float = WINDOW_S,
-                 max_batch: int = MAX_BATCH) -> None:
+                 max_batch: int = MAX_BATCH, timeout_s: float = 3.0) -> None:
         self.nameserver = nameserver
+        self.timeout_s = timeout_s  # one heartbeat's read timeout (a batch's grows with its size)
         self.window_s = window_s  # 0: the beats of one loop turn share a request
         self.max_batch = max_batch
         self.interval_s = interval_s  # the memberships' heartbeat interval: a membership not answered yet waits it
@@ -133,7 +135,8 @@ class NameServerSession:
 
     async def _send_batch(self, batch: list[Pending]) -> None:
         try:
-            answer = await self.nameserver.request("POST", PATH, json={"heartbeats": [body for body, _ in batch]})
+            answer = await self.nameserver.request("POST", PATH, json={"heartbeats": [body for body, _ in batch]},
+                                                   timeout_s=self._timeout_s(len(batch)))
         except NotFoundError:
             self.log.info("the name server has no %s: %s heartbeats go one by one", PATH, self.label)
             self._batched = False
@@ -156,6 +159,11 @@ class NameServerSession:
                 text = f"{result.get('error')}: {result.get('detail')}"
                 future.set_exception(status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text,
                                                   result.get("detail")))
+
+    def _timeout_s(self, heartbeats: int) -> float:
+        """A batch's read timeout: one heartbeat's, and ``PER_HEARTBEAT_S`` more per heartbeat (the name server
+        stores them one after the other)."""
+        return self.timeout_s + heartbeats * PER_HEARTBEAT_S
 
     def _heard(self, failure: GrayMQError | None) -> None:
         """Log the first transient failure of the heartbeats' requests, and the first success after it."""

@@ -36,6 +36,17 @@ STEADY_S = 5.0
 TIMEOUT_S = 240.0
 BIG_GROUP, TOPIC_A, TOPIC_B = "fleet_big", "FleetA", "FleetB"
 
+TITLE = "A fleet of clients: producers and consumers over worker processes, name server on PostgreSQL, two brokers"
+LABELS = {  # figure -> its line in RESULTS.md
+    "steady_nameserver_cpu_per_s": "steady name server CPU (s per s)",
+    "steady_broker_a_cpu_per_s": "steady broker a CPU (s per s)",
+    "steady_broker_b_cpu_per_s": "steady broker b CPU (s per s)",
+    "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
+    "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
+    "converge_after_join_s": "one consumer joins the big group → converged (s)",
+    "converge_after_leave_s": "it leaves → converged (s)",
+}
+
 Spec = tuple[str, str, str, str, bool]  # (kind, client id, group, topic, gray)
 Status = dict[str, tuple[str | None, list[str], bool]]  # big group's client id -> (lane, "broker:queue id"s, switch)
 BROKERS = ("fleet-a", "fleet-b")

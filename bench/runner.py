@@ -690,15 +690,9 @@ def render_results(results: Results, meta: dict[str, Any]) -> list[str]:
         "failed_check_to_retired_s": "rollout check failed → gray consumers retired, holding nothing (s)",
         "failed_check_to_rolled_back_s": "rollout check failed → rollback complete, gray backlog 0 (s)"})
     body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
-    body += render_figures(results, "fleet", "A fleet of clients: producers and consumers over worker processes, "
-                                             "name server on PostgreSQL, two brokers", {
-        "steady_nameserver_cpu_per_s": "steady name server CPU (s per s)",
-        "steady_broker_a_cpu_per_s": "steady broker a CPU (s per s)",
-        "steady_broker_b_cpu_per_s": "steady broker b CPU (s per s)",
-        "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
-        "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
-        "converge_after_join_s": "one consumer joins the big group → converged (s)",
-        "converge_after_leave_s": "it leaves → converged (s)"})
+    from graymq.bench.bench_fleet import LABELS, TITLE
+
+    body += render_figures(results, "fleet", TITLE, LABELS)
     body += render_figures(results, "replication", "Replication: one broker against a broker set of two replicas", {
         "batched_msgs_s": "batched produce (msg/s)", "awaited_msgs_s": "awaited single sends (msg/s)",
         "awaited_p50_ms": "awaited send p50 (ms)", "awaited_p99_ms": "awaited send p99 (ms)"})

@@ -28,7 +28,11 @@ Parts (default: all, in this order):
 - ``spark``      the Spark source's batch read and the Spark sink's batch write (local[2], ``--spark-count`` rows of
                  1 KiB): rows/s side by side; without pyspark or Java it says so in one line and the run goes on.
 - ``lanes``      a group of 200's rebalance and the send path's side and queue choice, base + gray against base + 3
-                 lanes (bench_lanes.py, no network).
+                 lanes (bench_lanes.py, no network);
+- ``fleet``      ``--fleet-clients`` producers and consumers over ``--fleet-processes`` worker processes (one client
+                 instance each), name server on PostgreSQL, two brokers: steady CPU per second of each server, a
+                 gray switch flip reaching every consumer of a 500-consumer group, its join and leave convergence,
+                 the servers' memory (bench_fleet.py).
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.
@@ -59,7 +63,7 @@ from typing import Any
 from graymq.bench.common import BATCH, BATCH_IN_FLIGHT, BODY_SIZE, SINGLE_IN_FLIGHT, Figures, machine_info, tool_version
 
 PARTS = ("peers", "awaited", "store", "broker", "trust", "throughput", "latency", "gray", "nameserver", "groupscale",
-         "replication", "tracing", "stocksdk", "profile", "spark", "lanes")
+         "replication", "tracing", "stocksdk", "profile", "spark", "lanes", "fleet")
 HERE = Path(__file__).resolve().parent
 NOTES_START, NOTES_END = "<!-- notes -->", "<!-- /notes -->"
 
@@ -321,6 +325,21 @@ def part_nameserver(results: Results, args: argparse.Namespace, root: Path, post
         for case, figures in bench_nameserver.measure(postgres, f"bench_nameserver_{round_no}", 200,
                                                       args.ns_calls).items():
             results.add("nameserver", case, figures)
+
+
+def part_fleet(results: Results, args: argparse.Namespace, root: Path, postgres: Any) -> None:
+    from graymq.bench import bench_fleet
+    from graymq.bench.common import quiet_logs
+    from graymq.bench.graymq_servers import NameServer
+
+    def fn() -> Figures:
+        with tempfile.TemporaryDirectory(dir=root) as tmp, NameServer(
+                Path(tmp) / "ns", root, postgres.create_database("bench_fleet")).wait_ready() as ns:
+            return bench_fleet.fleet_case(ns, Path(tmp), root, args.fleet_clients, args.fleet_processes)
+
+    with quiet_logs():
+        run_repeated(results, "fleet", [(f"{args.fleet_clients} clients, {args.fleet_processes} processes", fn)],
+                     args.repeat)
 
 
 def part_replication(results: Results, args: argparse.Namespace, root: Path) -> None:
@@ -671,6 +690,9 @@ def render_results(results: Results, meta: dict[str, Any]) -> list[str]:
         "failed_check_to_retired_s": "rollout check failed → gray consumers retired, holding nothing (s)",
         "failed_check_to_rolled_back_s": "rollout check failed → rollback complete, gray backlog 0 (s)"})
     body += render_figures(results, "nameserver", "Name server on PostgreSQL (200 clients in the group)")
+    from graymq.bench.bench_fleet import LABELS, TITLE
+
+    body += render_figures(results, "fleet", TITLE, LABELS)
     body += render_figures(results, "replication", "Replication: one broker against a broker set of two replicas", {
         "batched_msgs_s": "batched produce (msg/s)", "awaited_msgs_s": "awaited single sends (msg/s)",
         "awaited_p50_ms": "awaited send p50 (ms)", "awaited_p99_ms": "awaited send p99 (ms)"})
@@ -797,6 +819,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="peers: seconds of the 5,000 msg/s e2e with awaited sends (default 10)")
     parser.add_argument("--group-sizes", type=lambda text: [int(n) for n in text.split(",")], default=[50, 200, 500],
                         help="groupscale: group sizes, comma-separated (default 50,200,500)")
+    parser.add_argument("--fleet-clients", type=int, default=5000, help="fleet: clients (default 5000)")
+    parser.add_argument("--fleet-processes", type=int, default=20, help="fleet: worker processes (default 20)")
     parser.add_argument("--spark-count", type=int, default=20_000,
                         help="spark: rows read by the source and written by the sink per round (default 20000)")
     parser.add_argument("--json", type=Path, default=HERE / "results.json", help="where to write the JSON")
@@ -830,23 +854,24 @@ def run(args: argparse.Namespace) -> int:
         needed = {}
         if {"peers", "awaited", "throughput", "latency"} & set(parts):
             needed.update({"redis-server": "redis-server", "nats-server": "nats-server"})
-        if {"gray", "nameserver"} & set(parts):
+        if {"gray", "nameserver", "fleet"} & set(parts):
             needed["/usr/lib/postgresql/*/bin/initdb"] = "postgresql"
         ensure_debian_packages(needed)
     meta: dict[str, Any] = {"machine": machine_info(), "versions": versions(), "parts": parts, "label": args.label,
                             "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                             "settings": {k: getattr(args, k) for k in (
                                 "count", "store_count", "repeat", "rate", "duration", "gray_backlog", "consumers",
-                                "peer_count", "awaited_count", "e2e_duration", "group_sizes", "spark_count")}}
+                                "peer_count", "awaited_count", "e2e_duration", "group_sizes", "spark_count",
+                                "fleet_clients", "fleet_processes")}}
     args.meta = meta  # parts add run-wide figures (the peers' echo round trip and load)
     began = time.monotonic()
     results = Results()
     with tempfile.TemporaryDirectory(prefix="graymq-bench-") as tmp:
         root = Path(tmp)
         with contextlib.ExitStack() as stack:
-            postgres = stack.enter_context(postgres_server()) if {"gray", "nameserver"} & set(parts) else None
+            postgres = stack.enter_context(postgres_server()) if {"gray", "nameserver", "fleet"} & set(parts) else None
             for part in parts:
-                if part in ("gray", "nameserver"):
+                if part in ("gray", "nameserver", "fleet"):
                     globals()[f"part_{part}"](results, args, root, postgres)
                 else:
                     globals()[f"part_{part}"](results, args, root)

@@ -1,7 +1,11 @@
 """``ClientInstance``: the client side one ``ClientConfig`` builds, shared by the producers and consumers given
 that config (RocketMQ's ``MQClientInstance``): one name-server client, one route cache, one set of broker
-connections. A client joins it when built and leaves at ``stop()``; the last one out closes it, and the next
-client given the config builds a new one.
+connections, and one name-server session (nameserver_api/session.py) carrying every client's heartbeats and watch:
+the heartbeats due in one turn of the loop go out as one request (those of every client on the interval's grid;
+a ``poke`` joins the requests of its turn), and one long poll watches every client's flags, each client acting on
+its own answer as before; its consumers' broker heartbeats go one request per broker the same way
+(client/broker_beats.py). A client joins it when built and leaves at ``stop()``; the last one out closes it, and
+the next client given the config builds a new one.
 
 The clients sharing an instance run on one event loop (its connections belong to the loop that opened them).
 """
@@ -11,9 +15,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
+from graymq.client.broker_beats import BrokerBeats
 from graymq.client.config import ClientConfig
 from graymq.client.route_cache import SharedRouteCache, SharedRoutes
 from graymq.nameserver_api.client import NameServerClient
+from graymq.nameserver_api.membership import Membership, new_client_id
+from graymq.nameserver_api.session import NameServerSession
 from graymq.protocol.broker_client import BrokerClient
 
 GroupChanged = Callable[[str], None]
@@ -29,9 +36,11 @@ class ClientInstance:
         self.config = config
         self.nameserver = NameServerClient(list(config.nameserver), token=config.token,
                                            timeout_s=config.nameserver_timeout_s)
+        self.session = NameServerSession(self.nameserver, window_s=0.0, timeout_s=config.nameserver_timeout_s)
         self.routes = SharedRoutes(config.route_ttl_s)
         self.brokers = BrokerClient(on_group_changed=self._group_changed, timeout_s=config.broker_timeout_s,
                                     token=config.token or "", tls=config.tls)
+        self.broker_beats = BrokerBeats(self.brokers, new_client_id("instance"))
         self._on_group_changed: list[GroupChanged] = []
         self._users = 0
 
@@ -47,6 +56,17 @@ class ClientInstance:
     def route_view(self) -> SharedRouteCache:
         """A client's view of the shared routes (its ``topics()`` are the topics it used)."""
         return SharedRouteCache(self.nameserver, self.config.route_ttl_s, table=self.routes)
+
+    def start_membership(self, membership: Membership) -> None:
+        """Heartbeat ``membership`` (built over ``session``, ``aligned``) and watch it with the instance's other
+        clients, until ``stop_membership``."""
+        membership.start(watch=False)
+        self.session.watch(membership)
+
+    async def stop_membership(self, membership: Membership) -> None:
+        """No more heartbeats nor watching for ``membership`` (its client then unregisters, or goes stale)."""
+        self.session.unwatch(membership)
+        await membership.stop()
 
     def on_group_changed(self, callback: GroupChanged) -> None:
         """Call ``callback(group)`` when a broker says a consumer group changed (until ``leave(callback)``)."""
@@ -67,5 +87,6 @@ class ClientInstance:
         if _instances.get(id(self.config)) is self:
             del _instances[id(self.config)]
         await self.routes.close()
+        await self.broker_beats.close()
         await self.brokers.close()
-        await self.nameserver.close()
+        await self.session.close()  # and the name-server client

@@ -133,9 +133,9 @@ class Producer(ProducerFlags):
         self.producer_id = secrets.randbits(64) or 1  # one per instance: a restarted producer is a new one
         self.window = SendWindow()  # sequences per (broker, topic, queue), at most SEQUENCES_KEPT unresolved
         self.membership = Membership(
-            self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
+            self.client.session, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
             declared_gray=lane or gray, interval_s=s.heartbeat_interval_s, report=self._report,
-            on_update=self._on_update,
+            on_update=self._on_update, aligned=True,
         )
         self._pending: set[asyncio.Task[Any]] = set()
         self.started = False
@@ -161,7 +161,7 @@ class Producer(ProducerFlags):
         """Register and heartbeat (unless ``register=False``: the flag stays as given, no name server hears of it)."""
         if self.settings.register:
             await self.membership.beat(first=True)
-            self.membership.start()
+            self.client.start_membership(self.membership)
         self.started = True
 
     async def stop(self) -> None:
@@ -169,7 +169,7 @@ class Producer(ProducerFlags):
         await self.accumulator.flush()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        await self.membership.stop()
+        await self.client.stop_membership(self.membership)
         self.started = False
         await self.membership.unregister()  # so a promote does not wait for this producer to go stale
         await self.routes.close()

@@ -328,7 +328,7 @@ class SubscriptionData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., sub_string: _Optional[str] = ..., sub_version: _Optional[int] = ...) -> None: ...
 
 class ConsumerData(_message.Message):
-    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch", "gray_weight", "lane", "lane_weights")
+    __slots__ = ("group", "consume_model", "consume_from_where", "subscriptions", "gray_flag", "gray_switch", "gray_weight", "lane", "lane_weights", "client_id")
     class LaneWeightsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -345,6 +345,7 @@ class ConsumerData(_message.Message):
     GRAY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     LANE_FIELD_NUMBER: _ClassVar[int]
     LANE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     group: str
     consume_model: ConsumeModel
     consume_from_where: ConsumeFromWhere
@@ -354,7 +355,8 @@ class ConsumerData(_message.Message):
     gray_weight: int
     lane: str
     lane_weights: _containers.ScalarMap[str, int]
-    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ..., gray_weight: _Optional[int] = ..., lane: _Optional[str] = ..., lane_weights: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    client_id: str
+    def __init__(self, group: _Optional[str] = ..., consume_model: _Optional[_Union[ConsumeModel, str]] = ..., consume_from_where: _Optional[_Union[ConsumeFromWhere, str]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionData, _Mapping]]] = ..., gray_flag: _Optional[bool] = ..., gray_switch: _Optional[bool] = ..., gray_weight: _Optional[int] = ..., lane: _Optional[str] = ..., lane_weights: _Optional[_Mapping[str, int]] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class ProducerData(_message.Message):
     __slots__ = ("group", "gray_flag", "lane")

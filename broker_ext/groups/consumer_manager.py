@@ -98,8 +98,10 @@ class ConsumerManager:
             self.notify(info, reason)
 
     def notify(self, info: ConsumerGroupInfo, reason: str) -> None:
-        """Push NOTIFY_GROUP_CHANGED to every connected client of the group (one-way)."""
+        """Push NOTIFY_GROUP_CHANGED to every connection of the group's clients (one-way), once per connection:
+        the consumers of one client instance share theirs, and each of them hears the notice from it."""
         notice = pb.GroupChangedNotice(consumer_group=info.group, reason=reason)
-        for client in info.clients.values():
-            if client.connection is not None and not client.connection.is_closed:
-                client.connection.send_oneway(pb.NOTIFY_GROUP_CHANGED, notice)
+        connections = {id(c.connection): c.connection for c in info.clients.values() if c.connection is not None}
+        for connection in connections.values():
+            if not connection.is_closed:
+                connection.send_oneway(pb.NOTIFY_GROUP_CHANGED, notice)

@@ -1,195 +1,20 @@
 """The stock clients' heartbeats and watches, batched over one name-server session per credential.
 
 The broker keeps a membership per stock client and group; their heartbeats beat on one grid of the interval
-(``Membership(aligned=True)``), so those due together arrive here within ``WINDOW_S`` of each other and go out as
-one ``POST /v1/clients/heartbeats`` of at most ``MAX_BATCH``: one request per credential and interval for a whole
-fleet's registrations, where each used to send its own. A heartbeat refused alone (403: another principal's client,
-a group beyond the rights) fails alone, with the error a single heartbeat gets.
-
-Their watches are one long poll per ``MAX_BATCH`` memberships (``POST /v1/clients/watches``), answered as soon as
-one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
-and the round starts again; a membership added or gone starts a new round too. A name server without the batched
-routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are.
-
-A membership whose report changed (its effective flag, state or queues) beats at once rather than on the grid
-(``report_checks``); beats due in the same moment share a request here as the periodic ones do, one request of a
-session is in flight at a time and a membership has one beat in flight at most, so a burst of changes costs a few
-requests, not one per change. A failed request is logged once until one goes through again (its memberships log
-nothing: ``Membership(log_failures=False)``); each membership's report goes again with its next beat.
+(``Membership(aligned=True)``), so those due together arrive within ``WINDOW_S`` of each other and go out as one
+``POST /v1/clients/heartbeats`` (nameserver_api/session.py): one request per credential and interval for a whole
+fleet's registrations, where each used to send its own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
 
-from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
-from graymq.nameserver_api.membership import WATCH_RETRY_S, WATCH_S, Membership
-from graymq.nameserver_api.records import HeartbeatAnswer
-from graymq.protocol.aio import cancel_and_wait, wait_event
-from graymq.protocol.errors import GrayMQError
-
-log = logging.getLogger(__name__)
-
-WINDOW_S = 0.02  # heartbeats arriving within it share a request
-MAX_BATCH = 100  # heartbeats a request (the name server takes up to 500; a request stays far below its body limit)
-PATH = "/v1/clients/heartbeats"
-WATCHES_PATH = "/v1/clients/watches"
-
-Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer]]
-Watched = tuple[Membership, dict[str, Any], int]  # a membership, its watch body, its epoch when sent
+from graymq.nameserver_api import session
 
 
-class NameServerSession:
-    """A ``MembershipLink`` over ``nameserver`` whose heartbeats and watches are batched; ``await close()`` closes
-    it."""
+class NameServerSession(session.NameServerSession):
+    """A ``MembershipLink`` batching the heartbeats and watches of one credential's stock clients."""
 
-    def __init__(self, nameserver: NameServerClient, interval_s: float = 3.0) -> None:
-        self.nameserver = nameserver
-        self.interval_s = interval_s  # the memberships' heartbeat interval: a membership not answered yet waits it
-        self.requests = 0  # batched heartbeat requests sent
-        self._pending: list[Pending] = []
-        self._sender: asyncio.Task[None] | None = None
-        self._batched = True  # False once the name server answered that it has no batched route
-        self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
-        self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
-        self._members_changed = asyncio.Event()
-        self._watcher: asyncio.Task[None] | None = None
-
-    def watch(self, membership: Membership) -> None:
-        """Watch for ``membership`` (started with ``watch=False``) until ``unwatch``."""
-        self._watched[id(membership)] = membership
-        self._members_changed.set()
-        if self._watcher is None:
-            self._watcher = asyncio.get_running_loop().create_task(self._watch_rounds(), name="stock client watches")
-
-    def unwatch(self, membership: Membership) -> None:
-        if self._watched.pop(id(membership), None) is not None:
-            self._members_changed.set()
-
-    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
-        if not self._batched:
-            return await self.nameserver.client_heartbeat(body)
-        future: asyncio.Future[HeartbeatAnswer] = asyncio.get_running_loop().create_future()
-        self._pending.append((body, future))
-        if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send(), name="stock client heartbeats")
-        return await future
-
-    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer:
-        return await self.nameserver.watch_client(body, timeout_s)
-
-    async def unregister_client(self, group: str, client_id: str, role: str) -> None:
-        await self.nameserver.unregister_client(group, client_id, role)
-
-    async def close(self) -> None:
-        if self._watcher is not None:
-            await cancel_and_wait(self._watcher)
-        if self._sender is not None:
-            self._sender.cancel()
-            await asyncio.gather(self._sender, return_exceptions=True)
-        for _, future in self._pending:
-            future.cancel()
-        await self.nameserver.close()
-
-    async def _send(self) -> None:
-        try:
-            await asyncio.sleep(WINDOW_S)
-            while self._pending:
-                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                await self._send_batch(batch)
-        finally:
-            self._sender = None
-
-    async def _send_batch(self, batch: list[Pending]) -> None:
-        try:
-            answer = await self.nameserver.request("POST", PATH, json={"heartbeats": [body for body, _ in batch]})
-        except NotFoundError:
-            log.info("the name server has no %s: stock clients' heartbeats go one by one", PATH)
-            self._batched = False
-            await asyncio.gather(*(self._single(body, future) for body, future in batch))
-            return
-        except GrayMQError as exc:
-            self._heard(exc)
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        self._heard(None)
-        self.requests += 1
-        for (body, future), result in zip(batch, answer["results"], strict=True):
-            if future.done():
-                continue
-            if result["status_code"] < 300:
-                future.set_result(HeartbeatAnswer.from_json(result["answer"]))
-            else:
-                text = f"{result.get('error')}: {result.get('detail')}"
-                future.set_exception(status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text,
-                                                  result.get("detail")))
-
-    def _heard(self, failure: GrayMQError | None) -> None:
-        """Log the first transient failure of the heartbeats' requests, and the first success after it."""
-        if failure is not None and not failure.permanent and not self._failing:
-            log.warning("stock clients' heartbeats to the name server failed: %s; each goes again with its next beat",
-                        failure.message)
-            self._failing = True
-        elif failure is None and self._failing:
-            log.info("stock clients' heartbeats reach the name server again")
-            self._failing = False
-
-    async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer]) -> None:
-        try:
-            answer = await self.nameserver.client_heartbeat(body)
-        except GrayMQError as exc:
-            self._heard(exc)
-            if not future.done():
-                future.set_exception(exc)
-        else:
-            self._heard(None)
-            if not future.done():
-                future.set_result(answer)
-
-    async def _watch_rounds(self) -> None:
-        while True:
-            await asyncio.sleep(WINDOW_S)  # memberships added or gone together start one round
-            self._members_changed.clear()
-            members = list(self._watched.values())
-            entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]
-            # one not answered yet joins at the next round, an interval away at most (as its own watch would)
-            timeout_s = WATCH_S if len(entries) == len(members) else self.interval_s
-            rounds = [asyncio.ensure_future(self._poll(entries[i:i + MAX_BATCH], timeout_s))
-                      for i in range(0, len(entries), MAX_BATCH)]
-            changed = asyncio.ensure_future(wait_event(self._members_changed, timeout_s))
-            try:
-                await asyncio.wait([*rounds, changed], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (*rounds, changed):
-                    task.cancel()
-                await asyncio.gather(*rounds, changed, return_exceptions=True)
-            failed = [t for t in rounds if t.done() and not t.cancelled() and t.exception() is not None]
-            for task in failed:
-                log.debug("stock clients' watch failed (%s); heartbeats carry changes", task.exception())
-            if failed:
-                await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
-
-    async def _poll(self, entries: list[Watched], timeout_s: float) -> None:
-        """One long poll for ``entries``; each changed membership acts on its answer."""
-        if self._batched:
-            try:
-                answer = await self.nameserver.request(
-                    "POST", WATCHES_PATH, json={"watches": [body for _, body, _ in entries], "timeout_s": timeout_s},
-                    timeout_s=timeout_s + WATCH_GRACE_S)
-            except NotFoundError:
-                log.info("the name server has no %s: stock clients' watches go one by one", WATCHES_PATH)
-                self._batched = False
-            else:
-                for (membership, body, epoch), result in zip(entries, answer["results"], strict=True):
-                    if result["status_code"] < 300:
-                        await membership.watched(body, HeartbeatAnswer.from_json(result["answer"]), epoch)
-                return
-        await asyncio.gather(*(self._single_watch(entry, timeout_s) for entry in entries))
-
-    async def _single_watch(self, entry: Watched, timeout_s: float) -> None:
-        membership, body, epoch = entry
-        await membership.watched(body, await self.nameserver.watch_client(body, timeout_s), epoch)
+    label = "stock clients'"
+    log = logging.getLogger(__name__)

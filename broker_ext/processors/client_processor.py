@@ -23,6 +23,8 @@ class ClientProcessor:
         self.locks = locks
 
     def heartbeat(self, conn: Connection, req: pb.HeartbeatRequest) -> bytes:
+        """Register every consumer the heartbeat carries: under its own ``client_id`` when it names one (a client
+        instance's one heartbeat for all its consumers), else under the request's."""
         if not req.client_id:
             raise BadRequestError("heartbeat without client_id")
         for data in req.consumers:
@@ -31,8 +33,9 @@ class ClientProcessor:
                 raise BadRequestError(problem)
             if data.consume_model == pb.CLUSTERING:
                 self.topics.ensure_retry_topic(retry_topic(data.group), self._lane_slots(data))
-            self.consumers.register(req.client_id, conn, data)
-            self.locks.renew(data.group, req.client_id)
+            client_id = data.client_id or req.client_id
+            self.consumers.register(client_id, conn, data)
+            self.locks.renew(data.group, client_id)
         return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
 
     def _lane_slots(self, data: pb.ConsumerData) -> int:

@@ -163,7 +163,7 @@ class AccessControl:
             self.consume(p, data.group)
             for sub in data.subscriptions:
                 self.consume(p, data.group, sub.topic)
-            self._own_client(p, data.group, req.client_id, conn)
+            self._own_client(p, data.group, data.client_id or req.client_id, conn)
         if req.producers and not (p.rights.produce or p.rights.admin):
             _forbid(p, f"produce as group {req.producers[0].group} (no produce right)")
 

@@ -1,5 +1,9 @@
 """A push consumer's place in its group on the brokers: heartbeats carrying its flag and subscriptions to every
-broker of its topics (the brokers list the group from them), and leaving the group (retired, or stopping)."""
+broker of its topics (the brokers list the group from them), and leaving the group (retired, or stopping).
+
+The heartbeats go through its client instance's ``BrokerBeats`` (client/broker_beats.py): one request per broker for
+the instance's consumers due together; they beat on one grid of the interval, so those of one instance are due
+together."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import asyncio
 import logging
 import time
 
+from graymq.client.broker_beats import BrokerBeats
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.core.route import TopicRoute
 from graymq.protocol import graymq_pb2 as pb
@@ -21,8 +26,9 @@ CONSUME_FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FI
 class BrokerHeartbeats:
     """Heartbeats the brokers every ``heartbeat_interval_s`` (``loop``) and on demand (``beat``)."""
 
-    def __init__(self, runtime: ConsumerRuntime, consume_from: str) -> None:
+    def __init__(self, runtime: ConsumerRuntime, consume_from: str, beats: BrokerBeats | None = None) -> None:
         self.runtime = runtime
+        self.beats = beats or BrokerBeats(runtime.brokers, runtime.client_id)  # without an instance's: its own
         self.consume_from = CONSUME_FROM[consume_from]
         self._left = False  # retired: unregistered from the brokers
 
@@ -47,16 +53,15 @@ class BrokerHeartbeats:
         for topic in rt.subscriptions:
             await self.route(topic)
         data = pb.ConsumerData(
-            group=rt.group, consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
+            client_id=rt.client_id, group=rt.group, consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
             consume_from_where=self.consume_from, gray_flag=rt.gray, gray_switch=rt.group_gray.switch,
             gray_weight=rt.group_gray.weight, lane=rt.wire_lane, lane_weights=rt.group_gray.lane_weights,
             subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=int(time.time() * 1000))
                            for t, e in rt.subscriptions.items()],
         )
-        request = pb.HeartbeatRequest(client_id=rt.client_id, consumers=[data])
         for address in rt.broker_addresses():
             try:
-                await rt.brokers.heartbeat(address, request)
+                await self.beats.heartbeat(address, data)
             except GrayMQError as exc:
                 if not rt.retry_later(exc, f"heartbeat of group {rt.group} to broker {address}",
                                       ("heartbeat", address, exc.code, exc.message)):
@@ -70,7 +75,7 @@ class BrokerHeartbeats:
         rt = self.runtime
         for address in rt.broker_addresses():
             try:
-                await rt.brokers.unregister(address, rt.client_id, rt.group)
+                await self.beats.unregister(address, rt.client_id, rt.group)
             except GrayMQError as exc:
                 self._left = False  # tried again at the next heartbeat
                 if not rt.retry_later(exc, f"leaving group {rt.group} on broker {address}",
@@ -82,11 +87,13 @@ class BrokerHeartbeats:
         rt = self.runtime
         for address in rt.broker_addresses():
             try:
-                await rt.brokers.unregister(address, rt.client_id, rt.group)
+                await self.beats.unregister(address, rt.client_id, rt.group)
             except GrayMQError as exc:
                 log.info("unregister from %s failed: %s", address, exc.message)
 
     async def loop(self) -> None:
+        """Heartbeat on the interval's grid of the monotonic clock (the instance's consumers beat together)."""
         while True:
-            await asyncio.sleep(self.runtime.settings.heartbeat_interval_s)
+            interval_s = self.runtime.settings.heartbeat_interval_s
+            await asyncio.sleep(interval_s - time.monotonic() % interval_s)
             await self.beat()

@@ -51,9 +51,9 @@ class PullConsumer:
         self.skipped_records = 0
         self._register = register
         self.membership = Membership(
-            self.nameserver, group=group, client_id=self.client_id, role=role, labels=dict(labels or {}),
+            self.client.session, group=group, client_id=self.client_id, role=role, labels=dict(labels or {}),
             declared_gray=self.lane or self.gray, interval_s=heartbeat_interval_s, report=self._report,
-            on_update=self._on_update,
+            on_update=self._on_update, aligned=True,
         )
 
     @property
@@ -73,11 +73,11 @@ class PullConsumer:
     async def start(self) -> None:
         if self._register:
             await self.membership.beat(first=True)
-            self.membership.start()
+            self.client.start_membership(self.membership)
 
     async def stop(self) -> None:
         """Stop heartbeating, leave the group in the name server (when registered) and close."""
-        await self.membership.stop()
+        await self.client.stop_membership(self.membership)
         await self.membership.unregister()
         await self.routes.close()
         if not self._left:

@@ -116,15 +116,15 @@ class PushConsumer:
         self._flipper: FlipRunner  # the parts wired below hear of one another through these two
         self.rebalancer: Rebalancer
         self.membership = Membership(
-            self.nameserver, group=group, client_id=self.client_id, role="consumer", labels=labels,
+            self.client.session, group=group, client_id=self.client_id, role="consumer", labels=labels,
             declared_gray=gray, interval_s=s.nameserver_interval_s, report=self._report,
             on_update=lambda answer: self._flipper.on_update(answer),
-            on_permanent=lambda exc: self._fail(exc, "name server heartbeat"))
+            on_permanent=lambda exc: self._fail(exc, "name server heartbeat"), aligned=True)
         self.leases = QueueLeases(self.brokers, group, self.client_id)
         self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, self.consume_from,
                                           self.consume_timestamp_ms)
         self.assignment = Assignment()
-        self.heartbeats = BrokerHeartbeats(rt, self.consume_from)
+        self.heartbeats = BrokerHeartbeats(rt, self.consume_from, self.client.broker_beats)
         self._runner = ListenerRunner(listener, s.max_threads, group)
         self.fetcher = Fetcher(rt, self.assignment, self.offset_store, self._runner, orderly=self.orderly,
                                on_lost=lambda pq, exc: self.rebalancer.lost(pq, exc), rejoin=self.heartbeats.beat)
@@ -213,7 +213,7 @@ class PushConsumer:
             await self.stop()
             raise
         self.flip.follow_changes()
-        self.membership.start()
+        self.client.start_membership(self.membership)
         await self.heartbeats.beat()
         if self.failure is not None:
             await self.stop()
@@ -256,7 +256,7 @@ class PushConsumer:
         await self.assignment.abandon_batches()  # still running after the grace period: uncommitted
         await self.fetcher.flush_offsets()
         await self.heartbeats.unregister()
-        await self.membership.stop()
+        await self.client.stop_membership(self.membership)
         await self.membership.unregister()
         await self.routes.close()
         await self.client.leave(self._on_group_changed)

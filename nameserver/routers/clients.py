@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
-from graymq.nameserver.auth import Authenticated, check_client
+from graymq.nameserver.auth import Authenticated, Caller, check_client
 from graymq.nameserver.deps import Clients
 from graymq.nameserver.errors import ApiError
 from graymq.nameserver.metrics import Metrics
@@ -146,21 +147,49 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
     metrics: Metrics = state.metrics
     metrics.watching(+1)
     try:
+        woken = False  # a wait ended: the groups' shared reads serve the watches (as a single watch's reread)
         while True:
-            events = [changes.changed(group) for group in {watch.group for watch in body.watches}]
-            results, differs = await run_in_threadpool(read)
+            events = {group: changes.changed(group) for group in {watch.group for watch in body.watches}}
+            results, differs = await (_reread_all(state, body, caller, events, read) if woken
+                                      else run_in_threadpool(read))
             remaining = deadline - time.monotonic()
             watched = any(result.answer is not None for result in results)  # else nothing to wait for
             if differs or not watched or remaining <= 0 or changes.closing:
                 return ClientHeartbeatsResponse(results=results)
-            waits = [asyncio.ensure_future(wait_changed(event, remaining)) for event in events]
+            waits = [asyncio.ensure_future(wait_changed(event, remaining)) for event in events.values()]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for wait in waits:
                     wait.cancel()
+            woken = True
     finally:
         metrics.watching(-1)
+
+
+async def _reread_all(state: State, body: ClientWatches, caller: Caller, events: dict[str, asyncio.Event],
+                      read: Callable[[], tuple[list[ClientHeartbeatResult], bool]]
+                      ) -> tuple[list[ClientHeartbeatResult], bool]:
+    """After a wake-up: each watch's view from its group's one shared read since ``events`` were taken, so the
+    batched watches a change wakes cost one read per group, not one per client; ``read`` (each its own) when a
+    watched client is not in its group's read."""
+    views: dict[str, GroupViews] = {}
+    results, differs = [], False
+    for watch in body.watches:
+        try:
+            check_client(caller, watch.group, watch.role)
+            if watch.group not in views:
+                views[watch.group] = await _group_views(state, watch.group, events[watch.group])
+            view = views[watch.group].view(watch, caller)
+        except ApiError as refused:
+            results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
+                                                 detail=refused.detail))
+            continue
+        if view is None:
+            return await run_in_threadpool(read)
+        differs |= watch.known is None or _watched(view, watch.known) != watch.known
+        results.append(ClientHeartbeatResult(answer=view))
+    return results, differs
 
 
 @router.delete("/groups/{group}/clients/{client_id}", status_code=status.HTTP_204_NO_CONTENT)

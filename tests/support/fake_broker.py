@@ -100,8 +100,9 @@ class FakeBroker:
             raise error
         if method == pb.HEARTBEAT:
             for data in req.consumers:  # type: ignore[attr-defined]
-                self.clients[req.client_id] = pb.ClientInfo(  # type: ignore[attr-defined]
-                    client_id=req.client_id, gray_flag=data.gray_flag,  # type: ignore[attr-defined]
+                client_id = data.client_id or req.client_id  # type: ignore[attr-defined]  # as the broker's
+                self.clients[client_id] = pb.ClientInfo(
+                    client_id=client_id, gray_flag=data.gray_flag,
                     last_heartbeat_ms=int(time.time() * 1000), topics=[s.topic for s in data.subscriptions])
             return response_envelope(method, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
         if method == pb.UNREGISTER_CLIENT:

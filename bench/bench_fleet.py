@@ -1,0 +1,310 @@
+"""A fleet of clients on one cluster: ``clients`` producers and consumers over ``processes`` worker processes.
+
+Four fifths of the clients are push consumers, the rest producers (registered, idle), a fifth of each gray. One
+consumer group is big (500 consumers, or five eighths of the consumers of a smaller fleet) on a 100-queue topic
+served by both brokers (200 queues, 20 gray); the other consumers are spread over ``groups - 1`` groups subscribing
+in turn to that topic and to another one. Each worker process gives its clients one ``ClientConfig``, so they share one
+``ClientInstance`` as one service's pod would. The name server runs on PostgreSQL.
+
+Figures: the steady CPU per second of the name server, each broker and the workers once the fleet converged
+(heartbeats, watches and idle pulls only), the time for a flip of the big group's gray switch to reach every one of
+its consumers (there and back), the join and leave convergence of the big group (every queue held by one consumer
+of its side, evenly spread), and the peak memory of each server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from graymq.bench.bench_group_scale import GRAY_QUEUES, QUEUES
+from graymq.bench.common import Figures, cpu_seconds
+from graymq.bench.graymq_servers import Broker, NameServer
+from graymq.nameserver_api.client import NameServerClient
+from graymq.protocol.errors import GrayMQError
+
+POLL_S = 0.01
+STEADY_S = 5.0
+TIMEOUT_S = 240.0
+BIG_GROUP, TOPIC_A, TOPIC_B = "fleet_big", "FleetA", "FleetB"
+
+TITLE = "A fleet of clients: producers and consumers over worker processes, name server on PostgreSQL, two brokers"
+LABELS = {  # figure -> its line in RESULTS.md
+    "steady_nameserver_cpu_per_s": "steady name server CPU (s per s)",
+    "steady_broker_a_cpu_per_s": "steady broker a CPU (s per s)",
+    "steady_broker_b_cpu_per_s": "steady broker b CPU (s per s)",
+    "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
+    "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
+    "converge_after_join_s": "one consumer joins the big group → converged (s)",
+    "converge_after_leave_s": "it leaves → converged (s)",
+}
+
+Spec = tuple[str, str, str, str, bool]  # (kind, client id, group, topic, gray)
+Status = dict[str, tuple[str | None, list[str], bool]]  # big group's client id -> (lane, "broker:queue id"s, switch)
+BROKERS = ("fleet-a", "fleet-b")
+
+
+def fleet_specs(clients: int, groups: int) -> list[Spec]:
+    """The fleet's clients: consumers (the big group first) and producers, a fifth of each gray.
+
+    >>> specs = fleet_specs(1000, 10)
+    >>> sum(s[2] == BIG_GROUP for s in specs), sum(s[0] == "producer" for s in specs)
+    (500, 200)
+    """
+    consumers = clients * 4 // 5
+    big = min(500, consumers * 5 // 8)
+    specs: list[Spec] = []
+    for i in range(consumers):
+        k = 0 if i < big else 1 + (i - big) % max(1, groups - 1)
+        specs.append(("consumer", f"c{i:05d}", BIG_GROUP if k == 0 else f"fleet_g{k}",
+                      TOPIC_A if k % 2 == 0 else TOPIC_B, i % 5 == 0))
+    specs += [("producer", f"p{i:05d}", f"fleet_p{i % 10}", "", i % 5 == 0) for i in range(clients - consumers)]
+    return specs
+
+
+def _worker(ns_url: str, specs: list[Spec], status_path: str, commands: Any, ready: Any) -> None:
+    """Run ``specs``' clients; ``("join", id)`` starts one more consumer of the big group, ``("leave", id)`` stops
+    it, ``None`` ends."""
+    from graymq.bench.common import quiet_logs
+    from graymq.client import ClientConfig, Producer, PushConsumer
+
+    async def ignore(messages: list[Any]) -> None:
+        return None
+
+    async def run() -> None:
+        config = ClientConfig.from_env(ns_url)
+        big: dict[str, PushConsumer] = {}
+        others: list[Any] = []
+
+        def make(spec: Spec) -> Any:
+            kind, client_id, group, topic, gray = spec
+            if kind == "producer":
+                producer = Producer(group, client_id=client_id, gray=gray, config=config)
+                others.append(producer)
+                return producer
+            consumer = PushConsumer(group, listener=ignore, client_id=client_id, gray=gray, config=config)
+            consumer.subscribe(topic)
+            (big.__setitem__(client_id, consumer) if group == BIG_GROUP else others.append(consumer))
+            return consumer
+
+        await asyncio.gather(*(make(spec).start() for spec in specs))
+        ready.set()
+        await _serve(big, status_path, commands, lambda cid: make(("consumer", cid, BIG_GROUP, TOPIC_A, False)))
+        await asyncio.gather(*(c.stop() for c in [*big.values(), *others]), return_exceptions=True)
+
+    with quiet_logs():
+        asyncio.run(run())
+
+
+async def _serve(big: dict[str, Any], status_path: str, commands: Any, make: Callable[[str], Any]) -> None:
+    """Write the big group's status whenever it changes; act on commands until ``None``."""
+    written = ""
+    loop = asyncio.get_running_loop()
+    while True:
+        status = json.dumps({cid: (c.lane, sorted(f"{mq.broker_name}:{mq.queue_id}" for mq in c.assigned()
+                                                  if mq.topic == TOPIC_A), c.gray_switch) for cid, c in big.items()})
+        if status != written:
+            Path(status_path + ".tmp").write_text(status)
+            os.replace(status_path + ".tmp", status_path)
+            written = status
+        try:
+            command = await loop.run_in_executor(None, commands.get, True, POLL_S)
+        except Exception:  # noqa: BLE001 - queue.Empty: nothing to do this round
+            continue
+        if command is None:
+            return
+        action, client_id = command
+        if action == "join":
+            await make(client_id).start()
+        else:
+            await big.pop(client_id).stop()
+
+
+@contextlib.contextmanager
+def _workers(ns_url: str, specs: list[Spec], processes: int, root: Path
+             ) -> Iterator[tuple[list[Any], list[Path], list[Any], list[Any]]]:
+    ctx = mp.get_context("spawn")
+    commands = [ctx.Queue() for _ in range(processes)]
+    paths = [root / f"fleet-{p}.json" for p in range(processes)]
+    readies = [ctx.Event() for _ in range(processes)]
+    procs = [ctx.Process(target=_worker, name=f"fleet-{p}",
+                         args=(ns_url, specs[p::processes], str(paths[p]), commands[p], readies[p]))
+             for p in range(processes)]
+    for proc in procs:
+        proc.start()
+    try:
+        yield procs, paths, commands, readies
+    finally:
+        for queue in commands:
+            queue.put(None)
+        for proc in procs:
+            proc.join(60)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def _status(paths: list[Path]) -> Status:
+    status: Status = {}
+    for path in paths:
+        with contextlib.suppress(OSError, ValueError):
+            status.update({cid: (lane, ids, switch)
+                           for cid, (lane, ids, switch) in json.loads(path.read_text()).items()})
+    return status
+
+
+def _wait(paths: list[Path], done: Callable[[Status], bool], what: str) -> float:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if done(_status(paths)):
+            return time.monotonic()
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{what}: not reached after {TIMEOUT_S:g}s")
+
+
+def big_group_converged(status: Status) -> bool:
+    """Every queue of ``TOPIC_A`` on both brokers held by exactly one consumer of its side (gray queues by gray
+    consumers), the totals of each side differing by at most one.
+
+    >>> base = [f"{b}:{q}" for b in BROKERS for q in range(5, 95)]
+    >>> gray = [f"{b}:{q}" for b in BROKERS for q in (*range(5), *range(95, 100))]
+    >>> big_group_converged({"c1": (None, base, True), "c2": ("gray", gray, True)})
+    True
+    >>> big_group_converged({"c1": (None, base[1:], True), "c2": ("gray", gray, True)})
+    False
+    """
+    from graymq.core.queue_layout import slot_queue_ids
+
+    gray_ids = set(slot_queue_ids(QUEUES, GRAY_QUEUES, 1, 0))
+    wanted = {side: {f"{b}:{q}" for b in BROKERS for q in range(QUEUES) if (q in gray_ids) == (side == "gray")}
+              for side in (None, "gray")}
+    held: dict[str | None, list[str]] = {None: [], "gray": []}
+    counts: dict[str | None, list[int]] = {None: [], "gray": []}
+    for lane, queues, _ in status.values():
+        if lane not in held:
+            return False
+        held[lane] += queues
+        counts[lane].append(len(queues))
+    return all(len(held[side]) == len(wanted[side]) and set(held[side]) == wanted[side]
+               and (not counts[side] or max(counts[side]) - min(counts[side]) <= 1) for side in held)
+
+
+def _converged(expected: int) -> Callable[[Status], bool]:
+    return lambda status: len(status) == expected and big_group_converged(status)
+
+
+def _switched(expected: int, switch: bool) -> Callable[[Status], bool]:
+    return lambda status: len(status) == expected and all(s == switch for _, _, s in status.values())
+
+
+async def _set_switch(ns: NameServer, enabled: bool) -> float:
+    """Set the big group's switch; how long the call took (its answer lists the group: long for a big one)."""
+    admin = NameServerClient(ns.url, admin_token=ns.admin_token, timeout_s=TIMEOUT_S)
+    began = time.monotonic()
+    try:
+        await admin.set_switch(BIG_GROUP, enabled, "bench fleet")
+        return time.monotonic() - began
+    finally:
+        await admin.close()
+
+
+def _flips(ns: NameServer, paths: list[Path], big: int) -> Figures:
+    """From the switch's call sent to every consumer of the big group seeing it, off then on again."""
+    figures: Figures = {}
+    for enabled in (False, True):
+        began = time.monotonic()
+        side = "on" if enabled else "off"
+        figures[f"flip_switch_{side}_call_s"] = asyncio.run(_set_switch(ns, enabled))
+        figures[f"flip_switch_{side}_to_all_s"] = (
+            _wait(paths, _switched(big, enabled), f"switch {enabled} at every consumer") - began)
+    _wait(paths, _converged(big), "the big group after the flips")
+    return figures
+
+
+def _steady(sources: dict[str, Callable[[], float]]) -> Figures:
+    before, began = {k: read() for k, read in sources.items()}, time.monotonic()
+    time.sleep(STEADY_S)
+    took = time.monotonic() - began
+    return {f"steady_{k}_per_s": (read() - before[k]) / took for k, read in sources.items()}
+
+
+def _join_leave(paths: list[Path], commands: list[Any], big: int) -> Figures:
+    figures: Figures = {}
+    for phase, command, expected in (("join", ("join", "joiner"), big + 1), ("leave", ("leave", "joiner"), big)):
+        began = time.monotonic()
+        commands[0].put(command)
+        figures[f"converge_after_{phase}_s"] = _wait(paths, _converged(expected), f"after a {phase}") - began
+    return figures
+
+
+def fleet_case(ns: NameServer, root: Path, log_dir: Path, clients: int = 5000, processes: int = 20,
+               groups: int = 50) -> Figures:
+    """The figures of one fleet (``ns`` on PostgreSQL; two brokers of its own)."""
+    specs = fleet_specs(clients, groups)
+    big = sum(s[2] == BIG_GROUP for s in specs)
+    brokers = {name: Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready() for name in BROKERS}
+    try:
+        for topic in (TOPIC_A, TOPIC_B):
+            ns.create_topic(topic, QUEUES, GRAY_QUEUES, set(BROKERS))
+        with _workers(ns.url, specs, processes, root) as (procs, paths, commands, readies):
+            began = time.monotonic()
+            for ready in readies:
+                ready.wait(TIMEOUT_S)
+            figures: Figures = {"clients": clients, "processes": processes, "big_group": big,
+                                "all_started_s": time.monotonic() - began}
+            sources = {"nameserver_cpu": ns.cpu_seconds, "broker_a_cpu": brokers["fleet-a"].cpu_seconds,
+                       "broker_b_cpu": brokers["fleet-b"].cpu_seconds,
+                       "workers_cpu": lambda: sum(cpu_seconds(p.pid) for p in procs if p.pid)}
+            try:
+                figures["start_to_converged_s"] = _wait(paths, _converged(big), "the big group started") - began
+            except TimeoutError:  # the steady load (what kept it from converging) and the memory are still shown
+                figures["start_to_converged_s"] = math.nan
+            figures.update(_steady(sources))
+            if not math.isnan(figures["start_to_converged_s"]):
+                for phase, measure in (("flip", lambda: _flips(ns, paths, big)),
+                                       ("join_leave", lambda: _join_leave(paths, commands, big))):
+                    try:
+                        figures.update(measure())
+                    except (TimeoutError, GrayMQError) as exc:  # shown with the figures measured before
+                        figures[f"{phase}_error"] = f"{type(exc).__name__}: {exc}"[:200]
+            figures.update({"nameserver_peak_rss_mib": ns.peak_rss_mib(),
+                            **{f"broker_{n[-1]}_peak_rss_mib": b.peak_rss_mib() for n, b in brokers.items()}})
+            return figures
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+
+
+def main() -> None:
+    """``python -m graymq.bench.bench_fleet [clients] [processes] [groups]``: one run on a PostgreSQL of its own,
+    figures as JSON."""
+    import sys
+    import tempfile
+
+    from graymq.devkit.postgres import PostgresServer
+
+    clients = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+    processes = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    groups = int(sys.argv[3]) if len(sys.argv) > 3 else 50
+    postgres = PostgresServer()
+    postgres.start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp, NameServer(
+                Path(tmp) / "ns", Path(tmp), postgres.create_database("bench_fleet")).wait_ready() as ns:
+            figures = fleet_case(ns, Path(tmp), Path(tmp), clients, processes, groups)
+    finally:
+        postgres.destroy()
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) and not math.isnan(v) else v
+                      for k, v in figures.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Heartbeats and watches of many memberships, batched over one name-server client (a ``MembershipLink``).
+
+The memberships beat on one grid of the interval (``Membership(aligned=True)``), so those due together arrive here
+within ``window_s`` of each other (a broker's stock clients: ``WINDOW_S``; a ``ClientInstance``'s clients: one
+turn of the loop) and go out as one ``POST /v1/clients/heartbeats`` of at most ``max_batch``: one request per
+session and interval for a whole fleet's registrations, where each used to send its own. Each heartbeat in it is
+checked and stored as a single one would be; one refused alone (403: another principal's client, a group beyond
+the rights; 409: no free slot for a lane) fails alone, with the error a single heartbeat gets.
+
+Their watches are one long poll per ``max_batch`` memberships (``POST /v1/clients/watches``), answered as soon as
+one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
+and the round starts again; a membership added or gone starts a new round too. A name server without the batched
+routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are, at
+once: a client stopped leaves its group then, while one whose process died goes stale as a single one would.
+
+A membership whose report changed beats at once rather than on the grid (``poke``); beats due in the same moment
+share a request here as the periodic ones do, one request of a session is in flight at a time and a membership has
+one beat in flight at most, so a burst of changes costs a few requests, not one per change. A failed request is
+logged once until one goes through again (its memberships log nothing: ``Membership(log_failures=False)``); each
+membership's report goes again with its next beat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
+from graymq.nameserver_api.membership import WATCH_RETRY_S, WATCH_S, Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
+from graymq.protocol.aio import cancel_and_wait, wait_event
+from graymq.protocol.errors import GrayMQError
+
+log = logging.getLogger(__name__)
+
+WINDOW_S = 0.02  # heartbeats arriving within it share a request (the default)
+MAX_BATCH = 100  # heartbeats a request (the name server takes up to 500; a request stays far below its body limit)
+PER_HEARTBEAT_S = 0.05  # a batch's read timeout grows by this per heartbeat in it
+PATH = "/v1/clients/heartbeats"
+WATCHES_PATH = "/v1/clients/watches"
+
+Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer]]
+Watched = tuple[Membership, dict[str, Any], int]  # a membership, its watch body, its epoch when sent
+
+
+class NameServerSession:
+    """A ``MembershipLink`` over ``nameserver`` whose heartbeats and watches are batched; ``await close()`` closes
+    it (and ``nameserver``). ``label`` names whose heartbeats these are in its log lines, ``log`` is its logger."""
+
+    label = "clients'"
+    log = log
+
+    def __init__(self, nameserver: NameServerClient, interval_s: float = 3.0, *, window_s: float = WINDOW_S,
+                 max_batch: int = MAX_BATCH, timeout_s: float = 3.0) -> None:
+        self.nameserver = nameserver
+        self.timeout_s = timeout_s  # one heartbeat's read timeout (a batch's grows with its size)
+        self.window_s = window_s  # 0: the beats of one loop turn share a request
+        self.max_batch = max_batch
+        self.interval_s = interval_s  # the memberships' heartbeat interval: a membership not answered yet waits it
+        self.requests = 0  # batched heartbeat requests sent
+        self._pending: list[Pending] = []
+        self._in_flight: set[tuple[str, str]] = set()  # (group, client id) of the heartbeats of the request out now
+        self._landed = asyncio.Condition()  # notified when a request came back
+        self._sender: asyncio.Task[None] | None = None
+        self._batched = True  # False once the name server answered that it has no batched route
+        self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
+        self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
+        self._members_changed = asyncio.Event()
+        self._watcher: asyncio.Task[None] | None = None
+        self._applying: dict[asyncio.Task[None], int] = {}  # a membership acting on a watch's answer -> its id
+
+    def watch(self, membership: Membership) -> None:
+        """Watch for ``membership`` (started with ``watch=False``) until ``unwatch``."""
+        self._watched[id(membership)] = membership
+        self._members_changed.set()
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_rounds(), name=f"{self.label} watches")
+
+    def unwatch(self, membership: Membership) -> None:
+        """No more watching for ``membership``; an answer it is acting on is cancelled (as its own watch was)."""
+        if self._watched.pop(id(membership), None) is not None:
+            self._members_changed.set()
+        for task, member in list(self._applying.items()):
+            if member == id(membership):
+                task.cancel()
+
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
+        if not self._batched:
+            return await self.nameserver.client_heartbeat(body)
+        future: asyncio.Future[HeartbeatAnswer] = asyncio.get_running_loop().create_future()
+        self._pending.append((body, future))
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send(), name=f"{self.label} heartbeats")
+        return await future
+
+    async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer:
+        return await self.nameserver.watch_client(body, timeout_s)
+
+    async def unregister_client(self, group: str, client_id: str, role: str) -> None:
+        """Unregister once no heartbeat of the client is on its way (one landing later would register it again;
+        one not sent yet was cancelled with its membership's task, and is left out of its request)."""
+        async with self._landed:
+            await self._landed.wait_for(lambda: (group, client_id) not in self._in_flight)
+        await self.nameserver.unregister_client(group, client_id, role)
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            await cancel_and_wait(self._watcher)
+        for task in list(self._applying):
+            await cancel_and_wait(task)
+        if self._sender is not None:
+            self._sender.cancel()
+            await asyncio.gather(self._sender, return_exceptions=True)
+        for _, future in self._pending:
+            future.cancel()
+        await self.nameserver.close()
+
+    async def _send(self) -> None:
+        try:
+            await asyncio.sleep(self.window_s)
+            while self._pending:
+                batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+                batch = [(body, future) for body, future in batch if not future.done()]
+                self._in_flight = {(body.get("group", ""), body.get("client_id", "")) for body, _ in batch}
+                try:
+                    if batch:
+                        await self._send_batch(batch)
+                finally:
+                    self._in_flight = set()
+                    async with self._landed:
+                        self._landed.notify_all()
+        finally:
+            self._sender = None
+
+    async def _send_batch(self, batch: list[Pending]) -> None:
+        try:
+            answer = await self.nameserver.request("POST", PATH, json={"heartbeats": [body for body, _ in batch]},
+                                                   timeout_s=self._timeout_s(len(batch)))
+        except NotFoundError:
+            self.log.info("the name server has no %s: %s heartbeats go one by one", PATH, self.label)
+            self._batched = False
+            await asyncio.gather(*(self._single(body, future) for body, future in batch))
+            return
+        except GrayMQError as exc:
+            self._heard(exc)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self._heard(None)
+        self.requests += 1
+        for (body, future), result in zip(batch, answer["results"], strict=True):
+            if future.done():
+                continue
+            if result["status_code"] < 300:
+                future.set_result(HeartbeatAnswer.from_json(result["answer"]))
+            else:
+                text = f"{result.get('error')}: {result.get('detail')}"
+                future.set_exception(status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text,
+                                                  result.get("detail")))
+
+    def _timeout_s(self, heartbeats: int) -> float:
+        """A batch's read timeout: one heartbeat's, and ``PER_HEARTBEAT_S`` more per heartbeat (the name server
+        stores them one after the other)."""
+        return self.timeout_s + heartbeats * PER_HEARTBEAT_S
+
+    def _heard(self, failure: GrayMQError | None) -> None:
+        """Log the first transient failure of the heartbeats' requests, and the first success after it."""
+        if failure is not None and not failure.permanent and not self._failing:
+            self.log.warning("%s heartbeats to the name server failed: %s; each goes again with its next beat",
+                             self.label, failure.message)
+            self._failing = True
+        elif failure is None and self._failing:
+            self.log.info("%s heartbeats reach the name server again", self.label)
+            self._failing = False
+
+    async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer]) -> None:
+        try:
+            answer = await self.nameserver.client_heartbeat(body)
+        except GrayMQError as exc:
+            self._heard(exc)
+            if not future.done():
+                future.set_exception(exc)
+        else:
+            self._heard(None)
+            if not future.done():
+                future.set_result(answer)
+
+    async def _watch_rounds(self) -> None:
+        while True:
+            await asyncio.sleep(WINDOW_S)  # memberships added or gone together start one round
+            self._members_changed.clear()
+            members = list(self._watched.values())
+            entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]
+            # one not answered yet joins at the next round, an interval away at most (as its own watch would)
+            timeout_s = WATCH_S if len(entries) == len(members) else self.interval_s
+            rounds = [asyncio.ensure_future(self._poll(entries[i:i + self.max_batch], timeout_s))
+                      for i in range(0, len(entries), self.max_batch)]
+            changed = asyncio.ensure_future(wait_event(self._members_changed, timeout_s))
+            try:
+                await asyncio.wait([*rounds, changed], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (*rounds, changed):
+                    task.cancel()
+                await asyncio.gather(*rounds, changed, return_exceptions=True)
+            failed = [t for t in rounds if t.done() and not t.cancelled() and t.exception() is not None]
+            for task in failed:
+                self.log.debug("%s watch failed (%s); heartbeats carry changes", self.label, task.exception())
+            if failed:
+                await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
+
+    async def _poll(self, entries: list[Watched], timeout_s: float) -> None:
+        """One long poll for ``entries``; each changed membership acts on its answer."""
+        if self._batched:
+            try:
+                answer = await self.nameserver.request(
+                    "POST", WATCHES_PATH, json={"watches": [body for _, body, _ in entries], "timeout_s": timeout_s},
+                    timeout_s=timeout_s + WATCH_GRACE_S)
+            except NotFoundError:
+                self.log.info("the name server has no %s: %s watches go one by one", WATCHES_PATH, self.label)
+                self._batched = False
+            else:
+                for (membership, body, epoch), result in zip(entries, answer["results"], strict=True):
+                    if result["status_code"] < 300:
+                        self._apply_soon(membership, body, HeartbeatAnswer.from_json(result["answer"]), epoch)
+                return
+        await asyncio.gather(*(self._single_watch(entry, timeout_s) for entry in entries))
+
+    async def _single_watch(self, entry: Watched, timeout_s: float) -> None:
+        membership, body, epoch = entry
+        self._apply_soon(membership, body, await self.nameserver.watch_client(body, timeout_s), epoch)
+
+    def _apply_soon(self, membership: Membership, body: dict[str, Any], answer: HeartbeatAnswer, epoch: int) -> None:
+        """``membership`` acts on a watch's answer in a task of its own: one client's flip (a drain, a broker round
+        trip) neither waits for another's nor holds the next round, and a round ending does not cancel it."""
+        if all(getattr(answer, key) == value for key, value in body["known"].items()):
+            return
+        task = asyncio.get_running_loop().create_task(membership.watched(body, answer, epoch),
+                                                      name=f"watched {membership.client_id}")
+        self._applying[task] = id(membership)
+        task.add_done_callback(self._applied)
+
+    def _applied(self, task: asyncio.Task[None]) -> None:
+        self._applying.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("%s %s: acting on a watch's answer failed", self.label, task.get_name(),
+                           exc_info=task.exception())

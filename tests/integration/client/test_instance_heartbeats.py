@@ -1,0 +1,205 @@
+"""The clients of one ClientInstance heartbeat the name server together (batched requests, one watch) and each broker
+together (one request carrying every consumer's data), on real processes, and the name server and the broker still
+keep each as its own client: each is listed and answered on its own, one stopped inside the process leaves its group
+at once while the others stay, and a process killed with SIGKILL leaves after the name server's client expiry, as
+clients heartbeating alone did."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from graymq.client import Producer, PushConsumer
+from graymq.client.config import ClientConfig
+from graymq.client.instance import ClientInstance
+from graymq.protocol import graymq_pb2 as pb
+from tests.support.clients import FAST, Recorder, run_scenario, wait_until
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+GROUP = "GID_FLEET"
+PRODUCERS = "PID_FLEET"
+TOPIC = "TOPIC_FLEET"
+NO_EXPIRY = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": "600", "GRAYMQ_BROKER_CLIENT_EXPIRY_S": "600"}
+EXPIRY_S = 4
+
+
+def cluster_of(graymq_process: Any, pg_url: str, root: Path, **env: str) -> Cluster:
+    cluster = Cluster(graymq_process, pg_url, root)
+    cluster.start_nameserver(**env)
+    cluster.add_broker("broker-a", **env)
+    cluster.create_topic(TOPIC, 6, 2)
+    return cluster
+
+
+def listed(ns_url: str, group: str) -> dict[str, dict[str, Any]]:
+    """The clients the name server lists in ``group`` (live ones: heartbeat within the expiry), by id."""
+    response = httpx.get(f"{ns_url}/v1/groups/{group}/clients", timeout=5)
+    return {c["client_id"]: c for c in response.json()["clients"]}
+
+
+def unregistered(ns_url: str, group: str) -> list[str]:
+    entries = httpx.get(f"{ns_url}/v1/audit", params={"group": group, "object_type": "client"}, timeout=5).json()
+    return sorted(e["actor"] for e in entries if e["action"] == "unregister")
+
+
+class Counted:
+    """The heartbeats of one instance: to the name server sent alone, and the client ids of each batched request
+    to the name server and to the brokers."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self.single: list[str] = []
+        self.batches: list[list[str]] = []
+        self.broker_batches: list[list[str]] = []
+        nameserver, brokers = instance.nameserver, instance.brokers
+        single, request, broker_heartbeat = nameserver.client_heartbeat, nameserver.request, brokers.heartbeat
+
+        async def heartbeat_broker(address: str, req: pb.HeartbeatRequest) -> None:
+            self.broker_batches.append([data.client_id for data in req.consumers])
+            await broker_heartbeat(address, req)
+
+        brokers.heartbeat = heartbeat_broker  # type: ignore[method-assign]
+
+        async def client_heartbeat(body: dict[str, Any]) -> Any:
+            self.single.append(body["client_id"])
+            return await single(body)
+
+        async def counted_request(method: str, path: str, **kwargs: Any) -> Any:
+            if path == "/v1/clients/heartbeats":
+                self.batches.append([b["client_id"] for b in kwargs["json"]["heartbeats"]])
+            return await request(method, path, **kwargs)
+
+        nameserver.client_heartbeat = client_heartbeat  # type: ignore[method-assign]
+        nameserver.request = counted_request  # type: ignore[method-assign]
+
+
+async def broker_listed(c: PushConsumer) -> set[str]:
+    """The consumers of ``GROUP`` the broker lists (from their heartbeats)."""
+    address = next(iter(c.runtime.broker_addresses()))
+    return {client.client_id for client in (await c.brokers.consumer_list(address, GROUP)).clients}
+
+
+def consumer(config: ClientConfig, client_id: str) -> PushConsumer:
+    c = PushConsumer(GROUP, config=config, listener=Recorder().listener(client_id), client_id=client_id,
+                     **FAST)  # type: ignore[arg-type]
+    c.subscribe(TOPIC, "*")
+    return c
+
+
+def test_one_instance_sends_its_clients_heartbeats_together_and_each_is_listed_and_answered_as_its_own(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **NO_EXPIRY)
+    config = ClientConfig.from_env(cluster.ns_url)
+
+    async def scenario() -> None:
+        consumers = [consumer(config, f"c{i}") for i in range(3)]
+        producers = [Producer(PRODUCERS, config=config, client_id=f"p{i}", heartbeat_interval_s=0.3) for i in range(2)]
+        counted = Counted(consumers[0].client)
+        for client in [*consumers, *producers]:
+            await client.start()
+        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c1", "c2"}
+        assert set(listed(cluster.ns_url, PRODUCERS)) == {"p0", "p1"}
+        await wait_until(lambda: sum(len(b) for b in counted.batches) >= 30, 30, "ten intervals of heartbeats")
+        assert counted.single == []
+        assert max(len(set(b)) for b in counted.batches) > 1, "no request carried two clients' heartbeats"
+        assert {c for b in counted.batches for c in b} == {"c0", "c1", "c2", "p0", "p1"}
+        await wait_until(lambda: len(counted.broker_batches) >= 10, 30, "ten heartbeats to the broker")
+        assert max(len(b) for b in counted.broker_batches) > 1, "no broker heartbeat carried two consumers"
+        assert await broker_listed(consumers[0]) == {"c0", "c1", "c2"}
+        # the group's switch reaches each consumer through the instance's one watch, and no producer
+        admin = cluster.admin()
+        await admin.set_switch(GROUP, False, "test")
+        await admin.close()
+        await wait_until(lambda: not any(c.gray_switch for c in consumers), 20, "every consumer seeing the switch")
+        assert all(p.membership.last is not None and p.membership.last.gray_switch for p in producers)
+        for client in [*consumers, *producers]:
+            await client.stop()
+
+    run_scenario(scenario, timeout=90)
+
+
+def test_a_client_stopped_inside_a_process_leaves_at_once_while_the_others_of_its_instance_stay(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **NO_EXPIRY)
+    config = ClientConfig.from_env(cluster.ns_url)
+
+    async def scenario() -> None:
+        consumers = [consumer(config, f"c{i}") for i in range(3)]
+        for c in consumers:
+            await c.start()
+        counted = Counted(consumers[0].client)
+        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c1", "c2"}
+        await consumers[1].stop()
+        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c2"}
+        assert unregistered(cluster.ns_url, GROUP) == ["c1"]
+        assert await broker_listed(consumers[0]) == {"c0", "c2"}
+        counted.batches.clear()
+        counted.broker_batches.clear()
+        await wait_until(lambda: sum(len(b) for b in counted.batches) >= 6 and len(counted.broker_batches) >= 4, 30,
+                         "the others heartbeating on")
+        assert {c for b in counted.batches for c in b} == {"c0", "c2"}
+        assert {c for b in counted.broker_batches for c in b} == {"c0", "c2"}
+        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c2"}
+        assert await broker_listed(consumers[0]) == {"c0", "c2"}
+        for c in (consumers[0], consumers[2]):
+            await c.stop()
+
+    run_scenario(scenario, timeout=90)
+
+
+CLIENTS_PROCESS = textwrap.dedent("""
+    import asyncio, sys
+    from graymq.client import ClientConfig, Producer, PushConsumer
+
+    async def ignore(messages):
+        return None
+
+    async def main():
+        config = ClientConfig.from_env(sys.argv[1])
+        clients = [Producer("PID_FLEET", config=config, client_id=f"p{i}", heartbeat_interval_s=0.3)
+                   for i in range(2)]
+        for i in range(2):
+            c = PushConsumer("GID_FLEET", config=config, listener=ignore, client_id=f"c{i}", nameserver_interval_s=0.3)
+            c.subscribe("TOPIC_FLEET", "*")
+            clients.append(c)
+        for client in clients:
+            await client.start()
+        print("started", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+""")
+
+
+def test_the_clients_of_a_killed_process_leave_after_the_name_servers_expiry_each_on_its_own(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    env = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": str(EXPIRY_S), "GRAYMQ_BROKER_CLIENT_EXPIRY_S": str(EXPIRY_S)}
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **env)
+    script = tmp_path / "clients.py"
+    script.write_text(CLIENTS_PROCESS)
+    proc = subprocess.Popen([sys.executable, str(script), cluster.ns_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 30
+        while len(listed(cluster.ns_url, GROUP)) + len(listed(cluster.ns_url, PRODUCERS)) < 4:
+            assert time.monotonic() < deadline, "the four clients never listed"
+            time.sleep(0.1)
+        # beyond an expiry of heartbeats: still listed, so each is kept alive by the batched beats
+        time.sleep(EXPIRY_S + 1)
+        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c1"}
+        assert set(listed(cluster.ns_url, PRODUCERS)) == {"p0", "p1"}
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 60
+    while listed(cluster.ns_url, GROUP) or listed(cluster.ns_url, PRODUCERS):
+        assert time.monotonic() < deadline, "the killed process's clients never expired"
+        time.sleep(0.2)
+    assert unregistered(cluster.ns_url, GROUP) == [] and unregistered(cluster.ns_url, PRODUCERS) == []

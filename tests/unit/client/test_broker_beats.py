@@ -1,0 +1,85 @@
+"""An instance's broker heartbeats: the consumers' data of one loop turn go to a broker in one request, each naming
+its consumer; a failed request fails every consumer in it; a consumer leaving waits for its heartbeat on the way."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from graymq.client.broker_beats import BrokerBeats
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.errors import ConnectFailedError
+
+pytestmark = pytest.mark.unit
+
+
+class FakeBrokers:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.fail: Exception | None = None
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def heartbeat(self, address: str, req: pb.HeartbeatRequest) -> None:
+        self.calls.append((address, (req.client_id, [(d.group, d.client_id) for d in req.consumers])))
+        await self.release.wait()
+        if self.fail is not None:
+            raise self.fail
+
+    async def unregister(self, address: str, client_id: str, group: str) -> None:
+        self.calls.append((address, ("unregister", client_id, group)))
+
+
+def data(client_id: str, group: str = "g") -> pb.ConsumerData:
+    return pb.ConsumerData(client_id=client_id, group=group)
+
+
+def test_the_heartbeats_of_one_loop_turn_go_to_each_broker_in_one_request_naming_each_consumer() -> None:
+    async def main() -> FakeBrokers:
+        brokers = FakeBrokers()
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        await asyncio.gather(*(beats.heartbeat(address, data(c)) for address in ("a", "b") for c in ("c0", "c1")))
+        await beats.heartbeat("a", data("c2", "h"))
+        return brokers
+
+    brokers = asyncio.run(main())
+    assert sorted(brokers.calls) == [("a", ("instance-1", [("g", "c0"), ("g", "c1")])),
+                                     ("a", ("instance-1", [("h", "c2")])),
+                                     ("b", ("instance-1", [("g", "c0"), ("g", "c1")]))]
+
+
+def test_a_failed_request_fails_every_consumer_it_carried() -> None:
+    async def main() -> list[Any]:
+        brokers = FakeBrokers()
+        brokers.fail = ConnectFailedError("down")
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        return await asyncio.gather(*(beats.heartbeat("a", data(c)) for c in ("c0", "c1")), return_exceptions=True)
+
+    assert [type(r) for r in asyncio.run(main())] == [ConnectFailedError, ConnectFailedError]
+
+
+def test_a_consumer_unregisters_after_its_heartbeat_on_the_way_landed_and_a_cancelled_one_is_not_sent() -> None:
+    async def main() -> FakeBrokers:
+        brokers = FakeBrokers()
+        brokers.release.clear()
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        beating = asyncio.ensure_future(beats.heartbeat("a", data("c0")))
+        while not brokers.calls:
+            await asyncio.sleep(0)
+        leaving = asyncio.ensure_future(beats.unregister("a", "c0", "g"))
+        late = asyncio.ensure_future(beats.heartbeat("a", data("c1")))
+        await asyncio.sleep(0)
+        late.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not leaving.done()  # c0's heartbeat is still on its way
+        brokers.release.set()
+        await asyncio.gather(beating, leaving)
+        await asyncio.gather(late, return_exceptions=True)
+        await beats.close()
+        return brokers
+
+    calls = asyncio.run(main()).calls
+    assert calls == [("a", ("instance-1", [("g", "c0")])), ("a", ("unregister", "c0", "g"))]

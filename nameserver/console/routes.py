@@ -206,7 +206,7 @@ async def start_rollout(group: GroupPath, body: RolloutRequest, actor: AdminActo
     policies = body.policies()
     rollouts: ConsoleRollouts = request.app.state.console_rollouts
     return await _start_operation(request, group, "rollout", actor, body.reason, lambda: rollouts.run(
-        group, policies, _own_url(request), bearer_token(request) or None, body.lane))
+        group, policies, _own_url(request), bearer_token(request) or None, body.lane), body.lane or GRAY_LANE)
 
 
 @data.post("/api/operations/{operation_id}/abort")

@@ -36,6 +36,7 @@ from graymq.client.spark import StreamingJob
 from graymq.client.sync import SyncProducer, SyncPushConsumer
 from graymq.core.queue_layout import slot_queue_ids
 from graymq.nameserver_api.client import NameServerClient
+from graymq.protocol.errors import GrayMQError
 from tests.spark.conftest import spark  # noqa: F401 - the shared local[2] session
 from tests.support.cli import graymq, wait_for
 from tests.support.cluster import Cluster
@@ -90,6 +91,7 @@ class Source:
     def __init__(self, ns: str, lane: str | None, stop: threading.Event) -> None:
         self.producer = SyncProducer(SOURCE, ns, client_id=f"a-{name(lane)}", lane=lane, heartbeat_interval_s=0.5)
         self.sent: dict[str, str | None] = {}  # msg id -> the lane it was stored in (None: base)
+        self.unknown = 0  # sends that failed (timed out on a loaded machine): stored or not, nobody knows
         self.stop = stop
         self.thread = threading.Thread(target=self._run, name=f"a-{name(lane)}")
 
@@ -97,7 +99,11 @@ class Source:
         self.producer.start()
         try:
             while not self.stop.wait(SEND_INTERVAL_S):
-                result = self.producer.send(Message(T1, f"body-{len(self.sent)}".encode()))
+                try:
+                    result = self.producer.send(Message(T1, f"body-{len(self.sent)}".encode()))
+                except GrayMQError:
+                    self.unknown += 1  # the checker allows as many deliveries of messages it never heard of
+                    continue
                 self.sent[result.msg_id] = result.lane if result.gray else None
         finally:
             self.producer.stop()
@@ -251,14 +257,18 @@ def test_a_release_across_a_stock_relay_a_spark_stage_and_graymq_consumers_is_pr
         sink.consumer.stop()
     for relay in relays.values():
         relay.close()
-    check_chain(sent, relays, sinks, lanes_of, spans.get_finished_spans(), reports, phases)
+    check_chain(sent, sum(source.unknown for source in sources), relays, sinks, lanes_of, spans.get_finished_spans(),
+                reports, phases)
 
 
-def check_chain(sent: dict[str, str | None], relays: dict[str | None, StockRelay], sinks: dict[str | None, Sink],
-                lanes_of: dict[str, dict[int, str]], finished: tuple[ReadableSpan, ...], reports: list[dict[str, Any]],
-                phases: list[float]) -> None:
-    relayed = [(lane, line) for lane, relay in relays.items() for line in relay.lines]
-    errors = [line for _, line in relayed if "error" in line]
+def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | None, StockRelay],
+                sinks: dict[str | None, Sink], lanes_of: dict[str, dict[int, str]],
+                finished: tuple[ReadableSpan, ...], reports: list[dict[str, Any]], phases: list[float]) -> None:
+    everything = [(lane, line) for lane, relay in relays.items() for line in relay.lines]
+    errors = [line for _, line in everything if "error" in line]
+    unheard = {line["relayed"] for _, line in everything if "relayed" in line} - set(sent)
+    assert len(unheard) <= unknown, f"B relayed {len(unheard)} messages A never sent ({unknown} sends failed)"
+    relayed = [(lane, line) for lane, line in everything if line.get("relayed") not in unheard]
     at_b = [(sent[line["relayed"]], lane) for lane, line in relayed if "relayed" in line]
     at_d = [(lane, d) for lane, sink in sinks.items() for d in sink.delivered]
     at_c = [(lanes_of[T2].get(int(d[1][2])), job_lane(d[1][1])) for _, d in at_d]
@@ -266,7 +276,8 @@ def check_chain(sent: dict[str, str | None], relays: dict[str | None, StockRelay
     counts = Counter(d[0] for _, d in at_d)
     lost, doubled = set(sent) - set(counts), {k for k, n in counts.items() if n > 1}
     not_relayed = set(sent) - {line["relayed"] for _, line in relayed if "relayed" in line}
-    print(f"lane chain: sent {dict(Counter(name(lane) for lane in sent.values()))}, lost {len(lost)} (of which "
+    print(f"lane chain: sent {dict(Counter(name(lane) for lane in sent.values()))} ({unknown} failed), lost "
+          f"{len(lost)} (of which "
           f"{len(not_relayed)} not relayed by B; lanes {dict(Counter(name(sent[k]) for k in lost))}), doubled "
           f"{len(doubled)} at D; out-of-lane deliveries at B {out_of_lane(at_b)}, C {out_of_lane(at_c)}, D "
           f"{out_of_lane(at_d_lanes)}; in a lane's queues at B {sum(s is not None for s, _ in at_b)}, C "
@@ -279,7 +290,7 @@ def check_chain(sent: dict[str, str | None], relays: dict[str | None, StockRelay
     assert not out_of_lane(at_b) and not out_of_lane(at_c) and not out_of_lane(at_d_lanes)
     for hop in (at_b, at_c, at_d_lanes):  # each lane really flowed through each hop in its own queues
         assert {"v2", "v3"} <= {stored for stored, _ in hop}
-    traces = trace_check(sent, relayed, at_d, lanes_of[T3], finished)
+    traces = trace_check(sent, relayed, [d for d in at_d if d[1][0] in sent], lanes_of[T3], finished)
     print(f"lane chain: spans per trace {dict(Counter(traces.values()))}")
     assert set(traces) == set(sent) and set(traces.values()) == {3}, Counter(traces.values())
 

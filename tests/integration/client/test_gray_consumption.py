@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from graymq.client import Message, Producer
+from graymq.client import Message, Producer, PushConsumer
+from graymq.core.message_queue import MessageQueue
 from tests.support.clients import FAST, Recorder, consumer, run_scenario, wait_until
 
 pytestmark = pytest.mark.integration
@@ -140,6 +141,11 @@ def test_topic_across_two_brokers_each_with_gray_queues(cluster):
     run_scenario(scenario, 60)
 
 
+def topic_queues(consumer: PushConsumer) -> list[MessageQueue]:
+    """The queues of TOPIC the consumer holds (its retry topic's come once the broker made it: left out)."""
+    return [q for q in consumer.assigned() if q.topic == TOPIC]
+
+
 def test_consumption_continues_while_the_name_server_is_down(cluster):
     cluster.add_broker("broker-a")
     cluster.create_topic(TOPIC, 4, 0)
@@ -152,7 +158,7 @@ def test_consumption_continues_while_the_name_server_is_down(cluster):
         await c.start()
         await producer.start()
         try:
-            await wait_until(lambda: len(c.assigned()) == 4, 20, "allocation")
+            await wait_until(lambda: len(topic_queues(c)) == 4, 20, "allocation")
             first = [await producer.send(Message(TOPIC, b"before")) for _ in range(10)]
             await wait_until(lambda: {r.msg_id for r in first} <= recorder.msg_ids(), 20, "consumed")
             cluster.nameservers[0].terminate()
@@ -160,7 +166,7 @@ def test_consumption_continues_while_the_name_server_is_down(cluster):
             second = [await producer.send(Message(TOPIC, b"during")) for _ in range(10)]
             await wait_until(lambda: {r.msg_id for r in second} <= recorder.msg_ids(), 20,
                              "consumed with the name server down")
-            assert len(c.assigned()) == 4
+            assert len(topic_queues(c)) == 4  # the group's retry topic's queues may have come meanwhile: not counted
         finally:
             await c.stop()
             await producer.stop()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from graymq.bench.bench_group_scale import GRAY_QUEUES, QUEUES
-from graymq.bench.common import Figures, cpu_seconds
+from graymq.bench.common import Figures, cpu_seconds, worker_processes
 from graymq.bench.graymq_servers import Broker, NameServer
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import GrayMQError
@@ -138,18 +138,8 @@ def _workers(ns_url: str, specs: list[Spec], processes: int, root: Path
     procs = [ctx.Process(target=_worker, name=f"fleet-{p}",
                          args=(ns_url, specs[p::processes], str(paths[p]), commands[p], readies[p]))
              for p in range(processes)]
-    for proc in procs:
-        proc.start()
-    try:
+    with worker_processes(procs, commands, 60):
         yield procs, paths, commands, readies
-    finally:
-        for queue in commands:
-            queue.put(None)
-        for proc in procs:
-            proc.join(60)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
 
 
 def _status(paths: list[Path]) -> Status:

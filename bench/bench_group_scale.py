@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from graymq.bench.common import Figures, cpu_seconds
+from graymq.bench.common import Figures, cpu_seconds, worker_processes
 from graymq.bench.graymq_servers import NameServer
 
 QUEUES, GRAY_QUEUES = 100, 10
@@ -115,18 +115,8 @@ def _workers(ns_url: str, group: str, topic: str, consumers_n: int, processes: i
     procs = [ctx.Process(target=_worker, name=f"group-scale-{p}",
                          args=(ns_url, group, topic, shares[p], str(paths[p]), commands[p], readies[p]))
              for p in range(processes)]
-    for proc in procs:
-        proc.start()
-    try:
+    with worker_processes(procs, commands, 30):
         yield procs, paths, commands
-    finally:
-        for queue in commands:
-            queue.put(None)
-        for proc in procs:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
 
 
 def _holdings(paths: list[Path]) -> Holdings:

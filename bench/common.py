@@ -380,3 +380,21 @@ def machine_info() -> dict[str, Any]:
         "protobuf_backend": api_implementation.Type(), "kernel": platform.release(),
         "load_average": list(os.getloadavg()), "graymq_commit": commit,
     }
+
+
+@contextlib.contextmanager
+def worker_processes(procs: list[Any], commands: list[Any], join_s: float) -> Iterator[None]:
+    """Start ``procs``; on leaving, send each its end (``None`` on its command queue) and wait ``join_s`` for it,
+    then kill it."""
+    for proc in procs:
+        proc.start()
+    try:
+        yield
+    finally:
+        for queue in commands:
+            queue.put(None)
+        for proc in procs:
+            proc.join(join_s)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()

@@ -25,13 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from pyspark.sql import functions as F
 
-from graymq.client import Message, tracing
-from graymq.client import producer as producer_module
+from graymq.client import Message
 from graymq.client.spark import StreamingJob
 from graymq.client.sync import SyncProducer, SyncPushConsumer
 from graymq.core.queue_layout import slot_queue_ids
@@ -40,6 +37,7 @@ from graymq.protocol.errors import GrayMQError
 from tests.spark.conftest import spark  # noqa: F401 - the shared local[2] session
 from tests.support.cli import graymq, wait_for
 from tests.support.cluster import Cluster
+from tests.support.spans import spans  # noqa: F401 - the fixture
 from tests.support.stock_sdk import StockRelay
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(600)]
@@ -52,18 +50,6 @@ SEND_INTERVAL_S = 0.1
 
 def name(lane: str | None) -> str:
     return lane or "base"
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    """A tracer provider of the test's own for A's and D's graymq clients."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    graymq_tracer = provider.get_tracer("graymq.client")
-    monkeypatch.setattr(tracing, "tracer", lambda: graymq_tracer)
-    monkeypatch.setattr(producer_module, "tracer", lambda: graymq_tracer)
-    return exporter
 
 
 def lanes_everywhere(cluster: Cluster) -> str:

@@ -7,28 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from graymq.client import Message, MessageExt, Producer, PushConsumer, tracing
-from graymq.client import producer as producer_module
+from graymq.client import Message, MessageExt, Producer, PushConsumer
 from tests.support.cluster import Cluster
+from tests.support.spans import spans  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration
 ORDERS, RELAYED = "TOPIC_LANE_TRACE", "TOPIC_LANE_TRACE_OUT"
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    """A tracer provider of the test's own, seen by the producer's and the tracing module's checks alike."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    graymq_tracer = provider.get_tracer("graymq.client")
-    monkeypatch.setattr(tracing, "tracer", lambda: graymq_tracer)
-    monkeypatch.setattr(producer_module, "tracer", lambda: graymq_tracer)
-    return exporter
 
 
 async def relay_chain(ns: str) -> list[MessageExt]:
@@ -66,7 +53,7 @@ async def relay_chain(ns: str) -> list[MessageExt]:
 
 
 def test_every_span_of_a_relay_chain_in_lane_v3_names_the_lane_in_one_trace(cluster: Cluster,
-                                                                           spans: InMemorySpanExporter) -> None:
+                                                                           spans: InMemorySpanExporter) -> None:  # noqa: F811 - the fixture
     cluster.add_broker("broker-a")
     cluster.create_topic(ORDERS, 4, 2, lanes=2)
     cluster.create_topic(RELAYED, 4, 2, lanes=2)

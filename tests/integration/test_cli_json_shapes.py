@@ -119,3 +119,29 @@ def test_gray_flag_prints_the_desired_flag_the_name_server_answered(ns_url: str)
     result = cli(ns_url, "gray", "flag", GROUP, "c1", "off")
     assert result.stdout == (f"{GROUP}/c1: explicit flag off; desired now normal (a gray client drains its gray "
                              "queues before flipping)\n")
+
+
+def test_gray_status_lists_a_page_of_clients_with_the_counts_of_all_and_json_keeps_every_client_by_default(
+        ns_url: str) -> None:
+    for i in range(5):
+        rest(ns_url, "POST", "/v1/clients/heartbeat", json={"group": GROUP, "client_id": f"c{i}", "role": "consumer",
+                                                            "gray": i == 0, "state": "GRAY" if i == 0 else "NORMAL"})
+    rest(ns_url, "POST", "/v1/clients/heartbeat", json={"group": GROUP, "client_id": "p0", "role": "producer"})
+    cli(ns_url, "gray", "switch", GROUP, "on")
+    everything = printed(ns_url, "gray", "status", GROUP, "--json")
+    assert set(everything) == STATUS_KEYS and len(everything["clients"]) == 6  # as before: every client
+    page = printed(ns_url, "gray", "status", GROUP, "--json", "--limit", "2")
+    assert set(page) == STATUS_KEYS | {"clients_total", "clients_more"}
+    assert page["clients"] == everything["clients"][:2]
+    assert (page["clients_total"], page["clients_more"]) == (6, 4)
+    assert {k: v for k, v in page.items() if k not in ("clients", "clients_total", "clients_more")} == {
+        k: v for k, v in everything.items() if k != "clients"}
+    text = cli(ns_url, "gray", "status", GROUP, "--limit", "2").stdout.splitlines()
+    assert "clients: 6 live (consumer: gray 1, normal 4; producer: normal 1), 0 stale" in text
+    assert [line.split()[0] for line in text if line.startswith(("c", "p")) and line.split()[0] in
+            {"c0", "c1", "c2", "c3", "c4", "p0"}] == ["c0", "c1"]
+    assert "... 4 more client(s) not listed: --limit N lists the first N, --all every one" in text
+    every = cli(ns_url, "gray", "status", GROUP, "--all").stdout
+    assert "p0" in every and "more client(s)" not in every
+    refused = cli(ns_url, "gray", "status", GROUP, "--limit", "0")
+    assert refused.returncode == 2 and "expected 1 or more" in refused.stderr

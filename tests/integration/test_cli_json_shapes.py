@@ -4,6 +4,7 @@ print what the name server answered, with the same keys and values, whatever the
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from graymq.nameserver_api.client import NameServerClient
 from tests.support.trust import ADMIN, StartProcess, bearer, cli, start_secure_nameserver
 
 pytestmark = pytest.mark.integration
@@ -145,3 +147,25 @@ def test_gray_status_lists_a_page_of_clients_with_the_counts_of_all_and_json_kee
     assert "p0" in every and "more client(s)" not in every
     refused = cli(ns_url, "gray", "status", GROUP, "--limit", "0")
     assert refused.returncode == 2 and "expected 1 or more" in refused.stderr
+
+
+def test_the_python_api_walks_a_groups_clients_page_by_page(ns_url: str) -> None:
+    for i in range(5):
+        rest(ns_url, "POST", "/v1/clients/heartbeat", json={"group": GROUP, "client_id": f"c{i}", "role": "consumer"})
+
+    async def walk() -> list[tuple[list[str], int | None, int | None]]:
+        ns = NameServerClient(ns_url, token=ADMIN)
+        try:
+            pages, offset = [], 0
+            while offset is not None:
+                page = await ns.group_clients(GROUP, limit=2, offset=offset)
+                pages.append(([c.client_id for c in page.clients], page.total, page.next_offset))
+                offset = page.next_offset
+            every = await ns.group_clients(GROUP)
+            pages.append(([c.client_id for c in every.clients], every.total, every.next_offset))
+            return pages
+        finally:
+            await ns.close()
+
+    assert asyncio.run(walk()) == [(["c0", "c1"], 5, 2), (["c2", "c3"], 5, 4), (["c4"], 5, None),
+                                   (["c0", "c1", "c2", "c3", "c4"], 5, None)]

@@ -15,6 +15,7 @@ graymq's shared loop, where the synchronous facades run too).
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Callable
 
@@ -30,6 +31,7 @@ GroupChanged = Callable[[str], None]
 # id(config) -> its live instance. Weak: a client dropped without stop() leaves no instance behind; while the instance
 # lives it holds its config, so the id is not reused.
 _instances: weakref.WeakValueDictionary[int, ClientInstance] = weakref.WeakValueDictionary()
+_joining = threading.Lock()  # BlockingProducers join from their callers' threads
 
 
 class ClientInstance:
@@ -51,11 +53,12 @@ class ClientInstance:
     @classmethod
     def of(cls, config: ClientConfig) -> ClientInstance:
         """The live instance of ``config`` (this very object, not an equal one), joined; built if there is none."""
-        instance = _instances.get(id(config))
-        if instance is None:
-            instance = _instances[id(config)] = cls(config)
-        instance._users += 1
-        return instance
+        with _joining:
+            instance = _instances.get(id(config))
+            if instance is None:
+                instance = _instances[id(config)] = cls(config)
+            instance._users += 1
+            return instance
 
     def route_view(self) -> SharedRouteCache:
         """A client's view of the shared routes (its ``topics()`` are the topics it used)."""

@@ -6,9 +6,11 @@ A send runs in the caller's thread from start to end: the queue chosen as the as
 the same producer id and sequence numbers, so a retry after a timeout is stored once). No event loop and no
 thread hop on the send path; one producer may be shared by many threads.
 
-What stays async runs on a private loop thread (client/loop_thread.py): the membership in the name server
-(heartbeats and the watch that applies a flag flip in milliseconds) and route lookups — a send waits for one
-only for a topic without a cached route; a route due for refresh is served while the loop refreshes it.
+What stays async runs on the event loop of its ``ClientInstance`` (client/instance.py; graymq's shared loop,
+client/loop_thread.py, when it is the instance's first client): the membership in the name server, heartbeating
+and watched with the instance's other clients through its one session (one batched request per interval for a
+process's BlockingProducer and async clients given one config), and route lookups — a send waits for one only
+for a topic without a cached route; a route due for refresh is served while the loop refreshes it.
 
 Not here (use ``Producer``): auto batching across calls (each ``send`` is one request; ``send_batch`` joins
 messages) and tracing spans.
@@ -16,6 +18,7 @@ messages) and tracing spans.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import ssl
@@ -27,8 +30,9 @@ from typing import Any
 from graymq.client.blocking_brokers import BlockingBrokers
 from graymq.client.config import ClientConfig, client_config
 from graymq.client.context import current_message
+from graymq.client.instance import ClientInstance
 from graymq.client.lane_slots import route_with_slot
-from graymq.client.loop_thread import LoopThread
+from graymq.client.loop_thread import LoopThread, shared_loop
 from graymq.client.message import Message, MessageQueue, SendResult, SendStatus, named_lane
 from graymq.client.producer import TOPIC_WAIT_FIRST_S, TOPIC_WAIT_MAX_S, MessageIds
 from graymq.client.producer_flags import ProducerFlags
@@ -42,7 +46,6 @@ from graymq.client.send_wire import WireSend
 from graymq.core.gray_side import Mark
 from graymq.core.route import TopicRoute
 from graymq.core.selector import MemoSelector
-from graymq.nameserver_api.client import NameServerClient
 from graymq.nameserver_api.membership import Membership
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.errors import BadRequestError, GrayMQError, LaneSlotError, RequestTimeoutError
@@ -62,8 +65,9 @@ class BlockingProducer(ProducerFlags):
     """Blocking producer: ``start()``, ``send``/``send_batch``, ``stop()``, or ``with BlockingProducer(...) as p``.
 
     Arguments as ``Producer``'s (``settings``/keywords: ``retry_times``, ``send_timeout_s``,
-    ``heartbeat_interval_s``, ``route_ttl_s``; ``config``: name servers, token, TLS). A ``config`` shared with async
-    clients is read, not shared: this producer keeps its own name-server client, routes and connections.
+    ``heartbeat_interval_s``, ``route_ttl_s``; ``config``: name servers, token, TLS). It joins the ``ClientInstance``
+    of its ``config`` (its name-server client and session, shared with the async clients given that config) and
+    keeps its own routes (read on the caller's thread) and broker sockets.
     """
 
     def __init__(self, group: str, nameserver: str | list[str] | None = None, *, client_id: str | None = None,
@@ -74,7 +78,8 @@ class BlockingProducer(ProducerFlags):
         self.settings = s = producer_settings(settings, keywords)
         self._init_flags(group, client_id, gray, lane)
         self.config = c = client_config(config, nameserver, token, route_ttl_s=s.route_ttl_s)
-        self.nameserver = NameServerClient(list(c.nameserver), token=c.token, timeout_s=c.nameserver_timeout_s)
+        self.client = ClientInstance.of(c)
+        self.nameserver = self.client.nameserver
         self.routes = RouteCache(self.nameserver, c.route_ttl_s)
         self.brokers = BlockingBrokers(timeout_s=c.broker_timeout_s, token=(c.token or "").strip(),
                                        tls=c.tls if isinstance(c.tls, ssl.SSLContext) else broker_tls(c.tls))
@@ -84,11 +89,12 @@ class BlockingProducer(ProducerFlags):
         self.window = BlockingSendWindow()  # sequences per (broker, topic, queue), at most SEQUENCES_KEPT unresolved
         self._refresh_asked: dict[str, float] = {}
         self.membership = Membership(
-            self.nameserver, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
+            self.client.session, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
             declared_gray=lane or gray, interval_s=s.heartbeat_interval_s, report=self._report,
-            on_update=self._on_update)
+            on_update=self._on_update, aligned=True)
         self._loop = LoopThread(f"graymq-producer {self.client_id}")
         self.started = False
+        self._left = False
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> BlockingProducer:
@@ -96,28 +102,35 @@ class BlockingProducer(ProducerFlags):
         missing right) raises its error and leaves nothing running. Started already: nothing more."""
         if self.started:
             return self
-        self._loop.start()
+        if self._left:
+            raise BadRequestError("producer stopped: build a new one")
+        self._loop.start(self._instance_loop())
         try:
             self._loop.run(self.membership.beat(first=True))
             self._loop.run(self._start_membership())
         except BaseException:
-            self._loop.run(self.nameserver.close())
             self._loop.stop()
             raise
         self.started = True
         return self
 
+    def _instance_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the instance's clients run on; graymq's shared loop while none of them has started."""
+        loop = self.client.loop
+        return loop if loop is not None and loop.is_running() else shared_loop()
+
     async def _start_membership(self) -> None:
-        self.membership.start()
+        self.client.start_membership(self.membership)
 
     def stop(self) -> None:
-        """Leave the group in the name server, close the name-server client and every broker connection."""
-        if self._loop.loop is None:
-            self.brokers.close()
+        """Leave the group in the name server (at once) and the instance; close every broker connection."""
+        if self._left:
             return
-        self.started = False
+        if self._loop.loop is None:  # not started (or its start failed): leave the instance all the same
+            self._loop.start(self._instance_loop())
+        registered, self.started, self._left = self.started, False, True
         try:
-            self._loop.run(self._leave())
+            self._loop.run(self._leave(registered))
         finally:
             self._loop.stop()
             self.brokers.close()
@@ -132,11 +145,12 @@ class BlockingProducer(ProducerFlags):
         except RuntimeError:  # closed by a stop() in another thread just now: the producer left the group
             log.debug("producer %s: stopped before its flag was reported", self.client_id)
 
-    async def _leave(self) -> None:
-        await self.membership.stop()
-        await self.membership.unregister()  # so a promote does not wait for this producer to go stale
+    async def _leave(self, registered: bool) -> None:
+        if registered:
+            await self.client.stop_membership(self.membership)
+            await self.membership.unregister()  # so a promote does not wait for this producer to go stale
         await self.routes.close()
-        await self.nameserver.close()
+        await self.client.leave()
 
     def __enter__(self) -> BlockingProducer:
         return self.start()

@@ -7,11 +7,15 @@ its own answer as before; its consumers' broker heartbeats go one request per br
 (client/broker_beats.py). A client joins it when built and leaves at ``stop()``; the last one out closes it, and
 the next client given the config builds a new one.
 
-The clients sharing an instance run on one event loop (its connections belong to the loop that opened them).
+The clients sharing an instance run on one event loop (its connections belong to the loop that opened them):
+``loop``, the one its first client started on; a ``BlockingProducer`` runs its async parts there (or, first, on
+graymq's shared loop, where the synchronous facades run too).
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import weakref
 from collections.abc import Callable
 
@@ -27,6 +31,7 @@ GroupChanged = Callable[[str], None]
 # id(config) -> its live instance. Weak: a client dropped without stop() leaves no instance behind; while the instance
 # lives it holds its config, so the id is not reused.
 _instances: weakref.WeakValueDictionary[int, ClientInstance] = weakref.WeakValueDictionary()
+_joining = threading.Lock()  # BlockingProducers join from their callers' threads
 
 
 class ClientInstance:
@@ -43,15 +48,17 @@ class ClientInstance:
         self.broker_beats = BrokerBeats(self.brokers, new_client_id("instance"))
         self._on_group_changed: list[GroupChanged] = []
         self._users = 0
+        self.loop: asyncio.AbstractEventLoop | None = None  # where its clients run, once the first one started
 
     @classmethod
     def of(cls, config: ClientConfig) -> ClientInstance:
         """The live instance of ``config`` (this very object, not an equal one), joined; built if there is none."""
-        instance = _instances.get(id(config))
-        if instance is None:
-            instance = _instances[id(config)] = cls(config)
-        instance._users += 1
-        return instance
+        with _joining:
+            instance = _instances.get(id(config))
+            if instance is None:
+                instance = _instances[id(config)] = cls(config)
+            instance._users += 1
+            return instance
 
     def route_view(self) -> SharedRouteCache:
         """A client's view of the shared routes (its ``topics()`` are the topics it used)."""
@@ -59,7 +66,9 @@ class ClientInstance:
 
     def start_membership(self, membership: Membership) -> None:
         """Heartbeat ``membership`` (built over ``session``, ``aligned``) and watch it with the instance's other
-        clients, until ``stop_membership``."""
+        clients, until ``stop_membership``; the first one binds the instance to its running loop."""
+        if self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.get_running_loop()
         membership.start(watch=False)
         self.session.watch(membership)
 

@@ -1,5 +1,7 @@
-"""A private event loop on a daemon thread: where a blocking client keeps the parts that stay async (its
-membership heartbeats and watch, route lookups), off its send path."""
+"""An event loop on a daemon thread: where a blocking client keeps the parts that stay async (its membership
+heartbeats and watch, route lookups), off its send path; and graymq's shared loop (``shared_loop``), where the
+synchronous facades and blocking clients of a process meet, so that those given one ``ClientConfig`` share its
+``ClientInstance``."""
 
 from __future__ import annotations
 
@@ -13,15 +15,19 @@ _T = TypeVar("_T")
 
 
 class LoopThread:
-    """``start()`` runs a new loop on a thread named ``name``; ``run`` waits for a coroutine on it, ``submit`` does
-    not; ``stop()`` ends the loop and joins the thread."""
+    """``start()`` runs a new loop on a thread named ``name`` (``start(loop)``: uses ``loop``, running on a thread
+    of its own); ``run`` waits for a coroutine on it, ``submit`` does not; ``stop()`` ends the loop it started and
+    joins its thread (a loop it was given is left running)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if loop is not None:
+            self.loop, self._thread = loop, None
+            return
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=self.name, daemon=True)
         self._thread.start()
@@ -43,9 +49,22 @@ class LoopThread:
 
     def stop(self) -> None:
         loop, thread = self.loop, self._thread
+        self.loop = self._thread = None
         if loop is None or thread is None:
             return
-        self.loop = self._thread = None
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+_shared = LoopThread("graymq-loop")
+_shared_lock = threading.Lock()
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The process's shared graymq loop (thread ``graymq-loop``), started on first use and running until exit."""
+    with _shared_lock:
+        if _shared.loop is None:
+            _shared.start()
+        assert _shared.loop is not None
+        return _shared.loop

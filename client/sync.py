@@ -8,25 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.consumer.push_consumer import PushConsumer
+from graymq.client.loop_thread import shared_loop
 from graymq.client.producer import Producer
-
-_loop: asyncio.AbstractEventLoop | None = None
-_lock = threading.Lock()
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="graymq-loop", daemon=True).start()
-        return _loop
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -40,7 +28,7 @@ class SyncFacade:
     """Wraps an async client built on the background loop; attribute reads pass through."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
-        object.__setattr__(self, "_loop", _background_loop())
+        object.__setattr__(self, "_loop", shared_loop())
         object.__setattr__(self, "core", self._run(factory, (), {}))
 
     def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -117,6 +117,7 @@ MAX_TOPICS = 10_000
 MAX_CLIENT_TOPICS = 1_000
 MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
+CLIENTS_PAGE_MAX = 1000  # clients in one page of GET /v1/groups/{group}/clients
 MAX_HEARTBEAT_BATCH = 500  # client heartbeats in one POST /v1/clients/heartbeats
 MAX_BROKER_QUEUES = 1024  # queues of one topic on one broker, lane slots included
 GRAY_LANE = "gray"  # the lane a true flag naming none is in (docs/lanes.md)
@@ -559,13 +560,29 @@ class ClientView(BaseModel):
     )
 
 
+class ClientCount(BaseModel):
+    """How many live clients of one role are on one side (what they report), over the whole group."""
+
+    role: Role
+    lane: str | None = Field(description="the lane they report being in (gray: the gray side; None: base)")
+    clients: int
+    stale: int = Field(description="of them, silent for GRAYMQ_CLIENT_STALE_SECONDS")
+
+
 class GroupClients(BaseModel):
+    """The group's settings and its live clients: every one, or the page ``offset``/``limit`` asked for; ``total``
+    and ``counts`` always cover them all."""
+
     group: str
     gray_switch: bool
     orphan_policy: OrphanPolicy
     gray_weight: int
     gray_retired: bool = False
     clients: list[ClientView]
+    total: int = Field(description="live clients (of the role asked for), listed or not")
+    counts: list[ClientCount] = Field(description="live clients per role and side, by role then lane")
+    offset: int = Field(default=0, description="how many clients before the first listed")
+    next_offset: int | None = Field(default=None, description="the offset of the next page (None: none after)")
 
 
 def _lane_needs_gray(gray: bool | None, lane: str | None) -> str | None:

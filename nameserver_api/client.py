@@ -202,10 +202,15 @@ class NameServerClient:
                                                             json={**body, "timeout_s": timeout_s},
                                                             timeout_s=timeout_s + WATCH_GRACE_S))
 
-    async def group_clients(self, group: str, role: str | None = None) -> GroupClients:
-        """The group's settings and registered clients (of ``role`` only, when given)."""
+    async def group_clients(self, group: str, role: str | None = None, *, limit: int | None = None,
+                            offset: int = 0) -> GroupClients:
+        """The group's settings and registered clients (of ``role`` only, when given): every one, or the page of
+        ``limit`` from ``offset`` (its ``next_offset`` names the next)."""
+        params: dict[str, Any] = {"role": role} if role else {}
+        if limit is not None:
+            params |= {"limit": limit, "offset": offset}
         return GroupClients.from_json(await self.request("GET", f"/v1/groups/{group}/clients",
-                                                         params={"role": role} if role else None))
+                                                         params=params or None))
 
     async def unregister_client(self, group: str, client_id: str, role: str) -> None:
         """Leave the group at once (a clean stop); idempotent."""

@@ -266,12 +266,15 @@ class GroupClients:
     gray_weight: int
     gray_retired: bool
     clients: tuple[ClientRecord, ...]
+    total: int | None = None  # live clients, listed or not (None: a name server from before pages)
+    next_offset: int | None = None  # a page's next one (None: the last, or every client listed)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GroupClients:
         return cls(group=data["group"], gray_switch=bool(data["gray_switch"]), orphan_policy=data["orphan_policy"],
                    gray_weight=int(data["gray_weight"]), gray_retired=bool(data.get("gray_retired", False)),
-                   clients=tuple(ClientRecord.from_json(c) for c in data["clients"]))
+                   clients=tuple(ClientRecord.from_json(c) for c in data["clients"]), total=data.get("total"),
+                   next_offset=data.get("next_offset"))
 
     @classmethod
     def unknown(cls, group: str) -> GroupClients:

@@ -42,6 +42,7 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
+from graymq.client.config import ClientConfig
 from graymq.client.spark.job_producer import JobProducer
 from graymq.client.spark.member import SparkMember
 from graymq.client.spark.options import SourceOptions, side_mark, side_options, with_conf_gray_flag
@@ -111,14 +112,16 @@ class StreamingJob:
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> None:
         register(self.spark)
+        config = ClientConfig.from_env(self.source.nameserver, self.source.token)  # one instance: one heartbeat
         self.member = SyncFacade(lambda: SparkMember(
-            self.source, labels=self.labels, client_id=self.client_id, heartbeat_interval_s=self.heartbeat_interval_s))
+            self.source, labels=self.labels, client_id=self.client_id, heartbeat_interval_s=self.heartbeat_interval_s,
+            config=config))
         self.member.start()
         self.client_id = self.member.client_id
         if self.producer_group is not None:
             self.producer = SyncFacade(lambda: JobProducer(
-                self.producer_group, self.source.nameserver, client_id=self.member.client_id, labels=self.labels,
-                lane=self.lane, token=self.source.token, heartbeat_interval_s=self.heartbeat_interval_s))
+                self.producer_group, config, client_id=self.member.client_id, labels=self.labels, lane=self.lane,
+                heartbeat_interval_s=self.heartbeat_interval_s))
             self.producer.start()
         if self.member.desired_lane == self.lane:
             self.query = self._start_query(self.lane, self.trigger)

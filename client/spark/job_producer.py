@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from graymq.client.config import ClientConfig
 from graymq.client.producer import Producer
 from graymq.core.gray_side import send_lane
 from graymq.core.queue_layout import GRAY_LANE
@@ -28,10 +29,10 @@ from graymq.core.queue_layout import GRAY_LANE
 class JobProducer(Producer):
     """Registered as role ``producer`` with the job's client id and labels; sends nothing itself."""
 
-    def __init__(self, group: str, nameserver: str, *, client_id: str, labels: Mapping[str, str], lane: str | None,
-                 token: str | None, heartbeat_interval_s: float) -> None:
-        super().__init__(group, nameserver, client_id=client_id, labels=dict(labels), gray=lane is not None,
-                         lane=None if lane == GRAY_LANE else lane, token=token,
+    def __init__(self, group: str, config: ClientConfig, *, client_id: str, labels: Mapping[str, str],
+                 lane: str | None, heartbeat_interval_s: float) -> None:
+        super().__init__(group, client_id=client_id, labels=dict(labels), gray=lane is not None,
+                         lane=None if lane == GRAY_LANE else lane, config=config,
                          heartbeat_interval_s=heartbeat_interval_s)
         self.writing = lane  # the lane of the running query's writes (None: base; what is reported)
 

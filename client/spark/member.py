@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 
 from graymq.client.backlog import BacklogUnavailable, gray_backlog
+from graymq.client.config import ClientConfig
 from graymq.client.consumer.pull_consumer import PullConsumer
 from graymq.client.spark.options import SourceOptions
 from graymq.client.spark.planner import job_queues
@@ -21,15 +22,16 @@ log = logging.getLogger(__name__)
 
 
 class SparkMember:
-    """A registered PullConsumer (role ``spark``) whose report is the job's lane, state and queue set."""
+    """A registered PullConsumer (role ``spark``) whose report is the job's lane, state and queue set; ``config``
+    (default: the options' name server and token) is shared with the job's other clients, so the job's heartbeats
+    go in one request (its ``ClientInstance``)."""
 
     def __init__(self, options: SourceOptions, *, labels: Mapping[str, str], client_id: str | None = None,
-                 heartbeat_interval_s: float = 2.0, token: str | None = None) -> None:
+                 heartbeat_interval_s: float = 2.0, config: ClientConfig | None = None) -> None:
         self.options = options
-        self.consumer = PullConsumer(options.group, options.nameserver, client_id=client_id, gray=options.gray,
-                                     lane=options.lane, labels=dict(labels), role="spark",
-                                     heartbeat_interval_s=heartbeat_interval_s,
-                                     token=token if token is not None else options.token)
+        self.consumer = PullConsumer(options.group, client_id=client_id, gray=options.gray, lane=options.lane,
+                                     labels=dict(labels), role="spark", heartbeat_interval_s=heartbeat_interval_s,
+                                     config=config or ClientConfig.from_env(options.nameserver, options.token))
 
     @property
     def client_id(self) -> str:

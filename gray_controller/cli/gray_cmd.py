@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from graymq.core.queue_layout import GRAY_LANE
 from graymq.gray_controller.cli import lane_cmd, pipeline_cmd, rollout_cmd
+from graymq.gray_controller.cli.client_pages import add_paging_args, count_line, more_line, paged_json, shown_limit
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
@@ -99,6 +100,7 @@ def _register_status(sub: Any) -> Any:
                             "queue. A broker that does not answer is a WARNING line; its figures are unknown.")
     status.add_argument("group")
     status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
+    add_paging_args(status)
     status.add_argument("--wait-for", type=int, metavar="N",
                         help="first wait until N consumers or Spark jobs of the group hold queues (a script's wait "
                         "for the members it started), at most --wait-timeout seconds")
@@ -161,6 +163,22 @@ async def _run(ns: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_clients(status: Any, limit: int | None) -> None:
+    """The counts of every client, then the first ``limit`` live ones (None: all) and as many stale ones."""
+    print(count_line(status.clients, status.stale))
+    shown = status.clients[:limit]
+    rows = [[c.client_id, c.role, format_labels(c.labels), c.wanted_lane or "normal", c.in_lane or "normal", c.state,
+             format_queues(c.queues)] for c in shown]  # a lane's name: gray as before, or another lane
+    print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
+    stale = status.stale[:limit]
+    if stale:
+        print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
+              + ", ".join(f"{c.client_id} ({c.role}, {_flag(c.gray)})" for c in stale))
+    more = more_line(len(shown) + len(stale), len(status.clients) + len(status.stale))
+    if more is not None:
+        print(more)
+
+
 async def _status(ns: Any, args: argparse.Namespace) -> int:
     from graymq.runbooks.group_state import GroupInspector
 
@@ -177,18 +195,14 @@ async def _status(ns: Any, args: argparse.Namespace) -> int:
     for broker in status.unavailable:  # on stderr: the JSON on stdout stays one document
         print(f"WARNING: broker {broker.broker_name} ({broker.address}) did not answer ({broker.error}): the "
               "figures of its queues are unknown, the rest is shown", file=sys.stderr)
+    limit = shown_limit(args)
     if args.json:
-        print_json(status.to_json())
+        print_json(paged_json(status.to_json(), limit))
         return 0
     print(f"group {status.group}: gray switch {'on' if status.gray_switch else 'off'}, "
           f"orphan policy {status.orphan_policy}, weight {status.gray_weight}%"
           + (", gray side RETIRED (its consumers hold nothing)" if status.gray_retired else ""))
-    rows = [[c.client_id, c.role, format_labels(c.labels), c.wanted_lane or "normal", c.in_lane or "normal", c.state,
-             format_queues(c.queues)] for c in status.clients]  # a lane's name: gray as before, or another lane
-    print(table(rows, ["client", "role", "labels", "desired", "effective", "state", "queues"]))
-    if status.stale:
-        print("stale (no heartbeat; promote and rollback wait for stale gray producers, not consumers): "
-              + ", ".join(f"{c.client_id} ({c.role}, {_flag(c.gray)})" for c in status.stale))
+    _print_clients(status, limit)
     if status.gray_weight or status.weighted:
         held = format_queues((str(w.queue) for w in status.weighted), width=120) or "none"
         print(f"normal queues held by the gray side: {held}")

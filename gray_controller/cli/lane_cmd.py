@@ -12,6 +12,7 @@ from graymq.gray_controller.cli.text import format_labels, format_queues
 from graymq.protocol.errors import ConfigError
 
 GRAY_LANE = "gray"
+LANE_CLIENTS_SHOWN = 10  # clients a lane's row of gray status names
 
 
 def add_lane_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -157,10 +158,20 @@ def print_lanes(lanes: list[Any]) -> None:
     than gray (the lines above already describe the gray lane alone, as before lanes)."""
     if all(lane.lane == GRAY_LANE for lane in lanes):
         return
-    rows = [[lane.lane, lane.state, ", ".join(lane.clients) or "none", format_queues(map(str, lane.queues)) or "none",
+    rows = [[lane.lane, lane.state, _names(lane.clients), format_queues(map(str, lane.queues)) or "none",
              _figure(lane.backlog), _figure(lane.lag), "yes" if lane.taking_part else "no", lane.orphan_policy,
              f"{lane.weight}%"] for lane in lanes]
     print(table(rows, ["lane", "state", "clients", "queues", "backlog", "lag", "taking part", "orphans", "weight"]))
+
+
+def _names(clients: list[str], shown: int = LANE_CLIENTS_SHOWN) -> str:
+    """A lane's clients in its table cell: the first ``shown``, then how many more (the clients table pages them).
+
+    >>> _names(["a (consumer)", "b (producer)", "c (consumer)"], shown=2), _names([])
+    ('a (consumer), b (producer) +1 more', 'none')
+    """
+    more = f" +{len(clients) - shown} more" if len(clients) > shown else ""
+    return (", ".join(clients[:shown]) + more) or "none"
 
 
 def _figure(value: int | None) -> str:

@@ -18,6 +18,8 @@ from graymq.nameserver.schemas import ClientView, CutoverView, GroupLaneView, To
 CONSUMING_ROLES = ("consumer", "spark")
 LANE_COLOURS = 6  # colours of lanes other than gray (console.css: .lane-c1 … .lane-c6)
 
+LANE_CLIENTS_SHOWN = 20  # a lane column names this many of its clients (the client table pages them all)
+
 
 def lane_colour(lane: str | None) -> str:
     """The colour class of ``lane`` on the queue map, the lane columns and the charts: ``base``, ``lane-c0`` for

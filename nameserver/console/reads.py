@@ -22,6 +22,7 @@ from graymq.nameserver.console.queue_map import QueueMap, QueueOffsets, build_qu
 from graymq.nameserver.errors import NotFound
 from graymq.nameserver.schemas import (
     AuditView,
+    ClientCount,
     ClientView,
     CutoverView,
     GroupClients,
@@ -43,12 +44,42 @@ CONSUMING_ROLES = ("consumer", "spark")
 BROKER_TIMEOUT_S = 2.0
 RECENT_AUDIT = 12
 RECENT_OPERATIONS = 5
+CLIENTS_PAGE = 50  # rows of a group page's client table
+
+
+@dataclass(frozen=True)
+class ClientPage:
+    """One page of a group's client table (``number`` of ``pages``, by client id and role), with the count of
+    every live client per role and side (``counts``, from the database's GROUP BY, not the page)."""
+
+    number: int
+    pages: int
+    offset: int
+    clients: list[ClientView]
+    total: int
+    counts: list[ClientCount]
+
+
+def client_page(clients: GroupClients, number: int) -> ClientPage:
+    """Page ``number`` (1-based; one past the last shows the last) of ``clients``.
+
+    >>> page = client_page(GroupClients(group="G", gray_switch=True, orphan_policy="hold", gray_weight=0, clients=[],
+    ...                                 total=0, counts=[]), 3)
+    >>> page.number, page.pages, page.offset
+    (1, 1, 0)
+    """
+    pages = max(-(-len(clients.clients) // CLIENTS_PAGE), 1)
+    number = min(max(number, 1), pages)
+    offset = (number - 1) * CLIENTS_PAGE
+    return ClientPage(number, pages, offset, clients.clients[offset:offset + CLIENTS_PAGE], clients.total,
+                      clients.counts)
 
 
 @dataclass
 class GroupPage:
     detail: GroupDetail
-    clients: list[ClientView]
+    clients: list[ClientView]  # every live client: the queue map, lanes and drain count them all
+    client_page: ClientPage  # what the client table shows
     queue_map: QueueMap
     audit: list[AuditView]
     operations: list[CutoverView]
@@ -87,8 +118,8 @@ class ConsoleReader:
         self.drains = drains  # the app's: what each running operation's drain started from
 
     # -- pages -------------------------------------------------------------------------------
-    async def group_page(self, group: str) -> GroupPage:
-        """404 (``NotFound``) for a group the name server does not know."""
+    async def group_page(self, group: str, clients_page: int = 1) -> GroupPage:
+        """404 (``NotFound``) for a group the name server does not know; ``clients_page``: the client table's page."""
 
         def read() -> tuple[_Stored, list[AuditView], list[CutoverView], list[CutoverView], list[GroupLaneView]]:
             with self.sessions() as session:
@@ -102,7 +133,8 @@ class ConsoleReader:
 
         stored, audit, operations, running_ops, lanes = await run_in_threadpool(read)
         qmap = await self._queue_map(group, stored)
-        page = GroupPage(stored.detail, stored.clients.clients, qmap, audit, operations)
+        page = GroupPage(stored.detail, stored.clients.clients, client_page(stored.clients, clients_page), qmap, audit,
+                         operations)
         running = stored.detail.running_cutover
         if running is not None:
             in_lane = sum(c.lane == running.lane for c in page.clients if c.role in CONSUMING_ROLES)

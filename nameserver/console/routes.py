@@ -32,7 +32,7 @@ from graymq.nameserver.console.actions import (
     perform,
 )
 from graymq.nameserver.console.audit_changes import field_changes
-from graymq.nameserver.console.lane_view import lane_colour
+from graymq.nameserver.console.lane_view import LANE_CLIENTS_SHOWN, lane_colour
 from graymq.nameserver.console.operations import ConsoleOperations, run_cutover
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.reads import ConsoleReader
@@ -40,7 +40,16 @@ from graymq.nameserver.console.rollout_view import rollout_view
 from graymq.nameserver.console.rollouts import AbortRequest, ConsoleRollouts, RolloutRequest, form_defaults
 from graymq.nameserver.console.rollouts import describe as describe_rollout
 from graymq.nameserver.errors import Conflict
-from graymq.nameserver.schemas import GRAY_LANE, CutoverPatch, CutoverView, GroupName, GroupPath, IdPath, Text
+from graymq.nameserver.schemas import (
+    GRAY_LANE,
+    ID_MAX,
+    CutoverPatch,
+    CutoverView,
+    GroupName,
+    GroupPath,
+    IdPath,
+    Text,
+)
 from graymq.nameserver.services.audit import AuditService
 from graymq.nameserver.services.cutovers import CutoverService
 from graymq.nameserver.services.health_history import WINDOW_S, HealthHistory
@@ -72,6 +81,7 @@ templates.env.filters["num"] = lambda n: "?" if n is None else f"{n:,}"
 templates.env.globals["field_changes"] = field_changes
 templates.env.globals["rollout_view"] = rollout_view
 templates.env.globals["lane_colour"] = lane_colour
+templates.env.globals["lane_clients_shown"] = LANE_CLIENTS_SHOWN
 templates.env.filters["labels"] = lambda labels: ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
@@ -136,8 +146,10 @@ async def groups_fragment(request: Request, reader: Reader) -> HTMLResponse:
 
 
 @data.get("/fragments/groups/{group}")
-async def group_fragment(request: Request, group: GroupPath, reader: Reader) -> HTMLResponse:
-    return _page(request, "group.html", page=await reader.group_page(group))
+async def group_fragment(request: Request, group: GroupPath, reader: Reader,
+                         clients_page: Annotated[int, Query(ge=1, le=ID_MAX)] = 1) -> HTMLResponse:
+    """The group page; ``clients_page``: the page of its client table (the page's ``#clients=N``)."""
+    return _page(request, "group.html", page=await reader.group_page(group, clients_page))
 
 
 @data.get("/fragments/operations")

@@ -128,11 +128,30 @@ class ClientRepository:
         rows = self.session.scalars(stmt, execution_options={"populate_existing": True}).all()
         return sorted(rows, key=lambda row: row.role)
 
-    def live(self, group_id: int, seen_after: datetime, role: str | None = None) -> Sequence[Client]:
+    def live(self, group_id: int, seen_after: datetime, role: str | None = None, *, limit: int | None = None,
+             offset: int = 0) -> Sequence[Client]:
+        """The group's live clients (of ``role``) by client id and role; ``limit``/``offset``: one page of them,
+        read along the (group, client id, role) unique index, so a page costs its rows, not the group's."""
         stmt = select(Client).where(Client.group_id == group_id, Client.last_seen > seen_after)
         if role is not None:
             stmt = stmt.where(Client.role == role)
-        return self.session.scalars(stmt.order_by(Client.client_id, Client.role)).all()
+        stmt = stmt.order_by(Client.client_id, Client.role).offset(offset or None)
+        return self.session.scalars(stmt if limit is None else stmt.limit(limit)).all()
+
+    def live_tally(self, group_id: int, seen_after: datetime, stale_before: datetime, role: str | None = None
+                   ) -> list[tuple[str, bool, str | None, int, int]]:
+        """(role, reported gray, reported lane as stored, live clients, stale ones among them) of the group's live
+        clients (of ``role``): one aggregate statement, a row per role and side."""
+        stale = func.sum(case((Client.last_seen <= stale_before, 1), else_=0))
+        stmt = (
+            select(Client.role, Client.gray, Client.lane, func.count(), stale)
+            .where(Client.group_id == group_id, Client.last_seen > seen_after)
+            .group_by(Client.role, Client.gray, Client.lane)
+        )
+        if role is not None:
+            stmt = stmt.where(Client.role == role)
+        return [(r, bool(gray), lane, int(count), int(stale or 0)) for r, gray, lane, count, stale
+                in self.session.execute(stmt)]
 
     def live_counts(self, seen_after: datetime) -> list[tuple[str, str, bool, str | None, int]]:
         """(group, role, reported gray, reported lane, count) of live clients across every group (the lane as

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from graymq.nameserver.auth import AdminActor
 from graymq.nameserver.deps import Clients, Groups
 from graymq.nameserver.schemas import (
+    CLIENTS_PAGE_MAX,
     ID_MAX,
     ClientIdPath,
     ConsumptionPut,
@@ -65,9 +66,18 @@ def delete_group(
 
 
 @router.get("/{group}/clients")
-def group_clients(group: GroupPath, clients: Clients, role: Role | None = None) -> GroupClients:
-    """Live clients with their explicit, desired and reported flags."""
-    return clients.group_clients(group, role)
+def group_clients(
+    group: GroupPath,
+    clients: Clients,
+    role: Role | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=CLIENTS_PAGE_MAX, description="list one page of this many clients "
+                                       f"(at most {CLIENTS_PAGE_MAX}); none: every client")] = None,
+    offset: Annotated[int, Query(ge=0, le=ID_MAX, description="with limit: the clients to skip (a page's "
+                                 "next_offset)")] = 0,
+) -> GroupClients:
+    """Live clients with their explicit, desired and reported flags, by client id and role: every one, or a page
+    (``limit``, ``offset``); ``total`` and ``counts`` (per role and side) always cover every live client."""
+    return clients.group_clients(group, role, limit=limit, offset=offset)
 
 
 @router.put("/{group}/clients/{client_id}/flag")

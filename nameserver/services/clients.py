@@ -21,6 +21,7 @@ from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.rules import RuleRepository
 from graymq.nameserver.repositories.topics import TopicRepository
 from graymq.nameserver.schemas import (
+    ClientCount,
     ClientHeartbeat,
     ClientHeartbeatResponse,
     ClientWatch,
@@ -256,16 +257,23 @@ class ClientService:
             raise NotFound(f"group {name} is unknown")
         return group
 
-    def group_clients(self, group_name: str, role: str | None = None) -> GroupClients:
-        """Every live client of the group with its desired flag, in three statements whatever its size.
+    def group_clients(self, group_name: str, role: str | None = None, *, limit: int | None = None,
+                      offset: int = 0) -> GroupClients:
+        """The group's live clients with their desired flags — every one, or the page of ``limit`` from ``offset``
+        (by client id and role) — and their counts per role and side over the whole group, in four statements
+        whatever its size: a page reads its rows only.
 
         A client silent for ``client_stale_seconds`` is listed with ``stale`` set: presumed gone
         (killed, partitioned) well before it expires after ``client_expiry_seconds``.
         """
         group = self._group(group_name)
         rules = self.rules.applying_to(group.id)
-        clients = self.clients.live(group.id, self._seen_after(), role)
+        seen_after = self._seen_after()
         stale_before = utc_now() - timedelta(seconds=self.settings.client_stale_seconds)
+        clients = self.clients.live(group.id, seen_after, role, limit=limit, offset=offset)
+        counts = self._counts(group.id, seen_after, stale_before, role)
+        total = sum(c.clients for c in counts)
+        following = offset + len(clients)
         return GroupClients(
             group=group.name,
             gray_switch=group.gray_switch,
@@ -274,7 +282,22 @@ class ClientService:
             gray_retired=group.gray_retired,
             clients=[client_view(c, group, rules).model_copy(update={"stale": c.last_seen <= stale_before})
                      for c in clients],
+            total=total,
+            counts=counts,
+            offset=offset,
+            next_offset=following if limit is not None and following < total else None,
         )
+
+    def _counts(self, group_id: int, seen_after: datetime, stale_before: datetime,
+                role: str | None) -> list[ClientCount]:
+        """Live clients per role and reported lane (``gray`` for a gray flag naming none), by role then lane."""
+        tally: dict[tuple[str, str | None], tuple[int, int]] = {}
+        for row_role, gray, lane, count, stale in self.clients.live_tally(group_id, seen_after, stale_before, role):
+            key = (row_role, lane_of(gray, lane))
+            before = tally.get(key, (0, 0))
+            tally[key] = (before[0] + count, before[1] + stale)
+        return [ClientCount(role=r, lane=lane, clients=count, stale=stale)  # type: ignore[arg-type]
+                for (r, lane), (count, stale) in sorted(tally.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))]
 
     def unregister(self, group_name: str, client_id: str, role: str | None, caller: Caller) -> None:
         """A client stopping cleanly leaves its group at once (one role, or every role of the client id).

@@ -4,6 +4,7 @@ print what the name server answered, with the same keys and values, whatever the
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from graymq.nameserver_api.client import NameServerClient
 from tests.support.trust import ADMIN, StartProcess, bearer, cli, start_secure_nameserver
 
 pytestmark = pytest.mark.integration
@@ -119,3 +121,51 @@ def test_gray_flag_prints_the_desired_flag_the_name_server_answered(ns_url: str)
     result = cli(ns_url, "gray", "flag", GROUP, "c1", "off")
     assert result.stdout == (f"{GROUP}/c1: explicit flag off; desired now normal (a gray client drains its gray "
                              "queues before flipping)\n")
+
+
+def test_gray_status_lists_a_page_of_clients_with_the_counts_of_all_and_json_keeps_every_client_by_default(
+        ns_url: str) -> None:
+    for i in range(5):
+        rest(ns_url, "POST", "/v1/clients/heartbeat", json={"group": GROUP, "client_id": f"c{i}", "role": "consumer",
+                                                            "gray": i == 0, "state": "GRAY" if i == 0 else "NORMAL"})
+    rest(ns_url, "POST", "/v1/clients/heartbeat", json={"group": GROUP, "client_id": "p0", "role": "producer"})
+    cli(ns_url, "gray", "switch", GROUP, "on")
+    everything = printed(ns_url, "gray", "status", GROUP, "--json")
+    assert set(everything) == STATUS_KEYS and len(everything["clients"]) == 6  # as before: every client
+    page = printed(ns_url, "gray", "status", GROUP, "--json", "--limit", "2")
+    assert set(page) == STATUS_KEYS | {"clients_total", "clients_more"}
+    assert page["clients"] == everything["clients"][:2]
+    assert (page["clients_total"], page["clients_more"]) == (6, 4)
+    assert {k: v for k, v in page.items() if k not in ("clients", "clients_total", "clients_more")} == {
+        k: v for k, v in everything.items() if k != "clients"}
+    text = cli(ns_url, "gray", "status", GROUP, "--limit", "2").stdout.splitlines()
+    assert "clients: 6 live (consumer: gray 1, normal 4; producer: normal 1), 0 stale" in text
+    assert [line.split()[0] for line in text if line.startswith(("c", "p")) and line.split()[0] in
+            {"c0", "c1", "c2", "c3", "c4", "p0"}] == ["c0", "c1"]
+    assert "... 4 more client(s) not listed: --limit N lists the first N, --all every one" in text
+    every = cli(ns_url, "gray", "status", GROUP, "--all").stdout
+    assert "p0" in every and "more client(s)" not in every
+    refused = cli(ns_url, "gray", "status", GROUP, "--limit", "0")
+    assert refused.returncode == 2 and "expected 1 or more" in refused.stderr
+
+
+def test_the_python_api_walks_a_groups_clients_page_by_page(ns_url: str) -> None:
+    for i in range(5):
+        rest(ns_url, "POST", "/v1/clients/heartbeat", json={"group": GROUP, "client_id": f"c{i}", "role": "consumer"})
+
+    async def walk() -> list[tuple[list[str], int | None, int | None]]:
+        ns = NameServerClient(ns_url, token=ADMIN)
+        try:
+            pages, offset = [], 0
+            while offset is not None:
+                page = await ns.group_clients(GROUP, limit=2, offset=offset)
+                pages.append(([c.client_id for c in page.clients], page.total, page.next_offset))
+                offset = page.next_offset
+            every = await ns.group_clients(GROUP)
+            pages.append(([c.client_id for c in every.clients], every.total, every.next_offset))
+            return pages
+        finally:
+            await ns.close()
+
+    assert asyncio.run(walk()) == [(["c0", "c1"], 5, 2), (["c2", "c3"], 5, 4), (["c4"], 5, None),
+                                   (["c0", "c1", "c2", "c3", "c4"], 5, None)]

@@ -58,9 +58,14 @@ def test_a_printed_answer_is_the_name_servers_json_and_a_later_key_is_ignored(
 
 def test_a_groups_clients_and_a_flag_answer_are_typed() -> None:
     listing = records.GroupClients.from_json(served(schemas.GroupClients, {
-        "group": "G", "gray_switch": True, "orphan_policy": "adopt", "gray_weight": 20, "clients": [CLIENT]}))
+        "group": "G", "gray_switch": True, "orphan_policy": "adopt", "gray_weight": 20, "clients": [CLIENT],
+        "total": 3, "counts": [{"role": "consumer", "lane": "gray", "clients": 3, "stale": 0}], "next_offset": 1}))
     assert (listing.gray_switch, listing.orphan_policy, listing.gray_weight, listing.gray_retired) == (
         True, "adopt", 20, False)
+    assert (listing.total, listing.next_offset) == (3, 1)
+    older = {"group": "G", "gray_switch": True, "orphan_policy": "hold", "gray_weight": 0, "clients": []}
+    assert (records.GroupClients.from_json(older).total, records.GroupClients.from_json(older).next_offset) == (
+        None, None)  # a name server from before pages
     [client] = listing.clients
     assert (client.state, client.queues, client.stale, client.last_seen.microsecond) == (
         ClientState.DRAINING, ("b:T:0",), False, 500)

@@ -82,6 +82,8 @@ function say(text, ok) {
 
 function fragmentUrl() {
   const url = new URL(content.dataset.fragment, location.origin);
+  const clientsPage = new URLSearchParams(location.hash.slice(1)).get("clients");  // a group page's client table
+  if (clientsPage) url.searchParams.set("clients_page", clientsPage);
   const filters = document.getElementById("filters");
   if (filters) {
     for (const [key, value] of new FormData(filters)) if (value) url.searchParams.set(key, value);
@@ -225,6 +227,8 @@ function abortText(abort) {
   return `stops ${abort.dataset.kind} #${id} of ${abort.dataset.group}${lane} at its current step, recorded FAILED: `
     + "the lane stays as that step left it (nothing lost); promote or roll it back again to end it";
 }
+
+window.addEventListener("hashchange", refresh);  // a page of the client table: #clients=N
 
 document.addEventListener("click", (event) => {
   const button = event.target.closest("button.act");

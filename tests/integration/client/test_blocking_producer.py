@@ -129,16 +129,17 @@ def test_a_gray_producer_sends_to_gray_queues_until_an_operator_flips_it(shared:
         assert not any(r.gray or r.queue.queue_id in (0, 3) for r in results), results
 
 
-def test_leaving_the_context_closes_every_socket_and_the_loop_thread(shared: Cluster) -> None:
+def test_leaving_the_context_closes_every_socket_and_the_name_server_client_of_its_own_instance(
+        shared: Cluster) -> None:
     with BlockingProducer(GROUP, shared.ns_url) as producer:
         producer.send(Message(TOPIC, b"x"))
         sockets = [c.sock for conns in producer.brokers._idle.values() for c in conns]
         assert sockets and producer.brokers.open_count() == len(sockets)
-        loop_threads = [t for t in threading.enumerate() if t.name == f"graymq-producer {producer.client_id}"]
-        assert len(loop_threads) == 1
+        assert not [t for t in threading.enumerate() if t.name == f"graymq-producer {producer.client_id}"]
+        assert not producer.nameserver._http.is_closed
     assert producer.brokers.open_count() == 0
     assert all(s.fileno() == -1 for s in sockets)
-    assert not loop_threads[0].is_alive()
+    assert producer.nameserver._http.is_closed  # it was the instance's last client: the instance closed
     with pytest.raises(Exception, match="not started"):
         producer.send(Message(TOPIC, b"after stop"))
 

@@ -6,6 +6,7 @@ clients heartbeating alone did."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -17,8 +18,13 @@ import httpx
 import pytest
 
 from graymq.client import Producer, PushConsumer
+from graymq.client.blocking_producer import BlockingProducer
 from graymq.client.config import ClientConfig
 from graymq.client.instance import ClientInstance
+from graymq.client.spark.job_producer import JobProducer
+from graymq.client.spark.member import SparkMember
+from graymq.client.spark.options import SourceOptions
+from graymq.client.sync import SyncProducer
 from graymq.protocol import graymq_pb2 as pb
 from tests.support.clients import FAST, Recorder, run_scenario, wait_until
 from tests.support.cluster import Cluster
@@ -150,6 +156,90 @@ def test_a_client_stopped_inside_a_process_leaves_at_once_while_the_others_of_it
         assert await broker_listed(consumers[0]) == {"c0", "c2"}
         for c in (consumers[0], consumers[2]):
             await c.stop()
+
+    run_scenario(scenario, timeout=90)
+
+
+def poll(predicate: Any, what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_blocking_producer_heartbeats_in_its_instances_requests_follows_its_flag_and_leaves_at_once(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **NO_EXPIRY)
+    config = ClientConfig.from_env(cluster.ns_url)
+    blocking = BlockingProducer(PRODUCERS, config=config, client_id="blocking", heartbeat_interval_s=0.3)
+    other = SyncProducer(PRODUCERS, config=config, client_id="async", heartbeat_interval_s=0.3)
+    assert blocking.client is other.client
+    counted = Counted(blocking.client)
+    blocking.start()
+    other.start()
+    try:
+        assert set(listed(cluster.ns_url, PRODUCERS)) == {"blocking", "async"}
+        poll(lambda: sum(len(b) for b in counted.batches) >= 20, "ten intervals of heartbeats")
+        assert counted.single == []
+        assert any(set(b) == {"blocking", "async"} for b in counted.batches), counted.batches
+        admin = cluster.admin()
+        asyncio.run(admin.set_flag(PRODUCERS, "blocking", True, "test"))
+        poll(lambda: blocking.gray, "the blocking producer's flag through the instance's watch")
+        assert not other.gray
+        blocking.stop()
+        assert set(listed(cluster.ns_url, PRODUCERS)) == {"async"}
+        assert unregistered(cluster.ns_url, PRODUCERS) == ["blocking"]
+        counted.batches.clear()
+        poll(lambda: len(counted.batches) >= 3, "the async producer heartbeating on")
+        assert {c for b in counted.batches for c in b} == {"async"}
+    finally:
+        blocking.stop()
+        other.stop()
+
+
+def test_a_blocking_producer_started_after_an_async_client_runs_on_that_clients_loop(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **NO_EXPIRY)
+    config = ClientConfig.from_env(cluster.ns_url)
+
+    async def scenario() -> None:
+        producer = Producer(PRODUCERS, config=config, client_id="async", heartbeat_interval_s=0.3)
+        await producer.start()
+        blocking = BlockingProducer(PRODUCERS, config=config, client_id="blocking", heartbeat_interval_s=0.3)
+        counted = Counted(producer.client)
+        await asyncio.to_thread(blocking.start)
+        await wait_until(lambda: any(set(b) == {"blocking", "async"} for b in counted.batches), 30,
+                         "one request carrying both producers")
+        await asyncio.to_thread(blocking.stop)
+        assert set(listed(cluster.ns_url, PRODUCERS)) == {"async"}
+        await producer.stop()
+
+    run_scenario(scenario, timeout=90)
+
+
+def test_a_spark_jobs_member_and_producer_given_one_config_heartbeat_in_one_request(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **NO_EXPIRY)
+    config = ClientConfig.from_env(cluster.ns_url)
+    options = SourceOptions.parse({"nameserver": cluster.ns_url, "topic": TOPIC, "group": GROUP, "grayFlag": "true"})
+
+    async def scenario() -> None:
+        member = SparkMember(options, labels={"app": "job"}, client_id="job", heartbeat_interval_s=0.3,
+                             config=config)
+        producer = JobProducer(PRODUCERS, config, client_id="job", labels={"app": "job"}, lane="gray",
+                               heartbeat_interval_s=0.3)
+        counted = Counted(member.consumer.client)
+        await member.start()
+        await producer.start()
+        await wait_until(lambda: sum(len(b) for b in counted.batches) >= 10, 30, "five intervals of heartbeats")
+        assert counted.single == []
+        assert any(len(b) == 2 for b in counted.batches), counted.batches
+        assert set(listed(cluster.ns_url, GROUP)) == {"job"} and listed(cluster.ns_url, GROUP)["job"]["role"] == "spark"
+        assert listed(cluster.ns_url, PRODUCERS)["job"]["declared_gray"] is True
+        await member.stop()
+        assert listed(cluster.ns_url, GROUP) == {}
+        assert set(listed(cluster.ns_url, PRODUCERS)) == {"job"}
+        await producer.stop()
 
     run_scenario(scenario, timeout=90)
 

@@ -63,4 +63,4 @@ def test_group_lookup_statement_count_does_not_grow_with_the_number_of_clients(a
     assert len(small_clients) == 3 and len(big_clients) == 220 and len(consumers) == 200
     assert sum(c["desired_gray"] for c in consumers) == 50  # version=v2 matches the first rule
     assert len(big) == len(small) == len(big_consumers), (small, big)
-    assert len(big) <= 3, big
+    assert len(big) <= 4, big  # the group, its rules, its clients, their counts per role and side

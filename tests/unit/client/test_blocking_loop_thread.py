@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from graymq.client.loop_thread import LoopThread
+from graymq.client.loop_thread import LoopThread, shared_loop
 
 
 def test_a_coroutine_runs_on_the_loop_thread_and_its_result_comes_back() -> None:
@@ -55,3 +55,28 @@ def test_stop_ends_the_thread_and_nothing_runs_after_it() -> None:
     with pytest.raises(RuntimeError, match="not running"):
         loop.run(nothing())
     loop.stop()  # a second stop is harmless
+
+
+def test_a_loop_it_was_given_runs_its_coroutines_and_stays_running_after_stop() -> None:
+    owner = LoopThread("test-loop-owner")
+    owner.start()
+    try:
+        borrower = LoopThread("unused-name")
+        assert owner.loop is not None
+        borrower.start(owner.loop)
+
+        async def where() -> str:
+            return threading.current_thread().name
+
+        assert borrower.run(where()) == "test-loop-owner"
+        borrower.stop()
+        assert owner.loop.is_running() and owner.run(where()) == "test-loop-owner"
+        with pytest.raises(RuntimeError, match="not running"):
+            borrower.run(where())
+    finally:
+        owner.stop()
+
+
+def test_the_shared_loop_is_one_loop_running_on_its_own_thread() -> None:
+    assert shared_loop() is shared_loop()
+    assert shared_loop().is_running()

@@ -194,3 +194,47 @@ def test_the_pipeline_is_given_the_side_of_its_writes_true_for_the_gray_lane() -
     """``True`` for gray, as before lanes (a pipeline passing it on as ``grayFlag`` keeps working), else the lane."""
     sides = {lane: running_job(lane, FakeMember(lane, []))[1].queries[-1].gray for lane in ("gray", "v3", None)}
     assert sides == {"gray": True, "v3": "v3", None: False}
+
+
+def test_the_jobs_member_and_producer_are_given_one_config_so_they_heartbeat_through_one_instance(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from graymq.client.spark import job as job_module
+
+    given: dict[str, Any] = {}
+
+    class Member:
+        client_id, desired_lane = "job-1", None
+
+        def __init__(self, options: Any, *, config: Any, **_: Any) -> None:
+            given["member"] = config
+
+        async def start(self) -> None:
+            return None
+
+        async def stop(self) -> None:
+            return None
+
+    class Producer(Member):
+        writing = None
+
+        def __init__(self, group: str, config: Any, **_: Any) -> None:
+            given["producer"] = config
+
+        async def declare(self, lane: str | None) -> None:
+            return None
+
+        async def report_writing(self, lane: str | None) -> bool:
+            return True
+
+        def side(self, job_lane: str | None) -> str | None:
+            return job_lane
+
+    monkeypatch.setattr(job_module, "SparkMember", Member)
+    monkeypatch.setattr(job_module, "JobProducer", Producer)
+    monkeypatch.setattr(job_module, "register", lambda spark: None)
+    spark = FakeSpark()
+    job = StreamingJob(spark, OPTIONS, lambda frame, side: FakeWriter(spark, side), "/ckpt", producer_group="PG")
+    job.start()
+    job.stop()
+    assert given["member"] is given["producer"]
+    assert given["member"].nameserver == (OPTIONS["nameserver"],)

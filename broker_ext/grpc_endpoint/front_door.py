@@ -104,7 +104,7 @@ class FrontDoor:
         self.max_connections = max_connections
         self.on_refused = on_refused
         self.refused = 0
-        self.open = 0
+        self._pipes: set[_Pipe] = set()  # the clients' sides of the pipes open
         self._peers: dict[int, str] = {}  # the loopback port of a pipe's gRPC side -> its client, as gRPC names it
         self._server: asyncio.Server | None = None
         self._inner_port = 0
@@ -116,13 +116,26 @@ class FrontDoor:
         self._server = await asyncio.get_running_loop().create_server(lambda: _Accepted(self), host, port)
         return int(self._server.sockets[0].getsockname()[1])
 
-    async def stop(self) -> None:
+    def close(self) -> None:
+        """Accept no more connections (the piped ones go on until ``stop``)."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+
+    async def stop(self) -> None:
+        """Close the listener and every pipe left (call after the gRPC server's graceful stop)."""
+        self.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for pipe in list(self._pipes):
+            if pipe.transport is not None:
+                pipe.transport.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    @property
+    def open(self) -> int:
+        return len(self._pipes)
 
     def peer(self, seen_by_grpc: str) -> str:
         """The client behind a peer gRPC names (``ipv4:127.0.0.1:PORT``); any other peer as it is."""
@@ -142,15 +155,16 @@ class FrontDoor:
                           self.refused)
             outer.transport.abort()
             return
-        self.open += 1
-        outer.closed = self._closed
+        self._pipes.add(outer)
+
+        def closed() -> None:
+            self._pipes.discard(outer)
+
+        outer.closed = closed
         outer.transport.pause_reading()
         task = asyncio.get_running_loop().create_task(self._connect(outer, peer), name=f"gRPC pipe {peer}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _closed(self) -> None:
-        self.open -= 1
 
     async def _connect(self, outer: _Pipe, peer: str) -> None:
         """The gRPC side of ``outer``'s pipe; ``outer`` closed when the gRPC server cannot be reached."""

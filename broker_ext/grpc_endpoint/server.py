@@ -123,10 +123,11 @@ class GrpcEndpoint:
 
     async def stop(self, grace_s: float = 1.0) -> None:
         self.trim.cancel()
-        await self.door.stop()
+        self.door.close()
         if self._server is not None:
-            await self._server.stop(grace_s)
+            await self._server.stop(grace_s)  # its calls end, and with its connections their pipes
             self._server = None
+        await self.door.stop()
         if self._receives is not None:
             await self._receives.pop.close()
         await self.clients.sides.stop()

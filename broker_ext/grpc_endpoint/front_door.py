@@ -24,14 +24,12 @@ log = logging.getLogger(__name__)
 INNER_HOST = "127.0.0.1"
 
 
-def grpc_peer(address: tuple[str, int] | tuple[str, int, int, int] | str) -> str:
-    """A socket address as gRPC names a peer.
+def grpc_peer(address: tuple[str, int] | tuple[str, int, int, int]) -> str:
+    """A TCP socket's address as gRPC names a peer.
 
     >>> grpc_peer(("10.0.0.7", 51000)), grpc_peer(("::1", 51000, 0, 0))
     ('ipv4:10.0.0.7:51000', 'ipv6:[::1]:51000')
     """
-    if isinstance(address, str):
-        return f"unix:{address}"
     host, port = address[0], address[1]
     return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 

@@ -65,7 +65,7 @@ class BrokerSettings(BaseSettings):
     metrics_port: int | None = Field(None, ge=0, le=65535)
     grpc_port: int | None = Field(None, ge=0, le=65535)  # RocketMQ 5 gRPC for stock SDKs; TLS with tls_cert/key too
     # the gRPC port's budgets (grpc_endpoint/budgets.py): over one, a call is refused TOO_MANY_REQUESTS and counted
-    grpc_max_connections: int = Field(4096, ge=1)  # beyond it gRPC closes new connections at once
+    grpc_max_connections: int = Field(4096, ge=1)  # beyond it new connections are closed at once (and counted)
     grpc_max_streams_per_principal: int = Field(1024, ge=1)  # Telemetry streams open
     grpc_max_streams_per_connection: int = Field(64, ge=1)
     grpc_max_client_ids_per_principal: int = Field(256, ge=1)  # stock client ids in use

@@ -53,6 +53,7 @@ class BrokerStats:
     # the gRPC endpoint: calls refused over a budget (by budget), malformed requests (by method)
     grpc_refused: Counter[str] = field(default_factory=Counter)
     grpc_malformed: Counter[str] = field(default_factory=Counter)
+    grpc_connections_rejected: int = 0  # connections to the gRPC port closed over its connection limit
 
     def on_put(self, topic: str, lane: str | None, count: int, size: int) -> None:
         key = (topic, lane)

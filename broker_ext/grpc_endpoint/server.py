@@ -9,9 +9,10 @@ refusal (``RocketMQStatusError``) is answered the same way, with its code. A req
 Requests are parsed here, before authentication: one that is not its method's protobuf is answered
 ``BAD_REQUEST``, counted (``malformed``) and logged once per peer address and window, without a traceback. Telemetry
 streams and ReceiveMessage long polls are held in their principal's and their connection's budgets
-(``budgets``). The port itself (``ConnectionLimits``) accepts at most ``max_connections`` connections, closes one
-that has not finished its HTTP/2 handshake within ``handshake_timeout_s`` and one without a call for
-``idle_timeout_s``: the broker port's limits, in gRPC's own options.
+(``budgets``). The port itself (``ConnectionLimits``) accepts at most ``max_connections`` connections (``front_door``:
+the broker's own listener, piping each to the gRPC server on loopback, so one refused is counted and logged), and
+gRPC closes one that has not finished its HTTP/2 handshake within ``handshake_timeout_s`` and one without a call for
+``idle_timeout_s``: the broker port's limits.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from graymq.broker_ext.grpc_endpoint.assignment import AssignmentService
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable, first_command_heard
 from graymq.broker_ext.grpc_endpoint.credentials import Caller, Credentials
+from graymq.broker_ext.grpc_endpoint.front_door import INNER_HOST, FrontDoor
 from graymq.broker_ext.grpc_endpoint.memory import MemoryTrim
 from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
 from graymq.broker_ext.grpc_endpoint.route import RouteService
@@ -57,15 +59,15 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
-    """The port's connections: how many at once, how soon one must finish its handshake, how long one may idle."""
+    """The port's connections: how many at once (the front door's), how soon one must finish its handshake, how long
+    one may idle (gRPC's options)."""
 
     max_connections: int = 4096
     handshake_timeout_s: float = 5.0
     idle_timeout_s: float = 180.0
 
     def server_options(self) -> list[tuple[str, int]]:
-        return [("grpc.max_allowed_incoming_connections", self.max_connections),
-                ("grpc.server_handshake_timeout_ms", int(self.handshake_timeout_s * 1000)),
+        return [("grpc.server_handshake_timeout_ms", int(self.handshake_timeout_s * 1000)),
                 ("grpc.max_connection_idle_ms", int(self.idle_timeout_s * 1000))]
 
 
@@ -74,7 +76,8 @@ class GrpcEndpoint:
 
     def __init__(self, credentials: Credentials, routes: RouteService, clients: ClientTable, sends: SendService,
                  *, max_request_size: int, budgets: Budgets, connections: ConnectionLimits = ConnectionLimits(),
-                 malformed: Counter[str] | None = None, tls: tuple[bytes, bytes] | None = None) -> None:
+                 malformed: Counter[str] | None = None, tls: tuple[bytes, bytes] | None = None,
+                 refused_connection: Callable[[], None] = lambda: None) -> None:
         self.credentials = credentials
         self.clients = clients
         self.max_request_size = max_request_size
@@ -84,6 +87,7 @@ class GrpcEndpoint:
         self._tls = tls  # (private key, certificate chain), PEM: the port speaks TLS only
         self._refusals = ThrottledLog(log, 10.0)  # a misconfigured client retrying logs once per peer and window
         self.trim = MemoryTrim()  # after a wave of streams closed, their memory goes back to the system
+        self.door = FrontDoor(connections.max_connections, refused_connection)
         self._unary: dict[str, Unary] = {
             "QueryRoute": routes.query_route,
             "Heartbeat": clients.heartbeat,
@@ -105,22 +109,25 @@ class GrpcEndpoint:
                                           *self.connections.server_options()])
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             SERVICE.full_name, {method.name: self._handler(method) for method in SERVICE.methods}),))
-        address = f"{host}:{port}"
+        inner = f"{INNER_HOST}:0"  # reached through the front door only
         if self._tls is None:
-            bound = server.add_insecure_port(address)
+            inner_port = server.add_insecure_port(inner)
         else:
-            bound = server.add_secure_port(address, grpc.ssl_server_credentials([self._tls]))
+            inner_port = server.add_secure_port(inner, grpc.ssl_server_credentials([self._tls]))
         await server.start()
         self._server = server
+        bound = await self.door.start(host, port, inner_port)
         self.clients.sides.start()
         self.clients.consumers.start()
         return bound
 
     async def stop(self, grace_s: float = 1.0) -> None:
         self.trim.cancel()
+        self.door.close()
         if self._server is not None:
-            await self._server.stop(grace_s)
+            await self._server.stop(grace_s)  # its calls end, and with its connections their pipes
             self._server = None
+        await self.door.stop()
         if self._receives is not None:
             await self._receives.pop.close()
         await self.clients.sides.stop()
@@ -165,12 +172,13 @@ class GrpcEndpoint:
     def _unary_call(self, method: str, serve: Unary, request_type: type[Message], response_type: type[Message]
                     ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]:
         async def call(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
+            peer = self.door.peer(context.peer())
             try:
-                request = self._parsed(method, request_type, raw, context.peer())
-                return await serve(request, await self.credentials.authenticate(_metadata(context), context.peer()))
+                request = self._parsed(method, request_type, raw, peer)
+                return await serve(request, await self.credentials.authenticate(_metadata(context), peer))
             except RocketMQStatusError as refused:
                 if refused.code == v2.UNAUTHORIZED:
-                    self._log_refusal(context.peer(), refused)
+                    self._log_refusal(peer, refused)
                 return response_type(status=refused.to_status())
         return call
 
@@ -185,7 +193,7 @@ class GrpcEndpoint:
     async def _telemetry(self, raw_commands: AsyncIterator[bytes], context: grpc.aio.ServicerContext
                          ) -> AsyncIterator[v2s.TelemetryCommand]:
         """A refusal (credentials, budgets, a malformed command) is the stream's last response."""
-        peer = context.peer()
+        peer = self.door.peer(context.peer())
         try:
             caller = await self.credentials.authenticate(_metadata(context), peer)
         except RocketMQStatusError as refused:
@@ -210,7 +218,7 @@ class GrpcEndpoint:
                        ) -> AsyncIterator[v2s.ReceiveMessageResponse]:
         """A refusal is the stream's only response, as for a unary call."""
         assert self._receives is not None
-        peer = context.peer()
+        peer = self.door.peer(context.peer())
         try:
             request = self._parsed("ReceiveMessage", v2s.ReceiveMessageRequest, raw, peer)
             caller = await self.credentials.authenticate(_metadata(context), peer)

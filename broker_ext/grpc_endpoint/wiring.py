@@ -66,6 +66,7 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
         max_request_size=max_body_size + HEADROOM, budgets=budgets, malformed=broker.stats.grpc_malformed, tls=tls,
         connections=ConnectionLimits(settings.grpc_max_connections, handshake_timeout_s=settings.auth_timeout_s,
                                      idle_timeout_s=settings.idle_timeout_s),
+        refused_connection=lambda: _count_rejected(broker),
     )
     endpoint.serve_pop(*pop_services(broker, settings, endpoint.clients, limits))
     bound = await endpoint.start(settings.host, port)
@@ -146,6 +147,10 @@ def pop_services(broker: BrokerController, settings: BrokerSettings, clients: Cl
     clients.consumers.broker = replace(clients.consumers.broker, in_flight=pop.in_flight)  # a drain waits for them
     receives = ReceiveService(pop, broker.topics.get, clients, clients.consumers.queues, limits, broker.name)
     return receives, AckService(pop)
+
+
+def _count_rejected(broker: BrokerController) -> None:
+    broker.stats.grpc_connections_rejected += 1
 
 
 async def _refresh_principals(broker: BrokerController) -> None:

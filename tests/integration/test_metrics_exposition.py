@@ -42,6 +42,7 @@ BROKER_FAMILIES = {
     "graymq_broker_unauthenticated_closed": "counter",
     "graymq_broker_grpc_over_budget": "counter",
     "graymq_broker_grpc_malformed_requests": "counter",
+    "graymq_broker_grpc_rejected_connections": "counter",
 }
 STORE_FAMILIES = {
     "graymq_store_damaged_records": "counter",

@@ -114,11 +114,12 @@ class Figures:
 
 def flood_broker(start: StartProcess, pg_url: str, store: Path, **env: str) -> tuple[GraymqProcess, str, str, str]:
     """A broker outside dev mode serving gRPC, with ``TOPIC``; (broker, gRPC endpoint, the flooder's token, another
-    principal's token), both principals producing to ``ORDER_*``."""
+    principal's token), both principals producing to ``ORDER_*`` and consuming it, the flooder as ``GID_FLOOD`` and the
+    other as ``GID_PAYMENTS``."""
     ns_url = start_secure_nameserver(start, pg_url)
     broker_token = add_principal(ns_url, "broker-a", "--broker")
-    flooder = add_principal(ns_url, "flooder", "--produce", "ORDER_*")
-    payments = add_principal(ns_url, "payments", "--produce", "ORDER_*")
+    flooder = add_principal(ns_url, "flooder", "--produce", "ORDER_*", "--consume", "GID_FLOOD:ORDER_*")
+    payments = add_principal(ns_url, "payments", "--produce", "ORDER_*", "--consume", "GID_PAYMENTS:ORDER_*")
     # the broker's own heartbeat interval (3 s), not the trust tests' 0.5 s: registrations beat as in a fleet
     settings = {f"GRAYMQ_BROKER_{k.upper()}": v for k, v in {"register_interval_s": "3", **env}.items()}
     broker, endpoint = start_secure_grpc_broker(start, ns_url, broker_token, store, TOPIC,

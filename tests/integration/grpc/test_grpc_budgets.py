@@ -1,9 +1,9 @@
 """The gRPC endpoint's budgets on a real broker outside dev mode: one principal's flood of Telemetry streams is
 refused over its budgets (TOO_MANY_REQUESTS, counted) while another principal's gRPC and broker-port sends are all
 acknowledged with their p99 under 5x the quiet value, and the broker's memory comes back after the flood; idle
-sockets on the gRPC port are capped and closed at the handshake deadline; malformed requests before authentication
-are answered BAD_REQUEST, counted, and logged once without a traceback. The full floods (1,000 and 2,000 streams)
-are in ``tests/chaos/test_grpc_flood.py`` (``make chaos``)."""
+sockets on the gRPC port are capped (each refused one counted) and closed at the handshake deadline; malformed
+requests before authentication are answered BAD_REQUEST, counted, and logged once without a traceback. The full
+floods (1,000 and 2,000 streams) are in ``tests/chaos/test_grpc_flood.py`` (``make chaos``)."""
 
 from __future__ import annotations
 
@@ -66,13 +66,18 @@ def _closed(sock: socket.socket) -> bool:
 
 def test_idle_sockets_on_the_grpc_port_are_capped_and_closed_at_the_handshake_deadline(
         graymq_process: StartProcess, fresh_pg_url: str, tmp_path: Path) -> None:
-    """60 sockets that never speak HTTP/2 against a port taking 20 connections: 40 are closed at once, the rest at the
-    deadline (2 s), and a rightful call is answered after them."""
+    """60 sockets that never speak HTTP/2 against a port taking 20 connections: 40 are closed at once (counted in
+    graymq_broker_grpc_rejected_connections_total, logged once), the rest at the deadline (2 s), and a rightful call
+    is answered after them."""
     broker, endpoint, _, payments = flood_broker(graymq_process, fresh_pg_url, tmp_path / "b",
                                                  grpc_max_connections="20", auth_timeout_s="2")
     held = [_raw(endpoint) for _ in range(60)]
     wait_for(lambda: sum(_closed(sock) for sock in held) >= 40, 1.5, "the 40 sockets over the limit closed at once")
     assert sum(_closed(sock) for sock in held) < 60, "every socket was closed at once: no deadline was waited for"
+    metrics = scrape(f"http://{broker.ready_info['metrics']}/metrics")  # type: ignore[index]
+    assert metrics.value("graymq_broker_grpc_rejected_connections_total") == 40
+    wait_for(lambda: "refusing a gRPC connection" in broker.output, 10, "the refusals logged")
+    assert broker.output.count("refusing a gRPC connection") == 1, broker.output[-3000:]
     wait_for(lambda: all(_closed(sock) for sock in held), 10, "the idle sockets closed at the handshake deadline")
     for sock in held:
         sock.close()

@@ -19,7 +19,7 @@ from graymq.client.consumer.consume_service import ListenerRunner
 from graymq.client.consumer.eager import run_eagerly
 from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import OffsetStore
-from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.process_queue import ProcessQueue, Stop
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.message import MessageExt
@@ -115,9 +115,26 @@ class Fetcher:
             if damaged:
                 self.skipped_records += len(damaged)
                 log_damaged(mq, pq.address, damaged)
-            pq.add([m.queue_offset for m in messages], next_offset, rt.settings.max_in_flight_per_queue)
+            pq.add([m.queue_offset for m in messages], next_offset, rt.settings.max_in_flight_per_queue, messages)
             if messages:
                 await self._dispatch(pq, messages)
+
+    async def holds(self, pq: ProcessQueue, stop: Stop) -> bool:
+        """Whether ``pq``'s broker holds, just before ``stop``, the message this client read there (one pull of one
+        record, not held, committing nothing). Replicas copy one log in order: if it does, it holds everything this
+        client read below ``stop``; if not (another message, none, or unknown), a new leader's log parted from the
+        one read before ``stop``."""
+        if stop.msg_id is None:
+            return False
+        rt, before = self.runtime, stop.offset - 1
+        request = self._pull_request(pq)
+        request.queue_offset, request.max_msg_nums, request.suspend_timeout_ms = before, 1, 0
+        request.gray_flag, request.lane, request.commit_offset = rt.gray, rt.wire_lane, -1
+        response = await rt.brokers.pull(pq.address, request)
+        if response.status != pb.FOUND:
+            return False
+        messages, _ = decode_pulled(response.records, pq.mq.broker_name, None, before, response.next_begin_offset)
+        return bool(messages) and messages[0].queue_offset == before and messages[0].msg_id == stop.msg_id
 
     async def _pull_failed(self, pq: ProcessQueue, exc: GrayMQError) -> bool:
         """Act on a failed pull before it is retried (after a backoff); False when the pull loop ends instead."""

@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.timeout(420)]
 
 CASES = [PartitionCase(nemesis, replication) for nemesis in NEMESES if not nemesis.startswith("gray_consumer")
          for replication in ("sync", "async")] + [
-    PartitionCase("gray_consumer_cut_ns", "sync"), PartitionCase("gray_consumer_cut_broker", "sync")]
+    PartitionCase("gray_consumer_cut_ns", "sync"), PartitionCase("gray_consumer_cut_broker", "sync"),
+    # several sends waiting at once when the leader is cut (the workload's producers send one at a time otherwise)
+    PartitionCase("leader_cut", "sync", in_flight=8), PartitionCase("flapping", "sync", in_flight=8)]
 
 
 @pytest.fixture(scope="module")

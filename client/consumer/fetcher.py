@@ -19,7 +19,7 @@ from graymq.client.consumer.consume_service import ListenerRunner
 from graymq.client.consumer.eager import run_eagerly
 from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import OffsetStore
-from graymq.client.consumer.process_queue import ProcessQueue, Stop
+from graymq.client.consumer.process_queue import ProcessQueue, Stop, parted_at
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.message import MessageExt
@@ -119,22 +119,32 @@ class Fetcher:
             if messages:
                 await self._dispatch(pq, messages)
 
-    async def holds(self, pq: ProcessQueue, stop: Stop) -> bool:
-        """Whether ``pq``'s broker holds, just before ``stop``, the message this client read there (one pull of one
-        record, not held, committing nothing). Replicas copy one log in order: if it does, it holds everything this
-        client read below ``stop``; if not (another message, none, or unknown), a new leader's log parted from the
-        one read before ``stop``."""
-        if stop.msg_id is None:
-            return False
-        rt, before = self.runtime, stop.offset - 1
+    async def parted_at(self, pq: ProcessQueue, stop: Stop) -> int:
+        """Where ``pq`` (at its committed offset) resumes on its broker after this client stopped at ``stop`` on
+        another: ``stop.offset`` when the broker holds what this client consumed up to there, else the first offset
+        where its log parts from what was consumed (a new leader's messages at offsets read from the old leader's
+        uncopied tail), or the committed offset when what was consumed since is not all known. Read with pulls
+        not held and committing nothing."""
+        start = pq.pull_offset
+        if start < stop.read_from:
+            return start
+        rt, offset = self.runtime, start
+        held: list[tuple[int, str]] = []
         request = self._pull_request(pq)
-        request.queue_offset, request.max_msg_nums, request.suspend_timeout_ms = before, 1, 0
-        request.gray_flag, request.lane, request.commit_offset = rt.gray, rt.wire_lane, -1
-        response = await rt.brokers.pull(pq.address, request)
-        if response.status != pb.FOUND:
-            return False
-        messages, _ = decode_pulled(response.records, pq.mq.broker_name, None, before, response.next_begin_offset)
-        return bool(messages) and messages[0].queue_offset == before and messages[0].msg_id == stop.msg_id
+        request.suspend_timeout_ms, request.commit_offset = 0, -1  # not held, committing nothing
+        request.gray_flag, request.lane = rt.gray, rt.wire_lane
+        tags = parse_sub_expression(request.sub_expression)
+        while offset < stop.offset:
+            request.queue_offset = offset
+            response = await rt.brokers.pull(pq.address, request)
+            if response.status == pb.FOUND:
+                messages, _ = decode_pulled(response.records, pq.mq.broker_name, tags, offset,
+                                            response.next_begin_offset)
+                held.extend((m.queue_offset, m.msg_id) for m in messages if m.queue_offset < stop.offset)
+            if response.status not in (pb.FOUND, pb.NO_MATCHED_MSG) or response.next_begin_offset <= offset:
+                break  # its log ends here (or the offset is no longer held)
+            offset = response.next_begin_offset
+        return parted_at([r for r in stop.read if r[0] >= start], held, offset, stop.offset)
 
     async def _pull_failed(self, pq: ProcessQueue, exc: GrayMQError) -> bool:
         """Act on a failed pull before it is retried (after a backoff); False when the pull loop ends instead."""

@@ -182,28 +182,28 @@ class Rebalancer:
             self.fetcher.fetch(pq)
 
     async def _resume(self, pq: ProcessQueue) -> bool:
-        """Move ``pq`` (at its committed offset) on to where this client stopped on it unreleased, when its broker
-        holds what this client read before that (a crashed broker may have lost commits it had not written yet);
-        not when the log parted there (a new leader storing new messages at offsets this client read from the old
-        leader's uncopied tail: resuming past them would skip them). False when the broker could not be asked."""
+        """Move ``pq`` (at its committed offset) on to where this client stopped on it unreleased (a crashed broker
+        may have lost commits it had not written yet), as far as its broker holds what this client consumed: not
+        past offsets where the log parted (a new leader storing other messages at offsets this client read from
+        the old leader's uncopied tail: resuming past them would skip them). False when the broker could not be
+        asked."""
         stop = self.assignment.unreleased.pop(pq.mq, None)
         if stop is None or stop.offset <= pq.pull_offset:
             return True
-        mq = pq.mq
+        mq, committed = pq.mq, pq.pull_offset
         try:
-            holds = await self.fetcher.holds(pq, stop)
+            pq.pull_offset = await self.fetcher.parted_at(pq, stop)
         except GrayMQError as exc:
+            pq.pull_offset = committed
             self.assignment.unreleased[mq] = stop
-            what = f"asking broker {mq.broker_name} ({pq.address}) what it holds at offset {stop.offset - 1} of {mq}"
+            what = f"reading broker {mq.broker_name} ({pq.address}) from offset {committed} of {mq}"
             if self.runtime.retry_later(exc, what, ("resume", mq, exc.code, exc.message)):
                 asyncio.get_running_loop().call_later(self._lease_retry.next(), self.runtime.rebalance_now.set)
             return False
-        if holds:
-            pq.pull_offset = stop.offset
-        else:
-            log.info("consumer %s resumes %s at its committed offset %d, not at %d where it stopped: broker %s does "
-                     "not hold the message read before that", self.runtime.client_id, mq, pq.pull_offset, stop.offset,
-                     pq.address)
+        if pq.pull_offset < stop.offset:
+            log.info("consumer %s resumes %s at %d, not at %d where it stopped: from there broker %s does not hold "
+                     "what it consumed (committed: %d)", self.runtime.client_id, mq, pq.pull_offset, stop.offset,
+                     pq.address, committed)
         return True
 
     async def _lease(self, new: list[tuple[MessageQueue, str, bool]]) -> list[tuple[MessageQueue, str, bool]]:

@@ -421,3 +421,15 @@ async def test_a_new_leader_holding_what_was_read_from_the_old_one_resumes_where
     old = [f"o{i}" for i in range(10)]
     seen = await consume_across_an_election(old, old + ["n10", "n11"], committed=3)
     assert seen == old + ["n10", "n11"], seen
+
+
+@run
+async def test_a_new_leader_holding_the_last_message_read_but_another_one_below_it_has_that_one_delivered() -> None:
+    """Under sync replication a send stored by the cut leader but not copied is answered TIMEOUT and sent again: the
+    new leader may store it elsewhere, and the last message read may even sit at the same offset there while another
+    sits below it. Every message consumed since the committed offset is compared, not only the last one."""
+    old = [f"o{i}" for i in range(10)]
+    new = old[:5] + ["x5"] + old[6:] + ["o5"]
+    seen = await consume_across_an_election(old, new, committed=3)
+    assert "x5" in seen[10:] and seen[:10] == old, seen
+

@@ -149,8 +149,9 @@ def _moved_aside(run: Run, lost: set[str]) -> tuple[int, list[str]]:
     moved = {m.msg_id for r in run.cluster.replicas for f in read_moved_aside(run.cluster.root / f"r{r}")
              for m in f.messages}
     acked = {s.msg_id for s in run.sent} & moved
-    notes = [f"{len(acked)} acknowledged moved aside by a deposed leader (its uncopied tail): {len(acked - lost)} "
-             f"consumed before, {len(acked & lost)} lost"] if acked else []
+    notes = [f"{len(acked)} acknowledged messages have a copy a deposed leader moved aside (its uncopied tail; under "
+             f"sync, sends it answered TIMEOUT and a new leader stored again): {len(acked - lost)} consumed, "
+             f"{len(acked & lost)} lost"] if acked else []
     if lost - moved:
         held = {(c.topic, c.broker, c.queue_id, c.queue_offset) for c in run.consumed}
         shadowed = [s for s in run.sent if s.msg_id in lost - moved

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.process_queue import ProcessQueue, Stop
 from graymq.client.message import MessageQueue
 
 Wanted = dict[MessageQueue, tuple[str, bool]]  # queue -> (broker address, held by adoption)
@@ -26,7 +26,7 @@ class Assignment:
     def __init__(self) -> None:
         self.queues: dict[MessageQueue, ProcessQueue] = {}
         self.consuming: set[asyncio.Task[None]] = set()  # listener batches running, of every queue
-        self.unreleased: dict[MessageQueue, int] = {}  # queue given up unreleased -> where this client stopped
+        self.unreleased: dict[MessageQueue, Stop] = {}  # queue given up unreleased -> where this client stopped
 
     def __contains__(self, mq: object) -> bool:
         return mq in self.queues
@@ -56,11 +56,6 @@ class Assignment:
     def new(self, wanted: Wanted) -> list[tuple[MessageQueue, str, bool]]:
         """The wanted queues not held yet: (queue, broker address, adopted)."""
         return [(mq, address, adopted) for mq, (address, adopted) in wanted.items() if mq not in self.queues]
-
-    def resume_offset(self, mq: MessageQueue, committed: int) -> int:
-        """Where to resume ``mq``: its committed offset, or further where this client stopped on it unreleased (a
-        broker crash may have lost commits it had not written yet)."""
-        return max(committed, self.unreleased.pop(mq, committed))
 
     def track(self, pq: ProcessQueue, batch: asyncio.Task[None]) -> None:
         self.consuming.add(batch)

@@ -19,7 +19,7 @@ from graymq.client.consumer.consume_service import ListenerRunner
 from graymq.client.consumer.eager import run_eagerly
 from graymq.client.consumer.health import ConsumeHealth
 from graymq.client.consumer.offset_store import OffsetStore
-from graymq.client.consumer.process_queue import ProcessQueue
+from graymq.client.consumer.process_queue import ProcessQueue, Stop, parted_at
 from graymq.client.consumer.pulled_records import decode_pulled, log_damaged
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.message import MessageExt
@@ -115,9 +115,36 @@ class Fetcher:
             if damaged:
                 self.skipped_records += len(damaged)
                 log_damaged(mq, pq.address, damaged)
-            pq.add([m.queue_offset for m in messages], next_offset, rt.settings.max_in_flight_per_queue)
+            pq.add([m.queue_offset for m in messages], next_offset, rt.settings.max_in_flight_per_queue, messages)
             if messages:
                 await self._dispatch(pq, messages)
+
+    async def parted_at(self, pq: ProcessQueue, stop: Stop) -> int:
+        """Where ``pq`` (at its committed offset) resumes on its broker after this client stopped at ``stop`` on
+        another: ``stop.offset`` when the broker holds what this client consumed up to there, else the first offset
+        where its log parts from what was consumed (a new leader's messages at offsets read from the old leader's
+        uncopied tail), or the committed offset when what was consumed since is not all known. Read with pulls
+        not held and committing nothing."""
+        start = pq.pull_offset
+        if start < stop.read_from:
+            return start
+        rt, offset = self.runtime, start
+        held: list[tuple[int, str]] = []
+        request = self._pull_request(pq)
+        request.suspend_timeout_ms, request.commit_offset = 0, -1  # not held, committing nothing
+        request.gray_flag, request.lane = rt.gray, rt.wire_lane
+        tags = parse_sub_expression(request.sub_expression)
+        while offset < stop.offset:
+            request.queue_offset = offset
+            response = await rt.brokers.pull(pq.address, request)
+            if response.status == pb.FOUND:
+                messages, _ = decode_pulled(response.records, pq.mq.broker_name, tags, offset,
+                                            response.next_begin_offset)
+                held.extend((m.queue_offset, m.msg_id) for m in messages if m.queue_offset < stop.offset)
+            if response.status not in (pb.FOUND, pb.NO_MATCHED_MSG) or response.next_begin_offset <= offset:
+                break  # its log ends here (or the offset is no longer held)
+            offset = response.next_begin_offset
+        return parted_at([r for r in stop.read if r[0] >= start], held, offset, stop.offset)
 
     async def _pull_failed(self, pq: ProcessQueue, exc: GrayMQError) -> bool:
         """Act on a failed pull before it is retried (after a backoff); False when the pull loop ends instead."""

@@ -175,10 +175,36 @@ class Rebalancer:
                 if not rt.retry_later(offset, what, ("start", mq, offset.code, offset.message)):
                     return
                 continue
-            pq = ProcessQueue(mq, address, self.assignment.resume_offset(mq, offset), adopted=adopted,
-                              committed=offset, lane=self._lane_of(mq))
+            pq = ProcessQueue(mq, address, offset, adopted=adopted, committed=offset, lane=self._lane_of(mq))
+            if not await self._resume(pq):
+                continue
             self.assignment.add(pq)
             self.fetcher.fetch(pq)
+
+    async def _resume(self, pq: ProcessQueue) -> bool:
+        """Move ``pq`` (at its committed offset) on to where this client stopped on it unreleased (a crashed broker
+        may have lost commits it had not written yet), as far as its broker holds what this client consumed: not
+        past offsets where the log parted (a new leader storing other messages at offsets this client read from
+        the old leader's uncopied tail: resuming past them would skip them). False when the broker could not be
+        asked."""
+        stop = self.assignment.unreleased.pop(pq.mq, None)
+        if stop is None or stop.offset <= pq.pull_offset:
+            return True
+        mq, committed = pq.mq, pq.pull_offset
+        try:
+            pq.pull_offset = await self.fetcher.parted_at(pq, stop)
+        except GrayMQError as exc:
+            pq.pull_offset = committed
+            self.assignment.unreleased[mq] = stop
+            what = f"reading broker {mq.broker_name} ({pq.address}) from offset {committed} of {mq}"
+            if self.runtime.retry_later(exc, what, ("resume", mq, exc.code, exc.message)):
+                asyncio.get_running_loop().call_later(self._lease_retry.next(), self.runtime.rebalance_now.set)
+            return False
+        if pq.pull_offset < stop.offset:
+            log.info("consumer %s resumes %s at %d, not at %d where it stopped: from there broker %s does not hold "
+                     "what it consumed (committed: %d)", self.runtime.client_id, mq, pq.pull_offset, stop.offset,
+                     pq.address, committed)
+        return True
 
     async def _lease(self, new: list[tuple[MessageQueue, str, bool]]) -> list[tuple[MessageQueue, str, bool]]:
         """The queues of ``new`` whose lease this client took: a queue another client still holds (it is finishing
@@ -244,7 +270,7 @@ class Rebalancer:
         elif await self.leases.release(pq.mq, pq.commit_offset()):
             pq.committed = pq.commit_offset()
         else:
-            self.assignment.unreleased[pq.mq] = pq.commit_offset()
+            self.assignment.unreleased[pq.mq] = pq.stop()
 
     def lost(self, pq: ProcessQueue, exc: GrayMQError) -> None:
         """Another client holds ``pq`` now (this one's lease ended): stop it without committing, rebalance."""

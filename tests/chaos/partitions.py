@@ -55,10 +55,12 @@ def flap_seconds() -> float:
 class PartitionCase:
     nemesis: str
     replication: str  # "sync" | "async"
+    in_flight: int = 1  # sends each producer has waiting at once
 
     @property
     def name(self) -> str:
-        return f"{self.nemesis}/{self.replication}_replicas"
+        return f"{self.nemesis}/{self.replication}_replicas" + (f"+in_flight{self.in_flight}"
+                                                                  if self.in_flight > 1 else "")
 
     @property
     def replicas(self) -> int:
@@ -115,13 +117,14 @@ def run_partition_case(cluster: PartitionCluster, case: PartitionCase) -> CaseRe
     began = time.monotonic()
     notes = asyncio.run(asyncio.wait_for(_run(run), 240 + case.cut_s))
     expected_lost = _async_loss_window(run)
-    notes.extend(_moved_aside(run, set(_lost(run))))
+    moved_aside, moved_notes = _moved_aside(run, set(_lost(run)))
+    notes.extend(moved_notes)
     result = evaluate(case.name, sum(w.attempts for w in run.workloads.values()), run.sent, run.consumed,
                       run.fault_at, [Window(began, time.monotonic())], expected_lost & set(_lost(run)), notes)
     acks = [s.acked_at for s in run.sent]
     firsts = _first_consumptions(run)
     end = max([run.healed_at + POST_S, *acks, *firsts])
-    return CaseResult(**{**result.__dict__, "reordered": _reordered(run, result.notes),
+    return CaseResult(**{**result.__dict__, "reordered": _reordered(run, result.notes), "moved_aside": moved_aside,
                          "writes_down_s": longest_gap(acks, run.fault_at, end),
                          "reads_down_s": longest_gap(firsts, run.fault_at, end)})
 
@@ -140,19 +143,22 @@ def _reordered(run: Run, notes: list[str]) -> int:
     return len(real)
 
 
-def _moved_aside(run: Run, lost: set[str]) -> list[str]:
-    """Whether every message lost was moved aside by a replica (``graymq broker moved-aside`` lists it)."""
-    if not lost:
-        return []
+def _moved_aside(run: Run, lost: set[str]) -> tuple[int, list[str]]:
+    """How many acknowledged messages a replica moved aside (``graymq broker moved-aside`` lists them: a deposed
+    leader's uncopied tail), how many of them consumers had read before, and whether every message lost is there."""
     moved = {m.msg_id for r in run.cluster.replicas for f in read_moved_aside(run.cluster.root / f"r{r}")
              for m in f.messages}
+    acked = {s.msg_id for s in run.sent} & moved
+    notes = [f"{len(acked)} acknowledged messages have a copy a deposed leader moved aside (its uncopied tail; under "
+             f"sync, sends it answered TIMEOUT and a new leader stored again): {len(acked - lost)} consumed, "
+             f"{len(acked & lost)} lost"] if acked else []
     if lost - moved:
         held = {(c.topic, c.broker, c.queue_id, c.queue_offset) for c in run.consumed}
         shadowed = [s for s in run.sent if s.msg_id in lost - moved
                     and (s.topic, s.broker, s.queue_id, s.queue_offset) in held]
-        return [f"not moved aside: {len(lost - moved)} of the {len(lost)} lost, e.g. {sorted(lost - moved)[:3]}; "
-                f"{len(shadowed)} of them at a queue offset where consumers got another message"]
-    return [f"all {len(lost)} lost are in the deposed leader's moved-aside files ({len(moved)} records there)"]
+        notes.append(f"not moved aside: {len(lost - moved)} of the {len(lost)} lost, e.g. {sorted(lost - moved)[:3]}; "
+                     f"{len(shadowed)} of them at a queue offset where consumers got another message")
+    return len(acked), notes
 
 
 def _lost(run: Run) -> list[str]:
@@ -187,8 +193,8 @@ async def _run(run: Run) -> list[str]:
             await run.loops[name].run(run.workloads[name].start_consumer(name, version))
         duration = PRE_S + run.case.cut_s + POST_S
         producers = [asyncio.ensure_future(run.loops[name].run(run.workloads[name].produce(
-            name, version, duration, max_count=int(duration * 100)))) for name, version in
-            (("p-v1", "v1"), ("p-v2", "v2"))]
+            name, version, duration, max_count=int(duration * 100 * run.case.in_flight),
+            in_flight=run.case.in_flight))) for name, version in (("p-v1", "v1"), ("p-v2", "v2"))]
         await asyncio.sleep(PRE_S)
         if run.case.promote:
             promote = _start_promote(run)

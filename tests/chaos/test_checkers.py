@@ -103,5 +103,8 @@ def test_evaluate_and_table_show_one_row_per_case_with_every_column():
     table = format_table([result]).splitlines()
     assert table[0].split() == " ".join(COLUMNS).split()
     # b: delivered again; no split ack; writes and reads down only measured in partition cases
-    assert table[2].split() == ["kill9/sync", "4", "3", "2", "1", "1", "0", "0", "0", "0", "2.50", "-", "-"]
+    assert table[2].split() == ["kill9/sync", "4", "3", "2", "1", "0", "-", "1", "0", "0", "0", "0", "2.50", "-", "-"]
+    # what the fault may cost (here: declared so) is counted apart from what was lost beyond it
+    expected = evaluate("flip/sync", 4, acked, events, 1.5, [Window(0.0, 10.0)], expected_lost=["lost"])
+    assert format_table([expected]).splitlines()[2].split()[4:7] == ["0", "1", "-"]
     assert table[3] == "  kill9/sync: a note"

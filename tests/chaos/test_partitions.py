@@ -5,6 +5,7 @@ messages (two leaders at once), no reordering, no gray message to a normal
 consumer; a promote never reports SUCCEEDED while an acknowledged gray message is unconsumed. Async: what is lost
 is only what the cut leader acknowledged alone, moved aside when it rejoins. Every replica is back in sync after
 the heal. How long writes and reads were unavailable is in the chaos table (``writes down s``, ``reads down s``).
+The sync leader cut and flapping link run again with 8 sends in flight per producer (``+in_flight8``).
 
 ``make test`` runs the cases in ``tests/chaos/conftest.py``'s ``SUBSET`` (the sync leader cut and both gray
 consumer cuts); ``make chaos`` all of them. They skip, saying why, without root, nftables or network namespaces.
@@ -25,7 +26,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.timeout(420)]
 
 CASES = [PartitionCase(nemesis, replication) for nemesis in NEMESES if not nemesis.startswith("gray_consumer")
          for replication in ("sync", "async")] + [
-    PartitionCase("gray_consumer_cut_ns", "sync"), PartitionCase("gray_consumer_cut_broker", "sync")]
+    PartitionCase("gray_consumer_cut_ns", "sync"), PartitionCase("gray_consumer_cut_broker", "sync"),
+    # several sends waiting at once when the leader is cut (the workload's producers send one at a time otherwise)
+    PartitionCase("leader_cut", "sync", in_flight=8), PartitionCase("flapping", "sync", in_flight=8)]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from graymq.protocol.errors import GrayMQError
@@ -75,28 +75,35 @@ class Workload:
 
     # -- producing ---------------------------------------------------------------------------
     async def produce(self, client_id: str, version: str, duration_s: float, max_count: int,
-                      interval_s: float = 0.01) -> None:
-        """Send for ``duration_s`` or ``max_count`` messages, whichever ends first, one at a time."""
+                      interval_s: float = 0.01, in_flight: int = 1) -> None:
+        """Send for ``duration_s`` or ``max_count`` messages, whichever ends first: ``in_flight`` senders sharing
+        one producer, each sending one message at a time (so up to ``in_flight`` sends wait at once)."""
         producer = Producer(self.group, self.nameserver, client_id=client_id, labels={"version": version},
                             send_timeout_s=3.0, heartbeat_interval_s=0.5)
         await asyncio.wait_for(producer.start(), STOP_TIMEOUT_S)
         try:
+            numbers = iter(range(max_count))  # shared: each number is sent once, by whichever sender takes it
             deadline = time.monotonic() + duration_s
-            for n in range(max_count):
-                if time.monotonic() >= deadline:
-                    break
-                key = f"{version}-k{n % ORDER_KEYS}" if n % 2 else None
-                self.attempts += 1
-                began = time.monotonic()
-                try:
-                    r = await producer.send(Message(self.topic, f"{client_id}#{n}".encode().ljust(96, b"."),
-                                                    sharding_key=key))
-                except (GrayMQError, OSError, TimeoutError):
-                    self.failed_sends += 1
-                    await asyncio.sleep(0.05)
-                    continue
-                self.sent.append(Sent(r.msg_id, r.queue.topic, r.queue.broker_name, r.queue.queue_id, r.queue_offset,
-                                      r.gray, key, r.commit_log_offset, began, time.monotonic()))
-                await asyncio.sleep(interval_s)
+            await asyncio.gather(*(self._sender(producer, client_id, version, numbers, deadline, interval_s)
+                                   for _ in range(in_flight)))
         finally:
             await asyncio.wait_for(producer.stop(), STOP_TIMEOUT_S)
+
+    async def _sender(self, producer: Producer, client_id: str, version: str, numbers: Iterator[int],
+                      deadline: float, interval_s: float) -> None:
+        for n in numbers:
+            if time.monotonic() >= deadline:
+                return
+            key = f"{version}-k{n % ORDER_KEYS}" if n % 2 else None
+            self.attempts += 1
+            began = time.monotonic()
+            try:
+                r = await producer.send(Message(self.topic, f"{client_id}#{n}".encode().ljust(96, b"."),
+                                                sharding_key=key))
+            except (GrayMQError, OSError, TimeoutError):
+                self.failed_sends += 1
+                await asyncio.sleep(0.05)
+                continue
+            self.sent.append(Sent(r.msg_id, r.queue.topic, r.queue.broker_name, r.queue.queue_id, r.queue_offset,
+                                  r.gray, key, r.commit_log_offset, began, time.monotonic()))
+            await asyncio.sleep(interval_s)

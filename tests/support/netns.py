@@ -7,7 +7,9 @@ sends to given addresses, ``heal`` removes them. Processes run in a node with ``
 (``ip netns exec NS``); a client thread enters one with ``NodeLoop`` (setns applies to the calling thread only).
 
 Names carry the pid and a counter, so parallel pytest-xdist workers never collide; the subnet is chosen under a
-file lock among those no interface of the host uses. ``close()`` deletes every namespace, veth and the bridge.
+file lock among those no interface of the host uses. ``close()`` deletes every namespace, veth and the bridge; a
+test process killed before it could (SIGKILL) leaves them behind, and the next ``Network`` sweeps away those whose
+pid is no longer alive (``sweep_stale``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import ctypes
 import fcntl
 import itertools
 import os
+import re
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Awaitable, Coroutine
@@ -31,6 +35,68 @@ LOCK_FILE = "/tmp/graymq-netns.lock"
 SUBNETS = range(1, 255)  # 10.77.N.0/24
 TABLE = "graymq_chaos"
 _names = itertools.count()
+# gmq + kind (b: bridge, n: namespace, v: veth, p: probe) + the owning process's pid in base 36 + "_": the pid is
+# read back by the sweep; interface names stay within Linux's 15 characters (a pid is at most 5 base-36 digits)
+OWNED = re.compile(r"^gmq[bnvp]([0-9a-z]+)_")
+
+
+def base36(n: int) -> str:
+    """``n`` in base 36 (Linux's largest pid, 4194304, in 5 digits).
+
+    >>> base36(4194304)
+    '2hwcg'
+    """
+    digits = ""
+    while True:
+        n, digit = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not n:
+            return digits
+
+
+def owner_pid(name: str) -> int | None:
+    """The pid of the test process that made namespace or link ``name`` (None: not one of this harness's names).
+
+    >>> owner_pid("gmqn2hwcg_0_2"), owner_pid("eth0")
+    (4194304, None)
+    """
+    match = OWNED.match(name)
+    return int(match.group(1), 36) if match else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale(name: str) -> bool:
+    pid = owner_pid(name)
+    return pid is not None and not _alive(pid)
+
+
+def sweep_stale() -> list[str]:
+    """Remove the namespaces, veths and bridges of test processes that are gone (killed before their finalizers
+    ran), killing first what still runs in such a namespace (the servers that run started); what was removed."""
+    removed = []
+    for netns in (line.split()[0] for line in sh("ip", "netns", "list").splitlines() if line.strip()):
+        if _stale(netns):
+            for pid in sh("ip", "netns", "pids", netns).split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+            removed.append(netns)
+    for line in sh("ip", "-o", "link", "show").splitlines():
+        link = line.split(":", 2)[1].strip().split("@")[0]
+        if _stale(link) and subprocess.run(["ip", "link", "del", link], capture_output=True).returncode == 0:
+            removed.append(link)
+    return removed
 
 
 def unavailable_reason() -> str | None:
@@ -41,7 +107,7 @@ def unavailable_reason() -> str | None:
     for tool, package in (("ip", "iproute2"), ("nft", "nftables")):
         if shutil.which(tool) is None:
             return f"partition tests need `{tool}` (apt package {package}; `make system-deps` installs it)"
-    name = f"gmqprobe{os.getpid()}"
+    name = f"gmqp{base36(os.getpid())}_probe"
     probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"network namespaces unavailable: {probe.stderr.strip()}"
@@ -104,12 +170,13 @@ class Network:
     """The bridge and its nodes; ``add(name)`` makes a node, ``close()`` removes everything."""
 
     def __init__(self) -> None:
-        self.tag = f"{os.getpid() % 100000}{next(_names)}"
-        self.bridge = f"gmqbr{self.tag}"[:15]
+        self.tag = f"{base36(os.getpid())}_{base36(next(_names))}"
+        self.bridge = f"gmqb{self.tag}"
         self.nodes: dict[str, Node] = {}
         self._hosts = itertools.count(2)
         with open(LOCK_FILE, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            sweep_stale()  # a leftover bridge would hold its subnet
             used = sh("ip", "-4", "-o", "addr", "show")
             self.subnet = next(n for n in SUBNETS if f" 10.77.{n}." not in used)
             sh("ip", "link", "add", self.bridge, "type", "bridge")
@@ -120,7 +187,7 @@ class Network:
     def add(self, name: str) -> Node:
         """A node ``name`` with its own namespace and the next address of the subnet."""
         n = next(self._hosts)
-        netns, veth = f"gmq{self.tag}n{n}", f"gmq{self.tag}v{n}"[:15]
+        netns, veth = f"gmqn{self.tag}_{base36(n)}", f"gmqv{self.tag}_{base36(n)}"
         node = Node(name, netns, f"10.77.{self.subnet}.{n}", veth)
         sh("ip", "netns", "add", netns)
         self.nodes[name] = node

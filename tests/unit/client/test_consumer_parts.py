@@ -158,8 +158,6 @@ def test_the_table_says_which_queues_are_stale_which_are_new_and_where_a_queue_r
     wanted = {q0: (ADDRESS, False), q1: (ADDRESS, False), q2: (ADDRESS, False)}
     assert table.stale(wanted) == [adopted]  # wanted now as its own, not by adoption: handed over and taken again
     assert table.new(wanted) == [(q2, ADDRESS, False)]
-    table.unreleased[q2] = 7
-    assert (table.resume_offset(q2, 5), table.resume_offset(q2, 5)) == (7, 5)  # once, and never behind the broker
     table.drop(held)
     assert held.dropped and table.assigned() == [q1]
 
@@ -328,3 +326,110 @@ async def test_heartbeats_carry_the_flag_and_a_retired_consumer_leaves_the_broke
     rt.group_gray = GroupGray()
     await beats.beat()
     assert brokers.calls == ["heartbeat gray=True", "unregister", "heartbeat gray=True"]
+
+
+# -- a queue moving to a new leader --------------------------------------------------------------
+class ReplicaSet(FakeBrokers):
+    """One queue (id 1) on a broker set whose replicas hold their own logs (msg ids by queue offset): only the leader
+    serves pulls and leases, the others answer NOT_LEADER; the route names the leader."""
+
+    def __init__(self, logs: dict[str, list[str]], leader: str) -> None:
+        super().__init__(clients=(("c1", False),))
+        self.logs, self.leader = logs, leader
+
+    def route(self) -> TopicRoute:
+        return TopicRoute(TOPIC, (BrokerData("b", self.leader, queue_nums=2, gray_queue_nums=0),))
+
+    def _lead(self, address: str) -> None:
+        if address != self.leader:
+            raise NotLeaderError(f"{address} follows {self.leader}")
+
+    async def pull(self, address: str, request: pb.PullRequest) -> pb.PullResponse:
+        self._lead(address)
+        log, start = self.logs[address], request.queue_offset
+        if request.queue_id != 1 or start >= len(log):
+            await asyncio.sleep(0.01)
+            return pb.PullResponse(status=pb.NO_NEW_MSG, next_begin_offset=start)
+        end = min(len(log), start + (request.max_msg_nums or 32))
+        return pb.PullResponse(status=pb.FOUND, next_begin_offset=end, records=b"".join(
+            encode_record(topic=TOPIC.encode(), body=b"x", queue_id=1, queue_offset=o, physical_offset=o * 500,
+                          properties=encode_properties(make_properties(msg_id=log[o]))) for o in range(start, end)))
+
+    async def lock_queues(self, address: str, group: str, client_id: str,
+                          queues: list[tuple[str, int]]) -> pb.LockQueuesResponse:
+        self._lead(address)
+        return await super().lock_queues(address, group, client_id, queues)
+
+    async def unlock_queues(self, address: str, group: str, client_id: str,
+                            queues: list[tuple[str, int, int]]) -> None:
+        self._lead(address)
+        await super().unlock_queues(address, group, client_id, queues)
+
+
+async def consume_across_an_election(old: list[str], new: list[str], committed: int) -> list[str]:
+    """What a consumer of queue 1 is given: all of ``old`` read from leader A, then B elected (its log ``new``,
+    ``committed`` the offset its copy of the group's commits says)."""
+    brokers = ReplicaSet({"A:1": old, "B:1": new[: len(old)]}, "A:1")
+    rt, seen = runtime(brokers), []
+
+    class Routes:
+        async def route(self, topic: str) -> TopicRoute:
+            return brokers.route()
+
+    class Starts:
+        async def plan(self, queues: list[Any], addresses: Any) -> dict[MessageQueue, int]:
+            return {q.mq: committed if q.address == "B:1" else 0 for q in queues}
+
+    async def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        seen.extend(m.msg_id for m in messages if m.queue_id == 1)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    async def rejoin() -> None:
+        pass
+
+    table = Assignment()
+    fetch = Fetcher(rt, table, cast(Any, FakeOffsetStore()), ListenerRunner(listener, 2, "GID"), orderly=False,
+                    on_lost=lambda pq, exc: None, rejoin=rejoin)
+    part = Rebalancer(rt, table, fetch, leases=QueueLeases(cast(Any, brokers), "G", "c1"),
+                      start_offsets=cast(Any, Starts()), heartbeats=cast(Any, Routes()),
+                      base_strategy=AllocateMessageQueueAveragely(), on_queues_changed=lambda: None)
+    await part.rebalance()
+    await until(lambda: len(seen) == len(old), "the old leader's messages consumed")
+    brokers.logs["B:1"], brokers.leader = new, "B:1"  # elected; it stores new messages at its next offsets
+    await until(rt.rebalance_now.is_set, "the consumer told NOT_LEADER by A")
+    await part.rebalance()
+    await until(lambda: set(new) <= set(old) | set(seen), "the new leader's messages consumed")
+    await part.release_queues(keep_adopted=False)
+    return seen
+
+
+@run
+async def test_a_new_leader_storing_other_messages_at_offsets_read_from_the_old_one_has_them_delivered() -> None:
+    """Async replication: A acknowledged o5..o9 alone and the consumer read them; B, elected with o0..o4, stores n5..n9
+    at those offsets. Resuming where the consumer stopped on A (10) would skip every one of them: it resumes at B's
+    committed offset instead, since B does not hold o9 at 9."""
+    old = [f"o{i}" for i in range(10)]
+    new = old[:5] + [f"n{i}" for i in range(5, 10)]
+    seen = await consume_across_an_election(old, new, committed=3)
+    assert seen[:10] == old and {f"n{i}" for i in range(5, 10)} <= set(seen[10:]), seen
+
+
+@run
+async def test_a_new_leader_holding_what_was_read_from_the_old_one_resumes_where_the_consumer_stopped() -> None:
+    """Sync replication (or a pause): B holds o0..o9 as A did, its copy of the commits behind (3): the consumer
+    resumes at 10, where it stopped, and gets nothing twice."""
+    old = [f"o{i}" for i in range(10)]
+    seen = await consume_across_an_election(old, old + ["n10", "n11"], committed=3)
+    assert seen == old + ["n10", "n11"], seen
+
+
+@run
+async def test_a_new_leader_holding_the_last_message_read_but_another_one_below_it_has_that_one_delivered() -> None:
+    """Under sync replication a send stored by the cut leader but not copied is answered TIMEOUT and sent again: the
+    new leader may store it elsewhere, and the last message read may even sit at the same offset there while another
+    sits below it. Every message consumed since the committed offset is compared, not only the last one."""
+    old = [f"o{i}" for i in range(10)]
+    new = old[:5] + ["x5"] + old[6:] + ["o5"]
+    seen = await consume_across_an_election(old, new, committed=3)
+    assert "x5" in seen[10:] and seen[:10] == old, seen
+

@@ -585,7 +585,7 @@ class GroupClients(BaseModel):
     next_offset: int | None = Field(default=None, description="the offset of the next page (None: none after)")
 
 
-def _lane_needs_gray(gray: bool | None, lane: str | None) -> str | None:
+def lane_needs_gray(gray: bool | None, lane: str | None) -> str | None:
     """The lane to store with a flag: none for ``gray`` (as rows from before lanes); refused unless the flag is on."""
     if lane is not None and gray is not True:
         raise ValueError(f"lane {lane} needs gray true (a lane is named only for clients put in it)")
@@ -599,7 +599,7 @@ class FlagPut(BaseModel):
 
     @model_validator(mode="after")
     def _lane_with_gray(self) -> Self:
-        self.lane = _lane_needs_gray(self.gray, self.lane)
+        self.lane = lane_needs_gray(self.gray, self.lane)
         return self
 
 
@@ -651,7 +651,7 @@ class RuleCreate(BaseModel):
 
     @model_validator(mode="after")
     def _lane_with_gray(self) -> Self:
-        self.lane = _lane_needs_gray(self.gray, self.lane)
+        self.lane = lane_needs_gray(self.gray, self.lane)
         return self
 
 

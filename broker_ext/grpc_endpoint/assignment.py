@@ -1,7 +1,8 @@
 """Which queues of a topic a stock consumer receives from, and QueryAssignment, which tells it.
 
-The sides are ``AllocateMessageQueueGray``'s: a consumer in a lane takes its lane's slot (the ``gray`` lane, with a
-weight, the weighted base queues too); a base consumer the other base queues, and the slots of lanes without a
+The sides are ``AllocateMessageQueueGray``'s: a consumer in a lane takes its lane's slot and, with a weight, the base
+queues the lane's weight gives it (``core.queue_layout.lane_weight_shares``, as graymq's consumers split them); a base
+consumer the other base queues, and the slots of lanes without a
 consumer in its group whose orphan policy is ``adopt``; with the gray switch off every queue is base. Pop consumers
 of one side share every queue of their side (the broker hands each message to one of them), so there is no split per
 client: the answer depends only on the client's side and the group's gray settings.
@@ -20,7 +21,7 @@ from graymq.broker_ext.topic_config import LanePairs, lane_pairs
 from graymq.core.allocate import AllocateMessageQueueGray
 from graymq.core.group_gray import GroupGray
 from graymq.core.message_queue import MessageQueue
-from graymq.core.queue_layout import GRAY_LANE, lane_weighted_ids, slot_of_queue
+from graymq.core.queue_layout import GRAY_LANE, lane_weight_shares, slot_of_queue
 from graymq.core.route import FREE_SLOT
 from graymq.protocol.membership import OrphanPolicy
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
@@ -75,6 +76,11 @@ def receivable_queue_ids(queue_nums: int, gray_queue_nums: int, side: Side, grou
     >>> adopt_v2 = GroupGray(lane_policies={"v2": "adopt"})  # v2 has no consumer in the group: base takes it
     >>> sorted(receivable_queue_ids(10, 2, Side(None, False, gray), adopt_v2, lane_slots=3, lanes=lanes))
     [0, 1, 2, 3, 4, 5]
+    >>> v2_half = GroupGray(lane_weights={"v2": 50})  # v2's weight: half of base 1..4 besides its slot
+    >>> sorted(receivable_queue_ids(10, 2, Side("v2", False), v2_half, lane_slots=3, lanes=lanes))
+    [0, 2, 4, 5]
+    >>> sorted(receivable_queue_ids(10, 2, Side(None, False, frozenset({"v2"})), v2_half, lane_slots=3, lanes=lanes))
+    [1, 3]
     """
     if side.retired:
         return frozenset()
@@ -82,12 +88,12 @@ def receivable_queue_ids(queue_nums: int, gray_queue_nums: int, side: Side, grou
         return frozenset(range(queue_nums))
     present = side.lanes_present | ({side.lane} if side.lane is not None else set())
     return _ids(queue_nums, gray_queue_nums, lane_slots, stock_lanes(lanes), side.lane, frozenset(present),
-                group.weight, group.orphan_policy, tuple(sorted(group.lane_policies.items())))
+                group.weights, group.orphan_policy, tuple(sorted(group.lane_policies.items())))
 
 
 @functools.lru_cache(maxsize=1024)
 def _ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, lanes: LanePairs | None, lane: str | None,
-         lanes_present: frozenset[str], weight: int, orphan_policy: OrphanPolicy,
+         lanes_present: frozenset[str], weights: tuple[tuple[str, int], ...], orphan_policy: OrphanPolicy,
          lane_policies: tuple[tuple[str, OrphanPolicy], ...]) -> frozenset[int]:
     slot_lanes = {slot: name for name, slot in (lanes if lanes is not None else ((GRAY_LANE, 0),))}
 
@@ -95,9 +101,9 @@ def _ids(queue_nums: int, gray_queue_nums: int, lane_slots: int, lanes: LanePair
         slot = slot_of_queue(mq.queue_id, queue_nums, gray_queue_nums, lane_slots)
         return None if slot is None else slot_lanes.get(slot, FREE_SLOT)
 
-    weighted = frozenset(lane_weighted_ids(queue_nums, gray_queue_nums, lane_slots, weight))
+    shares = lane_weight_shares(queue_nums, gray_queue_nums, lane_slots, weights)
     allocation = AllocateMessageQueueGray(lambda mq: lane_of(mq) is not None, orphan_policy=orphan_policy,
-                                          is_weighted=lambda mq: mq.queue_id in weighted, lane_of=lane_of,
+                                          weighted_lane=lambda mq: shares.get(mq.queue_id), lane_of=lane_of,
                                           lane_policies=dict(lane_policies))
     queues = [MessageQueue("", "", queue_id) for queue_id in range(queue_nums)]
     return frozenset(mq.queue_id for mq in allocation.lane_sides(queues, lanes_present).get(lane, []))

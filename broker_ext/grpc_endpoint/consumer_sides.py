@@ -170,8 +170,9 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         return self._receivable(consumer, config)
 
     def _receivable(self, consumer: StockConsumer, config: TopicConfig) -> frozenset[int]:
-        """The queues a stock consumer receives from; a base one not those the group's graymq consumers of lanes other
-        than gray hold by their lane's weight (docs/lanes.md)."""
+        """The queues a stock consumer receives from, its lane's weight applied as graymq's consumers apply it; a base
+        one also not those the group's graymq consumers of lanes other than gray hold by the weights they last told
+        this broker (ahead of or behind this consumer's answer while a weight changes; docs/lanes.md)."""
         side = Side(consumer.lane, consumer.retired, self._lanes_present(consumer.group))
         ids = receivable_queue_ids(config.queue_nums, config.gray_queue_nums, side, consumer.group_gray,
                                    lane_slots=config.lane_slots, lanes=config.lanes)
@@ -245,7 +246,8 @@ class ConsumerSides(RegisteredSides[StockConsumer]):
         before = (consumer.lane, consumer.state, consumer.group_gray)
         consumer.group_gray = GroupGray(
             switch=answer.gray_switch, weight=answer.gray_weight, orphan_policy=answer.orphan_policy,
-            retired=answer.gray_retired, lane_policies=GroupGray.policies(answer.lanes))
+            retired=answer.gray_retired, lane_policies=GroupGray.policies(answer.lanes),
+            lane_weights=GroupGray.lane_weights_of(answer.lanes))
         self.consumption[consumer.group] = GroupConsumption(answer.fifo, answer.max_attempts or CONSUMER_MAX_ATTEMPTS)
         self._follow(consumer, answer.desired_lane)
         if (consumer.lane, consumer.state, consumer.group_gray) != before:

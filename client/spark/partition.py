@@ -12,6 +12,7 @@ from pyspark.sql.datasource import InputPartition
 from graymq.client.message import MessageQueue, PullStatus
 from graymq.client.spark.options import SourceOptions
 from graymq.client.spark.schema import to_record_batch
+from graymq.client.spark.spans import receive_spans
 from graymq.client.sync import SyncPullConsumer
 from graymq.protocol.errors import OffsetIllegalError, RequestTimeoutError
 
@@ -49,10 +50,14 @@ def read_range(options: SourceOptions, part: InputPartition) -> Iterator[pa.Reco
     consumer = SyncPullConsumer(options.group, options.nameserver, gray=options.gray, lane=options.lane,
                                 register=False)
     try:
-        adopted = options.in_lane is None and consumer.route(mq.topic).is_gray(mq)  # a base job reading a lane's queue
+        lane = options.in_lane if options.in_lane is not None else consumer.route(mq.topic).lane_of(mq)
+        adopted = options.in_lane is None and lane is not None  # a base job reading a lane's queue
+        spans = receive_spans(options.group, mq, lane or None)
         offset = part.start
         stalled_since: float | None = None
         while offset < part.end:
+            if spans is not None:
+                spans.pull_started()
             result = consumer.pull(mq, offset, min(options.pull_batch_size, part.end - offset), options.expression,
                                    NO_NEW_MSG_WAIT_S if stalled_since is not None else 0.0, adopted)
             if result.status is PullStatus.OFFSET_ILLEGAL:
@@ -67,6 +72,8 @@ def read_range(options: SourceOptions, part: InputPartition) -> Iterator[pa.Reco
                 continue
             stalled_since = None
             messages = [m for m in result.messages if m.queue_offset < part.end]
+            if spans is not None:
+                spans.received(messages)
             if messages:
                 yield to_record_batch(messages)
             offset = result.next_begin_offset

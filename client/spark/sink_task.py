@@ -23,12 +23,14 @@ import hashlib
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from graymq.client.lane_slots import route_with_slot
 from graymq.client.message import Message, MessageQueue
 from graymq.client.producer import Producer
 from graymq.client.spark.sink_options import SinkOptions
 from graymq.client.spark.sink_schema import SinkColumns
+from graymq.client.spark.spans import SendSpans, send_spans
 from graymq.client.sync import SyncFacade
 from graymq.nameserver_api.membership import new_client_id
 from graymq.protocol.errors import GrayMQError, LaneSlotError
@@ -73,9 +75,9 @@ class SinkProducer:
     """The task's producer (registered in ``producerGroup`` on the task's side, base or its lane, unless
     ``registerProducer`` is false) under the task's producer id."""
 
-    def __init__(self, options: SinkOptions, identity: TaskIdentity) -> None:
+    def __init__(self, options: SinkOptions, identity: TaskIdentity, client_id: str) -> None:
         self.options = options
-        self.producer = Producer(options.producer_group, options.nameserver, client_id=new_client_id("spark-sink"),
+        self.producer = Producer(options.producer_group, options.nameserver, client_id=client_id,
                                  gray=options.gray, lane=options.lane, token=options.token,
                                  retry_times=options.retry_times, send_timeout_s=options.send_timeout_s,
                                  auto_batch=False, register=options.register_producer)
@@ -105,6 +107,7 @@ class SinkProducer:
 class _Request:
     messages: list[Message] = field(default_factory=list)
     size: int = 0
+    spans: list[Any] = field(default_factory=list)  # each message's send span while tracing is on
 
 
 class PartitionWriter:
@@ -113,7 +116,9 @@ class PartitionWriter:
     def __init__(self, options: SinkOptions, columns: SinkColumns, identity: TaskIdentity) -> None:
         self.options, self.columns, self.identity = options, columns, identity
         self.stored = 0
-        self._producer = SyncFacade(lambda: SinkProducer(options, identity))
+        client_id = new_client_id("spark-sink")
+        self._producer = SyncFacade(lambda: SinkProducer(options, identity, client_id))
+        self._spans: SendSpans | None = send_spans(options.producer_group, client_id, options.side)
         self._candidates: dict[str, list[MessageQueue]] = {}
         self._open: dict[MessageQueue, _Request] = {}
         self._numbers: dict[MessageQueue, int] = {}
@@ -127,6 +132,8 @@ class PartitionWriter:
             for mq in list(self._open):
                 self._flush(mq)
         except Exception as exc:  # re-raised with what was stored, whatever the cause (a row, a broker, a UDF)
+            for request in self._open.values():  # rows never sent: their spans end as failed too
+                SendSpans.failed(request.spans, exc)
             raise SinkTaskError(f"graymq sink: partition {self.identity.partition_id} of batch "
                                 f"{self.identity.batch_id} stopped after {self.stored} of its rows were stored "
                                 f"(write or query id {self.identity.write_id}): {exc}") from exc
@@ -140,6 +147,9 @@ class PartitionWriter:
             candidates = self._candidates[message.topic] = self._producer.candidates(message.topic)
         mq = self.identity.queue(candidates, message.sharding_key)
         request = self._open.setdefault(mq, _Request())
+        if self._spans is not None:
+            span, message = self._spans.started(message)
+            request.spans.append(span)
         request.messages.append(message)
         request.size += len(message.body)
         if len(request.messages) >= self.options.batch_max_messages or request.size >= self.options.batch_max_bytes:
@@ -151,4 +161,9 @@ class PartitionWriter:
         self._numbers[mq] = number + 1
         sequence = self.identity.sequence(number)
         ids = self.identity.msg_ids(mq, sequence, len(request.messages))
-        self.stored += self._producer.send(mq, request.messages, sequence, ids)
+        try:
+            self.stored += self._producer.send(mq, request.messages, sequence, ids)
+        except Exception as exc:  # the spans say so; the task's error says the rest
+            SendSpans.failed(request.spans, exc)
+            raise
+        SendSpans.stored(request.spans, mq, ids)

@@ -6,9 +6,9 @@ with the caller as actor and the reason given; promote and rollback start a cuto
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.orm import Session, sessionmaker
 
 from graymq.nameserver.schemas import (
@@ -23,6 +23,7 @@ from graymq.nameserver.schemas import (
     RuleCreate,
     SwitchPut,
     WeightPut,
+    lane_needs_gray,
 )
 from graymq.nameserver.services.clients import ClientService
 from graymq.nameserver.services.groups import GroupService
@@ -38,6 +39,12 @@ class FlagAction(BaseModel):
     action: Literal["flag"]
     client_id: ClientId
     gray: bool | None = Field(description="the explicit flag; null lets the group's rules decide")
+    lane: LaneName | None = Field(default=None, description="with gray true: the lane (default gray; docs/lanes.md)")
+
+    @model_validator(mode="after")
+    def _lane_with_gray(self) -> Self:
+        self.lane = lane_needs_gray(self.gray, self.lane)
+        return self
 
 
 class RuleAction(BaseModel):
@@ -106,14 +113,14 @@ def perform(sessions: sessionmaker[Session], settings: NameServerSettings, group
             case SwitchAction(enabled=enabled):
                 groups.set_switch(group, SwitchPut(enabled=enabled, reason=reason), actor)
                 return ActionResult(message=f"gray switch of {group} turned {'on' if enabled else 'off'}")
-            case FlagAction(client_id=client_id, gray=gray):
-                result = ClientService(session, settings).set_flag(group, client_id, FlagPut(gray=gray, reason=reason),
-                                                                   actor, None)
-                shown = "cleared (rules decide)" if result.explicit_gray is None else _flag(result.explicit_gray)
+            case FlagAction(client_id=client_id, gray=gray, lane=lane):
+                result = ClientService(session, settings).set_flag(
+                    group, client_id, FlagPut(gray=gray, lane=lane, reason=reason), actor, None)
+                shown = "cleared (rules decide)" if result.explicit_gray is None else side_name(gray, lane)
                 return ActionResult(message=f"flag of {client_id} set: {shown}")
             case RuleAction(selector=selector, gray=gray):
                 view, created = groups.put_rule(group, RuleCreate(selector=selector, gray=gray, reason=reason), actor)
-                return ActionResult(message=f"rule #{view.id} {_labels(selector)} → {_flag(gray)} "
+                return ActionResult(message=f"rule #{view.id} {_labels(selector)} → {side_name(gray)} "
                                             f"{'added' if created else 'changed'}")
             case RuleDeleteAction(rule_id=rule_id):
                 groups.delete_rule(group, rule_id, actor, reason)
@@ -124,8 +131,15 @@ def perform(sessions: sessionmaker[Session], settings: NameServerSettings, group
     raise AssertionError(f"unhandled action {action!r}")
 
 
-def _flag(gray: bool) -> str:
-    return "gray" if gray else "normal"
+def side_name(gray: bool | None, lane: str | None = None) -> str:
+    """How a flag's side reads: ``normal``, ``gray`` or ``lane v3``.
+
+    >>> side_name(False), side_name(True), side_name(True, "v3")
+    ('normal', 'gray', 'lane v3')
+    """
+    if not gray:
+        return "normal"
+    return "gray" if lane in (None, GRAY_LANE) else f"lane {lane}"
 
 
 def _labels(labels: dict[str, str]) -> str:

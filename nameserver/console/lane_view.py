@@ -77,6 +77,32 @@ class TopicSlots:
         return sum(not s.lane for s in self.slots)
 
 
+@dataclass(frozen=True, slots=True)
+class LaneCount:
+    """One lane of a group on the groups page: the clients in it now and its queues' backlog."""
+
+    lane: str
+    clients: int
+    backlog: int | None  # None: a broker did not answer
+
+    @property
+    def colour(self) -> str:
+        return lane_colour(self.lane)
+
+
+def lane_in(client: ClientView) -> str | None:
+    """The lane a client is in now (None: base); a gray client naming no lane (from before lanes) is in ``gray``."""
+    return (client.lane or GRAY_LANE) if client.gray else None
+
+
+def lane_counts(clients: Sequence[ClientView], qmap: QueueMap) -> list[LaneCount]:
+    """Each lane a client of the group is in or that holds queues of its topics, ``gray`` first, with its count of
+    clients and its backlog."""
+    lanes = {lane for c in clients if (lane := lane_in(c)) is not None} | set(qmap.lanes())
+    return [LaneCount(lane, sum(lane_in(c) == lane for c in clients), qmap.backlog(lane))
+            for lane in sorted(lanes, key=lambda name: (name != GRAY_LANE, name))]
+
+
 def lane_of_client(client: ClientView) -> str | None:
     """The lane a client is shown in: the one it reports, else the one it is headed to."""
     return client.lane or client.desired_lane

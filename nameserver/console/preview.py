@@ -12,7 +12,9 @@ from graymq.nameserver.console.actions import (
     RuleDeleteAction,
     SwitchAction,
     WeightAction,
+    side_name,
 )
+from graymq.nameserver.console.lane_view import lane_in
 from graymq.nameserver.console.queue_map import QueueCell, QueueMap
 from graymq.nameserver.schemas import GRAY_LANE, ClientView, GroupDetail
 
@@ -27,8 +29,9 @@ def describe(action: ConsoleAction, detail: GroupDetail, clients: list[ClientVie
     gray_consumers = [c for c in consumers if c.gray]
     gray_producers = [c for c in clients if c.role == "producer" and (c.gray or c.desired_gray)]
     match action:
-        case FlagAction(client_id=client_id, gray=gray):
-            return _flag(detail, [c for c in clients if c.client_id == client_id], client_id, gray, qmap)
+        case FlagAction(client_id=client_id, gray=gray, lane=lane):
+            target = (lane or GRAY_LANE) if gray else None
+            return _flag(detail, [c for c in clients if c.client_id == client_id], client_id, gray, target, qmap)
         case SwitchAction(enabled=False):
             return (f"turns the gray switch of {group} off: {_count(len(gray_consumers), 'gray consumer')} "
                     f"{_drain(qmap.gray_cells(), qmap, len(gray_consumers))} and turn normal; producers stop sending "
@@ -69,21 +72,25 @@ def describe(action: ConsoleAction, detail: GroupDetail, clients: list[ClientVie
     raise AssertionError(f"unhandled action {action!r}")
 
 
-def _flag(detail: GroupDetail, found: list[ClientView], client_id: str, gray: bool | None, qmap: QueueMap) -> str:
+def _flag(detail: GroupDetail, found: list[ClientView], client_id: str, gray: bool | None, target: str | None,
+          qmap: QueueMap) -> str:
+    """A flag's effect: ``target`` the lane it puts the client in (None: base, or no flag when ``gray`` is None)."""
     if not found:
         return f"{client_id} is not a live client of {detail.group}: the flag applies when it heartbeats again"
     if gray is None:
         return f"clears the explicit flag of {client_id}: the group's rules decide whether it is gray"
     held = [cell for cell in qmap.cells() if client_id in cell.owners]
-    now_gray = any(c.gray for c in found)
-    if not gray and now_gray:
-        gray_held = [cell for cell in held if cell.gray]
-        return f"{client_id} {_drain(gray_held, qmap)}, then turns normal and takes normal queues"
-    if gray and not now_gray:
+    now = next((lane for c in found if (lane := lane_in(c)) is not None), None)
+    takes = "turns gray and takes gray queues" if target == GRAY_LANE else f"enters lane {target} and takes its queues"
+    if now is not None and target != now:
+        then = "turns normal and takes normal queues" if target is None else takes
+        return f"{client_id} {_drain([cell for cell in held if cell.gray], qmap, lane=now)}, then {then}"
+    if target is not None and now is None:
         if not detail.gray_switch:
-            return f"{client_id} is flagged gray, but the gray switch of {detail.group} is off: it stays normal"
-        return f"{client_id} gives up its {_count(len(held), 'queue')}, turns gray and takes gray queues"
-    return f"{client_id} stays {'gray' if gray else 'normal'} (its flag becomes explicit)"
+            return (f"{client_id} is flagged {side_name(True, target)}, but the gray switch of {detail.group} is off: "
+                    "it stays normal")
+        return f"{client_id} gives up its {_count(len(held), 'queue')}, {takes}"
+    return f"{client_id} stays {side_name(gray, target)} (its flag becomes explicit)"
 
 
 def _lane_cutover(action: PromoteAction | RollbackAction, detail: GroupDetail, clients: list[ClientView],

@@ -17,7 +17,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from graymq.nameserver.console.drain import DrainProgress, DrainWatch
-from graymq.nameserver.console.lane_view import LaneColumn, TopicSlots, lane_columns, slot_use
+from graymq.nameserver.console.lane_view import (
+    LaneColumn,
+    LaneCount,
+    TopicSlots,
+    lane_columns,
+    lane_counts,
+    lane_in,
+    slot_use,
+)
 from graymq.nameserver.console.queue_map import QueueMap, QueueOffsets, build_queue_map, owners_by_queue
 from graymq.nameserver.errors import NotFound
 from graymq.nameserver.schemas import (
@@ -93,9 +101,8 @@ class GroupRow:
     """One line of the groups page."""
 
     detail: GroupDetail
-    gray_clients: int
-    normal_clients: int
-    gray_backlog: int | None  # None: a broker did not answer
+    base_clients: int
+    lanes: list[LaneCount]  # gray first, then the other lanes by name
 
 
 @dataclass
@@ -157,8 +164,7 @@ class ConsoleReader:
         for stored in await run_in_threadpool(read):
             clients = stored.clients.clients
             qmap = await self._queue_map(stored.detail.group, stored, gray_only=True)
-            rows.append(GroupRow(stored.detail, sum(c.gray for c in clients), sum(not c.gray for c in clients),
-                                 qmap.gray_backlog))
+            rows.append(GroupRow(stored.detail, sum(lane_in(c) is None for c in clients), lane_counts(clients, qmap)))
         return rows
 
     def operations(self, limit: int = 100) -> list[CutoverView]:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -184,3 +185,36 @@ def test_a_lanes_rollback_aborted_from_the_console_stops_where_it_is(lanes: Lane
     expect(page.locator("#running-operation")).to_have_count(0)
     entry = page.locator('table.audit tr[data-audit-action="abort"]')
     expect(entry.locator(".reason")).to_have_text("wrong lane")
+
+
+def test_the_groups_list_counts_base_and_each_lanes_clients_apart(side_by_side: str, lanes: Lanes, new_page) -> None:
+    page = open_console(new_page(), f"{lanes.cluster.ns_url}/console/")
+    row = page.locator(f'tr[data-group="{SIDE}"]')
+    expect(row.locator(".base-clients")).to_have_text("2")  # b1 and p-base
+    assert row.locator(".lane-count").evaluate_all("ls => ls.map(l => [l.dataset.lane, l.dataset.clients])") == [
+        ["gray", "1"], ["v3", "2"]]  # g1; v3a and p-v3
+    expect(row.locator('.lane-count[data-lane="v3"]')).to_have_attribute("data-backlog", re.compile(r"^\d+$"))
+    expect(row.locator('.lane-count[data-lane="v3"]')).to_have_class(re.compile(r"\blane-c[1-6]\b"))
+
+
+def test_a_clients_flag_buttons_offer_each_lane_of_the_group_and_put_it_in_the_one_clicked(
+    side_by_side: str, lanes: Lanes, new_page
+) -> None:
+    ns = lanes.cluster.ns_url
+    page = open_console(new_page(), side_by_side)
+    assert page.locator('tr[data-client="b1"] .flag-actions button').all_inner_texts() == ["normal", "gray", "v3"]
+    confirmation = act(page, 'tr[data-client="b1"] button[data-lane="v3"]', "b1 tries v3")
+    assert re.fullmatch(r"b1 gives up its \d+ queues?, enters lane v3 and takes its queues", confirmation), \
+        confirmation
+    assert status(page) == "flag of b1 set: lane v3"
+    effective = page.locator('tr[data-client="b1"] td[data-lane]')
+    expect(effective).to_have_attribute("data-lane", "v3", timeout=30_000)
+    clients = httpx.get(f"{ns}/v1/groups/{SIDE}/clients", params={"role": "consumer"}, timeout=5).json()["clients"]
+    b1 = next(c for c in clients if c["client_id"] == "b1")
+    assert (b1["explicit_gray"], b1["explicit_lane"], b1["lane"]) == (True, "v3", "v3")  # the flag /v1 would set
+
+    confirmation = act(page, 'tr[data-client="b1"] button:text-is("normal")', "back to base")
+    assert re.fullmatch(r"b1 drains \d+ v3 queues?(, [\d,]+ messages? left| \(.*\)), then turns normal and takes "
+                        r"normal queues", confirmation), confirmation
+    assert status(page) == "flag of b1 set: normal"
+    expect(effective).to_have_attribute("data-lane", "", timeout=60_000)

@@ -9,8 +9,9 @@ trace context of their own span → group CHAIN_C: three Spark ``StreamingJob``s
 (service D: base, ``lane`` v2 and v3), in this process. Once every lane flows end to end: the base Spark job retires,
 ``graymq gray promote CHAIN_B --lane v3 ... --then CHAIN_C ... --then CHAIN_D``; then the v3 job (base now) retires
 and the same for v2. Checked: nothing lost or doubled at D, no message stored in a lane's queues of a hop consumed
-there outside the lane, and each message's spans (A's send, B's relay, D's process) one trace, each naming the lane
-of its hop (``graymq.lane``). Spark stage C passes the trace context on; it has no span of its own.
+there outside the lane, and each message's spans (A's send, B's relay, C's send in a Spark worker, D's process) one
+trace, each the child of the hop before and naming the lane of its hop (``graymq.lane``); C's workers trace into a
+file (``tests/support/spans.py``, ``worker_spans``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from graymq.protocol.errors import GrayMQError
 from tests.spark.conftest import spark  # noqa: F401 - the shared local[2] session
 from tests.support.cli import graymq, wait_for
 from tests.support.cluster import Cluster
-from tests.support.spans import spans  # noqa: F401 - the fixture
+from tests.support.spans import spans, worker_spans  # noqa: F401 - the fixtures
 from tests.support.stock_sdk import StockRelay
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(600)]
@@ -202,7 +203,7 @@ def out_of_lane(deliveries: Sequence[tuple[str | None, str | None]]) -> int:
 
 
 def test_a_release_across_a_stock_relay_a_spark_stage_and_graymq_consumers_is_promoted_lane_by_lane(
-        cluster, spark, relays, spans, tmp_path):  # noqa: F811 - the fixture
+        cluster, spark, relays, spans, worker_spans, tmp_path):  # noqa: F811 - the fixtures
     ns = cluster.ns_url
     sinks = {lane: Sink(ns, lane) for lane in LANES}
     base_job = stage_job(spark, ns, None, tmp_path)
@@ -243,13 +244,15 @@ def test_a_release_across_a_stock_relay_a_spark_stage_and_graymq_consumers_is_pr
         sink.consumer.stop()
     for relay in relays.values():
         relay.close()
-    check_chain(sent, sum(source.unknown for source in sources), relays, sinks, lanes_of, spans.get_finished_spans(),
-                reports, phases)
+    check_chain(sent, sum(source.unknown for source in sources), relays, sinks, lanes_of,
+                (spans.get_finished_spans(), worker_spans()), reports, phases)
 
 
 def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | None, StockRelay],
                 sinks: dict[str | None, Sink], lanes_of: dict[str, dict[int, str]],
-                finished: tuple[ReadableSpan, ...], reports: list[dict[str, Any]], phases: list[float]) -> None:
+                finished: tuple[tuple[ReadableSpan, ...], list[dict[str, Any]]], reports: list[dict[str, Any]],
+                phases: list[float]) -> None:
+    """``finished``: the spans of this process and those of the Spark workers (as JSON)."""
     everything = [(lane, line) for lane, relay in relays.items() for line in relay.lines]
     errors = [line for _, line in everything if "error" in line]
     unheard = {line["relayed"] for _, line in everything if "relayed" in line} - set(sent)
@@ -278,27 +281,30 @@ def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | No
         assert {"v2", "v3"} <= {stored for stored, _ in hop}
     traces = trace_check(sent, relayed, [d for d in at_d if d[1][0] in sent], lanes_of[T3], finished)
     print(f"lane chain: spans per trace {dict(Counter(traces.values()))}")
-    assert set(traces) == set(sent) and set(traces.values()) == {3}, Counter(traces.values())
+    assert set(traces) == set(sent) and set(traces.values()) == {4}, Counter(traces.values())
 
 
 def trace_check(sent: dict[str, str | None], relayed: list[tuple[str | None, dict[str, Any]]],
                 at_d: list[tuple[str | None, tuple[str, list[str], int, str]]], t3_lanes: dict[int, str],
-                finished: tuple[ReadableSpan, ...]) -> dict[str, int]:
-    """A's msg id -> the spans of its trace (A's send, B's relay, D's process), each checked: one trace, each the
-    child of the hop before, ``graymq.lane`` the lane of its hop's queue (absent for base)."""
-    by_id = {(s.attributes or {}).get("messaging.message.id"): s for s in finished if s.name.startswith("send ")}
-    processed = {(s.attributes or {}).get("messaging.message.id"): s for s in finished
-                 if s.name.startswith("process ")}
+                finished: tuple[tuple[ReadableSpan, ...], list[dict[str, Any]]]) -> dict[str, int]:
+    """A's msg id -> the hops of its trace with spans (A's send, B's relay, C's send, D's process), each checked: one
+    trace, each the child of the hop before, ``graymq.lane`` the lane of its hop's queue (absent for base)."""
+    here, in_workers = finished
+    by_id = {(s.attributes or {}).get("messaging.message.id"): s for s in here if s.name.startswith("send ")}
+    processed = {(s.attributes or {}).get("messaging.message.id"): s for s in here if s.name.startswith("process ")}
+    stage_sends = {s["context"]["span_id"][2:]: s for s in in_workers if s["name"] == f"send {T3}"}
     relay_of = {line["relayed"]: line for _, line in relayed if "relayed" in line}
     counted: dict[str, int] = {}
     for _, (origin, _, queue_id, d_msg_id) in at_d:
         send, relay, process = by_id[origin], relay_of[origin], processed[d_msg_id]
         assert send.context is not None and process.parent is not None
-        assert f"{send.context.trace_id:032x}" == relay["trace_id"] == f"{process.context.trace_id:032x}"
-        assert relay["parent_id"] == f"{send.context.span_id:016x}" and f"{process.parent.span_id:016x}" == \
-            relay["span_id"]
+        stage = stage_sends[f"{process.parent.span_id:016x}"]  # D's message came from C's send span
+        trace_id = f"{send.context.trace_id:032x}"
+        assert trace_id == relay["trace_id"] == stage["context"]["trace_id"][2:] == f"{process.context.trace_id:032x}"
+        assert relay["parent_id"] == f"{send.context.span_id:016x}" and stage["parent_id"][2:] == relay["span_id"]
         assert (send.attributes or {}).get("graymq.lane") == sent[origin] == relay["lane"]
-        assert (process.attributes or {}).get("graymq.lane") == t3_lanes.get(queue_id)
+        assert stage["attributes"].get("graymq.lane") == (process.attributes or {}).get("graymq.lane") == \
+            t3_lanes.get(queue_id)
         counted[origin] = sum(s.context is not None and s.context.trace_id == send.context.trace_id
-                              for s in finished) + 1  # B's relay span, in its own process
+                              for s in here) + 2  # B's relay span, in its own process, and C's, in a Spark worker
     return counted

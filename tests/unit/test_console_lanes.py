@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graymq.nameserver.console import lane_view, queue_map
-from graymq.nameserver.console.actions import PromoteAction, RollbackAction
+from graymq.nameserver.console import actions, lane_view, queue_map
+from graymq.nameserver.console.actions import FlagAction, PromoteAction, RollbackAction
 from graymq.nameserver.console.drain import DrainWatch
-from graymq.nameserver.console.lane_view import lane_columns, slot_use
+from graymq.nameserver.console.lane_view import lane_columns, lane_counts, slot_use
 from graymq.nameserver.console.operations import ConsoleOperations
 from graymq.nameserver.console.preview import describe
 from graymq.nameserver.console.queue_map import QueueOffsets, build_queue_map
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("module", [lane_view, queue_map])
+@pytest.mark.parametrize("module", [actions, lane_view, queue_map])
 def test_the_examples_hold(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
@@ -106,6 +106,33 @@ def test_a_lanes_promote_and_rollback_are_described_with_its_own_clients_and_que
         "rolls lane v3 of G back (adopt): 1 v3 producer turns normal; once the 1 v3 consumer stop, base consumers "
         "take 2 v3 queues, 8 messages left")
     assert describe(PromoteAction(action="promote"), detail, clients, qmap).startswith("promotes G: ")
+
+
+def test_the_groups_list_counts_base_and_each_lane_apart_with_its_backlog() -> None:
+    qmap = build_queue_map({"T": route({"gray": 0, "v3": 1})}, {}, {("b", "T"): {q: lag(4) for q in range(10)}})
+    clients = [client("b1", None), client("g1", "gray"), client("v3a", "v3"), client("p3", "v3", "producer"),
+               client("v2a", "v2")]
+    old = client("old", None).model_copy(update={"gray": True})  # a gray client from before lanes names none
+    assert [(c.lane, c.clients, c.backlog) for c in lane_counts([*clients, old], qmap)] == [
+        ("gray", 2, 8), ("v2", 1, 0), ("v3", 2, 8)]  # v2 holds no slot of T: no queue, no backlog
+
+
+def test_a_flag_into_a_lane_is_described_with_what_the_client_drains_first() -> None:
+    qmap = build_queue_map({"T": route({"gray": 0, "v3": 1})}, {"b:T:0": ("g1",), "b:T:5": ("g1",),
+                                                                  "b:T:1": ("b1",)},
+                           {("b", "T"): {q: lag(4) for q in range(10)}})
+    clients = [client("b1", None), client("g1", "gray")]
+    detail = GroupDetail(group="G", gray_switch=True, orphan_policy="hold", gray_weight=0, created_at=NOW,
+                         updated_at=NOW, rules=[], running_cutover=None)
+
+    def flag(client_id: str, lane: str) -> str:
+        return describe(FlagAction(action="flag", client_id=client_id, gray=True, lane=lane), detail, clients, qmap)
+
+    assert flag("b1", "v3") == "b1 gives up its 1 queue, enters lane v3 and takes its queues"
+    assert flag("g1", "v3") == "g1 drains 2 gray queues, 8 messages left, then enters lane v3 and takes its queues"
+    assert flag("g1", "gray") == "g1 stays gray (its flag becomes explicit)"
+    with pytest.raises(ValueError, match="lane v3 needs gray true"):
+        FlagAction(action="flag", client_id="b1", gray=False, lane="v3")
 
 
 def test_the_console_runs_one_operation_per_group_and_lane() -> None:

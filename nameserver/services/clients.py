@@ -185,12 +185,13 @@ class ClientService:
         rows = self.clients.of_clients({(groups[r.group].id, r.client_id) for r in reports})
         live_after = now - timedelta(seconds=self.settings.client_expiry_seconds / 2)
         settled: dict[int, tuple[Client, bool]] = {}  # index -> (its row, reported columns changed)
+        taken: set[int] = set()  # ids of those rows (a row reported twice in a batch goes the single way the second)
         for index, report in enumerate(reports):
             row = settled_row(rows.get((groups[report.group].id, report.client_id), []), report.role, binding,
                               live_after)
-            if row is not None and not any(row is other for other, _ in settled.values()) and self._may_report(
-                    report, caller):
+            if row is not None and row.id not in taken and self._may_report(report, caller):
                 settled[index] = (row, apply_report(row, report, now))
+                taken.add(row.id)
         used = {groups[reports[index].group].id: groups[reports[index].group] for index in settled}
         contexts = self._contexts(list(used.values()), {t for row, _ in settled.values() for t in row.topics or ()},
                                   producers=any(row.role == "producer" for row, _ in settled.values()))

@@ -41,6 +41,7 @@ LABELS = {  # figure -> its line in RESULTS.md
     "steady_nameserver_cpu_per_s": "steady name server CPU (s per s)",
     "steady_broker_a_cpu_per_s": "steady broker a CPU (s per s)",
     "steady_broker_b_cpu_per_s": "steady broker b CPU (s per s)",
+    "steady_heartbeats_stored_per_s": "steady client heartbeats the name server stored (per s)",
     "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
     "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
     "converge_after_join_s": "one consumer joins the big group → converged (s)",
@@ -219,6 +220,19 @@ def _flips(ns: NameServer, paths: list[Path], big: int) -> Figures:
     return figures
 
 
+def stored_client_rows(db_url: str) -> float:
+    """Client rows the name server's database has written so far (inserted or updated: one per heartbeat stored,
+    PostgreSQL's table statistics, which a server publishes within a second)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url).set(drivername="postgresql")
+    with psycopg.connect(url.render_as_string(hide_password=False)) as conn:
+        row = conn.execute("SELECT n_tup_ins + n_tup_upd FROM pg_stat_user_tables WHERE relname = 'clients'"
+                           ).fetchone()
+    return float(row[0]) if row else math.nan
+
+
 def _steady(sources: dict[str, Callable[[], float]]) -> Figures:
     before, began = {k: read() for k, read in sources.items()}, time.monotonic()
     time.sleep(STEADY_S)
@@ -252,7 +266,8 @@ def fleet_case(ns: NameServer, root: Path, log_dir: Path, clients: int = 5000, p
                                 "all_started_s": time.monotonic() - began}
             sources = {"nameserver_cpu": ns.cpu_seconds, "broker_a_cpu": brokers["fleet-a"].cpu_seconds,
                        "broker_b_cpu": brokers["fleet-b"].cpu_seconds,
-                       "workers_cpu": lambda: sum(cpu_seconds(p.pid) for p in procs if p.pid)}
+                       "workers_cpu": lambda: sum(cpu_seconds(p.pid) for p in procs if p.pid),
+                       "heartbeats_stored": lambda: stored_client_rows(ns.db_url)}
             try:
                 figures["start_to_converged_s"] = _wait(paths, _converged(big), "the big group started") - began
             except TimeoutError:  # the steady load (what kept it from converging) and the memory are still shown

@@ -76,6 +76,7 @@ class NameServer(Server):
         super().__init__("nameserver", graymq_command(*args), log_dir, env=SECURE_ENV if secure else ENV,
                          ready_prefix=READY)
         self.admin_token = SECURE_ADMIN_TOKEN if secure else ADMIN_TOKEN
+        self.db_url = db_url
         self.url = ""
 
     def wait_ready(self, timeout_s: float = 60.0) -> Self:

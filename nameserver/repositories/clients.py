@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, or_, select, update
+from sqlalchemy import bindparam, case, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -19,8 +19,10 @@ from graymq.nameserver.schemas import ClientHeartbeat
 # row (and the explicit flag operators gave the client id) stays for a restart under the same id.
 UNREGISTERED = datetime(1970, 1, 1, tzinfo=UTC)
 
-_REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "health", "gray_marks", "last_seen",
-             "declared_lane", "lane", "frozen_lanes")
+# The columns a heartbeat reports; a heartbeat stores them and ``last_seen``.
+REPORTED = ("labels", "declared_gray", "gray", "state", "queues", "topics", "health", "gray_marks", "declared_lane",
+            "lane", "frozen_lanes")
+_STORED = (*REPORTED, "last_seen")
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,13 @@ def _upsert_statement(dialect: str, enforce: bool) -> Any:
         explicit_gray=sibling_flag,
         first_seen=bindparam("last_seen"),
         principal=bindparam("principal"),
-        **{column: bindparam(column) for column in _REPORTED},
+        **{column: bindparam(column) for column in _STORED},
     )
     claimable = or_(Client.principal.is_(None), Client.last_seen <= bindparam("expired_before"))
     claimed = case((claimable, func.coalesce(stmt.excluded.principal, Client.principal)), else_=Client.principal)
     return stmt.on_conflict_do_update(
         index_elements=[Client.group_id, Client.client_id, Client.role],
-        set_={"principal": claimed, **{column: getattr(stmt.excluded, column) for column in _REPORTED}},
+        set_={"principal": claimed, **{column: getattr(stmt.excluded, column) for column in _STORED}},
         where=or_(claimable, Client.principal == stmt.excluded.principal) if enforce else None,
     ).returning(Client)
 
@@ -91,7 +93,7 @@ class ClientRepository:
         """
         params = {"group_id": group_id, "client_id": report.client_id, "role": report.role, "last_seen": now,
                   "principal": binding.principal, "expired_before": binding.expired_before,
-                  **report.model_dump(include=set(_REPORTED))}
+                  **report.model_dump(include=set(_STORED))}
         stmt = _upsert_statement(self.session.get_bind().dialect.name, binding.enforce)
         return self.session.scalars(stmt, params, execution_options={"populate_existing": True}).one_or_none()
 
@@ -114,6 +116,33 @@ class ClientRepository:
         if lock:
             stmt = stmt.with_for_update()
         return self.session.scalars(stmt).all()
+
+    def of_clients(self, keys: Iterable[tuple[int, str]]) -> dict[tuple[int, str], list[Client]]:
+        """``of_client`` of each (group id, client id) of ``keys`` in one statement, detached from the session: a
+        batch of heartbeats applies reports to them and writes them back in bulk (``touch``, ``store``)."""
+        wanted = sorted(set(keys))
+        by_client: dict[tuple[int, str], list[Client]] = {}
+        if not wanted:
+            return by_client
+        stmt = (select(Client).where(tuple_(Client.group_id, Client.client_id).in_(wanted))
+                .order_by(Client.group_id, Client.client_id, Client.role))
+        for row in self.session.scalars(stmt, execution_options={"populate_existing": True}).all():
+            self.session.expunge(row)
+            by_client.setdefault((row.group_id, row.client_id), []).append(row)
+        return by_client
+
+    def touch(self, ids: Sequence[int], now: datetime) -> None:
+        """Refresh ``last_seen`` of the rows ``ids`` (clients whose reports did not change): one statement."""
+        if ids:
+            self.session.execute(update(Client).where(Client.id.in_(sorted(ids))).values(last_seen=now))
+
+    def store(self, rows: Sequence[Client]) -> None:
+        """Write the reported columns of ``rows`` (detached, as ``of_clients`` gives them): one batch of updates by
+        primary key, in key order (two batches sharing rows lock them in one order)."""
+        if rows:
+            values = [{"id": row.id, **{column: getattr(row, column) for column in _STORED}}
+                      for row in sorted(rows, key=lambda row: row.id)]
+            self.session.execute(update(Client), values)
 
     def unregister(self, group_id: int, client_id: str, role: str | None) -> Sequence[Client]:
         """Mark the client id's rows (one role, or all) unregistered; returns the rows that were registered."""

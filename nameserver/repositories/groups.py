@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -37,6 +37,23 @@ class GroupRepository:
         group = self.get(name, lock=lock)
         assert group is not None
         return group
+
+    def ensure_many(self, names: Iterable[str], gray_switch: bool) -> dict[str, Group]:
+        """``ensure`` of each of ``names`` (none locked), by name: one statement when they all exist."""
+        wanted = sorted(set(names))
+        groups = self.get_many(wanted)
+        missing = [name for name in wanted if name not in groups]
+        if missing:
+            stmt = upsert_insert(self.session, Group).values(
+                [{"name": name, "gray_switch": gray_switch, "orphan_policy": "hold"} for name in missing])
+            self.session.execute(stmt.on_conflict_do_nothing(index_elements=[Group.name]))
+            groups.update(self.get_many(missing))
+        return groups
+
+    def get_many(self, names: Iterable[str]) -> dict[str, Group]:
+        """The groups of ``names`` that exist, by name (one statement, none locked)."""
+        wanted = sorted(set(names))
+        return {g.name: g for g in self.session.scalars(select(Group).where(Group.name.in_(wanted)))} if wanted else {}
 
     def all(self) -> Sequence[Group]:
         return self.session.scalars(select(Group).order_by(Group.name)).all()

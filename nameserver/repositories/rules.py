@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import func, or_, select
@@ -31,6 +31,16 @@ class RuleRepository:
         stmt = (select(GrayRule).where(or_(GrayRule.group_id == group_id, GrayRule.group_id.is_(None)))
                 .order_by(GrayRule.group_id.is_(None), GrayRule.position, GrayRule.id))
         return self.session.scalars(stmt).all()
+
+    def applying_to_groups(self, group_ids: Iterable[int]) -> dict[int, list[GrayRule]]:
+        """``applying_to`` of each of ``group_ids``, in one statement."""
+        ids = sorted(set(group_ids))
+        stmt = (select(GrayRule).where(or_(GrayRule.group_id.in_(ids), GrayRule.group_id.is_(None)))
+                .order_by(GrayRule.position, GrayRule.id))
+        own: dict[int | None, list[GrayRule]] = {}
+        for rule in self.session.scalars(stmt):
+            own.setdefault(rule.group_id, []).append(rule)
+        return {group_id: own.get(group_id, []) + own.get(None, []) for group_id in ids}
 
     def get(self, group_id: int | None, rule_id: int) -> GrayRule | None:
         return self.session.scalars(select(GrayRule).where(_of(group_id), GrayRule.id == rule_id)).one_or_none()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
@@ -33,6 +34,7 @@ from graymq.nameserver.services.clients import ClientService, GroupViews
 from graymq.nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1", tags=["clients"])
+T = TypeVar("T")
 
 
 @router.post("/clients/heartbeat")
@@ -56,25 +58,36 @@ async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request
 async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, request: Request
                             ) -> ClientHeartbeatsResponse:
     """Several clients' heartbeats in one call and one thread-pool hop, each checked, stored and answered as
-    ``POST /clients/heartbeat`` would; a heartbeat refused (403 for a group beyond the caller's rights or a client of
-    another principal) gets its own error in its result and the others go on."""
+    ``POST /clients/heartbeat`` would (those of registered clients in one transaction: ``ClientService.heartbeats``);
+    a heartbeat refused (403 for a group beyond the caller's rights or a client of another principal) gets its own
+    error in its result and the others go on."""
     state = request.app.state
+    outcomes, allowed = _checked(body.heartbeats, lambda beat: check_client(caller, beat.group, beat.role, beat.topics))
 
-    def beat_all() -> list[ClientHeartbeatResult]:
-        results = []
+    def beat_all() -> list[ClientHeartbeatResponse | ApiError]:
         with state.sessions() as session:
-            service = ClientService(session, state.settings)
-            for beat in body.heartbeats:
-                try:
-                    check_client(caller, beat.group, beat.role, beat.topics)
-                    results.append(ClientHeartbeatResult(answer=service.heartbeat(beat, caller)))
-                except ApiError as refused:
-                    session.rollback()
-                    results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
-                                                         detail=refused.detail))
-        return results
+            return ClientService(session, state.settings).heartbeats([body.heartbeats[i] for i in allowed], caller)
 
-    return ClientHeartbeatsResponse(results=await run_in_threadpool(beat_all))
+    outcomes.update(zip(allowed, await run_in_threadpool(beat_all), strict=True))
+    return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))])
+
+
+def _checked(items: Sequence[T], check: Callable[[T], None]
+             ) -> tuple[dict[int, ClientHeartbeatResponse | ApiError], list[int]]:
+    """The errors of the items ``check`` refuses (by index), and the indexes of the others."""
+    refused: dict[int, ClientHeartbeatResponse | ApiError] = {}
+    for index, item in enumerate(items):
+        try:
+            check(item)
+        except ApiError as error:
+            refused[index] = error
+    return refused, [index for index in range(len(items)) if index not in refused]
+
+
+def _result(outcome: ClientHeartbeatResponse | ApiError) -> ClientHeartbeatResult:
+    if isinstance(outcome, ApiError):
+        return ClientHeartbeatResult(status_code=outcome.status_code, error=outcome.error, detail=outcome.detail)
+    return ClientHeartbeatResult(answer=outcome)
 
 
 @router.post("/clients/watch")
@@ -128,21 +141,17 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
     changes: GroupChanges = state.group_changes
     deadline = time.monotonic() + body.timeout_s
 
+    refused, allowed = _checked(body.watches, lambda watch: check_client(caller, watch.group, watch.role))
+
     def read() -> tuple[list[ClientHeartbeatResult], bool]:
-        results, differs = [], False
+        """Every watch's view, read together (``ClientService.views``), and whether one differs from its known."""
         with state.read_sessions() as session:
-            service = ClientService(session, state.settings)
-            for watch in body.watches:
-                try:
-                    check_client(caller, watch.group, watch.role)
-                    view = service.view(watch, caller)
-                except ApiError as refused:
-                    results.append(ClientHeartbeatResult(status_code=refused.status_code, error=refused.error,
-                                                         detail=refused.detail))
-                    continue
-                differs |= watch.known is None or _watched(view, watch.known) != watch.known
-                results.append(ClientHeartbeatResult(answer=view))
-        return results, differs
+            views = ClientService(session, state.settings).views([body.watches[i] for i in allowed], caller)
+        outcomes = {**refused, **dict(zip(allowed, views, strict=True))}
+        differs = any(isinstance(view, ClientHeartbeatResponse) and (
+            watch.known is None or _watched(view, watch.known) != watch.known)
+            for watch, view in ((body.watches[i], outcomes[i]) for i in allowed))
+        return [_result(outcomes[index]) for index in range(len(body.watches))], differs
 
     metrics: Metrics = state.metrics
     metrics.watching(+1)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from graymq.nameserver.auth import Caller, check_gray_producer, names_producer_group
 from graymq.nameserver.clock import utc_now
-from graymq.nameserver.errors import Conflict, Forbidden, NotFound
+from graymq.nameserver.errors import ApiError, Conflict, Forbidden, NotFound
 from graymq.nameserver.gray_policy import lane_of
 from graymq.nameserver.models import RUNNING, Client, CutoverOperation, GrayRule, Group, Topic
 from graymq.nameserver.repositories.clients import ClientBinding, ClientRepository
@@ -32,6 +32,7 @@ from graymq.nameserver.schemas import (
     QueueCounts,
 )
 from graymq.nameserver.services.audit import AuditService
+from graymq.nameserver.services.heartbeat_batch import apply_report, settled_row
 from graymq.nameserver.services.lanes import LaneService, SlotMaps
 from graymq.nameserver.services.views import (
     client_desired_lane,
@@ -154,30 +155,119 @@ class ClientService:
         self.session.commit()
         return response
 
+    def heartbeats(self, reports: Sequence[ClientHeartbeat], caller: Caller
+                   ) -> list[ClientHeartbeatResponse | ApiError]:
+        """Store and answer several clients' heartbeats, each as ``heartbeat`` would (its answer, or the error it
+        would raise), in their order.
+
+        Those of settled clients (``heartbeat_batch.settled_row``) whose answer enters no lane are stored in one
+        transaction, in a constant number of statements: their rows read together, unchanged reports only
+        refreshing ``last_seen``, the answers' group-level parts read once per batch. The others go one by one
+        through ``heartbeat``, each committed or rolled back on its own."""
+        if not reports:
+            return []
+        results: list[ClientHeartbeatResponse | ApiError | None] = [None] * len(reports)
+        self._store_settled(reports, caller, results)
+        for index, report in enumerate(reports):
+            if results[index] is None:
+                try:
+                    results[index] = self.heartbeat(report, caller)
+                except ApiError as refused:
+                    self.session.rollback()
+                    results[index] = refused
+        return [result for result in results if result is not None]
+
+    def _store_settled(self, reports: Sequence[ClientHeartbeat], caller: Caller,
+                       results: list[ClientHeartbeatResponse | ApiError | None]) -> None:
+        """Answer in ``results`` (by index) and store in one transaction the heartbeats of settled clients whose
+        answer enters no lane; leave the others' results None."""
+        now, binding = utc_now(), self._binding(caller)
+        groups = self.groups.ensure_many({r.group for r in reports}, self.settings.default_gray_switch)
+        rows = self.clients.of_clients({(groups[r.group].id, r.client_id) for r in reports})
+        live_after = now - timedelta(seconds=self.settings.client_expiry_seconds / 2)
+        settled: dict[int, tuple[Client, bool]] = {}  # index -> (its row, reported columns changed)
+        taken: set[int] = set()  # ids of those rows (a row reported twice in a batch goes the single way the second)
+        for index, report in enumerate(reports):
+            row = settled_row(rows.get((groups[report.group].id, report.client_id), []), report.role, binding,
+                              live_after)
+            if row is not None and row.id not in taken and self._may_report(report, caller):
+                settled[index] = (row, apply_report(row, report, now))
+                taken.add(row.id)
+        used = {groups[reports[index].group].id: groups[reports[index].group] for index in settled}
+        contexts = self._contexts(list(used.values()), {t for row, _ in settled.values() for t in row.topics or ()},
+                                  producers=any(row.role == "producer" for row, _ in settled.values()))
+        for index, (row, _) in settled.items():
+            group = used[row.group_id]
+            answer = for_caller(self._answer(group, row, contexts[group.id]), caller)
+            if not any(self._lanes_to_enter(group, row, answer.desired_lane, contexts[group.id])):
+                results[index] = answer
+        stored = [settled[index] for index in settled if results[index] is not None]
+        self.clients.touch([row.id for row, changed in stored if not changed], now)
+        self.clients.store([row for row, changed in stored if changed])
+        self.session.commit()
+
+    @staticmethod
+    def _may_report(report: ClientHeartbeat, caller: Caller) -> bool:
+        """Whether ``heartbeat`` lets the caller send ``report`` (else it goes that way, to be refused there)."""
+        try:
+            if report.role == "producer":
+                check_gray_producer(caller, report.group, report.gray, report.declared_gray, report.gray_marks)
+        except ApiError:
+            return False
+        return True
+
     def _enter_lane(self, group: Group, client: Client, lane: str | None, context: AnswerContext) -> bool:
         """A client whose desired lane is ``lane`` takes the lane's slot on each of its topics with gray queues (409
         when a topic has none free, before taking any), and its group takes part in the lanes it is desired or
         reported in; whether anything changed (the answer is then read again)."""
-        taken = False
-        if lane is not None:
-            topics = [t for t in context.topics if t.name in (client.topics or ()) and t.gray_queue_nums
-                      and lane not in context.slots.get(t.name, {})]
-            taken = bool(topics) and self.lanes.take_on(topics, lane, client.client_id, group.name)
-        joining = {lane, lane_of(client.gray, client.lane)} - {None}
-        joining = {str(name) for name in joining if name not in context.lanes or not context.lanes[name].taking_part}
-        joined = group.gray_switch and bool(joining) and self.lanes.record_joined(group, joining)
+        topics, joining = self._lanes_to_enter(group, client, lane, context)
+        taken = bool(topics) and lane is not None and self.lanes.take_on(topics, lane, client.client_id, group.name)
+        joined = bool(joining) and self.lanes.record_joined(group, joining)
         return taken or joined
 
+    @staticmethod
+    def _lanes_to_enter(group: Group, client: Client, lane: str | None, context: AnswerContext
+                        ) -> tuple[list[Topic], set[str]]:
+        """What a client desired in ``lane`` enters: the topics of its own with gray queues where the lane holds no
+        slot yet, and the lanes (desired or reported in) its group does not take part in yet (none while the
+        group's switch is off)."""
+        topics = [] if lane is None else [
+            t for t in context.topics if t.name in (client.topics or ()) and t.gray_queue_nums
+            and lane not in context.slots.get(t.name, {})]
+        joining = {lane, lane_of(client.gray, client.lane)} - {None}
+        joining = {str(name) for name in joining if name not in context.lanes or not context.lanes[name].taking_part}
+        return topics, joining if group.gray_switch else set()
+
     def view(self, watch: ClientWatch, caller: Caller) -> ClientHeartbeatResponse:
-        """What a heartbeat of this client would answer now, without recording one (403 as a heartbeat)."""
-        group = self._group(watch.group)
-        client = next((c for c in self.clients.of_client(group.id, watch.client_id) if c.role == watch.role), None)
-        if client is None:
-            raise NotFound(f"{watch.role} {watch.client_id} is unknown in group {group.name}: heartbeat first")
-        if not self._binding(caller).allows(client):
-            raise self._taken(caller, group.name, client)
-        context = self._context(group, client.topics or (), client.role == "producer")
-        return for_caller(self._answer(group, client, context), caller)
+        """What a heartbeat of this client would answer now, without recording one (403 as a heartbeat; 404 for an
+        unknown group or client)."""
+        [view] = self.views([watch], caller)
+        if isinstance(view, ApiError):
+            raise view
+        return view
+
+    def views(self, watches: Sequence[ClientWatch], caller: Caller) -> list[ClientHeartbeatResponse | ApiError]:
+        """``view`` of each watch (its answer, or the error it would raise), in their order: in as many statements
+        as one, the clients' rows read together and the answers' group-level parts once."""
+        groups = self.groups.get_many(watch.group for watch in watches)
+        rows = self.clients.of_clients((groups[w.group].id, w.client_id) for w in watches if w.group in groups)
+        clients = {(row.group_id, row.client_id, row.role): row for found in rows.values() for row in found}
+        contexts = self._contexts(list(groups.values()), {t for row in clients.values() for t in row.topics or ()},
+                                  producers=any(row.role == "producer" for row in clients.values()))
+        binding, views = self._binding(caller), []
+        for watch in watches:
+            group = groups.get(watch.group)
+            client = None if group is None else clients.get((group.id, watch.client_id, watch.role))
+            if group is None:
+                views.append(NotFound(f"group {watch.group} is unknown"))
+            elif client is None:
+                views.append(NotFound(f"{watch.role} {watch.client_id} is unknown in group {group.name}: "
+                                      "heartbeat first"))
+            elif not binding.allows(client):
+                views.append(self._taken(caller, group.name, client))
+            else:
+                views.append(for_caller(self._answer(group, client, contexts[group.id]), caller))
+        return views
 
     def group_views(self, group_name: str) -> GroupViews:
         """What a heartbeat of each live client of the group would answer, in four statements whatever the group's
@@ -192,15 +282,20 @@ class ClientService:
     def _context(self, group: Group, topic_names: Sequence[str] | set[str], producers: bool) -> AnswerContext:
         """What answers of ``group``'s clients using ``topic_names`` need (``producers``: read the frozen producer
         groups too)."""
-        rules = self.rules.applying_to(group.id)
+        return self._contexts([group], topic_names, producers)[group.id]
+
+    def _contexts(self, groups: Sequence[Group], topic_names: Sequence[str] | set[str], producers: bool
+                  ) -> dict[int, AnswerContext]:
+        """``_context`` of each of ``groups`` (by id), sharing ``topic_names``, in as many statements as one."""
+        if not groups:
+            return {}
+        rules = self.rules.applying_to_groups(group.id for group in groups)
         slots = self.lanes.slot_maps()
-        return AnswerContext(
-            rules=rules,
-            topics=self.topics.by_names(topic_names) if topic_names else [],
-            frozen=self._frozen_producer_groups() if producers else {},
-            slots=slots,
-            lanes=self.lanes.states_of(group, rules, slots),
-        )
+        topics = self.topics.by_names(topic_names) if topic_names else []
+        frozen = self._frozen_producer_groups() if producers else {}
+        lanes = self.lanes.states_of(groups, rules, slots)
+        return {group.id: AnswerContext(rules=rules[group.id], topics=topics, frozen=frozen, slots=slots,
+                                        lanes=lanes[group.id]) for group in groups}
 
     def _frozen_producer_groups(self) -> dict[str, set[str]]:
         """The producer groups a RUNNING promote or rollback covers (a rollout's too, once past its weight steps),

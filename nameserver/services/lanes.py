@@ -133,9 +133,12 @@ class LaneService:
             maps.setdefault(topic, {})[lane] = slot
         return maps
 
-    def states_of(self, group: Group, rules: Sequence[GrayRule], slots: SlotMaps) -> dict[str, LaneState]:
-        """The group's lanes as ``lane_states`` gives them (nothing read while its switch is off)."""
-        return lane_states(group, rules, self.lanes.of_group(group.id), slots) if group.gray_switch else {}
+    def states_of(self, groups: Sequence[Group], rules: dict[int, Sequence[GrayRule]], slots: SlotMaps
+                  ) -> dict[int, dict[str, LaneState]]:
+        """Each group's lanes (by id) as ``lane_states`` gives them, ``rules`` by group id: one statement for all
+        (none while every switch is off)."""
+        rows = self.lanes.of_groups(group.id for group in groups if group.gray_switch)
+        return {group.id: lane_states(group, rules[group.id], rows.get(group.id, []), slots) for group in groups}
 
     def take(self, topic: Topic, lane: str, taken_by: str, group: str | None = None) -> tuple[int, bool]:
         """The slot ``lane`` holds on ``topic``, taken now when it holds none (then audited, ``taken_by`` the actor):

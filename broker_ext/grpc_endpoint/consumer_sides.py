@@ -38,6 +38,7 @@ from graymq.broker_ext.grpc_endpoint.report_checks import ReportChecks
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.topic_config import TopicConfig
+from graymq.core.consumer_side import ConsumerSide
 from graymq.core.gray_flip import FlipAction, GrayFlip
 from graymq.core.group_gray import GroupGray
 from graymq.core.queue_layout import GRAY_LANE
@@ -72,7 +73,7 @@ class BrokerView:
 
 
 @dataclass(slots=True)
-class StockConsumer:
+class StockConsumer(ConsumerSide):
     """One stock consumer in one group: its flag as it follows the name server, and the group's gray settings."""
 
     group: str
@@ -86,20 +87,6 @@ class StockConsumer:
     drain: asyncio.Task[None] | None = None
     used_at: float = field(default_factory=time.monotonic)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def gray(self) -> bool:
-        """The effective flag: a draining consumer is still gray."""
-        return self.flip.gray_state.gray
-
-    @property
-    def lane(self) -> str | None:
-        """The lane it is in (a draining consumer still is); None for base."""
-        return self.flip.in_lane
-
-    @property
-    def retired(self) -> bool:
-        return self.group_gray.retired and self.gray
 
     @property
     def state(self) -> ClientState:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from graymq.client.consumer.settings import ConsumerSettings
 from graymq.client.route_cache import SharedRouteCache
+from graymq.core.consumer_side import ConsumerSide
 from graymq.core.gray_flip import GrayFlip
 from graymq.core.group_gray import GroupGray
 from graymq.core.queue_layout import GRAY_LANE
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class ConsumerRuntime:
+class ConsumerRuntime(ConsumerSide):
     """One consumer's shared context; ``fail`` ends the consumer (set by its owner), ``rebalance_now`` wakes the
     rebalancer."""
 
@@ -42,25 +43,10 @@ class ConsumerRuntime:
     warnings: ThrottledLog = field(default_factory=lambda: ThrottledLog(log), init=False)
 
     @property
-    def gray(self) -> bool:
-        """The effective flag (a draining consumer is still gray)."""
-        return self.flip.gray_state.gray
-
-    @property
-    def lane(self) -> str | None:
-        """The lane this consumer is in (a draining consumer still is); None for base."""
-        return self.flip.in_lane
-
-    @property
     def wire_lane(self) -> str:
         """The lane as requests to brokers carry it: "" for base and the ``gray`` lane (the gray flag says which)."""
         lane = self.lane
         return "" if lane in (None, GRAY_LANE) else lane
-
-    @property
-    def retired(self) -> bool:
-        """A gray consumer of a group whose gray side was rolled back: it holds and consumes nothing."""
-        return self.gray and self.group_gray.retired
 
     def retry_later(self, exc: GrayMQError, what: str, key: Hashable) -> bool:
         """After a failed broker call: fail the consumer when ``exc`` is permanent (False), else warn (True).

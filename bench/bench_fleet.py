@@ -19,14 +19,13 @@ import contextlib
 import json
 import math
 import multiprocessing as mp
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from graymq.bench.bench_group_scale import GRAY_QUEUES, QUEUES
-from graymq.bench.common import Figures, cpu_seconds, worker_processes
+from graymq.bench.common import Figures, cpu_seconds, serve_group_commands, worker_processes
 from graymq.bench.graymq_servers import Broker, NameServer
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import GrayMQError
@@ -98,35 +97,19 @@ def _worker(ns_url: str, specs: list[Spec], status_path: str, commands: Any, rea
 
         await asyncio.gather(*(make(spec).start() for spec in specs))
         ready.set()
-        await _serve(big, status_path, commands, lambda cid: make(("consumer", cid, BIG_GROUP, TOPIC_A, False)))
+        await serve_group_commands(lambda: _big_group_status(big), status_path, commands,
+                                   lambda cid: make(("consumer", cid, BIG_GROUP, TOPIC_A, False)).start(),
+                                   lambda cid: big.pop(cid).stop(), POLL_S)
         await asyncio.gather(*(c.stop() for c in [*big.values(), *others]), return_exceptions=True)
 
     with quiet_logs():
         asyncio.run(run())
 
 
-async def _serve(big: dict[str, Any], status_path: str, commands: Any, make: Callable[[str], Any]) -> None:
-    """Write the big group's status whenever it changes; act on commands until ``None``."""
-    written = ""
-    loop = asyncio.get_running_loop()
-    while True:
-        status = json.dumps({cid: (c.lane, sorted(f"{mq.broker_name}:{mq.queue_id}" for mq in c.assigned()
-                                                  if mq.topic == TOPIC_A), c.gray_switch) for cid, c in big.items()})
-        if status != written:
-            Path(status_path + ".tmp").write_text(status)
-            os.replace(status_path + ".tmp", status_path)
-            written = status
-        try:
-            command = await loop.run_in_executor(None, commands.get, True, POLL_S)
-        except Exception:  # noqa: BLE001 - queue.Empty: nothing to do this round
-            continue
-        if command is None:
-            return
-        action, client_id = command
-        if action == "join":
-            await make(client_id).start()
-        else:
-            await big.pop(client_id).stop()
+def _big_group_status(big: dict[str, Any]) -> str:
+    """Each consumer of the big group: its lane, the queues of TOPIC_A it holds and the switch it sees."""
+    return json.dumps({cid: (c.lane, sorted(f"{mq.broker_name}:{mq.queue_id}" for mq in c.assigned()
+                                            if mq.topic == TOPIC_A), c.gray_switch) for cid, c in big.items()})
 
 
 @contextlib.contextmanager

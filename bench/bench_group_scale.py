@@ -18,7 +18,6 @@ import contextlib
 import json
 import math
 import multiprocessing as mp
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -59,7 +58,7 @@ def group_converged(holdings: Holdings, queue_nums: int, gray_nums: int, lane_sl
 def _worker(ns_url: str, group: str, topic: str, ids: list[tuple[str, str | None]], status_path: str,
             commands: Any, ready: Any) -> None:
     """Run ``ids`` consumers; ``("join", id)`` starts one more, ``("leave", id)`` stops one, ``None`` ends."""
-    from graymq.bench.common import quiet_logs
+    from graymq.bench.common import quiet_logs, serve_group_commands
     from graymq.client import PushConsumer
 
     async def ignore(messages: list[Any]) -> None:
@@ -76,26 +75,10 @@ def _worker(ns_url: str, group: str, topic: str, ids: list[tuple[str, str | None
 
         await asyncio.gather(*(make(client_id, lane).start() for client_id, lane in ids))
         ready.set()
-        written = ""
-        loop = asyncio.get_running_loop()
-        while True:
-            status = json.dumps({cid: (c.lane, sorted(mq.queue_id for mq in c.assigned() if mq.topic == topic))
-                                 for cid, c in consumers.items()})
-            if status != written:
-                Path(status_path + ".tmp").write_text(status)
-                os.replace(status_path + ".tmp", status_path)
-                written = status
-            try:
-                command = await loop.run_in_executor(None, commands.get, True, POLL_S)
-            except Exception:  # noqa: BLE001 - queue.Empty: nothing to do this round
-                continue
-            if command is None:
-                break
-            action, client_id = command
-            if action == "join":
-                await make(client_id, None).start()
-            else:
-                await consumers.pop(client_id).stop()
+        await serve_group_commands(
+            lambda: json.dumps({cid: (c.lane, sorted(mq.queue_id for mq in c.assigned() if mq.topic == topic))
+                                for cid, c in consumers.items()}),
+            status_path, commands, lambda cid: make(cid, None).start(), lambda cid: consumers.pop(cid).stop(), POLL_S)
         await asyncio.gather(*(c.stop() for c in consumers.values()), return_exceptions=True)
 
     with quiet_logs():

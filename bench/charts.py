@@ -76,17 +76,23 @@ def latency(results: Any, path: Path) -> bool:
 
 
 def convergence(results: Any, path: Path) -> bool:
-    points = sorted((f["consumers"], f) for e in results.parts.get("groupscale", {}).values()
-                    if _ok(f := e["median"]))
-    if not points:
+    """Start, join and leave convergence against group size: a fifth gray (solid), a fifth over 3 lanes (dashed)."""
+    cases = results.parts.get("groupscale", {})
+    series = {style: sorted(((f["consumers"], f) for name, e in cases.items()
+                             if ("lanes" in name) == lanes and _ok(f := e["median"])), key=lambda p: p[0])
+              for style, lanes in (("-", False), ("--", True))}
+    if not any(series.values()):
         return False
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    sizes = [n for n, _ in points]
-    for key, label in (("start_to_converged_s", "all started → converged"),
-                       ("converge_after_join_s", "a join → converged"),
-                       ("converge_after_leave_s", "a leave → converged")):
-        ax.plot(sizes, [f[key] for _, f in points], marker="o", label=label)
+    for style, points in series.items():
+        sizes = [n for n, _ in points]
+        for key, label in (("start_to_converged_s", "all started → converged"),
+                           ("converge_after_join_s", "a join → converged"),
+                           ("converge_after_leave_s", "a leave → converged")):
+            if points:
+                ax.plot(sizes, [f[key] for _, f in points], style, marker="o",
+                        label=label + (", 3 lanes" if style == "--" else ""))
     ax.set_xlabel("consumers in the group")
     ax.set_ylabel("seconds")
     ax.set_title("Group convergence against group size (100-queue topic)")

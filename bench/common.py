@@ -398,3 +398,26 @@ def worker_processes(procs: list[Any], commands: list[Any], join_s: float) -> It
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+async def serve_group_commands(status: Callable[[], str], status_path: str, commands: Any,
+                               join: Callable[[str], Awaitable[Any]], leave: Callable[[str], Awaitable[Any]],
+                               poll_s: float = 0.01) -> None:
+    """A bench worker's loop: write ``status()`` to ``status_path`` (atomically) whenever it changes, and act on
+    the ``("join" | "leave", client id)`` commands of the ``commands`` queue until it gives ``None``."""
+    written = ""
+    loop = asyncio.get_running_loop()
+    while True:
+        now = status()
+        if now != written:
+            Path(status_path + ".tmp").write_text(now)
+            os.replace(status_path + ".tmp", status_path)
+            written = now
+        try:
+            command = await loop.run_in_executor(None, commands.get, True, poll_s)
+        except Exception:  # noqa: BLE001 - queue.Empty: nothing to do this round
+            continue
+        if command is None:
+            return
+        action, client_id = command
+        await (join if action == "join" else leave)(client_id)

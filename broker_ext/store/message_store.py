@@ -551,6 +551,20 @@ class MessageStore:
         queue = self.queues.get(topic, queue_id)
         return queue.max_offset if queue else 0
 
+    def get_readable_max_offset(self, topic: str, queue_id: int) -> int:
+        """The next queue offset consumers may read from once everything is readable: the max offset less the
+        units from ``readable_end()`` on (a sync leader's messages its followers have not stored yet)."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        offset = queue.max_offset
+        if self.readable_end is None:
+            return offset
+        bound = self.readable_end()
+        while offset > queue.min_offset and next(iter(queue.units(offset - 1, 1)))[0] >= bound:
+            offset -= 1
+        return offset
+
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms`` (max offset if none)."""
         queue = self.queues.get(topic, queue_id)

@@ -64,10 +64,13 @@ class BrokerController:
         self.schedule = ScheduleMessageService(self.store, self.topics, self.put_service.append, self.file_work,
                                                settings.delay_levels_s, config_dir)
         replica_state = ReplicaState(self.offsets, self.schedule, self.locks)
-        self.feed = ReplicaFeed(settings, self.role, self.store, replica_state)
+        self.feed = ReplicaFeed(settings, self.role, self.store, replica_state, self.holds.notify)
         self.fetcher = ReplicaFetcher(self.name, settings.token, self.role, self.store, replica_state)
         if self.role.replicated:  # set here: the feed carries the schedule's offsets, the schedule appends through it
             self.put_service.on_appended = self.feed.appended
+        if self.role.sync:  # consumers read, and long polls wake, up to what the in-sync followers stored
+            self.put_service.wake = self.feed.wake
+            self.store.readable_end = self.feed.confirmed_offset
         self.producers = ProducerTable()
         self.send_processor = SendProcessor(self.name, self.put_service, self.producers, self.store, self.role,
                                             self.feed, sync_flush=settings.flush == "sync",

@@ -52,7 +52,7 @@ class AdminProcessor:
 
     def max_offset(self, req: pb.QueueRequest) -> bytes:
         self.topics.require(req.topic).check_queue(req.queue_id)
-        offset = self.store.get_max_offset(req.topic, req.queue_id)
+        offset = self.store.get_readable_max_offset(req.topic, req.queue_id)
         return response_envelope(pb.GET_MAX_OFFSET, pb.OffsetResponse(offset=offset))
 
     def search_offset(self, req: pb.SearchOffsetRequest) -> bytes:

@@ -14,7 +14,8 @@ from graymq.protocol.errors import TopicNotExistError
 
 class PutMessageService:
     """Appends to the store; ``on_appended`` (a replicated broker's feed, set by the controller) hears of every
-    append.
+    append, and ``wake(end_offset, topic, queue_id)`` is told of each queue written up to where: it wakes the queue's
+    long polls, at once by default, once the in-sync followers stored it on a sync leader (``ReplicaFeed.wake``).
 
     ``auto_create`` (dev mode): a write to an unknown topic creates it with ``default_layout`` (queues, gray queues).
     """
@@ -26,8 +27,8 @@ class PutMessageService:
         self._store = store
         self._topics = topics
         self._stats = stats
-        self._holds = holds
         self.on_appended: Callable[[], None] | None = None
+        self.wake: Callable[[int, str, int], None] = lambda end_offset, topic, queue_id: holds.notify(topic, queue_id)
         self._auto_create = auto_create
         self._default_layout = default_layout
         self._lanes: dict[str, tuple[TopicConfig, dict[int, str | None]]] = {}  # topic -> (config, queue -> lane)
@@ -56,20 +57,21 @@ class PutMessageService:
             # a batch's records are contiguous: its bytes are from the first one's start to the last one's end
             size = results[-1].end_offset - results[0].physical_offset
             self._stats.on_put(put.topic, self._lane_of_queue(put.topic, put.queue_id), len(messages), size)
-            self._holds.notify(put.topic, put.queue_id)
+            self.wake(results[-1].end_offset, put.topic, put.queue_id)
             return results
-        written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes]
+        written: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [messages, bytes, end offset]
         for put, result in zip(messages, results, strict=True):
             key = (put.topic, put.queue_id)
             counts = written.get(key)
             if counts is None:
-                written[key] = [1, result.size]
+                written[key] = [1, result.size, result.end_offset]
             else:
                 counts[0] += 1
                 counts[1] += result.size
-        for (topic, queue_id), (count, size) in written.items():
+                counts[2] = result.end_offset
+        for (topic, queue_id), (count, size, end_offset) in written.items():
             self._stats.on_put(topic, self._lane_of_queue(topic, queue_id), count, size)
-            self._holds.notify(topic, queue_id)
+            self.wake(end_offset, topic, queue_id)
         return results
 
     def _lane_of_queue(self, topic: str, queue_id: int) -> str | None:

@@ -8,6 +8,12 @@ the name server (compare-and-set on the epoch): the leader proposes — a follow
 and is within ``replica_lag_bytes`` of the log end, leaves once it did not fetch for ``replica_lag_s`` or fell
 further behind — and acts on the set the name server confirmed, so a replica it stopped waiting for can no longer
 be elected. With the name server unreachable, sends wait for every confirmed follower as before.
+
+The same point bounds what consumers read on a sync leader (``confirmed_offset``, the store's ``readable_end``): a
+message no in-sync follower holds yet is not served, so a consumer never reads what a new leader may not hold and
+its producer, answered a timeout, sends again. The long polls of a queue wake once the point passes what was
+appended to it (``wake``), not at the append. A term starts confirmed up to the log end its leader took over with
+(an elected replica was in sync: every acknowledged message is in it); the point never goes back within a term.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from graymq.broker_ext.config import BrokerSettings
@@ -39,13 +47,18 @@ class Follower:
 
 class ReplicaFeed:
     """``settings``: its name, ``replication_timeout_s`` and the in-sync limits (``replica_lag_s``,
-    ``replica_lag_bytes``); ``state``: what a fetch carries besides the log."""
+    ``replica_lag_bytes``); ``state``: what a fetch carries besides the log; ``notify``: wakes the long polls of a
+    queue (``PullRequestHoldService.notify``)."""
 
-    def __init__(self, settings: BrokerSettings, role: ReplicaRole, store: MessageStore, state: ReplicaState) -> None:
+    def __init__(self, settings: BrokerSettings, role: ReplicaRole, store: MessageStore, state: ReplicaState,
+                 notify: Callable[[str, int], None]) -> None:
         self.settings = settings
         self.role = role
         self.store = store
         self.state = state
+        self._notify = notify
+        self._confirmed = 0  # this term's confirmed offset so far (it only grows)
+        self._unconfirmed: deque[tuple[int, str, int]] = deque()  # (end offset, topic, queue id) not woken yet
         self.followers: dict[int, Follower] = {}
         # (end offset, tiebreak, future, its timeout's timer): a heap; an answered send's timer is cancelled, so
         # neither it nor what waits on the future (the response) outlives the answer
@@ -71,25 +84,64 @@ class ReplicaFeed:
         return future
 
     def _stored_by_all(self, end_offset: int) -> bool:
-        me = self.role.replica_id
-        return all(self.followers.get(r, Follower()).offset >= end_offset for r in self.role.in_sync if r != me)
+        stored = self._in_sync_stored()
+        return stored is None or stored >= end_offset
+
+    def _in_sync_stored(self) -> int | None:
+        """The offset every other in-sync replica acknowledged (``None``: no other is in sync)."""
+        me, followers = self.role.replica_id, self.followers
+        return min((followers.get(r, Follower()).offset for r in self.role.in_sync if r != me), default=None)
+
+    def confirmed_offset(self) -> int:
+        """Where consumers' reads stop. On a sync leader, what every in-sync follower stored (at least what it was
+        at this term's start or last call; the log end when no follower is in sync). On a sync replica that does
+        not lead, what it last confirmed as leader: consumers read from the leader, and a deposed leader does not
+        serve the tail it is about to move aside. Elsewhere (async, unreplicated) the log end."""
+        end, role = self.store.max_physical_offset, self.role
+        if not role.sync:
+            return end
+        if role.leads:
+            stored = self._in_sync_stored()
+            self._confirmed = max(self._confirmed, end if stored is None else stored)
+        self._confirmed = min(end, self._confirmed)
+        return self._confirmed
+
+    def wake(self, end_offset: int, topic: str, queue_id: int) -> None:
+        """An append to the queue ended at ``end_offset``: wake its long polls once consumers may read it."""
+        if not self._unconfirmed and self.confirmed_offset() >= end_offset:
+            self._notify(topic, queue_id)
+        else:
+            self._unconfirmed.append((end_offset, topic, queue_id))
 
     def _release(self) -> None:
-        """Answer every waiting send the in-sync followers now hold (in log order)."""
+        """Answer every waiting send the in-sync followers now hold (in log order); wake the long polls of the
+        queues written up to the confirmed offset."""
         waiters = self._waiters
         while waiters and (waiters[0][2].done() or self._stored_by_all(waiters[0][0])):
             _, _, future, timer = heapq.heappop(waiters)
             timer.cancel()
             if not future.done():
                 future.set_result(None)
+        unconfirmed = self._unconfirmed
+        if unconfirmed:
+            confirmed = self.confirmed_offset()
+            while unconfirmed and unconfirmed[0][0] <= confirmed:
+                _, topic, queue_id = unconfirmed.popleft()
+                self._notify(topic, queue_id)
 
     def in_sync_confirmed(self) -> None:
         """The name server stored a new in-sync set: sends no longer wait for a replica that left it."""
         self._release()
 
     def reset(self) -> None:
-        """A new term as leader: followers start unknown; sends still waiting fail (their outcome is unknown)."""
+        """A new term: followers start unknown; sends still waiting fail (their outcome is unknown). As leader,
+        reads are confirmed up to the log end and the long polls held for it wake; else they are left to time out."""
         self.followers.clear()
+        unconfirmed, self._unconfirmed = self._unconfirmed, deque()
+        if self.role.leads:
+            self._confirmed = self.store.max_physical_offset
+            for _, topic, queue_id in unconfirmed:
+                self._notify(topic, queue_id)
         for _, _, future, timer in self._waiters:
             timer.cancel()
             if not future.done():

@@ -56,6 +56,7 @@ from graymq.protocol.record import MAX_RECORD_SIZE, decode_record, encode_puts
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_ID = 65535
+_NO_BOUND = 1 << 63  # past any commit-log offset
 MAX_SCAN_UNITS = 2000  # consume-queue units one get_messages call may scan past the filter
 NO_TIMESTAMP = 1 << 63
 
@@ -209,6 +210,9 @@ class MessageStore:
         self._saved_state: tuple[int, dict[str, dict[int, int]]] | None = None
         self._checkpoint_path = store_dir / "checkpoint"
         self._abort_path = store_dir / "abort"
+        # where reads for consumers stop: a sync-replicated broker's confirmed offset (set by the broker); None:
+        # the log end
+        self.readable_end: Callable[[], int] | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -433,7 +437,9 @@ class MessageStore:
         With ``tags``, units are filtered by tag hash, then records exactly by their TAGS property;
         skipped messages still advance ``next_begin_offset``. Holes and records gone are skipped; so is
         a damaged record (its CRC, or a header not matching its unit), after turning its unit into a hole
-        (see the module doc). At most ``max(max_nums, MAX_SCAN_UNITS)`` units are scanned per call.
+        (see the module doc). At most ``max(max_nums, MAX_SCAN_UNITS)`` units are scanned per call. Nothing
+        from ``readable_end()`` (a record boundary) on is read: a queue whose next message is there has
+        ``NO_NEW_MSG``.
         """
         if max_nums < 1:
             raise ValueError(f"max_nums must be at least 1, got {max_nums}")
@@ -448,12 +454,15 @@ class MessageStore:
         hashes = {tag_hash(t) for t in tags} if tags else None
         commitlog = self.commitlog
         log_min = commitlog.min_offset
+        readable_end = _NO_BOUND if self.readable_end is None else self.readable_end()
         records: list[bytes | memoryview] = []
         size_total = 0
         next_offset = offset
         for physical_offset, size, unit_tag_hash in queue.units(
             offset, min(max_offset - offset, max(max_nums, MAX_SCAN_UNITS))
         ):
+            if physical_offset >= readable_end:  # the end is a record boundary (its size may be damaged)
+                break
             if size > 0 and physical_offset >= log_min and (hashes is None or unit_tag_hash in hashes):
                 record = commitlog.record_view(physical_offset, size)
                 if record is None:
@@ -473,7 +482,8 @@ class MessageStore:
         if records:
             commitlog.served(size_total)
             return GetResult(GetStatus.FOUND, next_offset, min_offset, max_offset, records)
-        return GetResult(GetStatus.NO_MATCHED_MSG, next_offset, min_offset, max_offset, records)
+        status = GetStatus.NO_NEW_MSG if next_offset == offset else GetStatus.NO_MATCHED_MSG
+        return GetResult(status, next_offset, min_offset, max_offset, records)
 
     def _skip_damaged(self, queue: ConsumeQueue, queue_offset: int, physical_offset: int, size: int,
                       reason: str) -> None:
@@ -540,6 +550,20 @@ class MessageStore:
         """The next queue offset to be written (0 for an unknown queue)."""
         queue = self.queues.get(topic, queue_id)
         return queue.max_offset if queue else 0
+
+    def get_readable_max_offset(self, topic: str, queue_id: int) -> int:
+        """The next queue offset consumers may read from once everything is readable: the max offset less the
+        units from ``readable_end()`` on (a sync leader's messages its followers have not stored yet)."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        offset = queue.max_offset
+        if self.readable_end is None:
+            return offset
+        bound = self.readable_end()
+        while offset > queue.min_offset and next(iter(queue.units(offset - 1, 1)))[0] >= bound:
+            offset -= 1
+        return offset
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms`` (max offset if none)."""

@@ -2,7 +2,8 @@
 load; the leader is killed (kill -9) and its store deleted; a follower leads within seconds, the producer goes on,
 every acknowledged message is there once in queue order; the old replica restarted empty catches up and rejoins the
 in-sync set. Under async replication, what a deposed leader acknowledged but never copied is moved aside, counted
-and kept, never dropped silently. A promote running across the failover loses nothing. The failover and the moving
+and kept, never dropped silently. A sync leader serves consumers only what its in-sync follower stored. A promote
+running across the failover loses nothing. The failover and the moving
 aside are checked on the compiled hot path and on the pure one (``GRAYMQ_PURE=1``: the replicas, and in the
 failover the producer and consumer processes too).
 """
@@ -26,7 +27,11 @@ import pytest
 
 from graymq.client import BlockingProducer, Message, Producer, SendResult
 from graymq.devkit.processes import GraymqProcess
+from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
+from graymq.protocol.record import iter_records
 from tests.integration.client.test_blocking_producer import stored
+from tests.support.broker import pull_request, run, send
 from tests.support.cli import graymq, json_lines, start_consumer, wait_for
 from tests.support.hot_path import HOT_PATHS, assert_runs, path_env
 
@@ -47,25 +52,35 @@ def rs_cluster(graymq_process, fresh_pg_url, tmp_path):
     return cluster
 
 
-def start_replica(cluster, replica: int, mode: str = "sync", lag_s: str = "1.5", hot_path: str = "compiled"
-                  ) -> GraymqProcess:
+@pytest.fixture
+def steady_cluster(graymq_process, fresh_pg_url, tmp_path):
+    """A name server whose leader leases outlast a loaded machine's stalls: no election unless a test makes one."""
+    from tests.support.cluster import Cluster
+
+    cluster = Cluster(graymq_process, fresh_pg_url, tmp_path)
+    cluster.start_nameserver(GRAYMQ_REPLICA_LEASE_SECONDS="12")
+    return cluster
+
+
+def start_replica(cluster, replica: int, mode: str = "sync", lag_s: str = "1.5", hot_path: str = "compiled",
+                  env: dict[str, str] | None = None) -> GraymqProcess:
     from tests.support.cluster import FAST_ENV
 
     proc = cluster._start("broker", "--name", NAME, "--replica-id", str(replica), "--replication", mode,
                           "--port", "0", "--store", str(store_of(cluster, replica)), "--nameserver", cluster.ns_url,
                           "--segment-size", str(1 << 20),
                           env={**FAST_ENV, "GRAYMQ_BROKER_REPLICA_LAG_S": lag_s, "GRAYMQ_BROKER_QUEUE_LEASE_S": "5",
-                               **path_env(hot_path)})
+                               **path_env(hot_path), **(env or {})})
     assert_runs(proc, hot_path)
     return proc
 
 
-def start_set(cluster, mode: str = "sync", lag_s: str = "1.5", hot_path: str = "compiled"
-              ) -> tuple[GraymqProcess, GraymqProcess]:
+def start_set(cluster, mode: str = "sync", lag_s: str = "1.5", hot_path: str = "compiled",
+              env: dict[str, str] | None = None) -> tuple[GraymqProcess, GraymqProcess]:
     """Replica 0, leading once it reports, then replica 1, once it is in sync."""
-    r0 = start_replica(cluster, 0, mode, lag_s, hot_path)
+    r0 = start_replica(cluster, 0, mode, lag_s, hot_path, env)
     wait_for(lambda: in_sync(cluster.ns_url, [0], leader=0), 30, "replica 0 leading")
-    r1 = start_replica(cluster, 1, mode, lag_s, hot_path)
+    r1 = start_replica(cluster, 1, mode, lag_s, hot_path, env)
     wait_for(lambda: in_sync(cluster.ns_url, [0, 1]), 30, "replica 1 in sync")
     return r0, r1
 
@@ -200,6 +215,43 @@ def test_async_replication_moves_aside_what_a_deposed_leader_acked_alone(rs_clus
     print(f"async failover ({hot_path} hot path): of {len(alone)} messages acked by the leader alone, "
           f"{entry['messages']} were moved aside on its return ({moved_bytes} bytes) and published again: 70 of 70 "
           "consumed")
+
+
+def test_a_sync_leader_serves_consumers_only_what_its_in_sync_follower_stored(steady_cluster) -> None:
+    """A send in flight while the follower is stopped is stored by the leader but not served; once the follower
+    resumes, the send is acknowledged and a long poll held meanwhile gets the message, once."""
+    cluster = steady_cluster
+    r0, r1 = start_set(cluster, lag_s="30", env={"GRAYMQ_BROKER_REPLICATION_TIMEOUT_S": "60"})  # r1 stays in sync
+    cluster.create_topic(TOPIC, 1, 0)
+    address = route_address(cluster.ns_url)
+
+    def pull(offset: int, suspend_ms: int = 0) -> pb.PullRequest:
+        return pull_request("GID_RS_CONFIRMED", "reader", TOPIC, 0, offset, suspend_ms=suspend_ms, expression="*")
+
+    async def scenario(client: BrokerClient) -> tuple[pb.PullResponse, pb.PullResponse, pb.SendResponse]:
+        assert (await send(client, address, TOPIC, 0, b"first")).status == pb.SEND_OK
+        os.kill(r1.proc.pid, signal.SIGSTOP)
+        try:
+            in_flight = asyncio.ensure_future(send(client, address, TOPIC, 0, b"second"))
+            for _ in range(500):  # the leader stored it (its queue holds 2) while the send waits for the follower
+                early = await client.pull(address, pull(1))
+                if early.max_offset == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert await client.max_offset(address, TOPIC, 0) == 1  # what consumers may read up to
+            held = asyncio.ensure_future(client.pull(address, pull(1, suspend_ms=30_000)))
+            await asyncio.sleep(0.2)  # the long poll reaches the broker and is held there
+            assert not in_flight.done() and not held.done()
+        finally:
+            os.kill(r1.proc.pid, signal.SIGCONT)
+        return early, await held, await asyncio.wait_for(in_flight, 30)
+
+    early, woken, acked = run(scenario)
+    assert early.status == pb.NO_NEW_MSG and early.max_offset == 2  # stored, not yet served
+    assert acked.status == pb.SEND_OK
+    assert woken.status == pb.FOUND and woken.record_count == 1  # woken by the follower's fetch, not the timeout
+    everything = run(lambda client: client.pull(address, pull(0)))
+    assert [m.body for m in iter_records(everything.records)] == [b"first", b"second"]
 
 
 def _log_ends(ns_url: str) -> dict[int, int]:

@@ -1,6 +1,7 @@
 """The leader's side of sync replication without a network: a send waits for every confirmed in-sync follower's
 acknowledgement (its next fetch offset), not for one outside the set; leaving the set releases what waited for it;
-a timeout fails the send; proposals follow who fetched lately and how far behind."""
+a timeout fails the send; proposals follow who fetched lately and how far behind. Consumers read, and long polls
+wake, only up to what every in-sync follower stored."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from graymq.protocol.errors import ReplicationTimeoutError
 pytestmark = pytest.mark.unit
 
 
-def feed(timeout_s: float = 5.0, end: int = 1000) -> ReplicaFeed:
-    role = ReplicaRole("b", 0, "sync", epoch=3, leader_id=0, in_sync=frozenset({0, 1}))
+def feed(timeout_s: float = 5.0, end: int = 1000, mode: str = "sync",
+         woken: list[tuple[str, int]] | None = None) -> ReplicaFeed:
+    role = ReplicaRole("b", 0, mode, epoch=3, leader_id=0, in_sync=frozenset({0, 1}))
     settings: Any = SimpleNamespace(name="b", replication_timeout_s=timeout_s, replica_lag_s=3.0,
                                     replica_lag_bytes=100)
     store: Any = SimpleNamespace(max_physical_offset=end)
-    return ReplicaFeed(settings, role, store, state=None)  # type: ignore[arg-type]
+    notify = (lambda topic, queue_id: woken.append((topic, queue_id))) if woken is not None else print
+    return ReplicaFeed(settings, role, store, state=None, notify=notify)  # type: ignore[arg-type]
 
 
 def test_a_sync_send_waits_for_every_in_sync_follower_and_only_them() -> None:
@@ -94,3 +97,45 @@ def test_the_proposal_keeps_followers_that_fetched_lately_and_are_close_enough()
                    3: Follower(offset=1000, fetched_at=now - 10)}
     assert f.proposal() == [0, 1]
     assert f.lag() == {1: 50, 2: 500, 3: 0}
+
+
+def test_a_sync_leader_serves_consumers_only_what_every_in_sync_follower_stored() -> None:
+    f = feed(end=1000)
+    f.reset()  # a term starts: confirmed up to the log end it took over with
+    f.store.max_physical_offset = 1500
+    assert f.confirmed_offset() == 1000  # follower 1 has not fetched past the term's start
+    f.followers[1] = Follower(offset=1200)
+    assert f.confirmed_offset() == 1200
+    f.followers[1].offset = 1100  # a follower going back (it truncated) does not take back what was served
+    assert f.confirmed_offset() == 1200
+    f.role.in_sync = frozenset({0})  # alone in sync: the log end
+    assert f.confirmed_offset() == 1500
+    f.role.leader_id = 1  # deposed: nothing past what it confirmed as leader
+    f.store.max_physical_offset = 1800
+    assert f.confirmed_offset() == 1500
+
+
+def test_async_and_unreplicated_brokers_serve_the_log_end() -> None:
+    for mode in ("async", None):
+        f = feed(end=1000, mode=mode)  # type: ignore[arg-type]
+        assert f.confirmed_offset() == 1000
+
+
+def test_long_polls_wake_when_the_followers_stored_the_append_not_at_the_append() -> None:
+    woken: list[tuple[str, int]] = []
+    f = feed(end=1000, woken=woken)
+    f.reset()
+    f.store.max_physical_offset = 1100
+    f.wake(1100, "T", 3)
+    f.store.max_physical_offset = 1200
+    f.wake(1200, "T", 1)
+    assert woken == []
+    f.followers[1] = Follower(offset=1100)
+    f._release()  # what a follower's fetch does
+    assert woken == [("T", 3)]
+    f.followers[1].offset = 1200
+    f._release()
+    assert woken == [("T", 3), ("T", 1)]
+    f.role.in_sync = frozenset({0})
+    f.wake(1200, "T", 2)  # nobody else in sync: at once
+    assert woken[-1] == ("T", 2)

@@ -134,3 +134,24 @@ def test_read_record_returns_the_stored_bytes_and_none_when_damaged(tmp_path):
     path, pos = segment_file(store, results[1].physical_offset)
     flip_bit(path, pos + RECORD_HEADER.size + 3)
     assert store.read_record(results[1].physical_offset) is None
+
+
+def test_reads_stop_before_the_first_message_ending_past_the_readable_end(tmp_path):
+    """A sync leader's store serves consumers only what its in-sync followers stored (``readable_end``)."""
+    store = open_store(make_config(tmp_path))
+    results = store.put_messages([message("T", 0, n) for n in range(3)] + [message("T", 1, 9)])
+    confirmed = results[1].end_offset
+    store.readable_end = lambda: confirmed
+    got = store.get_messages("T", 0, 0, 32)
+    assert got.status is GetStatus.FOUND and len(got.records) == 2 and got.next_begin_offset == 2
+    held_back = store.get_messages("T", 0, 2, 32)
+    assert held_back.status is GetStatus.NO_NEW_MSG and held_back.next_begin_offset == 2 and not held_back.records
+    assert store.get_messages("T", 1, 0, 32, frozenset({"x"})).status is GetStatus.NO_NEW_MSG  # filtered alike
+    confirmed = results[-1].end_offset
+    assert [len(store.get_messages("T", q, o, 32).records) for q, o in ((0, 2), (1, 0))] == [1, 1]
+    assert store.get_readable_max_offset("T", 0) == 3
+    confirmed = results[1].end_offset
+    assert (store.get_readable_max_offset("T", 0), store.get_readable_max_offset("T", 1)) == (2, 0)
+    assert store.get_max_offset("T", 0) == 3  # the queue itself
+    store.readable_end = None
+    assert store.get_readable_max_offset("T", 0) == 3

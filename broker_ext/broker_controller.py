@@ -80,7 +80,7 @@ class BrokerController:
                                             max_long_poll_ms=settings.max_long_poll_ms)
         self.client_processor = ClientProcessor(self.topics, self.consumers, self.locks)
         self.admin_processor = AdminProcessor(self.topics, self.offsets, self.locks, self.store, self.consumers,
-                                              self.schedule)
+                                              self.schedule, self.feed.listed_end)
         self.send_back_processor = SendBackProcessor(self.store, self.topics, self.consumers, self.put_service,
                                                      self.schedule)
         self.lock_processor = LockProcessor(self.locks, self.topics, self.offsets, self.store,

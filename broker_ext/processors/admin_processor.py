@@ -17,8 +17,10 @@ from graymq.protocol.remoting import response_envelope
 
 class AdminProcessor:
     def __init__(self, topics: TopicConfigManager, offsets: ConsumerOffsetManager, locks: QueueLocks,
-                 store: MessageStore, consumers: ConsumerManager, schedule: ScheduleMessageService) -> None:
+                 store: MessageStore, consumers: ConsumerManager, schedule: ScheduleMessageService,
+                 listed_end: Callable[[], int | None] = lambda: None) -> None:
         self.topics = topics
+        self.listed_end = listed_end  # GET_MAX_OFFSET counts messages stored before it (a sync leader's confirmed)
         self.offsets = offsets
         self.locks = locks
         self.store = store
@@ -52,7 +54,7 @@ class AdminProcessor:
 
     def max_offset(self, req: pb.QueueRequest) -> bytes:
         self.topics.require(req.topic).check_queue(req.queue_id)
-        offset = self.store.get_readable_max_offset(req.topic, req.queue_id)
+        offset = self.store.get_max_offset_below(req.topic, req.queue_id, self.listed_end())
         return response_envelope(pb.GET_MAX_OFFSET, pb.OffsetResponse(offset=offset))
 
     def search_offset(self, req: pb.SearchOffsetRequest) -> bytes:

@@ -106,6 +106,12 @@ class ReplicaFeed:
         self._confirmed = min(end, self._confirmed)
         return self._confirmed
 
+    def listed_end(self) -> int | None:
+        """Where GET_MAX_OFFSET stops counting: on a sync leader its confirmed offset (a consumer's or a Spark
+        planner's end is what it may read); elsewhere every message stored (None) — a follower's answer says what
+        it holds, and consumers read the leader."""
+        return self.confirmed_offset() if self.role.sync and self.role.leads else None
+
     def wake(self, end_offset: int, topic: str, queue_id: int) -> None:
         """An append to the queue ended at ``end_offset``: wake its long polls once consumers may read it."""
         if not self._unconfirmed and self.confirmed_offset() >= end_offset:

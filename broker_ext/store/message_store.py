@@ -551,17 +551,17 @@ class MessageStore:
         queue = self.queues.get(topic, queue_id)
         return queue.max_offset if queue else 0
 
-    def get_readable_max_offset(self, topic: str, queue_id: int) -> int:
-        """The next queue offset consumers may read from once everything is readable: the max offset less the
-        units from ``readable_end()`` on (a sync leader's messages its followers have not stored yet)."""
+    def get_max_offset_below(self, topic: str, queue_id: int, end: int | None) -> int:
+        """The queue's max offset counting only messages stored before commit-log offset ``end`` (a sync leader's
+        confirmed offset: what consumers may read; None: every message). The walk back from the queue's end is as
+        long as the unconfirmed tail, which the sync sends waiting on it bound."""
         queue = self.queues.get(topic, queue_id)
         if queue is None:
             return 0
         offset = queue.max_offset
-        if self.readable_end is None:
+        if end is None:
             return offset
-        bound = self.readable_end()
-        while offset > queue.min_offset and next(iter(queue.units(offset - 1, 1)))[0] >= bound:
+        while offset > queue.min_offset and next(iter(queue.units(offset - 1, 1)))[0] >= end:
             offset -= 1
         return offset
 

@@ -110,9 +110,11 @@ def test_a_sync_leader_serves_consumers_only_what_every_in_sync_follower_stored(
     assert f.confirmed_offset() == 1200
     f.role.in_sync = frozenset({0})  # alone in sync: the log end
     assert f.confirmed_offset() == 1500
+    assert f.listed_end() == 1500  # GET_MAX_OFFSET counts what consumers may read
     f.role.leader_id = 1  # deposed: nothing past what it confirmed as leader
     f.store.max_physical_offset = 1800
     assert f.confirmed_offset() == 1500
+    assert f.listed_end() is None  # a follower's max offset says what it stores (consumers read the leader)
 
 
 def test_async_and_unreplicated_brokers_serve_the_log_end() -> None:

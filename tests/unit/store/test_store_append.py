@@ -149,9 +149,7 @@ def test_reads_stop_before_the_first_message_ending_past_the_readable_end(tmp_pa
     assert store.get_messages("T", 1, 0, 32, frozenset({"x"})).status is GetStatus.NO_NEW_MSG  # filtered alike
     confirmed = results[-1].end_offset
     assert [len(store.get_messages("T", q, o, 32).records) for q, o in ((0, 2), (1, 0))] == [1, 1]
-    assert store.get_readable_max_offset("T", 0) == 3
+    assert store.get_max_offset_below("T", 0, confirmed) == 3
     confirmed = results[1].end_offset
-    assert (store.get_readable_max_offset("T", 0), store.get_readable_max_offset("T", 1)) == (2, 0)
-    assert store.get_max_offset("T", 0) == 3  # the queue itself
-    store.readable_end = None
-    assert store.get_readable_max_offset("T", 0) == 3
+    assert (store.get_max_offset_below("T", 0, confirmed), store.get_max_offset_below("T", 1, confirmed)) == (2, 0)
+    assert store.get_max_offset("T", 0) == 3 == store.get_max_offset_below("T", 0, None)  # the queue itself

@@ -17,7 +17,7 @@ from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.fetcher import Fetcher
 from graymq.client.consumer.rebalancer import Rebalancer
 from graymq.client.consumer.runtime import ConsumerRuntime
-from graymq.client.lane_slots import LaneSlots, hold_slots
+from graymq.client.lane_slots import LaneSlots, hold_slots, refresh_behind
 from graymq.core.gray_flip import FlipAction, GrayFlip
 from graymq.core.gray_side import Mark
 from graymq.core.group_gray import GroupGray
@@ -48,8 +48,9 @@ class FlipRunner:
         self._drain_lock = asyncio.Lock()
 
     async def on_update(self, response: HeartbeatAnswer) -> None:
-        """A name server answer: the group's gray settings first (the brokers and the allocation follow), then the
-        desired flag, then a change of retirement."""
+        """A name server answer: the group's gray settings first (the brokers and the allocation follow), the
+        routes that do not name the slots the answer says this consumer's lane holds, then the desired flag, then a
+        change of retirement."""
         rt = self.runtime
         gg, was_retired = rt.group_gray, rt.retired
         rt.group_gray = update = GroupGray(
@@ -61,6 +62,8 @@ class FlipRunner:
             rt.rebalance_now.set()
         elif update.lane_policies != gg.lane_policies:
             rt.rebalance_now.set()
+        if await refresh_behind(rt.routes, response.topic_lanes, rt.lane):
+            rt.rebalance_now.set()  # a slot taken by the name server's heartbeat: its queues are the lane's now
         await self.follow(response.desired_lane)
         if rt.retired != was_retired:
             await self._retirement_changed()

@@ -23,7 +23,6 @@ from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.consumer.start_offset import QueueToStart, StartOffsets
-from graymq.client.lane_slots import LaneSlots, hold_slots
 from graymq.client.message import MessageQueue
 from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView
 from graymq.core.route import TopicRoute
@@ -43,10 +42,8 @@ class Rebalancer:
 
     def __init__(self, runtime: ConsumerRuntime, assignment: Assignment, fetcher: Fetcher, *,
                  leases: QueueLeases, start_offsets: StartOffsets, heartbeats: BrokerHeartbeats,
-                 base_strategy: AllocateMessageQueueStrategy, on_queues_changed: Callable[[], None],
-                 slots: LaneSlots | None = None) -> None:
+                 base_strategy: AllocateMessageQueueStrategy, on_queues_changed: Callable[[], None]) -> None:
         self.runtime = runtime
-        self.slots = slots  # the name server: a lane's slots are taken through it
         self.assignment = assignment
         self.fetcher = fetcher
         self.leases = leases
@@ -84,7 +81,7 @@ class Rebalancer:
                 return
             routes: list[tuple[str, TopicRoute]] = []
             for topic in rt.subscriptions if not rt.retired else ():
-                route = await self._route(topic)
+                route = await self.heartbeats.route(topic)
                 if route is not None:
                     routes.append((topic, route))
             wanted = self._allocate(view, routes)
@@ -117,17 +114,6 @@ class Rebalancer:
         await asyncio.gather(*(from_broker(a) for a in rt.broker_addresses()))
         self._listings, view = group_view(listings)
         return view
-
-    async def _route(self, topic: str) -> TopicRoute | None:
-        """The topic's route, once this consumer's lane holds a slot of it when it has slots (a group's retry topic
-        is made by the brokers after the consumer's first heartbeat: its slot is taken here, later)."""
-        route = await self.heartbeats.route(topic)
-        lane = self.runtime.lane
-        if (route is None or lane is None or self.slots is None or route.slot_of_lane(lane) is not None
-                or not any(b.gray_queue_nums for b in route.brokers)):
-            return route
-        await hold_slots(self.slots, self.runtime.routes, [topic], lane)
-        return await self.heartbeats.route(topic)
 
     def _allocate(self, view: View, routes: list[tuple[str, TopicRoute]]) -> Wanted:
         """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer

@@ -138,6 +138,15 @@ def add_number_arg(parser: argparse.ArgumentParser, flag: str, bound: NumberBoun
     parser.set_defaults(**{NUMBER_BOUNDS: bounds})
 
 
+def add_wait_args(parser: argparse.ArgumentParser, flag: str, what: str, default_s: float) -> None:
+    """A command's ``flag N`` (first wait until ``what``: N is in its text) and ``--wait-timeout`` (how long it
+    waits; then exit 1 saying so)."""
+    parser.add_argument(flag, type=int, metavar="N", help=f"first wait until {what}, at most --wait-timeout seconds")
+    add_number_arg(parser, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
+                   default=default_s, metavar="S",
+                   help=f"how long {flag} waits (default: {default_s:g}); then exit 1 saying so")
+
+
 def add_timeout_arg(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
     """A command's ``--timeout``: seconds above 0, at most ``MAX_TIMEOUT_S`` (a week)."""
     add_number_arg(parser, "--timeout", seconds("--timeout", MAX_TIMEOUT_S, above_zero=True),

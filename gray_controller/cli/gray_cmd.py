@@ -12,13 +12,12 @@ from graymq.gray_controller.cli.client_pages import add_paging_args, count_line,
 from graymq.gray_controller.cli.common import (
     Interrupted,
     add_nameserver_arg,
-    add_number_arg,
     add_timeout_arg,
+    add_wait_args,
     lane_name,
     parse_labels,
     print_json,
     run_with_nameserver,
-    seconds,
     table,
     until_interrupted,
 )
@@ -26,7 +25,7 @@ from graymq.gray_controller.cli.members_wait import DEFAULT_MEMBERS_WAIT_S, memb
 from graymq.gray_controller.cli.policy_args import DEFAULT, cutover_policy
 from graymq.gray_controller.cli.text import format_labels, format_queues, format_side, format_timings
 from graymq.protocol.errors import ConfigError
-from graymq.protocol.operations import MAX_TIMEOUT_S, CutoverKind, CutoverState
+from graymq.protocol.operations import CutoverKind, CutoverState
 
 if TYPE_CHECKING:
     from graymq.nameserver_api.records import CutoverRecord
@@ -101,12 +100,8 @@ def _register_status(sub: Any) -> Any:
     status.add_argument("group")
     status.add_argument("--json", action="store_true", help="print JSON (every queue listed)")
     add_paging_args(status)
-    status.add_argument("--wait-for", type=int, metavar="N",
-                        help="first wait until N consumers or Spark jobs of the group hold queues (a script's wait "
-                        "for the members it started), at most --wait-timeout seconds")
-    add_number_arg(status, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
-                   default=DEFAULT_MEMBERS_WAIT_S, metavar="S",
-                   help=f"how long --wait-for waits (default: {DEFAULT_MEMBERS_WAIT_S:g}); then exit 1 saying so")
+    add_wait_args(status, "--wait-for", "N consumers or Spark jobs of the group hold queues (a script's wait for "
+                  "the members it started)", DEFAULT_MEMBERS_WAIT_S)
     return status
 
 

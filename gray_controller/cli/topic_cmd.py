@@ -12,6 +12,7 @@ from typing import Any
 from graymq.gray_controller.cli.common import (
     add_nameserver_arg,
     add_number_arg,
+    add_wait_args,
     print_json,
     run_with_nameserver,
     seconds,
@@ -51,12 +52,8 @@ def register(subparsers: Any) -> None:
     delete.add_argument("--reason", default="", help="recorded in the audit log")
     route = sub.add_parser("route", help="show the brokers and queues of a topic")
     route.add_argument("topic")
-    route.add_argument("--wait-replicas", type=int, metavar="N",
-                       help="first wait until N replicas serve the topic, live and in sync (a broker without "
-                       "replication is one), at most --wait-timeout seconds")
-    add_number_arg(route, "--wait-timeout", seconds("--wait-timeout", MAX_TIMEOUT_S, above_zero=True),
-                   default=DEFAULT_REPLICAS_WAIT_S, metavar="S",
-                   help=f"how long --wait-replicas waits (default: {DEFAULT_REPLICAS_WAIT_S:g}); then exit 1 saying so")
+    add_wait_args(route, "--wait-replicas", "N replicas serve the topic, live and in sync (a broker without "
+                  "replication is one)", DEFAULT_REPLICAS_WAIT_S)
     listing = sub.add_parser("list", help="list topics")
     for q in (create, update, delete, route, listing):
         add_nameserver_arg(q)

@@ -403,10 +403,22 @@ def worker_processes(procs: list[Any], commands: list[Any], join_s: float) -> It
 async def serve_group_commands(status: Callable[[], str], status_path: str, commands: Any,
                                join: Callable[[str], Awaitable[Any]], leave: Callable[[str], Awaitable[Any]],
                                poll_s: float = 0.01) -> None:
-    """A bench worker's loop: write ``status()`` to ``status_path`` (atomically) whenever it changes, and act on
-    the ``("join" | "leave", client id)`` commands of the ``commands`` queue until it gives ``None``."""
+    """A bench worker's loop: write ``status()`` to ``status_path`` (atomically) whenever it changes (looked at
+    every ``poll_s``), and act on the ``("join" | "leave", client id)`` commands of the ``commands`` queue until it
+    gives ``None``. One thread waits on the queue and hands each command to the loop: asking the queue from the loop
+    every ``poll_s`` (a thread-pool hop each time) was most of an idle fleet worker's CPU."""
     written = ""
     loop = asyncio.get_running_loop()
+    received: asyncio.Queue[Any] = asyncio.Queue()
+
+    def forward() -> None:
+        while True:
+            command = commands.get()
+            loop.call_soon_threadsafe(received.put_nowait, command)
+            if command is None:
+                return
+
+    threading.Thread(target=forward, name="bench commands", daemon=True).start()
     while True:
         now = status()
         if now != written:
@@ -414,8 +426,9 @@ async def serve_group_commands(status: Callable[[], str], status_path: str, comm
             os.replace(status_path + ".tmp", status_path)
             written = now
         try:
-            command = await loop.run_in_executor(None, commands.get, True, poll_s)
-        except Exception:  # noqa: BLE001 - queue.Empty: nothing to do this round
+            command = received.get_nowait()
+        except asyncio.QueueEmpty:
+            await asyncio.sleep(poll_s)
             continue
         if command is None:
             return

@@ -154,7 +154,7 @@ def test_rollout_arguments_out_of_range_are_refused_in_one_line(cluster) -> None
 def test_a_group_without_gray_consumers_fails_at_once(cluster) -> None:
     cluster.add_broker("broker-a")
     cluster.ns_call(lambda ns: ns.set_switch(GROUP, True))
-    result = graymq(cluster.ns_url, "gray", "rollout", GROUP, "--steps", "10", "--step-seconds", "1", "--json",
-                    check=False)
+    result = graymq(cluster.ns_url, "gray", "rollout", GROUP, "--steps", "10", "--step-seconds", "1",
+                    "--wait-for-gray", "1", "--json", check=False)  # the wait for one, as short as it may be
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 1 and report["outcome"] == "FAILED" and "no live gray consumer" in report["message"]

@@ -336,11 +336,13 @@ def _measured(ns: NameServer, paths: list[Path], commands: list[Any], sources: d
 
 
 def _stopped(pods: list[Pod]) -> Figures:
-    """Stop the stock pods: the clients they shut down, their simple consumers' failed receives, and how many pods
-    had to be killed."""
+    """Stop the stock pods: the clients they shut down, their simple consumers' failed receives (and the most
+    frequent reason of a pod's), and how many pods had to be killed."""
     said = stop_pods(pods, 60)
+    reasons = sorted({s["receive_error"] for s in said if "receive_error" in s})
     return {"stock_stopped": sum(s.get("stopped", 0) for s in said),
             "stock_receive_errors": sum(s.get("receive_errors", 0) for s in said),
+            **({"stock_receive_error": "; ".join(reasons)[:300]} if reasons else {}),
             "stock_pods_killed": sum("killed" in s for s in said)}
 
 

@@ -13,7 +13,8 @@ A pod: ``python -m graymq.bench.fleet_stock SPEC`` (SPEC: JSON ``{"endpoint", "c
 gray], ...]}``, kind ``stock_simple`` or ``stock_producer``) starts its clients — simple consumers each receiving
 in a chain of ``receive_async`` (one long poll at a time), producers idle — prints ``{"started": n, "failed":
 [reasons]}``, and at a line or the end of its stdin shuts them down and prints ``{"stopped": n, "receive_errors":
-n}``. It imports nothing of graymq: graymq's copy of the RocketMQ protos and the SDK's cannot share a process.
+n}`` (with the most frequent ``receive_error`` when there were some). It imports nothing of graymq: graymq's copy
+of the RocketMQ protos and the SDK's cannot share a process.
 
 No SDK ``PushConsumer``: its ReceiveMessage asks for ``auto_renew`` without an ``invisible_duration``, which the
 broker's gRPC endpoint refuses (``ILLEGAL_INVISIBLE_TIME``, "invisible_duration is required"); the SDK retries each
@@ -30,6 +31,7 @@ import queue
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,7 +63,7 @@ class Receiving:
     def __init__(self, consumer: Any, stopping: threading.Event) -> None:
         self.consumer = consumer
         self.stopping = stopping
-        self.errors = 0
+        self.errors: Counter[str] = Counter()  # why a receive failed -> how often
 
     def startup(self) -> None:
         self.consumer.startup()
@@ -72,15 +74,17 @@ class Receiving:
             return
         try:
             self.consumer.receive_async(RECEIVE_BATCH, INVISIBLE_S).add_done_callback(self._received)
-        except Exception:  # noqa: BLE001 - shut down meanwhile (counted; the pod reports its errors)
-            self.errors += 1
+        except Exception as exc:  # noqa: BLE001 - shut down meanwhile (counted; the pod reports its errors)
+            self.errors[_reason(exc)] += 1
 
     def _received(self, future: Any) -> None:
         try:
             for message in future.result() or []:
                 self.consumer.ack(message)
-        except Exception:  # noqa: BLE001 - a refused or timed-out receive: counted, tried again a second later
-            self.errors += 1
+        except Exception as exc:  # noqa: BLE001 - a refused or timed-out receive: counted, tried again a second later
+            if self.stopping.is_set():  # cut short by the shutdown
+                return
+            self.errors[_reason(exc)] += 1
             self.stopping.wait(1.0)
         self._next()
 
@@ -113,8 +117,13 @@ def run_pod(endpoint: str, specs: list[Spec]) -> None:
         stopping.set()
         running = [client for client, outcome in zip(clients, started, strict=True) if not outcome]
         stopped = list(pool.map(_outcome, [client.shutdown for client in running]))
-    errors = sum(c.errors for c in clients if isinstance(c, Receiving))
-    print(json.dumps({"stopped": stopped.count(""), "receive_errors": errors}), flush=True)
+    errors = sum((c.errors for c in clients if isinstance(c, Receiving)), Counter[str]())
+    print(json.dumps({"stopped": stopped.count(""), "receive_errors": errors.total(),
+                      **({"receive_error": errors.most_common(1)[0][0]} if errors else {})}), flush=True)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _outcome(call: Any) -> str:
@@ -123,7 +132,7 @@ def _outcome(call: Any) -> str:
         call()
         return ""
     except Exception as exc:  # noqa: BLE001 - the reason goes to the bench's figures
-        return f"{type(exc).__name__}: {exc}"[:200]
+        return _reason(exc)
 
 
 # ---------------------------------------------------------------- the bench's side

@@ -1,15 +1,21 @@
 """A fleet of clients on one cluster: ``clients`` producers and consumers over ``processes`` worker processes.
 
-Four fifths of the clients are push consumers, the rest producers (registered, idle), a fifth of each gray. One
-consumer group is big (500 consumers, or five eighths of the consumers of a smaller fleet) on a 100-queue topic
-served by both brokers (200 queues, 20 gray); the other consumers are spread over ``groups - 1`` groups subscribing
-in turn to that topic and to another one. Each worker process gives its clients one ``ClientConfig``, so they share one
-``ClientInstance`` as one service's pod would. The name server runs on PostgreSQL.
+Four fifths of the clients are consumers, the rest producers (registered, idle), a fifth of each gray. One consumer
+group is big (500 consumers, or five eighths of the consumers of a smaller fleet) on a 100-queue topic served by both
+brokers (200 queues, 20 gray); the other consumers are spread over ``groups - 1`` groups subscribing in turn to that
+topic and to another one. A tenth of the clients are stock RocketMQ 5 SDK clients on the brokers' gRPC endpoint
+(``fleet_stock``): a tenth of the producers, and simple consumers receiving in groups of their own (about their
+share of the groups other than the big one); they run in ``fleet_stock.PODS`` processes of their own, as pods with
+host names, and a rule on the host makes the gray fifth gray. The big group's consumers, and
+every other graymq client, are graymq push consumers and producers; each worker process gives its clients one
+``ClientConfig``, so they share one ``ClientInstance`` as one service's pod would. The name server runs on
+PostgreSQL.
 
-Figures: the steady CPU per second of the name server, each broker and the workers once the fleet converged
-(heartbeats, watches and idle pulls only), the time for a flip of the big group's gray switch to reach every one of
-its consumers (there and back), the join and leave convergence of the big group (every queue held by one consumer
-of its side, evenly spread), and the peak memory of each server.
+Figures: the steady CPU per second of the name server, each broker, the workers and the stock pods once the fleet
+converged (heartbeats, watches and idle pulls only), the stock clients the name server lists (and how many of them
+gray), the time for a flip of the big group's gray switch to reach every one of its consumers (there and back), the
+join and leave convergence of the big group (every queue held by one consumer of its side, evenly spread), and the
+peak memory of each server.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from graymq.bench.bench_group_scale import GRAY_QUEUES, QUEUES
 from graymq.bench.common import Figures, cpu_seconds, serve_group_commands, worker_processes
+from graymq.bench.fleet_stock import GRAY_RULE, STOCK_KINDS, Pod, is_pod_host, stock_pods, stop_pods
 from graymq.bench.graymq_servers import Broker, NameServer
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import GrayMQError
@@ -41,33 +48,63 @@ LABELS = {  # figure -> its line in RESULTS.md
     "steady_broker_a_cpu_per_s": "steady broker a CPU (s per s)",
     "steady_broker_b_cpu_per_s": "steady broker b CPU (s per s)",
     "steady_heartbeats_stored_per_s": "steady client heartbeats the name server stored (per s)",
+    "steady_stock_cpu_per_s": "steady stock SDK pods CPU (s per s)",
+    "stock_clients": "stock RocketMQ 5 SDK clients (gRPC) in the fleet",
+    "stock_clients_seen": "stock SDK clients the name server listed after the steady window",
+    "stock_gray_seen": "of them gray (a rule on their host)",
     "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
     "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
     "converge_after_join_s": "one consumer joins the big group → converged (s)",
     "converge_after_leave_s": "it leaves → converged (s)",
 }
 
-Spec = tuple[str, str, str, str, bool]  # (kind, client id, group, topic, gray)
+Spec = tuple[str, str, str, str, bool]  # (kind, client id, group, topic, gray); kinds: consumer, producer, STOCK_KINDS
 Status = dict[str, tuple[str | None, list[str], bool]]  # big group's client id -> (lane, "broker:queue id"s, switch)
 BROKERS = ("fleet-a", "fleet-b")
+# In dev mode the whole fleet is one principal: the gRPC budgets per principal (sized for one service's pods) are
+# raised to the fleet's stock clients (each holds a stream, a client id and a registration on both brokers, a simple
+# consumer a long poll), as giving each service a principal of its own would.
+STOCK_BUDGETS = {f"GRAYMQ_BROKER_GRPC_MAX_{budget}_PER_PRINCIPAL": "8192"
+                 for budget in ("STREAMS", "CLIENT_IDS", "REGISTRATIONS", "RECEIVES")}
 
 
 def fleet_specs(clients: int, groups: int) -> list[Spec]:
-    """The fleet's clients: consumers (the big group first) and producers, a fifth of each gray.
+    """The fleet's clients: consumers (the big group first) and producers, a tenth of them stock SDK clients, a fifth
+    of each kind gray.
 
+    >>> from collections import Counter
     >>> specs = fleet_specs(1000, 10)
-    >>> sum(s[2] == BIG_GROUP for s in specs), sum(s[0] == "producer" for s in specs)
-    (500, 200)
+    >>> sum(s[2] == BIG_GROUP for s in specs), Counter(s[0] for s in specs)
+    (500, Counter({'consumer': 720, 'producer': 180, 'stock_simple': 80, 'stock_producer': 20}))
+    >>> len({s[2] for s in specs if s[0] in ("consumer", "stock_simple")})
+    10
     """
     consumers = clients * 4 // 5
     big = min(500, consumers * 5 // 8)
+    stock_producers = (clients - consumers) // 10
+    stock = clients // 10 - stock_producers
+    others = max(1, groups - 1)
+    stock_groups = 0 if not stock else max(1, min(others - 1, max(2, round(others * stock / max(1, consumers - big)))))
+    ours = max(1, others - stock_groups)
     specs: list[Spec] = []
-    for i in range(consumers):
-        k = 0 if i < big else 1 + (i - big) % max(1, groups - 1)
+    for i in range(consumers - stock):
+        k = 0 if i < big else 1 + (i - big) % ours
         specs.append(("consumer", f"c{i:05d}", BIG_GROUP if k == 0 else f"fleet_g{k}",
                       TOPIC_A if k % 2 == 0 else TOPIC_B, i % 5 == 0))
-    specs += [("producer", f"p{i:05d}", f"fleet_p{i % 10}", "", i % 5 == 0) for i in range(clients - consumers)]
+    for i in range(stock):  # in blocks, so that each group has its gray fifth
+        k = i * stock_groups // stock
+        specs.append(("stock_simple", f"s{i:05d}", f"fleet_s{k}",
+                      TOPIC_A if k % 2 == 0 else TOPIC_B, i % 5 == 0))
+    specs += [("producer", f"p{i:05d}", f"fleet_p{i % 10}", "", i % 5 == 0)
+              for i in range(clients - consumers - stock_producers)]
+    specs += [("stock_producer", f"q{i:05d}", topic, topic, i % 5 == 0)  # its producer group: its topic
+              for i, topic in zip(range(stock_producers), [TOPIC_A, TOPIC_B] * stock_producers, strict=False)]
     return specs
+
+
+def stock_groups(specs: list[Spec]) -> list[str]:
+    """The groups of the stock clients (a stock producer's is its topic)."""
+    return sorted({s[2] for s in specs if s[0] in STOCK_KINDS})
 
 
 def _worker(ns_url: str, specs: list[Spec], status_path: str, commands: Any, ready: Any) -> None:
@@ -232,39 +269,109 @@ def _join_leave(paths: list[Path], commands: list[Any], big: int) -> Figures:
     return figures
 
 
+async def stock_rules(ns: NameServer, groups: list[str]) -> None:
+    """In each of the stock clients' groups, the rule that makes the gray pod's clients gray (switch on)."""
+    admin = NameServerClient(ns.url, admin_token=ns.admin_token, timeout_s=TIMEOUT_S)
+    try:
+        for group in groups:
+            await admin.set_switch(group, True, "bench fleet")
+            await admin.add_rule(group, GRAY_RULE, True)
+    finally:
+        await admin.close()
+
+
+async def stock_listed(ns_url: str, groups: list[str]) -> tuple[int, int]:
+    """The stock clients the name server lists live in ``groups``, and how many are gray: those whose host (the first
+    part of the SDK's client id, a label the broker gives them) is a pod's."""
+    client = NameServerClient(ns_url, timeout_s=TIMEOUT_S)
+    try:
+        listed = [c for group in groups for c in (await client.group_clients(group)).clients
+                  if is_pod_host(c.labels.get("host", "")) and not c.stale]
+    finally:
+        await client.close()
+    return len(listed), sum(c.gray for c in listed)
+
+
+def _started(readies: list[Any], pods: list[Pod], began: float) -> Figures:
+    """Wait for every worker and pod to have started its clients."""
+    for ready in readies:
+        ready.wait(TIMEOUT_S)
+    said = [pod.line(TIMEOUT_S) for pod in pods]
+    failed = sorted({reason for s in said for reason in s.get("failed", [s.get("error")]) if reason})
+    return {"all_started_s": time.monotonic() - began, "stock_started": sum(s.get("started", 0) for s in said),
+            **({"stock_start_errors": "; ".join(failed)[:300]} if failed else {})}
+
+
+def _stock_seen(ns: NameServer, groups: list[str], expected: int, began: float) -> Figures:
+    """How long until the name server listed every stock client (``nan``: not within a minute)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if asyncio.run(stock_listed(ns.url, groups))[0] >= expected:
+            return {"stock_all_listed_s": time.monotonic() - began}
+        time.sleep(0.5)
+    return {"stock_all_listed_s": math.nan}
+
+
+def _measured(ns: NameServer, paths: list[Path], commands: list[Any], sources: dict[str, Callable[[], float]],
+              specs: list[Spec], began: float) -> Figures:
+    """Convergence, the stock clients listed, the steady window, then the flips and the join and leave."""
+    big = sum(s[2] == BIG_GROUP for s in specs)
+    figures: Figures = {}
+    try:
+        figures["start_to_converged_s"] = _wait(paths, _converged(big), "the big group started") - began
+    except TimeoutError:  # the steady load (what kept it from converging) and the memory are still shown
+        figures["start_to_converged_s"] = math.nan
+    groups, stock = stock_groups(specs), sum(s[0] in STOCK_KINDS for s in specs)
+    figures.update(_stock_seen(ns, groups, stock, began))
+    figures.update(_steady(sources))
+    figures["stock_clients_seen"], figures["stock_gray_seen"] = asyncio.run(stock_listed(ns.url, groups))
+    if not math.isnan(figures["start_to_converged_s"]):
+        for phase, measure in (("flip", lambda: _flips(ns, paths, big)),
+                               ("join_leave", lambda: _join_leave(paths, commands, big))):
+            try:
+                figures.update(measure())
+            except (TimeoutError, GrayMQError) as exc:  # shown with the figures measured before
+                figures[f"{phase}_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    return figures
+
+
+def _stopped(pods: list[Pod]) -> Figures:
+    """Stop the stock pods: the clients they shut down, their simple consumers' failed receives (and the most
+    frequent reason of a pod's), and how many pods had to be killed."""
+    said = stop_pods(pods, 60)
+    reasons = sorted({s["receive_error"] for s in said if "receive_error" in s})
+    return {"stock_stopped": sum(s.get("stopped", 0) for s in said),
+            "stock_receive_errors": sum(s.get("receive_errors", 0) for s in said),
+            **({"stock_receive_error": "; ".join(reasons)[:300]} if reasons else {}),
+            "stock_pods_killed": sum("killed" in s for s in said)}
+
+
 def fleet_case(ns: NameServer, root: Path, log_dir: Path, clients: int = 5000, processes: int = 20,
                groups: int = 50) -> Figures:
-    """The figures of one fleet (``ns`` on PostgreSQL; two brokers of its own)."""
+    """The figures of one fleet (``ns`` on PostgreSQL; two brokers of its own, with their gRPC endpoint)."""
     specs = fleet_specs(clients, groups)
-    big = sum(s[2] == BIG_GROUP for s in specs)
-    brokers = {name: Broker(name, root / name, log_dir, nameserver=ns.url).wait_ready() for name in BROKERS}
+    ours = [s for s in specs if s[0] not in STOCK_KINDS]
+    brokers = {name: Broker(name, root / name, log_dir, nameserver=ns.url, grpc=True, env=STOCK_BUDGETS).wait_ready()
+               for name in BROKERS}
     try:
         for topic in (TOPIC_A, TOPIC_B):
             ns.create_topic(topic, QUEUES, GRAY_QUEUES, set(BROKERS))
-        with _workers(ns.url, specs, processes, root) as (procs, paths, commands, readies):
+        asyncio.run(stock_rules(ns, stock_groups(specs)))
+        with _workers(ns.url, ours, processes, root) as (procs, paths, commands, readies), stock_pods(
+                brokers[BROKERS[0]].grpc_address, specs, log_dir) as pods:
             began = time.monotonic()
-            for ready in readies:
-                ready.wait(TIMEOUT_S)
-            figures: Figures = {"clients": clients, "processes": processes, "big_group": big,
-                                "all_started_s": time.monotonic() - began}
+            figures: Figures = {"clients": clients, "processes": processes, "stock_processes": len(pods),
+                                "big_group": sum(s[2] == BIG_GROUP for s in specs),
+                                "stock_clients": len(specs) - len(ours), **_started(readies, pods, began)}
             sources = {"nameserver_cpu": ns.cpu_seconds, "broker_a_cpu": brokers["fleet-a"].cpu_seconds,
                        "broker_b_cpu": brokers["fleet-b"].cpu_seconds,
                        "workers_cpu": lambda: sum(cpu_seconds(p.pid) for p in procs if p.pid),
+                       "stock_cpu": lambda: sum(cpu_seconds(pod.proc.pid) for pod in pods),
                        "heartbeats_stored": lambda: stored_client_rows(ns.db_url)}
-            try:
-                figures["start_to_converged_s"] = _wait(paths, _converged(big), "the big group started") - began
-            except TimeoutError:  # the steady load (what kept it from converging) and the memory are still shown
-                figures["start_to_converged_s"] = math.nan
-            figures.update(_steady(sources))
-            if not math.isnan(figures["start_to_converged_s"]):
-                for phase, measure in (("flip", lambda: _flips(ns, paths, big)),
-                                       ("join_leave", lambda: _join_leave(paths, commands, big))):
-                    try:
-                        figures.update(measure())
-                    except (TimeoutError, GrayMQError) as exc:  # shown with the figures measured before
-                        figures[f"{phase}_error"] = f"{type(exc).__name__}: {exc}"[:200]
+            figures.update(_measured(ns, paths, commands, sources, specs, began))
             figures.update({"nameserver_peak_rss_mib": ns.peak_rss_mib(),
-                            **{f"broker_{n[-1]}_peak_rss_mib": b.peak_rss_mib() for n, b in brokers.items()}})
+                            **{f"broker_{n[-1]}_peak_rss_mib": b.peak_rss_mib() for n, b in brokers.items()},
+                            **_stopped(pods)})
             return figures
     finally:
         for broker in brokers.values():

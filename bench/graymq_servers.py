@@ -40,19 +40,21 @@ class Broker(Server):
 
     ``dev=False``: authentication on (needs ``nameserver`` and ``broker_token``, a principal with the broker
     right); ``tls``: ``(cert, key)`` PEM files, the port then speaks TLS only; ``uvloop``: the same broker on uvloop;
-    ``grpc``: it also serves stock RocketMQ 5 clients (``grpc_address`` once ready).
+    ``grpc``: it also serves stock RocketMQ 5 clients (``grpc_address`` once ready); ``env``: more settings
+    (``GRAYMQ_BROKER_*``).
     """
 
     def __init__(self, name: str, store_dir: Path, log_dir: Path, *, flush: str = "async",
                  nameserver: str | None = None, dev: bool = True, broker_token: str = "",
-                 tls: tuple[Path, Path] | None = None, uvloop: bool = False, grpc: bool = False) -> None:
+                 tls: tuple[Path, Path] | None = None, uvloop: bool = False, grpc: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         args = ["broker", "--name", name, "--port", "0", "--store", str(store_dir), "--flush", flush,
                 "--segment-size", str(256 << 20), *(["--grpc-port", "0"] if grpc else [])]
         if nameserver:
             args += ["--nameserver", nameserver]
         if tls:
             args += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
-        env = {**ENV, "GRAYMQ_DEV_MODE": "true" if dev else "false", "GRAYMQ_BROKER_TOKEN": broker_token}
+        env = {**ENV, "GRAYMQ_DEV_MODE": "true" if dev else "false", "GRAYMQ_BROKER_TOKEN": broker_token, **(env or {})}
         on_uvloop = [sys.executable, "-m", "graymq.gray_controller.cli.uvloop", *args]
         command = on_uvloop if uvloop else graymq_command(*args)
         super().__init__(f"broker-{name}", command, log_dir, env=env, ready_prefix=READY)

@@ -30,9 +30,10 @@ Parts (default: all, in this order):
 - ``lanes``      a group of 200's rebalance and the send path's side and queue choice, base + gray against base + 3
                  lanes (bench_lanes.py, no network);
 - ``fleet``      ``--fleet-clients`` producers and consumers over ``--fleet-processes`` worker processes (one client
-                 instance each), name server on PostgreSQL, two brokers: steady CPU per second of each server, a
-                 gray switch flip reaching every consumer of a 500-consumer group, its join and leave convergence,
-                 the servers' memory (bench_fleet.py).
+                 instance each), a tenth of them stock RocketMQ 5 SDK clients on the brokers' gRPC endpoint (five
+                 pods of their own), name server on PostgreSQL, two brokers: steady CPU per second of each server,
+                 the stock clients listed, a gray switch flip reaching every consumer of a 500-consumer group, its
+                 join and leave convergence, the servers' memory (bench_fleet.py, fleet_stock.py).
 
 Every case runs ``--repeat`` times (interleaved with the other cases, so a burst of load from
 elsewhere on the machine hits all of them alike) and the median of each figure is reported.

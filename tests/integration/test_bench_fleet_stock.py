@@ -5,6 +5,7 @@ no pod killed."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +15,12 @@ from graymq.bench import bench_fleet
 from graymq.bench.fleet_stock import stock_pods, stop_pods
 from graymq.bench.graymq_servers import Broker, NameServer
 
-pytestmark = pytest.mark.integration
+UTS_NAMESPACE = subprocess.run(["unshare", "--uts", "--map-root-user", "true"], capture_output=True).returncode == 0
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not UTS_NAMESPACE, reason="no UTS namespace here (unshare --uts --map-root-user): the stock "
+                       "pods need host names of their own"),
+]
 
 TOPIC, GROUP = bench_fleet.TOPIC_A, "fleet_s0"
 SPECS = [*(("stock_simple", f"s{i}", GROUP, TOPIC, i % 5 == 0) for i in range(6)),

@@ -33,7 +33,12 @@ from graymq.broker_ext.grpc_endpoint.assignment import Side, receivable_queue_id
 from graymq.broker_ext.grpc_endpoint.budgets import Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
-from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.registrations import (
+    PROTOCOL_LABEL,
+    NameServerSessions,
+    RegisteredSides,
+    Registrations,
+)
 from graymq.broker_ext.grpc_endpoint.report_checks import ReportChecks
 from graymq.broker_ext.grpc_endpoint.settings import CONSUMER_MAX_ATTEMPTS, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
@@ -53,7 +58,6 @@ from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_LABEL = {"protocol": "rocketmq5"}  # how gray status and the console tell a stock client
 DRAIN_TIMEOUT_S = 300.0  # as graymq's consumer: a longer drain stays gray, says why, and starts again later
 DRAIN_POLL_S = 0.1  # between two reads of the gray backlog (local: offsets and in-flight counts)
 

@@ -29,7 +29,12 @@ from typing import Any
 from graymq.broker_ext.grpc_endpoint.budgets import Budget, Budgets
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession
-from graymq.broker_ext.grpc_endpoint.registrations import NameServerSessions, RegisteredSides, Registrations
+from graymq.broker_ext.grpc_endpoint.registrations import (
+    PROTOCOL_LABEL,
+    NameServerSessions,
+    RegisteredSides,
+    Registrations,
+)
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.core.gray_side import send_lane
 from graymq.nameserver_api.client import ConflictError
@@ -182,8 +187,8 @@ class ProducerSides(RegisteredSides[_Registration]):
                                                                                 lanes_heard=self.lanes_heard))
             registration.membership = Membership(
                 registration.nameserver, group=topic, client_id=caller.client_id, role="producer",
-                labels=caller.labels, declared_gray=None, interval_s=self.interval_s, report=registration.report,
-                on_update=registration.apply, aligned=True, log_failures=False)
+                labels={**caller.labels, **PROTOCOL_LABEL}, declared_gray=None, interval_s=self.interval_s,
+                report=registration.report, on_update=registration.apply, aligned=True, log_failures=False)
             try:
                 await registration.membership.beat()  # no answer: normal until one comes
                 if registration.membership.report_changed():  # the flag applied, reported before the first send

@@ -23,6 +23,9 @@ from graymq.protocol.aio import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
+PROTOCOL_LABEL = {"protocol": "rocketmq5"}  # on every stock client's registration: how gray status and the console
+# tell a stock producer or consumer from graymq's own
+
 
 class Registration(Protocol):
     used_at: float  # monotonic seconds of its last use

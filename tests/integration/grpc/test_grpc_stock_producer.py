@@ -119,7 +119,7 @@ def test_a_running_stock_producer_is_a_client_of_its_topics_producer_group_and_a
         assert producer.next() == {"paused": True}
         view = producer_view(grpc_cluster, topic, client_id)  # the flag it sends with, reported before its first send
         assert view is not None and view["gray"] and view["desired_gray"]
-        assert view["labels"] == {"host": socket.gethostname(), "language": "python"}
+        assert view["labels"] == {"host": socket.gethostname(), "language": "python", "protocol": "rocketmq5"}
 
         grpc_cluster.ns_call(lambda ns: ns.set_flag(topic, client_id, False, reason="v2 is normal now"))
         wait_for(lambda: not (producer_view(grpc_cluster, topic, client_id) or {"gray": True})["gray"], 20,

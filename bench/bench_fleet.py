@@ -54,6 +54,8 @@ LABELS = {  # figure -> its line in RESULTS.md
     "stock_gray_seen": "of them gray (a rule on their host)",
     "flip_switch_off_to_all_s": "gray switch off → every consumer of the big group (s)",
     "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
+    "flip_switch_off_converged_s": "gray switch off → the big group converged (s)",
+    "flip_switch_on_converged_s": "gray switch on → the big group converged (s)",
     "converge_after_join_s": "one consumer joins the big group → converged (s)",
     "converge_after_leave_s": "it leaves → converged (s)",
 }
@@ -181,9 +183,10 @@ def _wait(paths: list[Path], done: Callable[[Status], bool], what: str) -> float
     raise TimeoutError(f"{what}: not reached after {TIMEOUT_S:g}s")
 
 
-def big_group_converged(status: Status) -> bool:
+def big_group_converged(status: Status, switch: bool = True) -> bool:
     """Every queue of ``TOPIC_A`` on both brokers held by exactly one consumer of its side (gray queues by gray
-    consumers), the totals of each side differing by at most one.
+    consumers), the totals of each side differing by at most one; with the ``switch`` off, one side of every
+    consumer and every queue.
 
     >>> base = [f"{b}:{q}" for b in BROKERS for q in range(5, 95)]
     >>> gray = [f"{b}:{q}" for b in BROKERS for q in (*range(5), *range(95, 100))]
@@ -191,25 +194,32 @@ def big_group_converged(status: Status) -> bool:
     True
     >>> big_group_converged({"c1": (None, base[1:], True), "c2": ("gray", gray, True)})
     False
+    >>> big_group_converged({"c1": (None, base, False), "c2": ("gray", gray, False)}, switch=False)
+    False
+    >>> big_group_converged({"c1": (None, base[:80] + gray, False), "c2": ("gray", base[80:], False)}, switch=False)
+    True
     """
     from graymq.core.queue_layout import slot_queue_ids
 
     gray_ids = set(slot_queue_ids(QUEUES, GRAY_QUEUES, 1, 0))
     wanted = {side: {f"{b}:{q}" for b in BROKERS for q in range(QUEUES) if (q in gray_ids) == (side == "gray")}
               for side in (None, "gray")}
-    held: dict[str | None, list[str]] = {None: [], "gray": []}
-    counts: dict[str | None, list[int]] = {None: [], "gray": []}
+    if not switch:
+        wanted = {None: wanted[None] | wanted["gray"]}
+    held: dict[str | None, list[str]] = {side: [] for side in wanted}
+    counts: dict[str | None, list[int]] = {side: [] for side in wanted}
     for lane, queues, _ in status.values():
-        if lane not in held:
+        side = lane if switch else None
+        if side not in held:
             return False
-        held[lane] += queues
-        counts[lane].append(len(queues))
+        held[side] += queues
+        counts[side].append(len(queues))
     return all(len(held[side]) == len(wanted[side]) and set(held[side]) == wanted[side]
                and (not counts[side] or max(counts[side]) - min(counts[side]) <= 1) for side in held)
 
 
-def _converged(expected: int) -> Callable[[Status], bool]:
-    return lambda status: len(status) == expected and big_group_converged(status)
+def _converged(expected: int, switch: bool = True) -> Callable[[Status], bool]:
+    return lambda status: len(status) == expected and big_group_converged(status, switch)
 
 
 def _switched(expected: int, switch: bool) -> Callable[[Status], bool]:
@@ -228,7 +238,8 @@ async def _set_switch(ns: NameServer, enabled: bool) -> float:
 
 
 def _flips(ns: NameServer, paths: list[Path], big: int) -> Figures:
-    """From the switch's call sent to every consumer of the big group seeing it, off then on again."""
+    """From the switch's call sent to every consumer of the big group seeing it, and to the group converged in its
+    new layout, off then on again (each flip from a settled group)."""
     figures: Figures = {}
     for enabled in (False, True):
         began = time.monotonic()
@@ -236,7 +247,8 @@ def _flips(ns: NameServer, paths: list[Path], big: int) -> Figures:
         figures[f"flip_switch_{side}_call_s"] = asyncio.run(_set_switch(ns, enabled))
         figures[f"flip_switch_{side}_to_all_s"] = (
             _wait(paths, _switched(big, enabled), f"switch {enabled} at every consumer") - began)
-    _wait(paths, _converged(big), "the big group after the flips")
+        figures[f"flip_switch_{side}_converged_s"] = (
+            _wait(paths, _converged(big, enabled), f"the big group after the switch went {side}") - began)
     return figures
 
 

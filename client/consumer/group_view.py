@@ -15,7 +15,7 @@ View = dict[str, tuple[Mark, "set[str] | None"]]
 Listings = tuple[tuple[str, bytes], ...]  # (broker address, its encoded listing), sorted
 KEEP = 16  # views of the latest listings kept (a few groups, a change or two in flight)
 
-_views: OrderedDict[Listings, View] = OrderedDict()
+_views: OrderedDict[Listings, tuple[Listings, View]] = OrderedDict()  # the key kept: later keys compare by identity
 
 
 def group_view(listings: dict[str, pb.ConsumerListResponse]) -> tuple[Listings, View]:
@@ -23,17 +23,18 @@ def group_view(listings: dict[str, pb.ConsumerListResponse]) -> tuple[Listings, 
 
     The view is shared: not to be changed."""
     key = tuple(sorted((address, listing.SerializeToString()) for address, listing in listings.items()))
-    view = _views.get(key)
-    if view is not None:
+    known = _views.get(key)
+    if known is not None:
         _views.move_to_end(key)
-        return key, view
+        return known
     latest: dict[str, pb.ClientInfo] = {}
     for listing in listings.values():
         for c in listing.clients:
             seen = latest.get(c.client_id)
             if seen is None or c.last_heartbeat_ms > seen.last_heartbeat_ms:
                 latest[c.client_id] = c
-    view = _views[key] = {client_id: (side(c), set(c.topics) or None) for client_id, c in latest.items()}
+    view = {client_id: (side(c), set(c.topics) or None) for client_id, c in latest.items()}
+    _views[key] = key, view
     while len(_views) > KEEP:
         _views.popitem(last=False)
     return key, view

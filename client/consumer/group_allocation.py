@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from graymq.client.consumer.group_view import Listings, View
+from graymq.client.consumer.group_view import Membership, View
 from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView, allocate_all
 from graymq.core.gray_side import mark_lane
 from graymq.core.group_gray import GroupGray
@@ -56,13 +56,13 @@ def listed_as_is(view: View, topic: str, client_id: str, lane: str | None, switc
     return not switch or mark_lane(listed[0]) == lane
 
 
-def shares_of(group: str, listings: Listings, view: View, topic: str, route: TopicRoute, gray: GroupGray,
+def shares_of(group: str, membership: Membership, view: View, topic: str, route: TopicRoute, gray: GroupGray,
               base: AllocateMessageQueueStrategy) -> GroupAllocation:
-    """Every client's share of ``topic`` in the group ``view`` shows (from ``listings``), shared by the process's
-    consumers of the group.
+    """Every client's share of ``topic`` in the group ``view`` shows (``membership`` its entries), shared by the
+    process's consumers of the group.
 
     The result is shared: not to be changed."""
-    key = (group, listings, topic, id(route), gray.switch, gray.weights, gray.orphan_policy,
+    key = (group, membership, topic, id(route), gray.switch, gray.weights, gray.orphan_policy,
            tuple(sorted(gray.lane_policies.items())), id(base))
     allocation = _allocations.get(key)
     if allocation is not None:

@@ -18,7 +18,7 @@ from graymq.client.consumer.assignment import Assignment, Wanted
 from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.fetcher import ROUTE_SUSPECT, Fetcher
 from graymq.client.consumer.group_allocation import gray_strategy, listed_as_is, members, shares_of
-from graymq.client.consumer.group_view import View, group_view
+from graymq.client.consumer.group_view import Membership, View, group_view
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.runtime import ConsumerRuntime
@@ -56,9 +56,9 @@ class Rebalancer:
         self.listings = listings or GroupListings(runtime.brokers)  # the instance's, shared by its consumers
         self._lock = asyncio.Lock()
         self._lease_retry = Backoff(*LEASE_RETRY)
-        # The brokers' last listings of the group (their bytes), and the inputs of the last allocation (the
+        # The group as the brokers last listed it (its membership), and the inputs of the last allocation (the
         # routes held so their ids stay theirs) with the queues it wanted.
-        self._listings: tuple[tuple[str, bytes], ...] = ()
+        self._membership: Membership = frozenset()
         self._allocation: tuple[Hashable, list[TopicRoute], Wanted] | None = None
 
     async def loop(self) -> None:
@@ -117,14 +117,14 @@ class Rebalancer:
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
 
         await asyncio.gather(*(from_broker(a) for a in rt.broker_addresses()))
-        self._listings, view = group_view(listings)
+        self._membership, view = group_view(listings)
         return view
 
     def _allocate(self, view: View, routes: list[tuple[str, TopicRoute]]) -> Wanted:
         """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer
-        again when nothing it depends on changed (the group's listings, this client's flags, the routes)."""
+        again when nothing it depends on changed (the group's membership, this client's flags, the routes)."""
         rt, gg = self.runtime, self.runtime.group_gray
-        key = (self._listings, rt.lane, gg.switch, gg.weights, gg.orphan_policy, tuple(gg.lane_policies.items()),
+        key = (self._membership, rt.lane, gg.switch, gg.weights, gg.orphan_policy, tuple(gg.lane_policies.items()),
                rt.broadcasting, tuple((topic, id(route)) for topic, route in routes))
         if self._allocation is not None and self._allocation[0] == key:
             return self._allocation[2]
@@ -148,7 +148,7 @@ class Rebalancer:
             return (gray_strategy(route, gg, self.base_strategy),
                     [mq for mq in queues if not gg.switch or route.lane_of(mq) == rt.lane])
         if listed_as_is(view, topic, rt.client_id, rt.lane, gg.switch):
-            allocation = shares_of(rt.group, self._listings, view, topic, route, gg, self.base_strategy)
+            allocation = shares_of(rt.group, self._membership, view, topic, route, gg, self.base_strategy)
             return allocation.strategy, allocation.shares.get(rt.client_id, [])
         strategy = gray_strategy(route, gg, self.base_strategy)
         clients = members({**view, rt.client_id: (rt.lane or False, None)}, topic)

@@ -10,7 +10,13 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from graymq.client.consumer.group_view import Membership, View
-from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView, allocate_all
+from graymq.core.allocate import (
+    STRATEGIES,
+    AllocateMessageQueueGray,
+    AllocateMessageQueueStrategy,
+    ConsumerView,
+    allocate_all,
+)
 from graymq.core.gray_side import mark_lane
 from graymq.core.group_gray import GroupGray
 from graymq.core.message_queue import MessageQueue
@@ -22,7 +28,7 @@ KEEP = 32  # whole-group allocations kept (a few groups and topics, a change or 
 @dataclass(frozen=True)
 class GroupAllocation:
     """Every client's share of one topic's queues; the route and base strategy are held so that their ids, which
-    the key names, stay theirs."""
+    the key may name, stay theirs."""
 
     route: TopicRoute
     base: AllocateMessageQueueStrategy
@@ -31,6 +37,12 @@ class GroupAllocation:
 
 
 _allocations: OrderedDict[Hashable, GroupAllocation] = OrderedDict()
+
+
+def _identity(base: AllocateMessageQueueStrategy) -> type | int:
+    """What names ``base`` in a key: graymq's own strategies hold no state (each consumer builds its own, all alike),
+    another is itself (its id)."""
+    return type(base) if type(base) in STRATEGIES.values() else id(base)
 
 
 def gray_strategy(route: TopicRoute, gray: GroupGray, base: AllocateMessageQueueStrategy) -> AllocateMessageQueueGray:
@@ -63,7 +75,7 @@ def shares_of(group: str, membership: Membership, view: View, topic: str, route:
 
     The result is shared: not to be changed."""
     key = (group, membership, topic, id(route), gray.switch, gray.weights, gray.orphan_policy,
-           tuple(sorted(gray.lane_policies.items())), id(base))
+           tuple(sorted(gray.lane_policies.items())), _identity(base))
     allocation = _allocations.get(key)
     if allocation is not None:
         _allocations.move_to_end(key)

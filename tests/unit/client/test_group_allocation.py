@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any, cast
 
 import pytest
@@ -85,21 +84,23 @@ class Parts:
         return {q.mq: 0 for q in queues}
 
 
-class Counting(AllocateMessageQueueAveragely):
-    """Averagely, noting each client allocated alone and each whole group ("*")."""
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Averagely's work: each client allocated alone, and each whole group ("*")."""
+    noted: list[str] = []
+    alone, whole = AllocateMessageQueueAveragely.allocate, AllocateMessageQueueAveragely.allocate_all
 
-    def __init__(self) -> None:
-        self.calls: list[str] = []
+    def allocate(self: Any, group: str, client_id: str, *args: Any) -> list[MessageQueue]:
+        noted.append(client_id)
+        return alone(self, group, client_id, *args)
 
-    def allocate(self, group: str, client_id: str, queues: Sequence[MessageQueue],
-                 clients: Sequence[ConsumerView]) -> list[MessageQueue]:
-        self.calls.append(client_id)
-        return super().allocate(group, client_id, queues, clients)
+    def allocate_all(self: Any, *args: Any) -> dict[str, list[MessageQueue]]:
+        noted.append("*")
+        return whole(self, *args)
 
-    def allocate_all(self, group: str, queues: Sequence[MessageQueue],
-                     clients: Sequence[ConsumerView]) -> dict[str, list[MessageQueue]]:
-        self.calls.append("*")
-        return super().allocate_all(group, queues, clients)
+    monkeypatch.setattr(AllocateMessageQueueAveragely, "allocate", allocate)
+    monkeypatch.setattr(AllocateMessageQueueAveragely, "allocate_all", allocate_all)
+    return noted
 
 
 def consumer(brokers: Brokers, listings: GroupListings, group: str, client_id: str, lane: Mark,
@@ -130,20 +131,24 @@ LISTED: dict[str, Mark] = {"c0": False, "c1": True, "c2": False, "c4": False, "x
 IN_PROCESS: dict[str, Mark] = {"c0": False, "c1": True, "c2": True, "c3": False, "c4": False}
 
 
-@run
-async def test_the_consumers_of_a_process_share_one_listing_per_broker_and_one_allocation_of_the_group() -> None:
-    brokers, failures, base = Brokers(LISTED), [], Counting()
-    listings = GroupListings(cast(Any, brokers))
-    listings.changed("G1")  # the notice that woke them
-    parts = {c: consumer(brokers, listings, "G1", c, lane, base, failures) for c, lane in IN_PROCESS.items()}
-    rebalances = asyncio.gather(*(part.rebalance() for part in parts.values()))
-    await asyncio.sleep(0.01)
-    brokers.gate.set()
-    await rebalances
-    assert brokers.lists == {address: 1 for address in ADDRESSES} and not failures
-    for client_id, part in parts.items():
-        assert set(part.assignment.assigned()) == own_computation(LISTED, client_id, IN_PROCESS[client_id])
-    assert sorted(base.calls) == ["*", "*", "c2", "c3"]  # the group once (each side once), the others alone
+def test_the_consumers_of_a_process_share_one_listing_per_broker_and_one_allocation_of_the_group(
+        calls: list[str]) -> None:
+    async def scenario() -> None:
+        brokers, failures = Brokers(LISTED), []
+        listings = GroupListings(cast(Any, brokers))
+        listings.changed("G1")  # the notice that woke them
+        parts = {c: consumer(brokers, listings, "G1", c, lane, AllocateMessageQueueAveragely(), failures)
+                 for c, lane in IN_PROCESS.items()}  # each its own strategy, as each push consumer builds one
+        rebalances = asyncio.gather(*(part.rebalance() for part in parts.values()))
+        await asyncio.sleep(0.01)
+        brokers.gate.set()
+        await rebalances
+        assert brokers.lists == {address: 1 for address in ADDRESSES} and not failures
+        assert sorted(calls) == ["*", "*", "c2", "c3"]  # the group once (each side once), the others alone
+        for client_id, part in parts.items():
+            assert set(part.assignment.assigned()) == own_computation(LISTED, client_id, IN_PROCESS[client_id])
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
 @run

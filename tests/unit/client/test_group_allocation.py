@@ -13,6 +13,7 @@ import pytest
 
 from graymq.client.config import ClientConfig
 from graymq.client.consumer.assignment import Assignment
+from graymq.client.consumer.group_allocation import listed_as_is
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.rebalancer import Rebalancer
@@ -189,3 +190,17 @@ def test_the_instance_counts_each_group_changed_notice() -> None:
     instance._group_changed("G")
     instance._group_changed("H")
     assert (instance.group_listings.notices("G"), instance.group_listings.notices("H")) == (2, 1)
+
+
+@pytest.mark.parametrize(("listed", "lane", "switch", "shared"), [
+    ((False, frozenset({TOPIC})), None, True, True),
+    ((True, frozenset({TOPIC})), "gray", True, True),  # listed True is the lane gray
+    (("v2", None), "v2", True, True),  # topics unknown: counted in every topic
+    ((False, frozenset({TOPIC})), "gray", True, False),  # flipped, its heartbeat on the way
+    ((False, frozenset({TOPIC})), "gray", False, True),  # with the switch off no side counts
+    ((False, frozenset({"U"})), None, False, False),  # not subscribed to the topic yet
+])
+def test_a_consumer_takes_the_shared_shares_only_when_the_view_shows_it_as_it_is(
+        listed: tuple[Mark, frozenset[str] | None], lane: str | None, switch: bool, shared: bool) -> None:
+    assert listed_as_is({"c": listed}, TOPIC, "c", lane, switch) is shared
+    assert not listed_as_is({}, TOPIC, "c", lane, switch)

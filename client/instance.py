@@ -1,6 +1,7 @@
 """``ClientInstance``: the client side one ``ClientConfig`` builds, shared by the producers and consumers given
 that config (RocketMQ's ``MQClientInstance``): one name-server client, one route cache, one set of broker
-connections, and one name-server session (nameserver_api/session.py) carrying every client's heartbeats and watch:
+connections (whose consumers share the requests for a group's listing, client/group_listings.py), and one
+name-server session (nameserver_api/session.py) carrying every client's heartbeats and watch:
 the heartbeats due in one turn of the loop go out as one request (those of every client on the interval's grid;
 a ``poke`` joins the requests of its turn), and one long poll watches every client's flags, each client acting on
 its own answer as before; its consumers' broker heartbeats go one request per broker the same way
@@ -21,6 +22,7 @@ from collections.abc import Callable
 
 from graymq.client.broker_beats import BrokerBeats
 from graymq.client.config import ClientConfig
+from graymq.client.group_listings import GroupListings
 from graymq.client.route_cache import SharedRouteCache, SharedRoutes
 from graymq.nameserver_api.client import NameServerClient
 from graymq.nameserver_api.membership import Membership, new_client_id
@@ -46,6 +48,7 @@ class ClientInstance:
         self.brokers = BrokerClient(on_group_changed=self._group_changed, timeout_s=config.broker_timeout_s,
                                     token=config.token or "", tls=config.tls)
         self.broker_beats = BrokerBeats(self.brokers, new_client_id("instance"))
+        self.group_listings = GroupListings(self.brokers)
         self._on_group_changed: list[GroupChanged] = []
         self._users = 0
         self.loop: asyncio.AbstractEventLoop | None = None  # where its clients run, once the first one started
@@ -82,6 +85,7 @@ class ClientInstance:
         self._on_group_changed.append(callback)
 
     def _group_changed(self, group: str) -> None:
+        self.group_listings.changed(group)
         for callback in list(self._on_group_changed):
             callback(group)
 

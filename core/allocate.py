@@ -59,6 +59,25 @@ def _position(client_id: str, queues: Sequence[MessageQueue], clients: Sequence[
     return sorted(queues), [c.client_id for c in ordered].index(client_id), len(ordered)
 
 
+def _first_positions(clients: Sequence[ConsumerView]) -> dict[str, int]:
+    """Each client's index in the sorted clients (a client listed twice: its first entry's, as ``_position``)."""
+    positions: dict[str, int] = {}
+    for index, c in enumerate(sorted(set(clients), key=_order)):
+        positions.setdefault(c.client_id, index)
+    return positions
+
+
+def allocate_all(strategy: AllocateMessageQueueStrategy, group: str, queues: Sequence[MessageQueue],
+                 clients: Sequence[ConsumerView]) -> dict[str, list[MessageQueue]]:
+    """client id -> what ``strategy.allocate`` gives it, for every client of ``clients``: in one pass when the
+    strategy has an ``allocate_all`` of its own, else client by client (a strategy given by the user)."""
+    of_all = getattr(strategy, "allocate_all", None)
+    if of_all is not None:
+        return of_all(group, queues, clients)  # type: ignore[no-any-return]
+    return {client_id: strategy.allocate(group, client_id, queues, clients)
+            for client_id in {c.client_id for c in clients}}
+
+
 class AllocateMessageQueueAveragely:
     """Contiguous blocks, the first ``len(queues) % len(clients)`` clients take one extra.
 
@@ -72,6 +91,17 @@ class AllocateMessageQueueAveragely:
         if position is None:
             return []
         mqs, index, k = position
+        return self._block(mqs, index, k)
+
+    def allocate_all(self, group: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+                     ) -> dict[str, list[MessageQueue]]:
+        """Every client's ``allocate``, in one pass."""
+        positions, mqs = _first_positions(clients), sorted(queues)
+        k = len(set(clients))
+        return {client_id: self._block(mqs, index, k) for client_id, index in positions.items()}
+
+    @staticmethod
+    def _block(mqs: list[MessageQueue], index: int, k: int) -> list[MessageQueue]:
         n = len(mqs)
         size = n // k + (1 if index < n % k else 0)
         start = index * (n // k) + min(index, n % k)
@@ -91,7 +121,14 @@ class AllocateMessageQueueAveragelyByCircle:
         if position is None:
             return []
         mqs, index, k = position
-        return [mq for i, mq in enumerate(mqs) if i % k == index]
+        return mqs[index::k]
+
+    def allocate_all(self, group: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+                     ) -> dict[str, list[MessageQueue]]:
+        """Every client's ``allocate``, in one pass."""
+        positions, mqs = _first_positions(clients), sorted(queues)
+        k = len(set(clients))
+        return {client_id: mqs[index::k] for client_id, index in positions.items()}
 
 
 class AllocateMessageQueueGray:
@@ -182,6 +219,22 @@ class AllocateMessageQueueGray:
         sides = self.lane_sides(queues, {side for c in ordered if (side := c.in_lane) is not None})
         lane = next(c for c in ordered if c.client_id == client_id).in_lane
         return self.base.allocate(group, client_id, sides.get(lane, []), [c for c in ordered if c.in_lane == lane])
+
+    def allocate_all(self, group: str, queues: Sequence[MessageQueue], clients: Sequence[ConsumerView]
+                     ) -> dict[str, list[MessageQueue]]:
+        """Every client's ``allocate`` in one pass: the sides are worked out once, each split once by ``base``."""
+        ordered = sorted(set(clients), key=_order)
+        if not self.gray_switch:
+            return allocate_all(self.base, group, queues, [ConsumerView(c.client_id) for c in ordered])
+        by_lane: dict[str | None, list[ConsumerView]] = {}
+        lane_of_client: dict[str, str | None] = {}
+        for c in ordered:
+            by_lane.setdefault(c.in_lane, []).append(c)
+            lane_of_client.setdefault(c.client_id, c.in_lane)
+        sides = self.lane_sides(queues, {lane for lane in by_lane if lane is not None})
+        shares = {lane: allocate_all(self.base, group, sides.get(lane, []), side_clients)
+                  for lane, side_clients in by_lane.items()}
+        return {client_id: shares[lane][client_id] for client_id, lane in lane_of_client.items()}
 
     def adopted(self, mq: MessageQueue) -> bool:
         """Whether a base client holding ``mq`` holds it by adoption (the pull must say so)."""

@@ -130,7 +130,8 @@ class PushConsumer:
                                on_lost=lambda pq, exc: self.rebalancer.lost(pq, exc), rejoin=self.heartbeats.beat)
         self.rebalancer = Rebalancer(rt, self.assignment, self.fetcher, leases=self.leases,
                                      start_offsets=self.start_offsets, heartbeats=self.heartbeats,
-                                     base_strategy=self.base_strategy, on_queues_changed=self.membership.poke)
+                                     base_strategy=self.base_strategy, on_queues_changed=self.membership.poke,
+                                     listings=self.client.group_listings)
         self._flipper = FlipRunner(rt, self.membership, self.rebalancer, self.fetcher, self.heartbeats,
                                    orphan_policy=orphan_policy, slots=self.nameserver)
 

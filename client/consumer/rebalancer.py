@@ -10,7 +10,6 @@ it N² rows per group change.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable, Hashable
@@ -18,13 +17,15 @@ from collections.abc import Callable, Hashable
 from graymq.client.consumer.assignment import Assignment, Wanted
 from graymq.client.consumer.broker_heartbeats import BrokerHeartbeats
 from graymq.client.consumer.fetcher import ROUTE_SUSPECT, Fetcher
-from graymq.client.consumer.group_view import View, group_view
+from graymq.client.consumer.group_allocation import gray_strategy, listed_as_is, members, shares_of
+from graymq.client.consumer.group_view import Membership, View, group_view
 from graymq.client.consumer.process_queue import ProcessQueue
 from graymq.client.consumer.queue_leases import QueueLeases
 from graymq.client.consumer.runtime import ConsumerRuntime
 from graymq.client.consumer.start_offset import QueueToStart, StartOffsets
+from graymq.client.group_listings import GroupListings
 from graymq.client.message import MessageQueue
-from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy, ConsumerView
+from graymq.core.allocate import AllocateMessageQueueGray, AllocateMessageQueueStrategy
 from graymq.core.route import TopicRoute
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.aio import wait_event
@@ -42,7 +43,8 @@ class Rebalancer:
 
     def __init__(self, runtime: ConsumerRuntime, assignment: Assignment, fetcher: Fetcher, *,
                  leases: QueueLeases, start_offsets: StartOffsets, heartbeats: BrokerHeartbeats,
-                 base_strategy: AllocateMessageQueueStrategy, on_queues_changed: Callable[[], None]) -> None:
+                 base_strategy: AllocateMessageQueueStrategy, on_queues_changed: Callable[[], None],
+                 listings: GroupListings | None = None) -> None:
         self.runtime = runtime
         self.assignment = assignment
         self.fetcher = fetcher
@@ -51,11 +53,12 @@ class Rebalancer:
         self.heartbeats = heartbeats
         self.base_strategy = base_strategy
         self.on_queues_changed = on_queues_changed
+        self.listings = listings or GroupListings(runtime.brokers)  # the instance's, shared by its consumers
         self._lock = asyncio.Lock()
         self._lease_retry = Backoff(*LEASE_RETRY)
-        # The brokers' last listings of the group (their bytes), and the inputs of the last allocation (the
+        # The group as the brokers last listed it (its membership), and the inputs of the last allocation (the
         # routes held so their ids stay theirs) with the queues it wanted.
-        self._listings: tuple[tuple[str, bytes], ...] = ()
+        self._membership: Membership = frozenset()
         self._allocation: tuple[Hashable, list[TopicRoute], Wanted] | None = None
 
     async def loop(self) -> None:
@@ -99,50 +102,57 @@ class Rebalancer:
 
     async def _group_view(self) -> View:
         """client id -> (effective gray flag, subscribed topics or None if unknown), from every broker's listing
-        (this client's own entry is added by ``_allocate``); shared by the consumers of the process."""
+        (this client's own entry is added by ``_allocate``); the listings and the view are shared by the consumers
+        of the process."""
         rt = self.runtime
         listings: dict[str, pb.ConsumerListResponse] = {}
+        seen = self.listings.notices(rt.group)  # not a listing asked for before the notices that woke this one
 
         async def from_broker(address: str) -> None:
             try:
-                listings[address] = await rt.brokers.consumer_list(address, rt.group)
+                listings[address] = await self.listings.fetch(address, rt.group, seen)
             except GrayMQError as exc:
                 if exc.permanent:
                     rt.fail(exc, f"listing the consumers of group {rt.group} on broker {address}")
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
 
         await asyncio.gather(*(from_broker(a) for a in rt.broker_addresses()))
-        self._listings, view = group_view(listings)
+        self._membership, view = group_view(listings)
         return view
 
     def _allocate(self, view: View, routes: list[tuple[str, TopicRoute]]) -> Wanted:
         """queue -> (broker address, held by adoption) for the queues this client should hold; the last answer
-        again when nothing it depends on changed (the group's listings, this client's flags, the routes)."""
+        again when nothing it depends on changed (the group's membership, this client's flags, the routes)."""
         rt, gg = self.runtime, self.runtime.group_gray
-        key = (self._listings, rt.lane, gg.switch, gg.weights, gg.orphan_policy, tuple(gg.lane_policies.items()),
+        key = (self._membership, rt.lane, gg.switch, gg.weights, gg.orphan_policy, tuple(gg.lane_policies.items()),
                rt.broadcasting, tuple((topic, id(route)) for topic, route in routes))
         if self._allocation is not None and self._allocation[0] == key:
             return self._allocation[2]
         wanted: Wanted = {}
-        view = {**view, rt.client_id: (rt.lane or False, None)}
         for topic, route in routes:
-            strategy = AllocateMessageQueueGray(
-                route.is_gray, self.base_strategy, orphan_policy=gg.orphan_policy, gray_switch=gg.switch,
-                weighted_lane=functools.partial(route.weighted_lane, weights=gg.weights), lane_of=route.lane_of,
-                lane_policies=gg.lane_policies)
-            queues = route.queues(readable=True)
-            if rt.broadcasting:
-                mine = [mq for mq in queues if not gg.switch or route.lane_of(mq) == rt.lane]
-            else:
-                clients = [ConsumerView(cid, bool(side), side if isinstance(side, str) else None)
-                           for cid, (side, topics) in view.items() if topics is None or topic in topics]
-                mine = strategy.allocate(rt.group, rt.client_id, queues, clients)
+            strategy, mine = self._mine(view, topic, route)
             for mq in mine:
                 address = route.address_of(mq.broker_name)
                 if address is not None:
                     wanted[mq] = (address, not rt.gray and strategy.adopted(mq))
         self._allocation = (key, [route for _, route in routes], wanted)
         return wanted
+
+    def _mine(self, view: View, topic: str, route: TopicRoute) -> tuple[AllocateMessageQueueGray, list[MessageQueue]]:
+        """(the strategy, this client's queues of ``topic``): its share of the whole group's allocation, which the
+        process's consumers of the group share, unless the view does not show this client as it is: then its own
+        entry is added and its share computed alone."""
+        rt, gg = self.runtime, self.runtime.group_gray
+        if rt.broadcasting:
+            queues = route.queues(readable=True)
+            return (gray_strategy(route, gg, self.base_strategy),
+                    [mq for mq in queues if not gg.switch or route.lane_of(mq) == rt.lane])
+        if listed_as_is(view, topic, rt.client_id, rt.lane, gg.switch):
+            allocation = shares_of(rt.group, self._membership, view, topic, route, gg, self.base_strategy)
+            return allocation.strategy, allocation.shares.get(rt.client_id, [])
+        strategy = gray_strategy(route, gg, self.base_strategy)
+        clients = members({**view, rt.client_id: (rt.lane or False, None)}, topic)
+        return strategy, strategy.allocate(rt.group, rt.client_id, route.queues(readable=True), clients)
 
     async def _take(self, new: list[tuple[MessageQueue, str, bool]]) -> None:
         """Start pulling newly assigned queues (address, adopted) at their committed offset, else where

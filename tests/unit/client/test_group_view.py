@@ -1,4 +1,4 @@
-"""The group view from the brokers' listings: the latest heartbeat wins, and one view is built per listings."""
+"""The group view from the brokers' listings: the latest heartbeat wins, and one view is built per membership."""
 
 from __future__ import annotations
 
@@ -27,3 +27,11 @@ def test_the_consumers_of_a_process_share_the_view_of_the_same_listings() -> Non
     assert again is first and again_key == first_key
     changed_key, changed = group_view({"b1:1": listing(("a", False, 10, ["T"]), ("c", False, 11, ["T"]))})
     assert changed_key != first_key and set(changed) == {"a", "c"}
+
+
+def test_listings_differing_in_heartbeat_times_only_give_one_view_and_one_membership() -> None:
+    first_key, first = group_view({"b1:1": listing(("a", False, 10, ["T"]), ("b", True, 10, ["T"]))})
+    later_key, later = group_view({"b1:1": listing(("a", False, 40, ["T"]), ("b", True, 41, ["T"]))})
+    assert later is first and later_key is first_key
+    moved_key, moved = group_view({"b1:1": listing(("a", True, 50, ["T"]), ("b", True, 51, ["T"]))})
+    assert moved_key != first_key and moved == {"a": (True, {"T"}), "b": (True, {"T"})}

@@ -153,7 +153,8 @@ class ClientRepository:
         if not wanted:
             return {}
         stmt = (update(Client)
-                .where(tuple_(Client.group_id, Client.client_id, Client.role).in_(wanted), Client.last_seen > live_after)
+                .where(tuple_(Client.group_id, Client.client_id, Client.role).in_(wanted),
+                       Client.last_seen > live_after)
                 .values(last_seen=now)
                 .returning(Client.id, Client.group_id, Client.client_id, Client.role))
         if binding.enforce:
@@ -166,7 +167,8 @@ class ClientRepository:
     def store_health(self, health: dict[int, dict[str, Any] | None]) -> None:
         """Write ``health`` (row id -> report) of alive clients: one batch of updates by primary key, in key order."""
         if health:
-            self.session.execute(update(Client), [{"id": row_id, "health": health[row_id]} for row_id in sorted(health)])
+            values = [{"id": row_id, "health": health[row_id]} for row_id in sorted(health)]
+            self.session.execute(update(Client), values)
 
     def unregister(self, group_id: int, client_id: str, role: str | None) -> Sequence[Client]:
         """Mark the client id's rows (one role, or all) unregistered; returns the rows that were registered."""

@@ -221,7 +221,8 @@ class ClientService:
         live_after = now - timedelta(seconds=self.settings.client_expiry_seconds / 2)
         refreshed = self.clients.refresh_alive([key for key in keys if key is not None], now, live_after,
                                                self._binding(caller))
-        self.clients.store_health({refreshed[key]: entry.health.model_dump() for key, entry in zip(keys, entries)
+        self.clients.store_health({refreshed[key]: entry.health.model_dump()
+                                   for key, entry in zip(keys, entries, strict=True)
                                    if key in refreshed and entry.health is not None})
         self.session.commit()
         return [None if key in refreshed else NotFound(

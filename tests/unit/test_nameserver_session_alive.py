@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession as StockClientsSession
 from graymq.nameserver_api import session as session_module
 from graymq.nameserver_api.membership import Membership
 from graymq.nameserver_api.records import HeartbeatAnswer
@@ -73,9 +74,10 @@ class FakeNameServer:
 class Fleet:
     """``count`` consumers' memberships over one session; ``reports`` holds each one's report."""
 
-    def __init__(self, nameserver: FakeNameServer, count: int) -> None:
+    def __init__(self, nameserver: FakeNameServer, count: int, kind: type[NameServerSession] = NameServerSession
+                 ) -> None:
         self.nameserver = nameserver
-        self.session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        self.session = kind(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
         self.ids = [f"c{i:02d}" for i in range(count)]
         self.reports: dict[str, dict[str, Any]] = {c: {"gray": False, "state": "NORMAL", "queues": ["q0"],
                                                        "health": {"normal": {"consumed": 0}}} for c in self.ids}
@@ -100,10 +102,12 @@ def run(scenario: Any) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
-def test_a_fleet_with_unchanged_reports_beats_alive_after_its_first_full_heartbeat_and_in_full_every_few() -> None:
+@pytest.mark.parametrize("kind", [NameServerSession, StockClientsSession])
+def test_a_fleet_with_unchanged_reports_beats_alive_after_its_first_full_heartbeat_and_in_full_every_few(
+        kind: type[NameServerSession]) -> None:
     async def scenario() -> None:
         nameserver = FakeNameServer()
-        fleet = Fleet(nameserver, 20)
+        fleet = Fleet(nameserver, 20, kind)
         for _ in range(2 * (FULL_EVERY + 1)):
             answers = await fleet.beat()
             assert all(isinstance(answer, HeartbeatAnswer) for answer in answers)

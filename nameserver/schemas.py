@@ -531,8 +531,9 @@ class ClientAliveResult(BaseModel):
 
 class ClientHeartbeatsResponse(BaseModel):
     results: list[ClientHeartbeatResult] = Field(description="one per heartbeat, in the request's order")
-    alive: list[ClientAliveResult] = Field(default_factory=list, description="one per alive client, in the "
-                                           "request's order")
+    alive: list[ClientAliveResult] = Field(default_factory=list, exclude_if=lambda alive: not alive,
+                                           description="heartbeats: one per alive client, in the request's order "
+                                           "(left out when it listed none)")
 
 
 class WatchedState(BaseModel):

@@ -478,11 +478,32 @@ class ClientHeartbeatResponse(BaseModel):
                                         "topic, or named by the group), each as the group treats it")
 
 
+class ClientAlive(BaseModel):
+    """A client whose report is unchanged since its last full heartbeat the name server answered: it is alive.
+    Only ``last_seen`` is refreshed (and ``health``, when given); nothing is answered but a status."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group: GroupName
+    client_id: ClientId
+    role: Role
+    health: ConsumeHealth | None = Field(default=None, description="consumers: their health now, when it changed "
+                                         "since the full heartbeat (stored as a full heartbeat's is); None: as is")
+
+
 class ClientHeartbeats(BaseModel):
     """Several clients' heartbeats in one call (a broker heartbeating the stock clients it registered with one
-    credential), each checked and stored as ``POST /v1/clients/heartbeat`` would."""
+    credential), each checked and stored as ``POST /v1/clients/heartbeat`` would; and ``alive``, the keys of
+    clients whose reports did not change, whose ``last_seen`` alone is refreshed. Never both empty."""
 
-    heartbeats: list[ClientHeartbeat] = Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)
+    heartbeats: list[ClientHeartbeat] = Field(default_factory=list, max_length=MAX_HEARTBEAT_BATCH)
+    alive: list[ClientAlive] = Field(default_factory=list, max_length=MAX_HEARTBEAT_BATCH)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Self:
+        if not self.heartbeats and not self.alive:
+            raise ValueError("a batch holds at least one heartbeat or alive client")
+        return self
 
 
 class ClientHeartbeatResult(BaseModel):
@@ -494,8 +515,25 @@ class ClientHeartbeatResult(BaseModel):
     detail: Any = None
 
 
+class ClientAliveResult(BaseModel):
+    """One alive client of a batch: 200 (its ``last_seen`` refreshed), or 404 (unknown, not live, another
+    principal's: send the full heartbeat) or 403 (beyond the rights) with ``error`` and ``detail``."""
+
+    status_code: int = 200
+    error: str | None = None
+    detail: Any = None
+
+    @model_serializer(mode="wrap")
+    def _status_alone_when_refreshed(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {"status_code": self.status_code} if self.status_code < 300 else data
+
+
 class ClientHeartbeatsResponse(BaseModel):
     results: list[ClientHeartbeatResult] = Field(description="one per heartbeat, in the request's order")
+    alive: list[ClientAliveResult] = Field(default_factory=list, exclude_if=lambda alive: not alive,
+                                           description="heartbeats: one per alive client, in the request's order "
+                                           "(left out when it listed none)")
 
 
 class WatchedState(BaseModel):

@@ -40,7 +40,9 @@ WATCH_RETRY_S = 5.0  # after a failed watch (heartbeats go on meanwhile)
 class MembershipLink(Protocol):
     """What a membership asks of the name server (a ``NameServerClient``, or heartbeats batched over one)."""
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer: ...
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer | None:
+        """The heartbeat's answer; None when only its liveness was refreshed (an alive beat: nothing changed, the
+        latest answer holds)."""
 
     async def watch_client(self, body: dict[str, Any], timeout_s: float) -> HeartbeatAnswer: ...
 
@@ -124,6 +126,10 @@ class Membership:
             self.reachable = False
             return None
         self.reachable = True
+        if response is None:  # an alive beat: the latest answer (a heartbeat's or a watch's) holds
+            if self.last is None:
+                return None
+            response = self.last
         self.last = response
         await self._apply(response, sent_epoch)
         return response

@@ -13,6 +13,15 @@ and the round starts again; a membership added or gone starts a new round too. A
 routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are, at
 once: a client stopped leaves its group then, while one whose process died goes stale as a single one would.
 
+A membership whose report is the one its last full heartbeat carried (the name server answered it 200) beats
+"alive": its key alone, under the request's ``alive``; the name server refreshes its ``last_seen`` and computes no
+answer, and the beat returns None (``MembershipLink``: act on the latest answer again). A consumer's ``health``,
+which grows with every message consumed, rides along in the alive entry rather than making the report differ. A full
+heartbeat still goes out after ``FULL_EVERY`` alive ones in a row (its answer retries what a missed watch would
+have carried), whenever the report changed, while this session's watches fail (they alone carry changes to alive
+clients), and at once after an alive beat refused with 404 (the client expired, or the name server forgot it). A
+name server without alive beats (422, or an answer without ``alive``) gets full heartbeats only.
+
 A membership whose report changed beats at once rather than on the grid (``poke``); beats due in the same moment
 share a request here as the periodic ones do, one request of a session is in flight at a time and a membership has
 one beat in flight at most, so a burst of changes costs a few requests, not one per change. A failed request is
@@ -24,13 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
 from graymq.nameserver_api.membership import WATCH_RETRY_S, WATCH_S, Membership
 from graymq.nameserver_api.records import HeartbeatAnswer
 from graymq.protocol.aio import cancel_and_wait, wait_event
-from graymq.protocol.errors import GrayMQError
+from graymq.protocol.errors import BadRequestError, GrayMQError
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +49,44 @@ MAX_BATCH = 100  # heartbeats a request (the name server takes up to 500; a requ
 PER_HEARTBEAT_S = 0.05  # a batch's read timeout grows by this per heartbeat in it
 PATH = "/v1/clients/heartbeats"
 WATCHES_PATH = "/v1/clients/watches"
+FULL_EVERY = 5  # alive beats of a membership in a row before a full heartbeat (a consumer: one every 30 s)
 
-Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer]]
+Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer | None]]
+Key = tuple[str, str, str]  # group, client id, role
+
+
+@dataclass
+class Acked:
+    """A membership's last full heartbeat the name server answered 200 (its health as last stored), and the alive
+    beats sent since."""
+
+    body: dict[str, Any]
+    alive_beats: int = 0
+
+
+def key_of(body: dict[str, Any]) -> Key:
+    return body.get("group", ""), body.get("client_id", ""), body.get("role", "")
+
+
+def alive_entry(body: dict[str, Any], acked: Acked | None) -> dict[str, Any] | None:
+    """The alive entry of ``body`` when it is ``acked``'s but for its health (carried along when it differs), and
+    fewer than ``FULL_EVERY`` alive beats went since; else None (a full heartbeat).
+
+    >>> acked = Acked({"group": "G", "client_id": "c", "role": "consumer", "gray": False, "health": {"n": 1}})
+    >>> alive_entry({**acked.body, "health": {"n": 2}}, acked)
+    {'group': 'G', 'client_id': 'c', 'role': 'consumer', 'health': {'n': 2}}
+    >>> alive_entry({**acked.body, "gray": True}, acked), alive_entry(acked.body, Acked(acked.body, FULL_EVERY))
+    (None, None)
+    """
+    if acked is None or acked.alive_beats >= FULL_EVERY:
+        return None
+    if {k: v for k, v in body.items() if k != "health"} != {k: v for k, v in acked.body.items() if k != "health"}:
+        return None
+    group, client_id, role = key_of(body)
+    entry: dict[str, Any] = {"group": group, "client_id": client_id, "role": role}
+    if body.get("health") != acked.body.get("health"):
+        entry["health"] = body.get("health")
+    return entry
 Watched = tuple[Membership, dict[str, Any], int]  # a membership, its watch body, its epoch when sent
 
 
@@ -64,6 +110,10 @@ class NameServerSession:
         self._landed = asyncio.Condition()  # notified when a request came back
         self._sender: asyncio.Task[None] | None = None
         self._batched = True  # False once the name server answered that it has no batched route
+        self._alive = True  # False once the name server showed it takes no alive beats
+        self._acked: dict[Key, Acked] = {}  # a membership's last full heartbeat answered 200
+        self.watch_failed = False  # the last round of watches failed: no alive beats (nothing carries changes)
+        self.alive_beats = 0  # alive beats the name server refreshed
         self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
         self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
         self._members_changed = asyncio.Event()
@@ -85,10 +135,11 @@ class NameServerSession:
             if member == id(membership):
                 task.cancel()
 
-    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer:
+    async def client_heartbeat(self, body: dict[str, Any]) -> HeartbeatAnswer | None:
+        """The heartbeat's answer, or None when it went alive (the membership's latest answer holds)."""
         if not self._batched:
             return await self.nameserver.client_heartbeat(body)
-        future: asyncio.Future[HeartbeatAnswer] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[HeartbeatAnswer | None] = asyncio.get_running_loop().create_future()
         self._pending.append((body, future))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._send(), name=f"{self.label} heartbeats")
@@ -102,6 +153,7 @@ class NameServerSession:
         one not sent yet was cancelled with its membership's task, and is left out of its request)."""
         async with self._landed:
             await self._landed.wait_for(lambda: (group, client_id) not in self._in_flight)
+        self._acked.pop((group, client_id, role), None)
         await self.nameserver.unregister_client(group, client_id, role)
 
     async def close(self) -> None:
@@ -134,31 +186,85 @@ class NameServerSession:
             self._sender = None
 
     async def _send_batch(self, batch: list[Pending]) -> None:
+        alive = {index: entry for index, (body, _) in enumerate(batch) if self._alive and not self.watch_failed
+                 and (entry := alive_entry(body, self._acked.get(key_of(body)))) is not None}
+        full = [item for index, item in enumerate(batch) if index not in alive]
+        request: dict[str, Any] = {"heartbeats": [body for body, _ in full]}
+        if alive:
+            request["alive"] = list(alive.values())
         try:
-            answer = await self.nameserver.request("POST", PATH, json={"heartbeats": [body for body, _ in batch]},
-                                                   timeout_s=self._timeout_s(len(batch)))
+            answer = await self.nameserver.request("POST", PATH, json=request, timeout_s=self._timeout_s(len(full)))
         except NotFoundError:
             self.log.info("the name server has no %s: %s heartbeats go one by one", PATH, self.label)
             self._batched = False
             await asyncio.gather(*(self._single(body, future) for body, future in batch))
             return
+        except BadRequestError as exc:
+            if alive:  # a name server from before alive beats (422); a bad report fails when it goes in full
+                self._without_alive(f"it refused them: {exc.message}", batch)
+            else:
+                self._fail(batch, exc)
+            return
         except GrayMQError as exc:
-            self._heard(exc)
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            self._fail(batch, exc)
             return
         self._heard(None)
         self.requests += 1
-        for (body, future), result in zip(batch, answer["results"], strict=True):
+        self._answered(full, answer["results"])
+        if alive and "alive" not in answer:
+            self._without_alive("its answer has none", [batch[index] for index in alive])
+            return
+        self._alive_answered([batch[index] for index in alive], answer.get("alive", []))
+
+    def _fail(self, batch: list[Pending], exc: GrayMQError) -> None:
+        """The request of ``batch`` failed: each heartbeat fails with ``exc``."""
+        self._heard(exc)
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(exc)
+
+    def _answered(self, full: list[Pending], results: list[dict[str, Any]]) -> None:
+        """Settle the futures of full heartbeats with their ``results``; remember each body answered 200."""
+        for (body, future), result in zip(full, results, strict=True):
+            if result["status_code"] < 300:
+                self._acked[key_of(body)] = Acked(body)
+            else:
+                self._acked.pop(key_of(body), None)
             if future.done():
                 continue
             if result["status_code"] < 300:
                 future.set_result(HeartbeatAnswer.from_json(result["answer"]))
             else:
-                text = f"{result.get('error')}: {result.get('detail')}"
-                future.set_exception(status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text,
-                                                  result.get("detail")))
+                future.set_exception(self._refused(body, result))
+
+    def _alive_answered(self, alive: list[Pending], results: list[dict[str, Any]]) -> None:
+        """Settle the futures of alive beats: None when refreshed; a 404 sends the full heartbeat in the next
+        request (the client expired or is unknown there); another refusal fails as a full heartbeat's would."""
+        for (body, future), result in zip(alive, results, strict=True):
+            if result["status_code"] < 300:
+                if (acked := self._acked.get(key_of(body))) is not None:
+                    acked.alive_beats += 1
+                    acked.body = body  # its health is stored now
+                self.alive_beats += 1
+                if not future.done():
+                    future.set_result(None)
+                continue
+            self._acked.pop(key_of(body), None)
+            if result["status_code"] == 404:
+                self._pending.append((body, future))
+            elif not future.done():
+                future.set_exception(self._refused(body, result))
+
+    def _without_alive(self, why: str, again: list[Pending]) -> None:
+        """The name server takes no alive beats: full heartbeats from now on, ``again`` in the next request."""
+        self.log.info("the name server takes no alive beats (%s): %s heartbeats all go in full", why, self.label)
+        self._alive = False
+        self._pending[:0] = again
+
+    @staticmethod
+    def _refused(body: dict[str, Any], result: dict[str, Any]) -> GrayMQError:
+        text = f"{result.get('error')}: {result.get('detail')}"
+        return status_error(result["status_code"], f"POST {PATH} ({body['client_id']})", text, result.get("detail"))
 
     def _timeout_s(self, heartbeats: int) -> float:
         """A batch's read timeout: one heartbeat's, and ``PER_HEARTBEAT_S`` more per heartbeat (the name server
@@ -175,7 +281,7 @@ class NameServerSession:
             self.log.info("%s heartbeats reach the name server again", self.label)
             self._failing = False
 
-    async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer]) -> None:
+    async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer | None]) -> None:
         try:
             answer = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
@@ -207,6 +313,8 @@ class NameServerSession:
             failed = [t for t in rounds if t.done() and not t.cancelled() and t.exception() is not None]
             for task in failed:
                 self.log.debug("%s watch failed (%s); heartbeats carry changes", self.label, task.exception())
+            if failed or any(t.done() and not t.cancelled() for t in rounds):
+                self.watch_failed = bool(failed)  # no alive beats until a round goes through again
             if failed:
                 await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
 

@@ -144,6 +144,32 @@ class ClientRepository:
                       for row in sorted(rows, key=lambda row: row.id)]
             self.session.execute(update(Client), values)
 
+    def refresh_alive(self, keys: Iterable[tuple[int, str, str]], now: datetime, live_after: datetime,
+                      binding: ClientBinding) -> dict[tuple[int, str, str], int]:
+        """Set ``last_seen`` to ``now`` of the rows of ``keys`` (group id, client id, role) seen after ``live_after``
+        that ``binding`` may beat without binding anything (with ``enforce``: the caller's; an admin's: bound to
+        someone; dev mode: any) in one statement; returns the refreshed rows' ids by key."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        stmt = (update(Client)
+                .where(tuple_(Client.group_id, Client.client_id, Client.role).in_(wanted),
+                       Client.last_seen > live_after)
+                .values(last_seen=now)
+                .returning(Client.id, Client.group_id, Client.client_id, Client.role))
+        if binding.enforce:
+            stmt = stmt.where(Client.principal == binding.principal)
+        elif binding.principal is not None:
+            stmt = stmt.where(Client.principal.is_not(None))  # an admin's full heartbeat would claim an unbound row
+        rows = self.session.execute(stmt, execution_options={"synchronize_session": False})
+        return {(group_id, client_id, role): row_id for row_id, group_id, client_id, role in rows}
+
+    def store_health(self, health: dict[int, dict[str, Any] | None]) -> None:
+        """Write ``health`` (row id -> report) of alive clients: one batch of updates by primary key, in key order."""
+        if health:
+            values = [{"id": row_id, "health": health[row_id]} for row_id in sorted(health)]
+            self.session.execute(update(Client), values)
+
     def unregister(self, group_id: int, client_id: str, role: str | None) -> Sequence[Client]:
         """Mark the client id's rows (one role, or all) unregistered; returns the rows that were registered."""
         stmt = (

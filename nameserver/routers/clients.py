@@ -18,6 +18,7 @@ from graymq.nameserver.deps import Clients
 from graymq.nameserver.errors import ApiError
 from graymq.nameserver.metrics import Metrics
 from graymq.nameserver.schemas import (
+    ClientAliveResult,
     ClientHeartbeat,
     ClientHeartbeatResponse,
     ClientHeartbeatResult,
@@ -60,22 +61,36 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
     """Several clients' heartbeats in one call and one thread-pool hop, each checked, stored and answered as
     ``POST /clients/heartbeat`` would (those of registered clients in one transaction: ``ClientService.heartbeats``);
     a heartbeat refused (403 for a group beyond the caller's rights or a client of another principal) gets its own
-    error in its result and the others go on."""
+    error in its result and the others go on.
+
+    ``alive`` (optional) lists clients whose reports did not change since their last full heartbeat answered 200:
+    each gets only ``last_seen`` refreshed (and ``health`` stored when it carries one), all in a constant number of
+    statements, and no answer is computed; changes reach them by their watches (``POST /clients/watches``). The
+    answer's ``alive`` holds one status per entry, in order: 200 refreshed; 404 unknown, not live (silent for half
+    the expiry) or another principal's (the client then sends its full heartbeat); 403 beyond the caller's rights."""
     state = request.app.state
-    outcomes, allowed = _checked(body.heartbeats, lambda beat: check_client(caller, beat.group, beat.role, beat.topics))
+    refused, allowed = _checked(body.heartbeats, lambda beat: check_client(caller, beat.group, beat.role, beat.topics))
+    refused_alive, alive_allowed = _checked(body.alive, lambda entry: check_client(caller, entry.group, entry.role))
+    outcomes: dict[int, ClientHeartbeatResponse | ApiError] = dict(refused)
+    alive: dict[int, ApiError | None] = dict(refused_alive)
 
-    def beat_all() -> list[ClientHeartbeatResponse | ApiError]:
+    def beat_all() -> tuple[list[ClientHeartbeatResponse | ApiError], list[ApiError | None]]:
         with state.sessions() as session:
-            return ClientService(session, state.settings).heartbeats([body.heartbeats[i] for i in allowed], caller)
+            service = ClientService(session, state.settings)
+            return (service.heartbeats([body.heartbeats[i] for i in allowed], caller),
+                    service.alive([body.alive[i] for i in alive_allowed], caller))
 
-    outcomes.update(zip(allowed, await run_in_threadpool(beat_all), strict=True))
-    return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))])
+    answers, refreshed = await run_in_threadpool(beat_all)
+    outcomes.update(zip(allowed, answers, strict=True))
+    alive.update(zip(alive_allowed, refreshed, strict=True))
+    return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))],
+                                    alive=[_alive_result(alive[index]) for index in range(len(body.alive))])
 
 
 def _checked(items: Sequence[T], check: Callable[[T], None]
-             ) -> tuple[dict[int, ClientHeartbeatResponse | ApiError], list[int]]:
+             ) -> tuple[dict[int, ApiError], list[int]]:
     """The errors of the items ``check`` refuses (by index), and the indexes of the others."""
-    refused: dict[int, ClientHeartbeatResponse | ApiError] = {}
+    refused: dict[int, ApiError] = {}
     for index, item in enumerate(items):
         try:
             check(item)
@@ -88,6 +103,12 @@ def _result(outcome: ClientHeartbeatResponse | ApiError) -> ClientHeartbeatResul
     if isinstance(outcome, ApiError):
         return ClientHeartbeatResult(status_code=outcome.status_code, error=outcome.error, detail=outcome.detail)
     return ClientHeartbeatResult(answer=outcome)
+
+
+def _alive_result(outcome: ApiError | None) -> ClientAliveResult:
+    if isinstance(outcome, ApiError):
+        return ClientAliveResult(status_code=outcome.status_code, error=outcome.error, detail=outcome.detail)
+    return ClientAliveResult()
 
 
 @router.post("/clients/watch")

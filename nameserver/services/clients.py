@@ -21,6 +21,7 @@ from graymq.nameserver.repositories.groups import GroupRepository
 from graymq.nameserver.repositories.rules import RuleRepository
 from graymq.nameserver.repositories.topics import TopicRepository
 from graymq.nameserver.schemas import (
+    ClientAlive,
     ClientCount,
     ClientHeartbeat,
     ClientHeartbeatResponse,
@@ -205,6 +206,28 @@ class ClientService:
         self.clients.touch([row.id for row, changed in stored if not changed], now)
         self.clients.store([row for row, changed in stored if changed])
         self.session.commit()
+
+    def alive(self, entries: Sequence[ClientAlive], caller: Caller) -> list[ApiError | None]:
+        """Refresh ``last_seen`` (and store ``health`` when given) of clients whose reports did not change since
+        their last full heartbeat, in a constant number of statements and computing no answer: None for each one
+        refreshed, 404 for one unknown, not live (the test of ``heartbeat_batch.settled_row``: seen well inside the
+        expiry) or another principal's, which then sends its full heartbeat. Changes reach the clients by their
+        watches; a full heartbeat goes out periodically all the same."""
+        if not entries:
+            return []
+        now = utc_now()
+        groups = self.groups.get_many(entry.group for entry in entries)
+        keys = [(groups[e.group].id, e.client_id, e.role) if e.group in groups else None for e in entries]
+        live_after = now - timedelta(seconds=self.settings.client_expiry_seconds / 2)
+        refreshed = self.clients.refresh_alive([key for key in keys if key is not None], now, live_after,
+                                               self._binding(caller))
+        self.clients.store_health({refreshed[key]: entry.health.model_dump()
+                                   for key, entry in zip(keys, entries, strict=True)
+                                   if key in refreshed and entry.health is not None})
+        self.session.commit()
+        return [None if key in refreshed else NotFound(
+            f"{entry.role} {entry.client_id} of group {entry.group} is not live as the caller's: send its full "
+            "heartbeat") for key, entry in zip(keys, entries, strict=True)]
 
     @staticmethod
     def _may_report(report: ClientHeartbeat, caller: Caller) -> bool:

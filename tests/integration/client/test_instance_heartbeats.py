@@ -10,6 +10,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ PRODUCERS = "PID_FLEET"
 TOPIC = "TOPIC_FLEET"
 NO_EXPIRY = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": "600", "GRAYMQ_BROKER_CLIENT_EXPIRY_S": "600"}
 EXPIRY_S = 4
+STALE_S = 2  # below the expiry: listed stale first
 
 
 def cluster_of(graymq_process: Any, pg_url: str, root: Path, **env: str) -> Cluster:
@@ -58,11 +60,12 @@ def unregistered(ns_url: str, group: str) -> list[str]:
 
 class Counted:
     """The heartbeats of one instance: to the name server sent alone, and the client ids of each batched request
-    to the name server and to the brokers."""
+    (full heartbeats and alive beats; ``alive``: those of the alive beats) to the name server and to the brokers."""
 
     def __init__(self, instance: ClientInstance) -> None:
         self.single: list[str] = []
         self.batches: list[list[str]] = []
+        self.alive: list[list[str]] = []
         self.broker_batches: list[list[str]] = []
         nameserver, brokers = instance.nameserver, instance.brokers
         single, request, broker_heartbeat = nameserver.client_heartbeat, nameserver.request, brokers.heartbeat
@@ -79,7 +82,9 @@ class Counted:
 
         async def counted_request(method: str, path: str, **kwargs: Any) -> Any:
             if path == "/v1/clients/heartbeats":
-                self.batches.append([b["client_id"] for b in kwargs["json"]["heartbeats"]])
+                alive = [b["client_id"] for b in kwargs["json"].get("alive", [])]
+                self.batches.append([b["client_id"] for b in kwargs["json"]["heartbeats"]] + alive)
+                self.alive.append(alive)
             return await request(method, path, **kwargs)
 
         nameserver.client_heartbeat = client_heartbeat  # type: ignore[method-assign]
@@ -116,6 +121,7 @@ def test_one_instance_sends_its_clients_heartbeats_together_and_each_is_listed_a
         assert counted.single == []
         assert max(len(set(b)) for b in counted.batches) > 1, "no request carried two clients' heartbeats"
         assert {c for b in counted.batches for c in b} == {"c0", "c1", "c2", "p0", "p1"}
+        assert {c for b in counted.alive for c in b} == {"c0", "c1", "c2", "p0", "p1"}, "unchanged reports beat alive"
         await wait_until(lambda: len(counted.broker_batches) >= 10, 30, "ten heartbeats to the broker")
         assert max(len(b) for b in counted.broker_batches) > 1, "no broker heartbeat carried two consumers"
         assert await broker_listed(consumers[0]) == {"c0", "c1", "c2"}
@@ -262,7 +268,9 @@ CLIENTS_PROCESS = textwrap.dedent("""
         for client in clients:
             await client.start()
         print("started", flush=True)
-        await asyncio.Event().wait()
+        while True:  # the alive beats the name server refreshed
+            await asyncio.sleep(0.3)
+            print(clients[0].client.session.alive_beats, flush=True)
 
     asyncio.run(main())
 """)
@@ -270,7 +278,8 @@ CLIENTS_PROCESS = textwrap.dedent("""
 
 def test_the_clients_of_a_killed_process_leave_after_the_name_servers_expiry_each_on_its_own(
         graymq_process, fresh_pg_url, tmp_path) -> None:
-    env = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": str(EXPIRY_S), "GRAYMQ_BROKER_CLIENT_EXPIRY_S": str(EXPIRY_S)}
+    env = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": str(EXPIRY_S), "GRAYMQ_BROKER_CLIENT_EXPIRY_S": str(EXPIRY_S),
+           "GRAYMQ_CLIENT_STALE_SECONDS": str(STALE_S)}
     cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **env)
     script = tmp_path / "clients.py"
     script.write_text(CLIENTS_PROCESS)
@@ -281,14 +290,24 @@ def test_the_clients_of_a_killed_process_leave_after_the_name_servers_expiry_eac
         while len(listed(cluster.ns_url, GROUP)) + len(listed(cluster.ns_url, PRODUCERS)) < 4:
             assert time.monotonic() < deadline, "the four clients never listed"
             time.sleep(0.1)
-        # beyond an expiry of heartbeats: still listed, so each is kept alive by the batched beats
+        alive = [0]  # the alive beats the process printed last
+        threading.Thread(target=lambda: [alive.__setitem__(0, int(line)) for line in proc.stdout or ()],
+                         daemon=True).start()
+        # beyond an expiry of heartbeats: still listed and not stale, so each is kept live by the batched beats,
+        # most of them alive beats (their reports do not change)
         time.sleep(EXPIRY_S + 1)
-        assert set(listed(cluster.ns_url, GROUP)) == {"c0", "c1"}
-        assert set(listed(cluster.ns_url, PRODUCERS)) == {"p0", "p1"}
+        assert alive[0] > 8, "the unchanged clients did not beat alive"
+        clients = {**listed(cluster.ns_url, GROUP), **listed(cluster.ns_url, PRODUCERS)}
+        assert set(clients) == {"c0", "c1", "p0", "p1"}
+        assert not any(c["stale"] for c in clients.values()), clients
     finally:
         proc.kill()
         proc.wait()
     deadline = time.monotonic() + 60
+    while not all(c["stale"] for c in [*listed(cluster.ns_url, GROUP).values(),
+                                       *listed(cluster.ns_url, PRODUCERS).values()]):
+        assert time.monotonic() < deadline, "the killed process's clients never went stale"
+        time.sleep(0.1)
     while listed(cluster.ns_url, GROUP) or listed(cluster.ns_url, PRODUCERS):
         assert time.monotonic() < deadline, "the killed process's clients never expired"
         time.sleep(0.2)

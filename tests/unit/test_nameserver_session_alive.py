@@ -1,0 +1,210 @@
+"""Alive beats of a ``NameServerSession``: a fleet of memberships whose reports do not change sends their keys alone
+after the first full heartbeat, and a full one every ``FULL_EVERY``; a changed report, an alive beat refused with 404,
+a failing watch or a name server without alive beats get full heartbeats; a membership acts on its latest answer at
+each beat all the same."""
+
+from __future__ import annotations
+
+import asyncio
+import doctest
+import logging
+from typing import Any
+
+import pytest
+
+from graymq.broker_ext.grpc_endpoint.nameserver_session import NameServerSession as StockClientsSession
+from graymq.nameserver_api import session as session_module
+from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
+from graymq.nameserver_api.session import FULL_EVERY, PATH, WATCHES_PATH, NameServerSession
+from graymq.protocol.errors import BadRequestError, ServiceNotAvailableError
+from tests.support.records import heartbeat_answer_json
+
+pytestmark = pytest.mark.unit
+GROUP = "GID_FLEET"
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(session_module).failed == 0
+
+
+class FakeNameServer:
+    """Answers batched heartbeats as a name server would (``old``: one from before alive beats), records each
+    request's full heartbeats and alive entries; ``refused``: client id -> the status its alive beats get."""
+
+    def __init__(self, old: bool = False) -> None:
+        self.old = old
+        self.refused: dict[str, int] = {}
+        self.requests: list[tuple[list[str], list[dict[str, Any]]]] = []  # (full heartbeats' ids, alive entries)
+        self.watch_error: Exception | None = None
+        self.watched = asyncio.Event()
+
+    async def request(self, method: str, path: str, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if path == WATCHES_PATH:
+            return await self._watch(json, timeout_s)
+        assert path == PATH
+        full, alive = json["heartbeats"], json.get("alive", [])
+        self.requests.append(([b["client_id"] for b in full], alive))
+        if self.old and not full:
+            raise BadRequestError(f"POST {PATH}: heartbeats: List should have at least 1 item")
+        results = [{"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"], role=b["role"])}
+                   for b in full]
+        if self.old:
+            return {"results": results}
+        statuses = [self.refused.get(entry["client_id"], 200) for entry in alive]
+        return {"results": results, "alive": [{"status_code": code} if code == 200 else
+                                              {"status_code": code, "error": "not found", "detail": None}
+                                              for code in statuses]}
+
+    async def _watch(self, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.watched.set()
+        if self.watch_error is not None:
+            raise self.watch_error
+        await asyncio.sleep(timeout_s)
+        return {"results": [{"status_code": 404, "error": "not found"} for _ in json["watches"]]}
+
+    async def close(self) -> None:
+        pass
+
+    def last(self) -> tuple[list[str], list[str]]:
+        full, alive = self.requests[-1]
+        return full, [entry["client_id"] for entry in alive]
+
+
+class Fleet:
+    """``count`` consumers' memberships over one session; ``reports`` holds each one's report."""
+
+    def __init__(self, nameserver: FakeNameServer, count: int, kind: type[NameServerSession] = NameServerSession
+                 ) -> None:
+        self.nameserver = nameserver
+        self.session = kind(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        self.ids = [f"c{i:02d}" for i in range(count)]
+        self.reports: dict[str, dict[str, Any]] = {c: {"gray": False, "state": "NORMAL", "queues": ["q0"],
+                                                       "health": {"normal": {"consumed": 0}}} for c in self.ids}
+        self.updates: dict[str, int] = dict.fromkeys(self.ids, 0)
+        self.members = [self._member(client_id) for client_id in self.ids]
+
+    def _member(self, client_id: str) -> Membership:
+        async def on_update(answer: HeartbeatAnswer) -> None:
+            assert answer.client_id == client_id
+            self.updates[client_id] += 1
+
+        return Membership(self.session, group=GROUP, client_id=client_id, role="consumer", labels={},
+                          declared_gray=None, interval_s=1000, report=lambda: dict(self.reports[client_id]),
+                          on_update=on_update)
+
+    async def beat(self) -> list[HeartbeatAnswer | None]:
+        """One beat of every membership, together (one request, and one more for what it sends again)."""
+        return await asyncio.gather(*(m.beat() for m in self.members))
+
+
+def run(scenario: Any) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+@pytest.mark.parametrize("kind", [NameServerSession, StockClientsSession])
+def test_a_fleet_with_unchanged_reports_beats_alive_after_its_first_full_heartbeat_and_in_full_every_few(
+        kind: type[NameServerSession]) -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        fleet = Fleet(nameserver, 20, kind)
+        for _ in range(2 * (FULL_EVERY + 1)):
+            answers = await fleet.beat()
+            assert all(isinstance(answer, HeartbeatAnswer) for answer in answers)
+        shapes = [(len(full), len(alive)) for full, alive in nameserver.requests]
+        assert shapes == ([(20, 0)] + [(0, 20)] * FULL_EVERY) * 2
+        assert fleet.updates == dict.fromkeys(fleet.ids, 2 * (FULL_EVERY + 1))  # acted on at every beat
+        assert fleet.session.alive_beats == 20 * 2 * FULL_EVERY
+
+    run(scenario)
+
+
+def test_a_changed_report_goes_full_and_a_changed_health_rides_in_its_alive_entry() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        fleet = Fleet(nameserver, 4)
+        await fleet.beat()
+        fleet.reports["c01"]["queues"] = ["q0", "q1"]
+        fleet.reports["c02"]["health"] = {"normal": {"consumed": 7}}
+        await fleet.beat()
+        full, alive = nameserver.requests[-1]
+        assert full == ["c01"]
+        assert alive == [{"group": GROUP, "client_id": c, "role": "consumer"} for c in ("c00",)] + [
+            {"group": GROUP, "client_id": "c02", "role": "consumer", "health": {"normal": {"consumed": 7}}},
+            {"group": GROUP, "client_id": "c03", "role": "consumer"}]
+        await fleet.beat()
+        assert nameserver.last() == ([], ["c00", "c01", "c02", "c03"])
+        assert "health" not in nameserver.requests[-1][1][2]  # stored with the alive beat before
+
+    run(scenario)
+
+
+def test_an_alive_beat_refused_with_404_sends_the_full_heartbeat_at_once() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        fleet = Fleet(nameserver, 3)
+        await fleet.beat()
+        nameserver.refused["c01"] = 404
+        answers = await fleet.beat()
+        assert [(full, [e["client_id"] for e in alive]) for full, alive in nameserver.requests[1:]] == [
+            ([], ["c00", "c01", "c02"]), (["c01"], [])]
+        assert answers[1] is not None and answers[1].client_id == "c01"
+        del nameserver.refused["c01"]
+        await fleet.beat()
+        assert nameserver.last() == ([], ["c00", "c01", "c02"])
+
+    run(scenario)
+
+
+def test_a_name_server_without_alive_beats_gets_full_heartbeats_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer(old=True)
+        fleet = Fleet(nameserver, 3)
+        await fleet.beat()
+        answers = await fleet.beat()  # refused (422): sent again in full
+        assert all(answer is not None for answer in answers)
+        for _ in range(3):
+            await fleet.beat()
+        assert [len(alive) for _, alive in nameserver.requests] == [0, 3, 0, 0, 0, 0]
+        assert [len(full) for full, _ in nameserver.requests] == [3, 0, 3, 3, 3, 3]
+
+    with caplog.at_level(logging.INFO, logger=session_module.__name__):
+        run(scenario)
+    assert len([r for r in caplog.records if "takes no alive beats" in r.message]) == 1
+
+
+def test_a_name_server_answering_without_alive_gets_the_alive_ones_again_in_full() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer(old=True)
+        fleet = Fleet(nameserver, 3)
+        await fleet.beat()
+        fleet.reports["c00"]["gray"] = True  # one full heartbeat in the request: the old name server answers it
+        await fleet.beat()
+        assert [(full, len(alive)) for full, alive in nameserver.requests[1:]] == [(["c00"], 2), (["c01", "c02"], 0)]
+        await fleet.beat()
+        assert nameserver.last() == (["c00", "c01", "c02"], [])
+
+    run(scenario)
+
+
+def test_a_failing_watch_turns_alive_beats_off() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        fleet = Fleet(nameserver, 3)
+        await fleet.beat()
+        await fleet.beat()
+        assert nameserver.last() == ([], ["c00", "c01", "c02"])
+        nameserver.watch_error = ServiceNotAvailableError("name server down")
+        for member in fleet.members:
+            member.start(watch=False)
+            fleet.session.watch(member)
+        while not fleet.session.watch_failed:
+            await asyncio.sleep(0.01)
+        await fleet.beat()
+        assert nameserver.last() == (["c00", "c01", "c02"], [])
+        for member in fleet.members:
+            fleet.session.unwatch(member)
+            await member.stop()
+        await fleet.session.close()
+
+    run(scenario)

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import FAST_HEARTBEAT, graymq, held_queues, json_lines, start_consumer, wait_for
+from tests.support.cli import graymq, held_queues, json_lines, start_consumer, wait_for
 
 pytestmark = pytest.mark.e2e
 GROUP = "GID_ORDER"
@@ -28,8 +28,7 @@ def release(cluster, graymq_process):
     cluster.create_topic(TOPIC, 6, 2)
     cluster.ns_call(lambda ns: ns.add_rule(GROUP, {"version": "v2"}, True))
     ns = cluster.ns_url
-    consumers = {cid: start_consumer(graymq_process, ns, GROUP, cid, TOPIC, "*", "--label", f"version={cid[:2]}",
-                                     *FAST_HEARTBEAT)
+    consumers = {cid: start_consumer(graymq_process, ns, GROUP, cid, TOPIC, "*", "--label", f"version={cid[:2]}")
                  for cid in ("v1a", "v1b", "v2a", "v2b")}
 
     def settled() -> bool:
@@ -44,7 +43,7 @@ def release(cluster, graymq_process):
 def start_producer(graymq_process, ns: str, version: str, count: int, interval: float = 0.004) -> GraymqProcess:
     return graymq_process("produce", TOPIC, "--group", GROUP, "--label", f"version={version}", "--count",
                           str(count), "--size", "64", "--interval", str(interval), "--json", "--client-id",
-                          f"producer-{version}", "--nameserver", ns, *FAST_HEARTBEAT, wait=False)
+                          f"producer-{version}", "--nameserver", ns, wait=False)
 
 
 def sent_messages(*producers: GraymqProcess) -> dict[str, dict]:

@@ -169,7 +169,7 @@ def stuck_sink(cluster, graymq_process):
     cluster.create_topic(TOPIC_B, 4, 2)
     ns = cluster.ns_url
     cluster.ns_call(lambda c: c.add_rule(STAGE, {"version": "v2"}, True))
-    start_consumer(graymq_process, ns, SINK, "sink-v1", TOPIC_B, "*", "--label", "version=v1", *FAST_HEARTBEAT)
+    start_consumer(graymq_process, ns, SINK, "sink-v1", TOPIC_B, "*", "--label", "version=v1")
     graymq(ns, "produce", TOPIC_B, "--group", STAGE_OUT, "--gray", "--count", "5", "--json")
     return cluster
 

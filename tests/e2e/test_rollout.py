@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import FAST_HEARTBEAT, gray_status, graymq, json_lines, start_consumer, wait_for
+from tests.support.cli import gray_status, graymq, json_lines, start_consumer, wait_for
 
 pytestmark = pytest.mark.e2e
 GROUP = "GID_ROLLOUT"
@@ -30,7 +30,7 @@ def start_group(cluster, graymq_process, *v2_args: str) -> dict[str, GraymqProce
     cluster.ns_call(lambda ns: ns.add_rule(GROUP, {"version": "v2"}, True))
     ns = cluster.ns_url
     consumers = {cid: start_consumer(graymq_process, ns, GROUP, cid, TOPIC, "*", "--label", f"version={cid[:2]}",
-                                     *FAST_HEARTBEAT, *(v2_args if cid == "v2a" else ()))
+                                     *(v2_args if cid == "v2a" else ()))
                  for cid in ("v1a", "v1b", "v2a")}
     wait_for(lambda: all(c["queues"] for c in gray_status(ns, GROUP)["clients"]), 40, "every consumer holding queues")
     return consumers
@@ -39,7 +39,7 @@ def start_group(cluster, graymq_process, *v2_args: str) -> dict[str, GraymqProce
 def producer(graymq_process, ns: str, count: int) -> GraymqProcess:
     return graymq_process("produce", TOPIC, "--group", GROUP, "--label", "version=v1", "--count", str(count),
                           "--size", "64", "--interval", "0.004", "--json", "--client-id", "producer-v1",
-                          "--nameserver", ns, *FAST_HEARTBEAT, wait=False)
+                          "--nameserver", ns, wait=False)
 
 
 def clients(ns: str) -> dict[str, tuple[str, list[str]]]:

@@ -23,11 +23,13 @@ from graymq.gray_controller.cli.common import (
     seconds,
     setup_logging,
 )
+from graymq.gray_controller.cli.heartbeat_arg import add_heartbeat_arg, heartbeat_interval
 from graymq.gray_controller.cli.lane_cmd import no_free_slot
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
 
 TOPIC_POLL_S = 1.0  # --wait-for-topic: how often the route is asked for
+CONSUMER_HEARTBEAT_S = 5.0  # --heartbeat-interval default: ConsumerSettings.nameserver_interval_s
 
 
 def register(subparsers: Any) -> None:
@@ -65,6 +67,7 @@ def register(subparsers: Any) -> None:
                    help="wait for a topic that does not exist yet to be created (default: exit 1 saying so)")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     add_nameserver_arg(p)
+    add_heartbeat_arg(p, CONSUMER_HEARTBEAT_S)
     p.set_defaults(handler=run)
 
 
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max is not None and args.max < 1:
         raise ConfigError("--max must be >= 1")
     consume_from, timestamp = parse_from(args.from_)
+    args.heartbeat_interval = heartbeat_interval(args, CONSUMER_HEARTBEAT_S)
     setup_logging(default="WARNING")
     return asyncio.run(_run(args, topics, consume_from, timestamp))
 
@@ -173,7 +177,7 @@ async def _run(args: argparse.Namespace, topics: list[str], consume_from: str, t
         args.group, args.nameserver, listener=printer, client_id=args.client_id, labels=parse_labels(args.label),
         gray=True if lane else None, consume_from=consume_from, consume_timestamp_ms=timestamp,  # type: ignore[arg-type]
         orphan_policy=args.orphan_policy, broadcasting=args.broadcast, orderly=args.orderly,
-        lane=None if lane in (None, "gray") else lane,
+        lane=None if lane in (None, "gray") else lane, nameserver_interval_s=args.heartbeat_interval,
     )
     for topic in topics:
         consumer.subscribe(topic, args.tag)

@@ -19,9 +19,12 @@ from graymq.gray_controller.cli.common import (
     seconds,
     setup_logging,
 )
+from graymq.gray_controller.cli.heartbeat_arg import add_heartbeat_arg, heartbeat_interval
 from graymq.gray_controller.cli.lane_cmd import no_free_slot
 from graymq.protocol.errors import ConfigError, GrayMQError
 from graymq.protocol.operations import MAX_TIMEOUT_S
+
+PRODUCER_HEARTBEAT_S = 2.0  # --heartbeat-interval default: ProducerSettings.heartbeat_interval_s
 
 
 def register(subparsers: Any) -> None:
@@ -48,6 +51,7 @@ def register(subparsers: Any) -> None:
                    help="seconds between sends (default: 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per send")
     add_nameserver_arg(p)
+    add_heartbeat_arg(p, PRODUCER_HEARTBEAT_S)
     p.set_defaults(handler=run)
 
 
@@ -83,6 +87,7 @@ async def _until_cluster_answers(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     check_name_args(args)
     lane_of_args(args)
+    args.heartbeat_interval = heartbeat_interval(args, PRODUCER_HEARTBEAT_S)
     setup_logging(default="WARNING")
     if args.body is None and args.count is None and sys.stdin.isatty():
         print("graymq produce: no --body or --count: each line typed is sent as a message; Ctrl-D ends",
@@ -98,7 +103,7 @@ async def _run(args: argparse.Namespace) -> int:
     await _until_cluster_answers(args)
     named = None if lane in (None, "gray") else lane  # the gray lane is said as today, with gray=True
     producer = Producer(args.group, args.nameserver, client_id=args.client_id, labels=parse_labels(args.label),
-                        gray=True if lane else None, lane=named)
+                        gray=True if lane else None, lane=named, heartbeat_interval_s=args.heartbeat_interval)
     await producer.start()
     if lane is not None and (full := no_free_slot(await producer.nameserver.get_route(args.topic), lane)):
         await producer.stop()

@@ -1,8 +1,8 @@
 """Gray consumers that go away, cleanly (SIGINT) or killed (SIGKILL), with real processes and the real CLI.
 
-Clients expire only after ten minutes here (name server and broker) and go stale after ten seconds
-without a heartbeat (the CLI consumer reports every five), so a promote or rollback that finishes
-within its timeout did not wait for an expiry.
+Clients expire only after ten minutes here (name server and broker) and go stale after three seconds
+without a heartbeat (the CLI clients report every half second, FAST_HEARTBEAT), so a promote or rollback that
+finishes within its timeout did not wait for an expiry.
 """
 
 from __future__ import annotations
@@ -14,14 +14,23 @@ from typing import Any
 import pytest
 
 from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import gray_status, graymq, held_queues, json_lines, produce, start_consumer, wait_for
+from tests.support.cli import (
+    FAST_HEARTBEAT,
+    gray_status,
+    graymq,
+    held_queues,
+    json_lines,
+    produce,
+    start_consumer,
+    wait_for,
+)
 from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.e2e
 GROUP = "GID_DEPART"
 TOPIC = "TOPIC_DEPART"
 ENV = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": "600", "GRAYMQ_BROKER_CLIENT_EXPIRY_S": "600",
-       "GRAYMQ_CLIENT_STALE_SECONDS": "10"}
+       "GRAYMQ_CLIENT_STALE_SECONDS": "3"}  # 6 heartbeats of FAST_HEARTBEAT
 
 
 @pytest.fixture
@@ -43,7 +52,8 @@ def held(ns: str, client_ids: list[str]) -> dict[str, list[int]]:
 def start(graymq_process, cluster: Cluster, expected: dict[str, list[int]]) -> dict[str, GraymqProcess]:
     """One CLI consumer per client id (labelled with its first two letters), settled on ``expected``."""
     ns = cluster.ns_url
-    consumers = {cid: start_consumer(graymq_process, ns, GROUP, cid, TOPIC, "*", "--label", f"version={cid[:2]}")
+    consumers = {cid: start_consumer(graymq_process, ns, GROUP, cid, TOPIC, "*", "--label", f"version={cid[:2]}",
+                                 *FAST_HEARTBEAT)
                  for cid in expected}
     wait_for(lambda: held(ns, list(consumers)) == expected, 40, f"allocation {expected}")
     return consumers
@@ -82,7 +92,8 @@ def test_rollback_adopt_does_not_wait_for_a_gray_consumer_that_went_away(cluster
         assert [c for c in status["clients"] if c["client_id"] == "v2"] == [stale]
         table = graymq(ns, "gray", "status", GROUP).stdout
         assert "stale (no heartbeat;" in table and "v2 (consumer, gray)" in table
-    sent = produce(ns, TOPIC, "--group", GROUP, "--label", "version=v2", "--count", "50", "--size", "32")
+    sent = produce(ns, TOPIC, "--group", GROUP, "--label", "version=v2", "--count", "50", "--size", "32",
+                   *FAST_HEARTBEAT)
     assert all(s["gray"] for s in sent)
     report = last_json(graymq(ns, "gray", "rollback", GROUP, "--adopt", "--timeout", "45", "--json", timeout=90).stdout)
     assert report["state"] == "SUCCEEDED" and report["gray_backlog"] == 0, report
@@ -98,7 +109,8 @@ def test_promote_does_not_wait_for_a_killed_gray_consumer_beyond_the_stale_windo
     killed.kill()
     # the broker saw v2a's connection close: v2b takes queue 0 over and consumes what lands there
     wait_for(lambda: held(ns, ["v2b"]) == {"v2b": [0, 5]}, 30, "v2b taking the killed consumer's gray queue")
-    sent = produce(ns, TOPIC, "--group", GROUP, "--label", "version=v2", "--count", "40", "--size", "32")
+    sent = produce(ns, TOPIC, "--group", GROUP, "--label", "version=v2", "--count", "40", "--size", "32",
+                   *FAST_HEARTBEAT)
     result = graymq(ns, "gray", "promote", GROUP, "--timeout", "60", "--json", timeout=90, check=False)
     report = last_json(result.stdout)
     assert result.returncode == 0 and report["state"] == "SUCCEEDED", report
@@ -120,7 +132,7 @@ def test_promote_waits_for_a_stale_gray_producer_until_it_reports_normal(cluster
     consumers = start(graymq_process, cluster, {"v1": [1, 2, 3, 4], "v2": [0, 5]})
     producer = graymq_process("produce", TOPIC, "--group", GROUP, "--label", "version=v2", "--client-id", "pv2",
                               "--count", "300", "--size", "32", "--interval", "0.05", "--json", "--nameserver", ns,
-                              wait=False)
+                              *FAST_HEARTBEAT, wait=False)
     wait_for(lambda: sum(s.get("gray", False) for s in json_lines(producer)) >= 20, 30, "gray sends")
     producer.proc.send_signal(signal.SIGSTOP)
     try:
@@ -128,7 +140,7 @@ def test_promote_waits_for_a_stale_gray_producer_until_it_reports_normal(cluster
         status = gray_status(ns, GROUP)
         (pv2,) = [c for c in status["clients"] if c["client_id"] == "pv2"]
         assert pv2["stale"] and pv2["gray"] and pv2["role"] == "producer"
-        result = graymq(ns, "gray", "promote", GROUP, "--timeout", "8", "--json", timeout=60, check=False)
+        result = graymq(ns, "gray", "promote", GROUP, "--timeout", "5", "--json", timeout=60, check=False)
         report = last_json(result.stdout)
         assert result.returncode == 1 and report["state"] == "FAILED", report
         assert "producers still gray: pv2 (stale" in report["message"], report

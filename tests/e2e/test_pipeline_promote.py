@@ -19,7 +19,7 @@ import pytest
 
 from graymq.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from graymq.devkit.processes import GraymqProcess
-from tests.support.cli import graymq, json_lines, start_consumer, wait_for
+from tests.support.cli import FAST_HEARTBEAT, graymq, json_lines, start_consumer, wait_for
 from tests.support.clients import FAST, run_scenario, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -56,7 +56,7 @@ class Relay:
 def start_source(graymq_process, ns: str, version: str) -> GraymqProcess:
     return graymq_process("produce", TOPIC_A, "--group", SOURCE, "--label", f"version={version}", "--count",
                           str(COUNT), "--size", "48", "--interval", "0.005", "--json", "--client-id",
-                          f"source-{version}", "--nameserver", ns, wait=False)
+                          f"source-{version}", "--nameserver", ns, *FAST_HEARTBEAT, wait=False)
 
 
 def sent_to_a(*producers: GraymqProcess) -> dict[str, dict[str, Any]]:
@@ -76,7 +76,8 @@ def pipeline(cluster, graymq_process):
     for group in (SOURCE, STAGE, SINK):
         cluster.ns_call(lambda ns, g=group: ns.add_rule(g, {"version": "v2"}, True))
     ns = cluster.ns_url
-    sinks = {cid: start_consumer(graymq_process, ns, SINK, cid, TOPIC_B, "*", "--label", f"version={cid[-2:]}")
+    sinks = {cid: start_consumer(graymq_process, ns, SINK, cid, TOPIC_B, "*", "--label", f"version={cid[-2:]}",
+                                 *FAST_HEARTBEAT)
              for cid in ("sink-v1", "sink-v2")}
     return cluster, sinks
 

@@ -162,6 +162,8 @@ def test_a_lanes_rollback_aborted_from_the_console_stops_where_it_is(lanes: Lane
     consumers(lanes, ABORT, ABORT_TOPIC, ("b1", None))
     graymq(ns, "gray", "orphan", ABORT, "hold", "--lane", "v5")  # v5's queues wait for a v5 consumer: none comes
     producer(lanes, ABORT, ABORT_TOPIC, "p-v5", "v5")
+    wait_for(lambda: "p-v5" in {c["client_id"] for c in gray_status(ns, ABORT)["clients"]}, 40,
+             "the v5 producer registered")  # a process started on a loaded CI machine: seconds, not the page's 5 s
     page = open_console(new_page(), f"{ns}/console/groups/{ABORT}")
     v5 = page.locator('section.lane-column[data-lane="v5"]')
     expect(v5.locator('li[data-client="p-v5"]')).to_have_count(1)

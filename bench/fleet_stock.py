@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from graymq.devkit.lines import PipeLines
+
 PODS = 5
 GRAY_HOST, HOST = "fleet-gray-0", "fleet-stock-{}"
 GRAY_RULE = {"host": "fleet-gray-*"}
@@ -177,19 +179,13 @@ class Pod:
         self.proc = subprocess.Popen(in_pod(host, [sys.executable, "-m", "graymq.bench.fleet_stock", spec]),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
                                      env={**os.environ, "HOME": str(home)})  # HOME: where the SDK logs
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put("")
+        self._lines = PipeLines(self.proc.stdout)
 
     def line(self, timeout_s: float) -> dict[str, Any]:
         """Its next JSON line (``{"error"}`` when it ended or said nothing in time)."""
         try:
-            line = self._lines.get(timeout=timeout_s)
+            line = self._lines.next(timeout_s)
         except queue.Empty:
             return {"error": f"pod {self.host}: nothing in {timeout_s:g}s"}
         return dict(json.loads(line)) if line.startswith("{") else {"error": f"pod {self.host} ended "

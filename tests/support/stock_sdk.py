@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
+
+from graymq.devkit.lines import PipeLines
 
 DRIVER = Path(__file__).with_name("stock_sdk_driver.py")
 
@@ -53,30 +53,17 @@ class StockSdkProcess:
     def __init__(self, spec: dict[str, Any], home: Path, host: str | None = None) -> None:
         self.proc = subprocess.Popen(_command(spec, host), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=_env(home))
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put("")
+        self._lines = PipeLines(self.proc.stdout)
 
     def next(self, timeout: float = 30.0) -> dict[str, Any]:
-        line = self._lines.get(timeout=timeout)
+        line = self._lines.next(timeout)
         assert line, f"the SDK driver exited ({self.proc.poll()}) before printing what was expected"
         return dict(json.loads(line))
 
     def printed(self) -> list[dict[str, Any]]:
         """Every line printed and not read yet, without waiting (the end of an exited driver is skipped)."""
-        lines: list[dict[str, Any]] = []
-        while True:
-            try:
-                line = self._lines.get_nowait()
-            except queue.Empty:
-                return lines
-            if line:
-                lines.append(dict(json.loads(line)))
+        return [dict(json.loads(line)) for line in self._lines.ready()]
 
     def resume(self) -> None:
         assert self.proc.stdin is not None

@@ -119,6 +119,7 @@ MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
 CLIENTS_PAGE_MAX = 1000  # clients in one page of GET /v1/groups/{group}/clients
 MAX_HEARTBEAT_BATCH = 500  # client heartbeats in one POST /v1/clients/heartbeats
+MAX_ALIVE_IDS = 5000  # alive ids in one POST /v1/clients/heartbeats (an int each: a whole process's clients)
 MAX_BROKER_QUEUES = 1024  # queues of one topic on one broker, lane slots included
 GRAY_LANE = "gray"  # the lane a true flag naming none is in (docs/lanes.md)
 
@@ -493,26 +494,34 @@ class ClientAlive(BaseModel):
 
 class ClientHeartbeats(BaseModel):
     """Several clients' heartbeats in one call (a broker heartbeating the stock clients it registered with one
-    credential), each checked and stored as ``POST /v1/clients/heartbeat`` would; and ``alive``, the keys of
-    clients whose reports did not change, whose ``last_seen`` alone is refreshed. Never both empty."""
+    credential), each checked and stored as ``POST /v1/clients/heartbeat`` would; ``alive``, the keys of clients
+    whose reports did not change, whose ``last_seen`` alone is refreshed (and ``health`` stored); ``alive_ids``, the
+    same for clients by the ``alive_id`` their last full heartbeat's result gave. Never all empty."""
 
     heartbeats: list[ClientHeartbeat] = Field(default_factory=list, max_length=MAX_HEARTBEAT_BATCH)
     alive: list[ClientAlive] = Field(default_factory=list, max_length=MAX_HEARTBEAT_BATCH)
+    alive_ids: list[Annotated[int, Field(ge=1, le=ID_MAX)]] = Field(
+        default_factory=list, max_length=MAX_ALIVE_IDS, description="clients whose report did not change, by the "
+        "alive_id of their last full heartbeat's result: their last_seen alone is refreshed")
 
     @model_validator(mode="after")
     def _not_empty(self) -> Self:
-        if not self.heartbeats and not self.alive:
+        if not self.heartbeats and not self.alive and not self.alive_ids:
             raise ValueError("a batch holds at least one heartbeat or alive client")
         return self
 
 
 class ClientHeartbeatResult(BaseModel):
-    """One heartbeat of a batch: its ``answer``, or the error it alone got (``status_code``, ``error``, ``detail``)."""
+    """One heartbeat of a batch: its ``answer``, or the error it alone got (``status_code``, ``error``, ``detail``).
+    A heartbeat stored gives its ``alive_id``: the client's later beats while its report stays the same may name
+    it alone, under the request's ``alive_ids``."""
 
     status_code: int = 200
     answer: ClientHeartbeatResponse | None = None
     error: str | None = None
     detail: Any = None
+    alive_id: int | None = Field(default=None, exclude_if=lambda alive_id: alive_id is None,
+                                 description="batched heartbeats: the id to beat alive with (left out otherwise)")
 
 
 class ClientAliveResult(BaseModel):
@@ -534,6 +543,10 @@ class ClientHeartbeatsResponse(BaseModel):
     alive: list[ClientAliveResult] = Field(default_factory=list, exclude_if=lambda alive: not alive,
                                            description="heartbeats: one per alive client, in the request's order "
                                            "(left out when it listed none)")
+    alive_missing: list[int] | None = Field(
+        default=None, exclude_if=lambda missing: missing is None, description="heartbeats: the alive_ids not "
+        "refreshed (unknown, not live, another principal's: send their full heartbeats); left out when the request "
+        "had none")
 
 
 class WatchedState(BaseModel):

@@ -14,9 +14,11 @@ routes (404 for the route itself) gets single heartbeats and watches. Unregistra
 once: a client stopped leaves its group then, while one whose process died goes stale as a single one would.
 
 A membership whose report is the one its last full heartbeat carried (the name server answered it 200) beats
-"alive": its key alone, under the request's ``alive``; the name server refreshes its ``last_seen`` and computes no
-answer, and the beat returns None (``MembershipLink``: act on the latest answer again). A consumer's ``health``,
-which grows with every message consumed, rides along in the alive entry rather than making the report differ. A full
+"alive": the ``alive_id`` that answer gave, under the request's ``alive_ids`` (an int: a process's unchanged clients
+go in one request, refreshed by one statement), or its key under ``alive`` when its health changed (or the name
+server gives no ids); the name server refreshes its ``last_seen`` and computes no answer, and the beat returns None
+(``MembershipLink``: act on the latest answer again). A consumer's ``health``, which grows with every message
+consumed, rides along in the alive entry rather than making the report differ. A full
 heartbeat still goes out after ``FULL_EVERY`` alive ones in a row (its answer retries what a missed watch would
 have carried), whenever the report changed, while this session's watches fail (they alone carry changes to alive
 clients), and at once after an alive beat refused with 404 (the client expired, or the name server forgot it). A
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 WINDOW_S = 0.02  # heartbeats arriving within it share a request (the default)
 MAX_BATCH = 100  # heartbeats a request (the name server takes up to 500; a request stays far below its body limit)
+MAX_ALIVE_IDS = 5000  # alive ids a request (the name server's limit: an int each)
 PER_HEARTBEAT_S = 0.05  # a batch's read timeout grows by this per heartbeat in it
 PATH = "/v1/clients/heartbeats"
 WATCHES_PATH = "/v1/clients/watches"
@@ -57,10 +60,11 @@ Key = tuple[str, str, str]  # group, client id, role
 
 @dataclass
 class Acked:
-    """A membership's last full heartbeat the name server answered 200 (its health as last stored), and the alive
-    beats sent since."""
+    """A membership's last full heartbeat the name server answered 200 (its health as last stored), the id it gave
+    to beat alive with (None: an older name server), and the alive beats sent since."""
 
     body: dict[str, Any]
+    alive_id: int | None = None
     alive_beats: int = 0
 
 
@@ -75,7 +79,7 @@ def alive_entry(body: dict[str, Any], acked: Acked | None) -> dict[str, Any] | N
     >>> acked = Acked({"group": "G", "client_id": "c", "role": "consumer", "gray": False, "health": {"n": 1}})
     >>> alive_entry({**acked.body, "health": {"n": 2}}, acked)
     {'group': 'G', 'client_id': 'c', 'role': 'consumer', 'health': {'n': 2}}
-    >>> alive_entry({**acked.body, "gray": True}, acked), alive_entry(acked.body, Acked(acked.body, FULL_EVERY))
+    >>> alive_entry({**acked.body, "gray": True}, acked), alive_entry(acked.body, Acked(acked.body, alive_beats=FULL_EVERY))
     (None, None)
     """
     if acked is None or acked.alive_beats >= FULL_EVERY:
@@ -88,6 +92,19 @@ def alive_entry(body: dict[str, Any], acked: Acked | None) -> dict[str, Any] | N
         entry["health"] = body.get("health")
     return entry
 Watched = tuple[Membership, dict[str, Any], int]  # a membership, its watch body, its epoch when sent
+
+
+@dataclass
+class Batch:
+    """The heartbeats of one request: in full, alive by key (with its entry), alive by id (with the id)."""
+
+    full: list[Pending] = field(default_factory=list)
+    by_key: list[tuple[Pending, dict[str, Any]]] = field(default_factory=list)
+    by_id: list[tuple[Pending, int]] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[Pending]:
+        return [*self.full, *(item for item, _ in self.by_key), *(item for item, _ in self.by_id)]
 
 
 class NameServerSession:
@@ -111,6 +128,7 @@ class NameServerSession:
         self._sender: asyncio.Task[None] | None = None
         self._batched = True  # False once the name server answered that it has no batched route
         self._alive = True  # False once the name server showed it takes no alive beats
+        self._alive_ids = True  # False once it showed it takes them by key only
         self._acked: dict[Key, Acked] = {}  # a membership's last full heartbeat answered 200
         self.watch_failed = False  # the last round of watches failed: no alive beats (nothing carries changes)
         self.alive_beats = 0  # alive beats the name server refreshed
@@ -172,11 +190,10 @@ class NameServerSession:
         try:
             await asyncio.sleep(self.window_s)
             while self._pending:
-                batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
-                batch = [(body, future) for body, future in batch if not future.done()]
-                self._in_flight = {(body.get("group", ""), body.get("client_id", "")) for body, _ in batch}
+                batch = self._take()
+                self._in_flight = {(body.get("group", ""), body.get("client_id", "")) for body, _ in batch.all}
                 try:
-                    if batch:
+                    if batch.all:
                         await self._send_batch(batch)
                 finally:
                     self._in_flight = set()
@@ -185,36 +202,69 @@ class NameServerSession:
         finally:
             self._sender = None
 
-    async def _send_batch(self, batch: list[Pending]) -> None:
-        alive = {index: entry for index, (body, _) in enumerate(batch) if self._alive and not self.watch_failed
-                 and (entry := alive_entry(body, self._acked.get(key_of(body)))) is not None}
-        full = [item for index, item in enumerate(batch) if index not in alive]
-        request: dict[str, Any] = {"heartbeats": [body for body, _ in full]}
-        if alive:
-            request["alive"] = list(alive.values())
+    def _take(self) -> Batch:
+        """The next request's heartbeats, in order of arrival: those going alive by id (up to ``MAX_ALIVE_IDS``: an
+        int each) and up to ``max_batch`` others, full or alive by key; the rest wait for the next."""
+        batch, rest = Batch(), []
+        for item in self._pending:
+            body, future = item
+            if future.done():
+                continue
+            acked = self._acked.get(key_of(body))
+            entry = alive_entry(body, acked) if self._alive and not self.watch_failed else None
+            if entry is not None and "health" not in entry and acked is not None and acked.alive_id is not None \
+                    and self._alive_ids:
+                if len(batch.by_id) < MAX_ALIVE_IDS:
+                    batch.by_id.append((item, acked.alive_id))
+                    continue
+            elif len(batch.full) + len(batch.by_key) < self.max_batch:
+                if entry is None:
+                    batch.full.append(item)
+                else:
+                    batch.by_key.append((item, entry))
+                continue
+            rest.append(item)
+        self._pending = rest
+        return batch
+
+    async def _send_batch(self, batch: Batch) -> None:
+        request: dict[str, Any] = {"heartbeats": [body for body, _ in batch.full]}
+        if batch.by_key:
+            request["alive"] = [entry for _, entry in batch.by_key]
+        if batch.by_id:
+            request["alive_ids"] = [alive_id for _, alive_id in batch.by_id]
         try:
-            answer = await self.nameserver.request("POST", PATH, json=request, timeout_s=self._timeout_s(len(full)))
+            answer = await self.nameserver.request("POST", PATH, json=request,
+                                                   timeout_s=self._timeout_s(len(batch.full)))
         except NotFoundError:
             self.log.info("the name server has no %s: %s heartbeats go one by one", PATH, self.label)
             self._batched = False
-            await asyncio.gather(*(self._single(body, future) for body, future in batch))
+            await asyncio.gather(*(self._single(body, future) for body, future in batch.all))
             return
         except BadRequestError as exc:
-            if alive:  # a name server from before alive beats (422); a bad report fails when it goes in full
-                self._without_alive(f"it refused them: {exc.message}", batch)
+            if batch.by_key or batch.by_id:  # a name server from before alive beats (422); a bad report fails in full
+                self._without_alive(f"it refused them: {exc.message}", batch.all)
             else:
-                self._fail(batch, exc)
+                self._fail(batch.full, exc)
             return
         except GrayMQError as exc:
-            self._fail(batch, exc)
+            self._fail(batch.all, exc)
             return
         self._heard(None)
         self.requests += 1
-        self._answered(full, answer["results"])
-        if alive and "alive" not in answer:
-            self._without_alive("its answer has none", [batch[index] for index in alive])
+        self._answered(batch.full, answer["results"])
+        if batch.by_key and "alive" not in answer:
+            self._without_alive("its answer has none", [item for item, _ in batch.by_key + batch.by_id])
             return
-        self._alive_answered([batch[index] for index in alive], answer.get("alive", []))
+        self._alive_answered([item for item, _ in batch.by_key], answer.get("alive", []))
+        if batch.by_id and "alive_missing" not in answer:
+            self.log.info("the name server takes no alive ids: %s alive beats go by key", self.label)
+            self._alive_ids = False
+            self._pending[:0] = [item for item, _ in batch.by_id]
+            return
+        missing = set(answer.get("alive_missing", ()))
+        self._alive_answered([item for item, _ in batch.by_id],
+                             [{"status_code": 404 if alive_id in missing else 200} for _, alive_id in batch.by_id])
 
     def _fail(self, batch: list[Pending], exc: GrayMQError) -> None:
         """The request of ``batch`` failed: each heartbeat fails with ``exc``."""
@@ -227,7 +277,7 @@ class NameServerSession:
         """Settle the futures of full heartbeats with their ``results``; remember each body answered 200."""
         for (body, future), result in zip(full, results, strict=True):
             if result["status_code"] < 300:
-                self._acked[key_of(body)] = Acked(body)
+                self._acked[key_of(body)] = Acked(body, result.get("alive_id"))
             else:
                 self._acked.pop(key_of(body), None)
             if future.done():

@@ -10,6 +10,7 @@ Each ``check_*`` returns why a name breaks its rule, or ``None`` when it is vali
 
 from __future__ import annotations
 
+import functools
 import string
 
 NAME_MAX_LENGTH = 127
@@ -34,6 +35,7 @@ def _describe(chars: set[str]) -> str:
     return f"{shown} {'is' if len(chars) == 1 else 'are'} not allowed"
 
 
+@functools.lru_cache(maxsize=4096)  # a name server checks the same few group and lane names in every heartbeat
 def _problem(kind: str, name: str) -> str | None:
     if not name:
         problem = "it is empty"

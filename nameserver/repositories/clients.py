@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Update, bindparam, case, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -78,6 +78,17 @@ def _upsert_statement(dialect: str, enforce: bool) -> Any:
         set_={"principal": claimed, **{column: getattr(stmt.excluded, column) for column in _STORED}},
         where=or_(claimable, Client.principal == stmt.excluded.principal) if enforce else None,
     ).returning(Client)
+
+
+def _refresh(which: ColumnElement[bool], now: datetime, live_after: datetime, binding: ClientBinding) -> Update:
+    """The update setting ``last_seen`` to ``now`` of the rows ``which`` selects that were seen after ``live_after``
+    and that ``binding`` may beat without binding anything (``refresh_alive``)."""
+    stmt = update(Client).where(which, Client.last_seen > live_after).values(last_seen=now)
+    if binding.enforce:
+        return stmt.where(Client.principal == binding.principal)
+    if binding.principal is not None:
+        return stmt.where(Client.principal.is_not(None))  # an admin's full heartbeat would claim an unbound row
+    return stmt
 
 
 class ClientRepository:
@@ -152,17 +163,19 @@ class ClientRepository:
         wanted = sorted(set(keys))
         if not wanted:
             return {}
-        stmt = (update(Client)
-                .where(tuple_(Client.group_id, Client.client_id, Client.role).in_(wanted),
-                       Client.last_seen > live_after)
-                .values(last_seen=now)
-                .returning(Client.id, Client.group_id, Client.client_id, Client.role))
-        if binding.enforce:
-            stmt = stmt.where(Client.principal == binding.principal)
-        elif binding.principal is not None:
-            stmt = stmt.where(Client.principal.is_not(None))  # an admin's full heartbeat would claim an unbound row
-        rows = self.session.execute(stmt, execution_options={"synchronize_session": False})
+        stmt = _refresh(tuple_(Client.group_id, Client.client_id, Client.role).in_(wanted), now, live_after, binding)
+        rows = self.session.execute(stmt.returning(Client.id, Client.group_id, Client.client_id, Client.role),
+                                    execution_options={"synchronize_session": False})
         return {(group_id, client_id, role): row_id for row_id, group_id, client_id, role in rows}
+
+    def refresh_alive_ids(self, ids: Iterable[int], now: datetime, live_after: datetime, binding: ClientBinding
+                          ) -> set[int]:
+        """``refresh_alive`` by row ids: the ids of the rows refreshed."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return set()
+        stmt = _refresh(Client.id.in_(wanted), now, live_after, binding).returning(Client.id)
+        return set(self.session.scalars(stmt, execution_options={"synchronize_session": False}))
 
     def store_health(self, health: dict[int, dict[str, Any] | None]) -> None:
         """Write ``health`` (row id -> report) of alive clients: one batch of updates by primary key, in key order."""

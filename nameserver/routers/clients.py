@@ -31,7 +31,7 @@ from graymq.nameserver.schemas import (
     Role,
     WatchedState,
 )
-from graymq.nameserver.services.clients import ClientService, GroupViews
+from graymq.nameserver.services.clients import ClientService, GroupViews, Stored
 from graymq.nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1", tags=["clients"])
@@ -67,24 +67,29 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
     each gets only ``last_seen`` refreshed (and ``health`` stored when it carries one), all in a constant number of
     statements, and no answer is computed; changes reach them by their watches (``POST /clients/watches``). The
     answer's ``alive`` holds one status per entry, in order: 200 refreshed; 404 unknown, not live (silent for half
-    the expiry) or another principal's (the client then sends its full heartbeat); 403 beyond the caller's rights."""
+    the expiry) or another principal's (the client then sends its full heartbeat); 403 beyond the caller's rights.
+    ``alive_ids`` (optional) does the same by the ``alive_id`` each stored heartbeat's result gives, in one
+    statement for the whole list: a process's unchanged clients cost an int each; the answer's ``alive_missing``
+    lists those not refreshed (as a 404 above)."""
     state = request.app.state
     refused, allowed = _checked(body.heartbeats, lambda beat: check_client(caller, beat.group, beat.role, beat.topics))
     refused_alive, alive_allowed = _checked(body.alive, lambda entry: check_client(caller, entry.group, entry.role))
-    outcomes: dict[int, ClientHeartbeatResponse | ApiError] = dict(refused)
+    outcomes: dict[int, Stored | ApiError] = dict(refused)
     alive: dict[int, ApiError | None] = dict(refused_alive)
 
-    def beat_all() -> tuple[list[ClientHeartbeatResponse | ApiError], list[ApiError | None]]:
+    def beat_all() -> tuple[list[Stored | ApiError], list[ApiError | None], list[int]]:
         with state.sessions() as session:
             service = ClientService(session, state.settings)
             return (service.heartbeats([body.heartbeats[i] for i in allowed], caller),
-                    service.alive([body.alive[i] for i in alive_allowed], caller))
+                    service.alive([body.alive[i] for i in alive_allowed], caller),
+                    service.alive_ids(body.alive_ids, caller))
 
-    answers, refreshed = await run_in_threadpool(beat_all)
+    answers, refreshed, missing = await run_in_threadpool(beat_all)
     outcomes.update(zip(allowed, answers, strict=True))
     alive.update(zip(alive_allowed, refreshed, strict=True))
     return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))],
-                                    alive=[_alive_result(alive[index]) for index in range(len(body.alive))])
+                                    alive=[_alive_result(alive[index]) for index in range(len(body.alive))],
+                                    alive_missing=missing if body.alive_ids else None)
 
 
 def _checked(items: Sequence[T], check: Callable[[T], None]
@@ -99,9 +104,12 @@ def _checked(items: Sequence[T], check: Callable[[T], None]
     return refused, [index for index in range(len(items)) if index not in refused]
 
 
-def _result(outcome: ClientHeartbeatResponse | ApiError) -> ClientHeartbeatResult:
+def _result(outcome: ClientHeartbeatResponse | Stored | ApiError) -> ClientHeartbeatResult:
+    """A batch's result: an error, a watch's view, or a heartbeat's answer with its alive id."""
     if isinstance(outcome, ApiError):
         return ClientHeartbeatResult(status_code=outcome.status_code, error=outcome.error, detail=outcome.detail)
+    if isinstance(outcome, tuple):
+        return ClientHeartbeatResult(answer=outcome[0], alive_id=outcome[1])
     return ClientHeartbeatResult(answer=outcome)
 
 

@@ -47,6 +47,8 @@ from graymq.protocol.operations import PAST_WEIGHT_STEPS
 
 log = logging.getLogger(__name__)
 
+Stored = tuple[ClientHeartbeatResponse, int]  # a heartbeat's answer and its client row's id (its alive id)
+
 
 @dataclass(frozen=True)
 class AnswerContext:
@@ -117,7 +119,11 @@ class ClientService:
                                 f"of group {group}: it belongs to principal {client.principal}")
 
     def heartbeat(self, report: ClientHeartbeat, caller: Caller) -> ClientHeartbeatResponse:
-        """Store what the client reports and tell it the flag it should have.
+        """Store what the client reports and tell it the flag it should have (``stored``)."""
+        return self.stored(report, caller)[0]
+
+    def stored(self, report: ClientHeartbeat, caller: Caller) -> Stored:
+        """Store what the client reports and tell it the flag it should have; with its row's id.
 
         The group is created on first contact with ``GRAYMQ_DEFAULT_GRAY_SWITCH``. The reported
         ``gray``/``state`` are stored as given: a client is flipped only by itself (after draining).
@@ -154,12 +160,11 @@ class ClientService:
             context = self._context(group, client.topics or (), client.role == "producer")
             response = for_caller(self._answer(group, client, context), caller)
         self.session.commit()
-        return response
+        return response, client.id
 
-    def heartbeats(self, reports: Sequence[ClientHeartbeat], caller: Caller
-                   ) -> list[ClientHeartbeatResponse | ApiError]:
-        """Store and answer several clients' heartbeats, each as ``heartbeat`` would (its answer, or the error it
-        would raise), in their order.
+    def heartbeats(self, reports: Sequence[ClientHeartbeat], caller: Caller) -> list[Stored | ApiError]:
+        """Store and answer several clients' heartbeats, each as ``stored`` would (its answer and row id, or the
+        error it would raise), in their order.
 
         Those of settled clients (``heartbeat_batch.settled_row``) whose answer enters no lane are stored in one
         transaction, in a constant number of statements: their rows read together, unchanged reports only
@@ -167,19 +172,19 @@ class ClientService:
         through ``heartbeat``, each committed or rolled back on its own."""
         if not reports:
             return []
-        results: list[ClientHeartbeatResponse | ApiError | None] = [None] * len(reports)
+        results: list[Stored | ApiError | None] = [None] * len(reports)
         self._store_settled(reports, caller, results)
         for index, report in enumerate(reports):
             if results[index] is None:
                 try:
-                    results[index] = self.heartbeat(report, caller)
+                    results[index] = self.stored(report, caller)
                 except ApiError as refused:
                     self.session.rollback()
                     results[index] = refused
         return [result for result in results if result is not None]
 
     def _store_settled(self, reports: Sequence[ClientHeartbeat], caller: Caller,
-                       results: list[ClientHeartbeatResponse | ApiError | None]) -> None:
+                       results: list[Stored | ApiError | None]) -> None:
         """Answer in ``results`` (by index) and store in one transaction the heartbeats of settled clients whose
         answer enters no lane; leave the others' results None."""
         now, binding = utc_now(), self._binding(caller)
@@ -201,7 +206,7 @@ class ClientService:
             group = used[row.group_id]
             answer = for_caller(self._answer(group, row, contexts[group.id]), caller)
             if not any(self._lanes_to_enter(group, row, answer.desired_lane, contexts[group.id])):
-                results[index] = answer
+                results[index] = answer, row.id
         stored = [settled[index] for index in settled if results[index] is not None]
         self.clients.touch([row.id for row, changed in stored if not changed], now)
         self.clients.store([row for row, changed in stored if changed])
@@ -228,6 +233,18 @@ class ClientService:
         return [None if key in refreshed else NotFound(
             f"{entry.role} {entry.client_id} of group {entry.group} is not live as the caller's: send its full "
             "heartbeat") for key, entry in zip(keys, entries, strict=True)]
+
+    def alive_ids(self, ids: Sequence[int], caller: Caller) -> list[int]:
+        """``alive`` by the row ids full heartbeats gave (``stored``), in one statement: the ids not refreshed, in
+        the request's order. Only rows the caller may beat are (with ``enforce``, its own): the group rights
+        checked when the row was stored hold until its next full heartbeat checks them again."""
+        if not ids:
+            return []
+        now = utc_now()
+        live_after = now - timedelta(seconds=self.settings.client_expiry_seconds / 2)
+        refreshed = self.clients.refresh_alive_ids(ids, now, live_after, self._binding(caller))
+        self.session.commit()
+        return [row_id for row_id in ids if row_id not in refreshed]
 
     @staticmethod
     def _may_report(report: ClientHeartbeat, caller: Caller) -> bool:

@@ -29,13 +29,16 @@ def test_doctests() -> None:
 
 
 class FakeNameServer:
-    """Answers batched heartbeats as a name server would (``old``: one from before alive beats), records each
-    request's full heartbeats and alive entries; ``refused``: client id -> the status its alive beats get."""
+    """Answers batched heartbeats as a name server would (``old``: one from before alive beats; ``ids``: one giving
+    alive ids, a client's the number in its id plus 1000), records each request's full heartbeats and alive entries
+    (``alive_ids``: and its alive ids); ``refused``: client id -> the status its alive beats get."""
 
-    def __init__(self, old: bool = False) -> None:
+    def __init__(self, old: bool = False, ids: bool = False) -> None:
         self.old = old
+        self.ids = ids
         self.refused: dict[str, int] = {}
         self.requests: list[tuple[list[str], list[dict[str, Any]]]] = []  # (full heartbeats' ids, alive entries)
+        self.alive_ids: list[list[int]] = []
         self.watch_error: Exception | None = None
         self.watched = asyncio.Event()
 
@@ -47,14 +50,19 @@ class FakeNameServer:
         self.requests.append(([b["client_id"] for b in full], alive))
         if self.old and not full:
             raise BadRequestError(f"POST {PATH}: heartbeats: List should have at least 1 item")
-        results = [{"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"], role=b["role"])}
-                   for b in full]
+        self.alive_ids.append(json.get("alive_ids", []))
+        results = [{"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"], role=b["role"]),
+                    **({"alive_id": alive_id(b["client_id"])} if self.ids else {})} for b in full]
         if self.old:
             return {"results": results}
         statuses = [self.refused.get(entry["client_id"], 200) for entry in alive]
-        return {"results": results, "alive": [{"status_code": code} if code == 200 else
-                                              {"status_code": code, "error": "not found", "detail": None}
-                                              for code in statuses]}
+        answer = {"results": results, "alive": [{"status_code": code} if code == 200 else
+                                                {"status_code": code, "error": "not found", "detail": None}
+                                                for code in statuses]}
+        if self.ids and "alive_ids" in json:
+            refused = {alive_id(client_id) for client_id in self.refused}
+            answer["alive_missing"] = [i for i in json["alive_ids"] if i in refused]
+        return answer
 
     async def _watch(self, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         self.watched.set()
@@ -69,6 +77,10 @@ class FakeNameServer:
     def last(self) -> tuple[list[str], list[str]]:
         full, alive = self.requests[-1]
         return full, [entry["client_id"] for entry in alive]
+
+
+def alive_id(client_id: str) -> int:
+    return 1000 + int(client_id[1:])
 
 
 class Fleet:
@@ -208,3 +220,63 @@ def test_a_failing_watch_turns_alive_beats_off() -> None:
         await fleet.session.close()
 
     run(scenario)
+
+
+def test_with_alive_ids_a_fleets_unchanged_clients_go_as_ids_and_a_changed_health_by_key_in_the_same_request(
+        ) -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer(ids=True)
+        fleet = Fleet(nameserver, 20)
+        for _ in range(2 * (FULL_EVERY + 1)):
+            await fleet.beat()
+        assert [(len(full), len(alive), len(ids)) for (full, alive), ids in zip(
+            nameserver.requests, nameserver.alive_ids, strict=True)] == ([(20, 0, 0)] + [(0, 0, 20)] * FULL_EVERY) * 2
+        assert nameserver.alive_ids[-1] == [alive_id(c) for c in fleet.ids]
+        assert fleet.session.alive_beats == 20 * 2 * FULL_EVERY
+        assert fleet.updates == dict.fromkeys(fleet.ids, 2 * (FULL_EVERY + 1))
+        await fleet.beat()  # after a full heartbeat
+        fleet.reports["c03"]["health"] = {"normal": {"consumed": 9}}
+        fleet.reports["c04"]["queues"] = []
+        await fleet.beat()
+        assert nameserver.requests[-1] == (["c04"], [{"group": GROUP, "client_id": "c03", "role": "consumer",
+                                                      "health": {"normal": {"consumed": 9}}}])
+        assert nameserver.alive_ids[-1] == [alive_id(c) for c in fleet.ids if c not in ("c03", "c04")]
+        await fleet.beat()
+        assert nameserver.requests[-1] == ([], []) and nameserver.alive_ids[-1] == [alive_id(c) for c in fleet.ids]
+
+    run(scenario)
+
+
+def test_an_alive_id_the_name_server_misses_sends_that_clients_full_heartbeat_at_once() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer(ids=True)
+        fleet = Fleet(nameserver, 3)
+        await fleet.beat()
+        nameserver.refused["c01"] = 404
+        answers = await fleet.beat()
+        assert nameserver.requests[1:] == [([], []), (["c01"], [])]
+        assert nameserver.alive_ids[1:] == [[1000, 1001, 1002], []]
+        assert answers[1] is not None and answers[1].client_id == "c01"
+
+    run(scenario)
+
+
+def test_a_name_server_ignoring_alive_ids_gets_the_keys_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    class IgnoresIds(FakeNameServer):
+        async def request(self, method: str, path: str, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+            answer = await super().request(method, path, json, timeout_s)
+            answer.pop("alive_missing", None)
+            return answer
+
+    async def scenario() -> None:
+        nameserver = IgnoresIds(ids=True)
+        fleet = Fleet(nameserver, 3)
+        for _ in range(4):
+            await fleet.beat()
+        assert [len(ids) for ids in nameserver.alive_ids] == [0, 3, 0, 0, 0]
+        assert [len(alive) for _, alive in nameserver.requests] == [0, 0, 3, 3, 3]
+        assert fleet.updates == dict.fromkeys(fleet.ids, 4)
+
+    with caplog.at_level(logging.INFO, logger=session_module.__name__):
+        run(scenario)
+    assert len([r for r in caplog.records if "takes no alive ids" in r.message]) == 1

@@ -60,7 +60,8 @@ def unregistered(ns_url: str, group: str) -> list[str]:
 
 class Counted:
     """The heartbeats of one instance: to the name server sent alone, and the client ids of each batched request
-    (full heartbeats and alive beats; ``alive``: those of the alive beats) to the name server and to the brokers."""
+    (full heartbeats and alive beats, by key or by id; ``alive``: those of the alive beats) to the name server and to
+    the brokers."""
 
     def __init__(self, instance: ClientInstance) -> None:
         self.single: list[str] = []
@@ -80,12 +81,19 @@ class Counted:
             self.single.append(body["client_id"])
             return await single(body)
 
+        alive_ids: dict[int, str] = {}  # the alive id each client's full heartbeat was given -> its client id
+
         async def counted_request(method: str, path: str, **kwargs: Any) -> Any:
-            if path == "/v1/clients/heartbeats":
-                alive = [b["client_id"] for b in kwargs["json"].get("alive", [])]
-                self.batches.append([b["client_id"] for b in kwargs["json"]["heartbeats"]] + alive)
-                self.alive.append(alive)
-            return await request(method, path, **kwargs)
+            if path != "/v1/clients/heartbeats":
+                return await request(method, path, **kwargs)
+            body = kwargs["json"]
+            alive = [b["client_id"] for b in body.get("alive", [])] + [alive_ids[i] for i in body.get("alive_ids", [])]
+            self.batches.append([b["client_id"] for b in body["heartbeats"]] + alive)
+            self.alive.append(alive)
+            answer = await request(method, path, **kwargs)
+            alive_ids.update({result["alive_id"]: report["client_id"] for report, result in zip(
+                body["heartbeats"], answer["results"], strict=True) if "alive_id" in result})
+            return answer
 
         nameserver.client_heartbeat = client_heartbeat  # type: ignore[method-assign]
         nameserver.request = counted_request  # type: ignore[method-assign]

@@ -1,7 +1,7 @@
 """Alive beats of ``POST /v1/clients/heartbeats`` on SQLite and PostgreSQL: a client whose report did not change sends
-its key alone; the name server refreshes the caller's live rows in a constant number of statements and answers no
-report, 404 for a key it cannot refresh that way (unknown, expired, another principal's: nothing is created or
-bound), 403 beyond the rights."""
+its key alone, or the ``alive_id`` its full heartbeat's result gave; the name server refreshes the caller's live rows
+in a constant number of statements and answers no report, 404 for a key (``alive_missing`` for an id) it cannot
+refresh that way (unknown, expired, another principal's: nothing is created or bound), 403 beyond the rights."""
 
 from __future__ import annotations
 
@@ -47,10 +47,12 @@ def key(client_id: str, group: str = "GID_ORDERS", **fields: Any) -> dict[str, A
 
 
 def post(api: TestClient, headers: dict[str, str], heartbeats: list[dict[str, Any]] | None = None,
-         alive: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+         alive: list[dict[str, Any]] | None = None, alive_ids: list[int] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"heartbeats": heartbeats or []}
     if alive is not None:
         body["alive"] = alive
+    if alive_ids is not None:
+        body["alive_ids"] = alive_ids
     response = api.post("/v1/clients/heartbeats", json=body, headers=headers)
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
@@ -133,10 +135,56 @@ def test_a_mixed_batch_answers_full_heartbeats_and_refreshes_alive_ones_storing_
     assert listed["busy"]["labels"] == {"version": "v1"}
 
 
+def test_alive_ids_refresh_the_callers_live_rows_in_one_statement_and_list_those_they_cannot(ns: TestClient) -> None:
+    orders = principal(ns, "orders", "GID_ORDERS", "GID_PAYMENTS")
+    other = principal(ns, "other", "GID_ORDERS")
+    [theirs] = post(ns, other, [beat("theirs")])["results"]
+    stored = post(ns, orders, [beat(f"c-{i:03d}", ("GID_ORDERS", "GID_PAYMENTS")[i % 2]) for i in range(100)]
+                  + [beat("gone")])["results"]
+    ids = {r["answer"]["client_id"]: r["alive_id"] for r in stored}
+    assert len(set(ids.values())) == 101 and all(isinstance(i, int) for i in ids.values())
+    assert ns.delete("/v1/groups/GID_ORDERS/clients/gone", params={"role": "consumer"}, headers=orders).status_code \
+        == 204
+    before = last_seen(ns)
+    engine: Engine = ns.app.state.engine  # type: ignore[attr-defined]
+    mine = [ids[f"c-{i:03d}"] for i in range(100)]
+
+    with recorded_statements(engine) as hundred:
+        answer = post(ns, orders, alive_ids=[*mine, theirs["alive_id"], ids["gone"], 2**31 - 1])
+    with recorded_statements(engine) as ten:
+        post(ns, orders, alive_ids=mine[:10])
+
+    assert answer == {"results": [], "alive_missing": [theirs["alive_id"], ids["gone"], 2**31 - 1]}
+    after = last_seen(ns)
+    assert all(after[f"c-{i:03d}"] > before[f"c-{i:03d}"] for i in range(100))
+    assert after["theirs"] == before["theirs"] and after["gone"] == before["gone"]  # unregistered: expired
+    assert len(hundred) == len(ten) <= 4, hundred
+    assert not any("INSERT" in statement for statement in hundred), hundred
+
+
+def test_an_alive_id_of_a_client_silent_for_half_its_expiry_is_missing_and_its_full_heartbeat_revives_it(
+        ns: TestClient) -> None:
+    orders = principal(ns, "orders", "GID_ORDERS")
+    [first] = post(ns, orders, [beat("late")])["results"]
+    engine: Engine = ns.app.state.engine  # type: ignore[attr-defined]
+    with Session(engine) as session:
+        row = session.get(Client, first["alive_id"])
+        assert row is not None
+        row.last_seen = datetime.fromtimestamp(0).astimezone()
+        session.commit()
+
+    assert post(ns, orders, alive_ids=[first["alive_id"]])["alive_missing"] == [first["alive_id"]]
+    [again] = post(ns, orders, [beat("late")])["results"]
+    assert again["alive_id"] == first["alive_id"]
+    assert post(ns, orders, alive_ids=[again["alive_id"]])["alive_missing"] == []
+
+
 def test_a_batch_holds_a_heartbeat_or_an_alive_client(ns: TestClient) -> None:
     orders = principal(ns, "orders", "GID_ORDERS")
     assert ns.post("/v1/clients/heartbeats", json={"heartbeats": [], "alive": []}, headers=orders).status_code == 422
     assert ns.post("/v1/clients/heartbeats", json={"alive": [{**key("x"), "labels": {}}]},
                    headers=orders).status_code == 422
+    assert ns.post("/v1/clients/heartbeats", json={"alive_ids": [0]}, headers=orders).status_code == 422
+    assert ns.post("/v1/clients/heartbeats", json={"alive_ids": ["x"]}, headers=orders).status_code == 422
     plain = ns.post("/v1/clients/heartbeats", json={"heartbeats": [beat("x")]}, headers=orders).json()
     assert set(plain) == {"results"}  # the answer of a batch without alive clients is as it was

@@ -79,7 +79,8 @@ def alive_entry(body: dict[str, Any], acked: Acked | None) -> dict[str, Any] | N
     >>> acked = Acked({"group": "G", "client_id": "c", "role": "consumer", "gray": False, "health": {"n": 1}})
     >>> alive_entry({**acked.body, "health": {"n": 2}}, acked)
     {'group': 'G', 'client_id': 'c', 'role': 'consumer', 'health': {'n': 2}}
-    >>> alive_entry({**acked.body, "gray": True}, acked), alive_entry(acked.body, Acked(acked.body, alive_beats=FULL_EVERY))
+    >>> spent = Acked(acked.body, alive_beats=FULL_EVERY)
+    >>> alive_entry({**acked.body, "gray": True}, acked), alive_entry(acked.body, spent)
     (None, None)
     """
     if acked is None or acked.alive_beats >= FULL_EVERY:

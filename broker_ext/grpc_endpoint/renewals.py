@@ -2,12 +2,14 @@
 
 A PushConsumer's ReceiveMessage asks for ``auto_renew`` and names no invisible time: it leaves renewing to the
 server, as RocketMQ's proxy does it. Each such delivery is handed out for the endpoint's ``auto_renew_invisible_s``
-(``settings``) and renewed for as long again (the pop state's change of invisible time) once two thirds of it have
-passed, leaving a third for the renewal to arrive — while its client still has its telemetry session open
+(``settings``) and renewed for as long again (the pop state's change of invisible time) once half of it has passed,
+leaving the other half for a late renewal (a busy event loop) — while its client still has its telemetry session open
 (``present``) and for at most ``auto_renew_max_s`` after it was received. Then, or as soon as the client is gone (its
 process died, it shut down), renewals stop and the message comes back when its last invisible time runs out
-(delivered again, attempt + 1): a consumer that neither acks nor stays holds a message one invisible time at most.
-The proxy does the same (it renews while the client's channel is registered, up to its maximum renew time).
+(delivered again, attempt + 1): a consumer gone holds a message one invisible time at most after it left. The proxy
+renews the same way (while the client's channel is registered, up to its maximum renew time) but hands a departed
+client's messages back at once; here presence is asked at each renewal only, so a client whose stream blinked (the
+SDK reopening it) keeps renewing what it is still processing.
 
 The client keeps the receipt handle it received, and each renewal signs a new one: an ack, a change of invisible
 time or a dead-letter forward by the client's handle is done with the current one (``take``), and ends its renewals.
@@ -32,7 +34,7 @@ from graymq.protocol.errors import GrayMQError
 
 log = logging.getLogger(__name__)
 
-RENEW_AFTER = 2 / 3  # of a delivery's invisible time: when it is renewed
+RENEW_AFTER = 0.5  # of a delivery's invisible time: when it is renewed
 COMPACT_AFTER = 1024  # heap entries of deliveries no longer renewed before the heap may be rebuilt without them
 
 

@@ -97,10 +97,10 @@ def test_an_auto_renew_receive_without_an_invisible_time_gets_the_endpoints_own(
 def test_a_delivery_is_renewed_while_its_client_is_there_and_acked_by_the_handle_it_received(
         endpoint: Endpoint) -> None:
     (message,) = endpoint.receive()
-    for now in (21.0, 42.0, 63.0, 84.0):  # each time two thirds of the last invisible time have passed
+    for now in (16.0, 32.0, 48.0, 64.0):  # each time half of the last invisible time has passed
         endpoint.at(now)
     assert endpoint.renewals.renewed == 4
-    endpoint.at(100.0)  # long past the first invisible time, within the last renewal's
+    endpoint.at(70.0)  # long past the first invisible time, within the last renewal's
     assert endpoint.receive() == []
     assert endpoint.ack(message.system_properties.receipt_handle) == v2.OK
     assert endpoint.renewals.renewals == {}
@@ -111,13 +111,13 @@ def test_a_delivery_is_renewed_while_its_client_is_there_and_acked_by_the_handle
 def test_renewals_stop_when_the_client_is_gone_and_the_message_comes_back_after_its_invisible_time(
         endpoint: Endpoint) -> None:
     (message,) = endpoint.receive()
-    endpoint.at(21.0)  # renewed: invisible until 51
+    endpoint.at(16.0)  # renewed: invisible until 46
     endpoint.present.clear()  # its telemetry stream closed
-    endpoint.at(42.0)  # due again: not renewed
+    endpoint.at(32.0)  # due again: not renewed
     assert endpoint.renewals.renewed == 1
-    endpoint.at(50.0)
+    endpoint.at(45.0)
     assert endpoint.receive() == []
-    endpoint.at(52.0)
+    endpoint.at(47.0)
     (again,) = endpoint.receive()
     assert again.system_properties.delivery_attempt == 2
     assert endpoint.ack(message.system_properties.receipt_handle) == v2.INVALID_RECEIPT_HANDLE
@@ -127,9 +127,9 @@ def test_renewals_stop_when_the_client_is_gone_and_the_message_comes_back_after_
 def test_after_renewals_stop_the_handle_the_client_received_still_acks_until_the_last_invisible_time_ends(
         endpoint: Endpoint) -> None:
     (message,) = endpoint.receive()
-    endpoint.at(21.0)
+    endpoint.at(16.0)
     endpoint.present.clear()
-    endpoint.at(42.0)  # not renewed: invisible until 51
+    endpoint.at(32.0)  # not renewed: invisible until 46
     assert endpoint.ack(message.system_properties.receipt_handle) == v2.OK
     endpoint.at(60.0)
     assert endpoint.receive() == []
@@ -139,12 +139,12 @@ def test_renewals_stop_after_their_maximum_time_and_the_message_comes_back(tmp_p
     endpoint = Endpoint(tmp_path, max_s=60.0)
     try:
         endpoint.receive()
-        for now in (21.0, 42.0, 63.0):  # renewed twice, then past the maximum: invisible until 72
+        for now in (16.0, 32.0, 48.0, 64.0):  # renewed three times, then past the maximum: invisible until 78
             endpoint.at(now)
-        assert endpoint.renewals.renewed == 2
-        endpoint.at(71.0)
+        assert endpoint.renewals.renewed == 3
+        endpoint.at(77.0)
         assert endpoint.receive() == []
-        endpoint.at(73.0)
+        endpoint.at(79.0)
         (again,) = endpoint.receive()
         assert again.system_properties.delivery_attempt == 2
     finally:

@@ -16,10 +16,9 @@ in a chain of ``receive_async`` (one long poll at a time), producers idle — pr
 n}`` (with the most frequent ``receive_error`` when there were some). It imports nothing of graymq: graymq's copy
 of the RocketMQ protos and the SDK's cannot share a process.
 
-No SDK ``PushConsumer``: its ReceiveMessage asks for ``auto_renew`` without an ``invisible_duration``, which the
-broker's gRPC endpoint refuses (``ILLEGAL_INVISIBLE_TIME``, "invisible_duration is required"); the SDK retries each
-queue a second later, so an idle push consumer would cost a refused receive per queue and second, not a fleet's
-idle load.
+No SDK ``PushConsumer`` in the pods yet: the broker serves its receives (``auto_renew``, renewed while it is
+connected: ``broker_ext/grpc_endpoint/renewals.py``), but an idle one holds a long poll per assigned queue where a
+simple consumer holds one, a fleet's idle load of its own to measure.
 """
 
 from __future__ import annotations

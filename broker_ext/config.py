@@ -72,6 +72,8 @@ class BrokerSettings(BaseSettings):
     grpc_max_registrations_per_principal: int = Field(512, ge=1)  # (client id, group) registrations heartbeated
     grpc_max_receives_per_principal: int = Field(1024, ge=1)  # ReceiveMessage long polls in flight
     grpc_max_receives_per_connection: int = Field(256, ge=1)
+    # a PushConsumer's delivery (auto_renew) is invisible this long at a time, renewed while its client is connected
+    grpc_auto_renew_invisible_ms: int = Field(60_000, ge=1_000, le=12 * 3600_000)
     max_frame_size: int = Field(DEFAULT_MAX_FRAME_SIZE, ge=1024)
     auto_create_topic: bool = False
     default_queue_nums: int = Field(8, ge=1)

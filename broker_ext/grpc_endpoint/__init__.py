@@ -7,9 +7,10 @@ NotifyClientTermination), ``registrations`` (a stock client's place in the name 
 ``producer_sides`` and ``consumer_sides`` (the gray split of a stock client's sends and receives, decided here from
 the name server's flag for its client id), ``assignment`` (QueryAssignment), ``send`` (SendMessage through the
 broker's put-message path), ``receive`` and ``ack`` (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue on the broker's pop state, ``broker_ext.pop``), ``status`` (RocketMQ's status
-codes) and ``budgets`` (what a principal and a connection may hold); ``wiring`` builds it from a broker. Every other
-RPC (transactions, PullMessage, ...) answers ``NOT_IMPLEMENTED`` at once.
+ForwardMessageToDeadLetterQueue on the broker's pop state, ``broker_ext.pop``), ``renewals`` (a PushConsumer's
+deliveries kept invisible while it is connected), ``status`` (RocketMQ's status codes) and ``budgets`` (what a
+principal and a connection may hold); ``wiring`` builds it from a broker. Every other RPC (transactions,
+PullMessage, ...) answers ``NOT_IMPLEMENTED`` at once.
 
 A stock client needs only the endpoint and, outside dev mode, an access key and secret (``graymq principal add
 NAME --access-key``; a principal's token as both works too). Python SDK::

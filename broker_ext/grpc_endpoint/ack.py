@@ -5,7 +5,8 @@ An ack is answered once as durable as the broker's messages (``broker_ext.pop``'
 entry. A handle this broker did not sign, or of another group or topic, and a stale one (acked, delivered again
 since, or its invisible time over) are ``INVALID_RECEIPT_HANDLE``, as the RocketMQ proxy answers.
 ChangeInvisibleDuration answers a new handle; the old one is stale from then on. A message forwarded to the
-dead-letter queue goes to ``%DLQ%group`` and counts as acked.
+dead-letter queue goes to ``%DLQ%group`` and counts as acked. A delivery the broker renews (``renewals``: a
+PushConsumer's) is named by the handle the client received and done with its current one; it is renewed no more.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
 from graymq.broker_ext.grpc_endpoint.receive import check_consume, checked_invisible_ms
+from graymq.broker_ext.grpc_endpoint.renewals import AutoRenewals
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, status
 from graymq.broker_ext.pop.receipt import InvalidReceiptHandle
 from graymq.broker_ext.pop.service import PopService
@@ -26,10 +28,11 @@ log = logging.getLogger(__name__)
 
 
 class AckService:
-    """The three RPCs on one ``PopService``."""
+    """The three RPCs on one ``PopService`` (and the deliveries it renews)."""
 
-    def __init__(self, pop: PopService) -> None:
+    def __init__(self, pop: PopService, renewals: AutoRenewals) -> None:
         self.pop = pop
+        self.renewals = renewals
 
     async def ack_message(self, request: v2s.AckMessageRequest, caller: Caller) -> v2s.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
@@ -44,7 +47,7 @@ class AckService:
     async def _ack_entry(self, group: str, topic: str, entry: v2s.AckMessageEntry) -> v2s.AckMessageResultEntry:
         """One entry's result; with ``flush`` sync the entries of a request share the journal's fsync."""
         try:
-            await self.pop.ack(group, topic, entry.receipt_handle)
+            await self.pop.ack(group, topic, self.renewals.take(group, topic, entry.receipt_handle))
             result = OK
         except InvalidReceiptHandle as refused:
             result = status(v2.INVALID_RECEIPT_HANDLE, str(refused))
@@ -61,8 +64,9 @@ class AckService:
         group, topic = request.group.name, request.topic.name
         check_consume(caller, group, topic)
         invisible_ms = checked_invisible_ms(request.invisible_duration)
+        handle = self.renewals.take(group, topic, request.receipt_handle)
         try:
-            handle = await self.pop.change_invisible(group, topic, request.receipt_handle, invisible_ms)
+            handle = self.pop.change_invisible(group, topic, handle, invisible_ms)
         except InvalidReceiptHandle as refused:
             raise RocketMQStatusError(v2.INVALID_RECEIPT_HANDLE, str(refused)) from None
         except GrayMQError as error:
@@ -73,8 +77,9 @@ class AckService:
                                                    caller: Caller) -> v2s.ForwardMessageToDeadLetterQueueResponse:
         group, topic = request.group.name, request.topic.name
         check_consume(caller, group, topic)
+        handle = self.renewals.take(group, topic, request.receipt_handle)
         try:
-            await self.pop.forward_to_dead_letter(group, topic, request.receipt_handle)
+            await self.pop.forward_to_dead_letter(group, topic, handle)
         except InvalidReceiptHandle as refused:
             raise RocketMQStatusError(v2.INVALID_RECEIPT_HANDLE, str(refused)) from None
         except GrayMQError as error:

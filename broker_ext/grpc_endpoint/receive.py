@@ -1,17 +1,28 @@
-"""ReceiveMessage: a stock simple consumer's long poll, served from the broker's pop state (``broker_ext.pop``).
+"""ReceiveMessage: a stock consumer's long poll, served from the broker's pop state (``broker_ext.pop``).
 
 As the RocketMQ proxy does, the broker receives from every readable queue of the topic on this broker that the
 client may receive from now (``queue_filter``: the gray split, ``consumer_sides``) and ignores the queue the client
 named. The answer streams the status, then each message (RocketMQ's system properties, an MD5 body digest: the
 SDKs' CRC32 formats differ; the ``graymq.lane`` user property naming the lane of its queue), then the delivery
 timestamp; nothing to deliver is ``MESSAGE_NOT_FOUND``, which the SDKs read as an empty receive.
-``invisible_duration`` is required (1 s to 12 h); the long poll is bounded by the endpoint's limit and the call's own
-deadline; a batch by ``MAX_BATCH_SIZE``; concurrent receives per client by ``MAX_STREAMS_PER_CLIENT``
-(``TOO_MANY_REQUESTS``).
+``invisible_duration`` is required (1 s to 12 h) unless the request asks for ``auto_renew`` (a PushConsumer's, which
+names none): then the endpoint's ``auto_renew_invisible_s`` is used and the broker renews the delivery while its
+client stays connected (``renewals``).
+
+The answer leaves before the call's deadline: the SDKs give a receive their request timeout plus the long polling
+timeout they ask for (the Python SDK: its ``request_timeout``, 3 s by default, + ``await_duration`` or the
+subscription's ``long_polling_timeout``), so the poll ends at the first of the request's ``long_polling_timeout``,
+the endpoint's limit and ``DEADLINE_MARGIN_S`` before the deadline, all counted from the call's start. What comes
+before the wait counts against it: a client's first receive waits for its registration's first name server answer
+(``consumer_sides``: its queues), and a name server slow to answer would push the answer past the deadline
+(``DEADLINE_EXCEEDED`` in the SDK). Queues not known ``DEADLINE_MARGIN_S`` before the deadline make an empty answer
+(the registration goes on). A batch is bounded by ``MAX_BATCH_SIZE``; concurrent receives per client by
+``MAX_STREAMS_PER_CLIENT`` (``TOO_MANY_REQUESTS``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +33,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from graymq.broker_ext.grpc_endpoint.assignment import QueueFilter, stock_lanes
 from graymq.broker_ext.grpc_endpoint.clients import ClientTable
 from graymq.broker_ext.grpc_endpoint.credentials import Caller
+from graymq.broker_ext.grpc_endpoint.renewals import AutoRenewals
 from graymq.broker_ext.grpc_endpoint.send import PROPERTY_MESSAGE_GROUP
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits
 from graymq.broker_ext.grpc_endpoint.status import OK, RocketMQStatusError, existing_topic, status
@@ -92,16 +104,18 @@ def to_rocketmq_message(popped: Popped, store_host: str, lane: str | None = None
 
 
 class ReceiveService:
-    """``receive_message(request, caller, time_left_s)``: the response stream of one ReceiveMessage call."""
+    """``receive_message(request, caller, time_left_s)``: the response stream of one ReceiveMessage call; the
+    deliveries it renews (``renewals``: started and stopped by the endpoint)."""
 
     def __init__(self, pop: PopService, topic_of: Callable[[str], TopicConfig | None], clients: ClientTable,
-                 queue_filter: QueueFilter, limits: EndpointLimits, broker_name: str) -> None:
+                 queue_filter: QueueFilter, limits: EndpointLimits, broker_name: str, renewals: AutoRenewals) -> None:
         self.pop = pop
         self._topic_of = topic_of
         self.clients = clients
         self.queue_filter = queue_filter
         self.limits = limits
         self.broker_name = broker_name
+        self.renewals = renewals
         self.streams: Counter[str] = Counter()  # client id -> receives under way
 
     async def receive_message(self, request: v2s.ReceiveMessageRequest, caller: Caller, time_left_s: float | None
@@ -122,8 +136,11 @@ class ReceiveService:
             yield v2s.ReceiveMessageResponse(status=status(v2.MESSAGE_NOT_FOUND, "no new message"))
             return
         yield v2s.ReceiveMessageResponse(status=OK)
-        config = self._topic_of(request.message_queue.topic.name)
+        group, topic = request.group.name, request.message_queue.topic.name
+        config = self._topic_of(topic)
         for item in popped:
+            if request.auto_renew:
+                self.renewals.track(caller.client_id, group, topic, item.receipt_handle, item.invisible_ms)
             lane = queue_lane(config, item.message.queue_id) if config is not None else None
             yield v2s.ReceiveMessageResponse(message=to_rocketmq_message(item, self.broker_name, lane))
         delivered = Timestamp()
@@ -132,26 +149,47 @@ class ReceiveService:
 
     async def _pop_request(self, request: v2s.ReceiveMessageRequest, caller: Caller, time_left_s: float | None
                            ) -> PopRequest:
-        group, topic = request.group.name, request.message_queue.topic.name
-        config = self._readable(group, topic, caller)
-        if not request.HasField("invisible_duration"):
-            raise RocketMQStatusError(v2.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required")
-        invisible_ms = checked_invisible_ms(request.invisible_duration)
-        if request.batch_size < 1:
-            raise RocketMQStatusError(v2.BAD_REQUEST, f"batch_size {request.batch_size} is not positive")
+        """The pop of ``request``, its wait ending at the first of its long polling timeout, the endpoint's limit
+        and ``DEADLINE_MARGIN_S`` before the call's deadline (``time_left_s`` from now), all counted from now."""
+        now = asyncio.get_running_loop().time()
+        answer_by = None if time_left_s is None else now + time_left_s - DEADLINE_MARGIN_S
         wait_s = self.limits.long_polling_timeout_s
         if request.HasField("long_polling_timeout"):
             wait_s = min(wait_s, request.long_polling_timeout.ToMilliseconds() / 1000)
-        if time_left_s is not None:
-            wait_s = min(wait_s, time_left_s - DEADLINE_MARGIN_S)
-        allowed = await self.queue_filter(caller, group, topic)
+        poll_end = now + wait_s if answer_by is None else min(now + wait_s, answer_by)
+        group, topic = request.group.name, request.message_queue.topic.name
+        config = self._readable(group, topic, caller)
+        invisible_ms = self._invisible_ms(request)
+        if request.batch_size < 1:
+            raise RocketMQStatusError(v2.BAD_REQUEST, f"batch_size {request.batch_size} is not positive")
+        allowed = await self._allowed(caller, group, topic, answer_by)
         queue_ids = tuple(q for q in range(config.queue_nums) if allowed is None or q in allowed)
         client = self.clients.clients.get(caller.client_id)
         consumption = self.clients.consumers.consumption_of(group)  # the group's, as the name server says
         return PopRequest(group, topic, queue_ids, min(request.batch_size, MAX_BATCH_SIZE), invisible_ms,
                           tags=_tags(request.filter_expression),
                           fifo=consumption.fifo or (client is not None and client.settings.subscription.fifo),
-                          max_attempts=consumption.max_attempts, timeout_s=max(0.0, wait_s))
+                          max_attempts=consumption.max_attempts,
+                          timeout_s=max(0.0, poll_end - asyncio.get_running_loop().time()))
+
+    def _invisible_ms(self, request: v2s.ReceiveMessageRequest) -> int:
+        if request.HasField("invisible_duration"):
+            return checked_invisible_ms(request.invisible_duration)
+        if request.auto_renew:
+            return int(self.limits.auto_renew_invisible_s * 1000)
+        raise RocketMQStatusError(v2.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required without auto_renew")
+
+    async def _allowed(self, caller: Caller, group: str, topic: str, answer_by: float | None
+                       ) -> frozenset[int] | None:
+        """The queue filter's answer, or no queue when it has none by ``answer_by`` (the client's registration waits
+        for the name server): shielded, so the registration goes on for the next receive."""
+        if answer_by is None:  # a call without a deadline
+            return await self.queue_filter(caller, group, topic)
+        wait_s = max(0.0, answer_by - asyncio.get_running_loop().time())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.queue_filter(caller, group, topic)), wait_s)
+        except TimeoutError:
+            return frozenset()
 
     def _readable(self, group: str, topic: str, caller: Caller) -> TopicConfig:
         check_consume(caller, group, topic)

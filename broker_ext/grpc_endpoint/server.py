@@ -119,6 +119,8 @@ class GrpcEndpoint:
         bound = await self.door.start(host, port, inner_port)
         self.clients.sides.start()
         self.clients.consumers.start()
+        if self._receives is not None:
+            self._receives.renewals.start()
         return bound
 
     async def stop(self, grace_s: float = 1.0) -> None:
@@ -129,6 +131,7 @@ class GrpcEndpoint:
             self._server = None
         await self.door.stop()
         if self._receives is not None:
+            await self._receives.renewals.stop()
             await self._receives.pop.close()
         await self.clients.sides.stop()
         await self.clients.consumers.stop()

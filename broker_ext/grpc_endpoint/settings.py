@@ -26,9 +26,15 @@ RECEIVE_BATCH_SIZE = 32
 
 @dataclass(frozen=True, slots=True)
 class EndpointLimits:
+    """What the endpoint allows and answers: body size, long polls, redelivery delays, and how long an auto-renewed
+    delivery (a PushConsumer's: ``renewals``) stays invisible at a time and at most in all (RocketMQ proxy's renew
+    slice and maximum renew time)."""
+
     max_body_size: int = 4 << 20  # RocketMQ's default
     long_polling_timeout_s: float = 20.0
     delay_levels_s: tuple[float, ...] = (1.0, 5.0, 10.0, 30.0)
+    auto_renew_invisible_s: float = 60.0
+    auto_renew_max_s: float = 3 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from graymq.broker_ext.grpc_endpoint.consumer_sides import BrokerView, ConsumerS
 from graymq.broker_ext.grpc_endpoint.credentials import Credentials
 from graymq.broker_ext.grpc_endpoint.producer_sides import ProducerSides
 from graymq.broker_ext.grpc_endpoint.receive import ReceiveService
+from graymq.broker_ext.grpc_endpoint.renewals import AutoRenewals
 from graymq.broker_ext.grpc_endpoint.route import ClusterRoutes, RouteService
 from graymq.broker_ext.grpc_endpoint.send import DelayFn, SendService
 from graymq.broker_ext.grpc_endpoint.server import ConnectionLimits, GrpcEndpoint
@@ -45,7 +46,8 @@ async def start_grpc_endpoint(broker: BrokerController, settings: BrokerSettings
     max_body_size = min(MAX_BODY_SIZE, max(settings.max_frame_size // 2, settings.max_frame_size - HEADROOM))
     limits = EndpointLimits(max_body_size=max_body_size,
                             long_polling_timeout_s=min(20.0, settings.max_long_poll_ms / 1000),
-                            delay_levels_s=settings.delay_levels_s)
+                            delay_levels_s=settings.delay_levels_s,
+                            auto_renew_invisible_s=settings.grpc_auto_renew_invisible_ms / 1000)
     budgets = Budgets(BudgetLimits(**{b.value: getattr(settings, f"grpc_max_{b.value}") for b in Budget}),
                       refused=broker.stats.grpc_refused)
     sides = ProducerSides(settings.nameserver_urls, interval_s=settings.register_interval_s,
@@ -145,8 +147,11 @@ def pop_services(broker: BrokerController, settings: BrokerSettings, clients: Cl
     pop.fence = broker.role.fence  # a broker set's follower refuses: its pop state would not survive a failover
     broker.locks.pop_busy = pop.busy
     clients.consumers.broker = replace(clients.consumers.broker, in_flight=pop.in_flight)  # a drain waits for them
-    receives = ReceiveService(pop, broker.topics.get, clients, clients.consumers.queues, limits, broker.name)
-    return receives, AckService(pop)
+    # a client is there to renew for while a telemetry stream of its is open (its settings are known)
+    renewals = AutoRenewals(pop, lambda client_id: client_id in clients.clients, limits.auto_renew_max_s)
+    receives = ReceiveService(pop, broker.topics.get, clients, clients.consumers.queues, limits, broker.name,
+                              renewals)
+    return receives, AckService(pop, renewals)
 
 
 def _count_rejected(broker: BrokerController) -> None:

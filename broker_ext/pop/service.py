@@ -260,8 +260,9 @@ class PopService:
         if self.journal is not None:
             await self.journal.append([ack_line(key, handle.offset)])
 
-    async def change_invisible(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
-        """The delivery stays invisible ``invisible_ms`` from now: a new handle (the old one is stale from now)."""
+    def change_invisible(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
+        """The delivery stays invisible ``invisible_ms`` from now: a new handle (the old one is stale from now). Done
+        at once, without a wait: an auto-renewal and the client's ack of the same delivery cannot interleave."""
         self.fence()
         handle, state, flight = self._current(group, topic, receipt_handle)
         flight.serial = next(self._serials)

@@ -94,9 +94,10 @@ class StockSimpleConsumer(StockSdkProcess):
     ``startup_error``)."""
 
     def __init__(self, endpoint: str, group: str, topic: str, home: Path, *, host: str | None = None,
-                 await_s: int = 2, tags: str = "*") -> None:
+                 await_s: int = 2, tags: str = "*", request_timeout_s: int = 5) -> None:
         consume = {"group": group, "topic": topic, "await": await_s, "tags": tags}
-        super().__init__({"endpoint": endpoint, "consume": consume}, home, host)
+        super().__init__({"endpoint": endpoint, "consume": consume, "request_timeout": request_timeout_s}, home,
+                         host)
         self.started = self.next(60.0)
 
     def call(self, command: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
@@ -119,6 +120,37 @@ class StockSimpleConsumer(StockSdkProcess):
         except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()
+
+
+class StockPushConsumer(StockSdkProcess):
+    """The SDK's PushConsumer of ``topic`` in ``group`` (the driver's ``push`` mode): its listener holds the bodies
+    of ``hold`` that many seconds and those of ``block`` for ever; ``lines()`` what it printed so far (``received``
+    and ``consumed``), ``received()`` the ``received`` lines alone."""
+
+    def __init__(self, endpoint: str, group: str, topic: str, home: Path, *, host: str | None = None,
+                 hold: dict[str, float] | None = None, block: tuple[str, ...] = ()) -> None:
+        push = {"group": group, "topic": topic, "hold": hold or {}, "block": list(block)}
+        super().__init__({"endpoint": endpoint, "push": push}, home, host)
+        self.started = self.next(60.0)
+        self.printed_lines: list[dict[str, Any]] = []
+
+    def lines(self) -> list[dict[str, Any]]:
+        self.printed_lines.extend(self.printed())
+        return self.printed_lines
+
+    def received(self) -> list[dict[str, Any]]:
+        return [line for line in self.lines() if "received" in line]
+
+    def close(self) -> None:
+        """Shut it down (a line on stdin), or kill it when it does not end in time."""
+        try:
+            if self.proc.poll() is None:
+                self.resume()
+                self.proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+        self.lines()
 
 
 class StockRelay(StockSdkProcess):

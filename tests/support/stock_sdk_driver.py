@@ -17,7 +17,14 @@ SDK raised):
 - ``{"ack": message_id}`` -> ``{"acked": message_id}``;
 - ``{"change_invisible": message_id, "invisible": s}`` -> ``{"changed": message_id}``.
 
-An empty line or the end of stdin shuts the consumer down.
+An empty line or the end of stdin shuts the consumer down. ``"request_timeout"`` (seconds, 5 by default) is the
+SDK's: a receive's deadline is it plus the consumer's ``await``.
+
+With ``"push": {"group", "topic", "tags", "hold": {body: seconds}, "block": [body, ...]}`` it runs a PushConsumer
+(the SDK receives with ``auto_renew`` and leaves renewing to the broker): ``{"client_id"}`` once started, then per
+message its listener gets ``{"received": body, "message_id", "attempt", "lane"}``; it holds a body of ``hold`` that
+long and one of ``block`` for ever, then consumes it (the SDK acks it) and prints ``{"consumed": body}``. A line on
+stdin shuts it down.
 
 With ``"relay": {"group", "topic", "to", "name"}`` it is a stock relay service, as a user writes one: a
 SimpleConsumer of ``topic`` sending each message on to ``to`` with a Producer, then acking it. What it sends carries
@@ -44,7 +51,7 @@ def configuration(spec: dict) -> Any:
     # The SDK finds its address with a UDP connect to a public address: a test machine may have no route.
     Misc.get_local_ip = staticmethod(lambda: "127.0.0.1")
     return ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
-                               request_timeout=5)
+                               request_timeout=spec.get("request_timeout", 5))
 
 
 def started(client: Any) -> bool:
@@ -209,7 +216,42 @@ def relay(spec: dict) -> int:
     return 0
 
 
+def push(spec: dict) -> int:
+    import threading
+
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    options = spec["push"]
+    printing = threading.Lock()
+
+    def say(line: dict[str, Any]) -> None:
+        with printing:
+            print(json.dumps(line), flush=True)
+
+    class Listener(MessageListener):
+        def consume(self, message: Any) -> Any:
+            body = message.body.decode()
+            say({"received": body, "message_id": message.message_id, "attempt": message.delivery_attempt,
+                 "lane": dict(message.properties).get("graymq.lane")})
+            if body in options.get("block", ()):
+                threading.Event().wait()
+            time.sleep(options.get("hold", {}).get(body, 0))
+            say({"consumed": body})
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(configuration(spec), options["group"], Listener(),
+                            {options["topic"]: FilterExpression(options.get("tags", "*"))})
+    if not started(consumer):
+        return 1
+    try:
+        sys.stdin.readline()
+    finally:
+        consumer.shutdown()
+    return 0
+
+
 if __name__ == "__main__":
     arguments = json.loads(sys.argv[1])
-    mode = consume if "consume" in arguments else relay if "relay" in arguments else main
+    modes = {"consume": consume, "relay": relay, "push": push}
+    mode = next((run for key, run in modes.items() if key in arguments), main)
     sys.exit(mode(arguments))

@@ -20,6 +20,7 @@ from graymq.broker_ext.grpc_endpoint.receive import (
     ReceiveService,
     to_rocketmq_message,
 )
+from graymq.broker_ext.grpc_endpoint.renewals import AutoRenewals
 from graymq.broker_ext.grpc_endpoint.settings import EndpointLimits, GroupConsumption
 from graymq.broker_ext.grpc_endpoint.status import RocketMQStatusError
 from graymq.broker_ext.pop.receipt import ReceiptSigner
@@ -72,7 +73,15 @@ def receives(pop: PopService) -> ReceiveService:
     # no telemetry stream, no name server: the group's defaults (not FIFO, 16 attempts)
     clients: Any = SimpleNamespace(clients={}, consumers=SimpleNamespace(consumption_of=lambda g: GroupConsumption()))
     return ReceiveService(pop, lambda topic: TopicConfig(topic, 2, 0) if topic == "T" else None, clients,
-                          every_queue, EndpointLimits(), "broker-a")
+                          every_queue, EndpointLimits(), "broker-a", renewals(pop))
+
+
+def acks(pop: PopService) -> AckService:
+    return AckService(pop, renewals(pop))
+
+
+def renewals(pop: PopService) -> AutoRenewals:
+    return AutoRenewals(pop, lambda client_id: True, 60.0)
 
 
 def request(invisible_s: float | None = 10, batch: int = 4) -> v2s.ReceiveMessageRequest:
@@ -118,7 +127,7 @@ def test_an_ack_answers_each_entry_and_a_repeated_handle_is_stale(pop: PopServic
     async def run() -> v2s.AckMessageResponse:
         (popped,) = await pop.receive(PopRequest("G", "T", (0,), 4, 10_000))
         entry = v2s.AckMessageEntry(message_id="m", receipt_handle=popped.receipt_handle)
-        return await AckService(pop).ack_message(v2s.AckMessageRequest(
+        return await acks(pop).ack_message(v2s.AckMessageRequest(
             group=v2.Resource(name="G"), topic=v2.Resource(name="T"),
             entries=[entry, entry, v2s.AckMessageEntry(message_id="x", receipt_handle="forged")]), CALLER)
 
@@ -135,7 +144,7 @@ def test_a_broker_that_may_not_change_consumption_state_refuses_receives_and_ack
     with pytest.raises(RocketMQStatusError) as refused:
         asyncio.run(answers(receives(pop), request()))
     assert refused.value.code == v2.HA_NOT_AVAILABLE
-    answer = asyncio.run(AckService(pop).ack_message(v2s.AckMessageRequest(
+    answer = asyncio.run(acks(pop).ack_message(v2s.AckMessageRequest(
         group=v2.Resource(name="G"), topic=v2.Resource(name="T"),
         entries=[v2s.AckMessageEntry(message_id="m", receipt_handle="any")]), CALLER))
     assert [e.status.code for e in answer.entries] == [v2.HA_NOT_AVAILABLE]
@@ -154,7 +163,8 @@ def test_a_delivered_message_names_the_lane_of_its_queue_and_keeps_its_trace_con
                      lambda *a: None, lambda *a: None)
     clients: Any = SimpleNamespace(clients={}, consumers=SimpleNamespace(consumption_of=lambda g: GroupConsumption()))
     config = TopicConfig("T", 10, 2, lane_slots=3, lanes={"v3": 1})  # slots: 0 is 0 5, 1 is 6 7, 2 is 8 9
-    service = ReceiveService(pop, lambda topic: config, clients, every_queue, EndpointLimits(), "broker-a")
+    service = ReceiveService(pop, lambda topic: config, clients, every_queue, EndpointLimits(), "broker-a",
+                             renewals(pop))
     try:
         delivered = [r.message for r in asyncio.run(answers(service, request())) if r.HasField("message")]
     finally:

@@ -105,7 +105,7 @@ def test_change_invisible_duration_gives_a_new_handle_and_makes_the_old_one_stal
 
     async def run() -> None:
         (popped,) = await broker.pop.receive(request())
-        renewed = await broker.pop.change_invisible(GROUP, TOPIC, popped.receipt_handle, 60_000)
+        renewed = broker.pop.change_invisible(GROUP, TOPIC, popped.receipt_handle, 60_000)
         broker.now = 30.0  # past the first invisible time, within the new one
         assert await broker.pop.receive(request()) == []
         with pytest.raises(StaleReceiptHandle):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -48,6 +48,18 @@ from graymq.protocol.operations import PAST_WEIGHT_STEPS
 log = logging.getLogger(__name__)
 
 Stored = tuple[ClientHeartbeatResponse, int]  # a heartbeat's answer and its client row's id (its alive id)
+
+
+@dataclass
+class SharedReads:
+    """What a batch's heartbeats going one by one (``ClientService.stored``) read once for all of them: their groups
+    by name, and each group's answer context over every topic of theirs (a producer among them: with the frozen
+    producer groups), read at its first use and dropped when a lane entered changed it."""
+
+    groups: dict[str, Group]
+    topic_names: set[str]
+    producers: bool
+    contexts: dict[int, AnswerContext] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,8 +134,9 @@ class ClientService:
         """Store what the client reports and tell it the flag it should have (``stored``)."""
         return self.stored(report, caller)[0]
 
-    def stored(self, report: ClientHeartbeat, caller: Caller) -> Stored:
-        """Store what the client reports and tell it the flag it should have; with its row's id.
+    def stored(self, report: ClientHeartbeat, caller: Caller, shared: SharedReads | None = None) -> Stored:
+        """Store what the client reports and tell it the flag it should have; with its row's id. ``shared``: its
+        group and answer context as a batch read them for all its heartbeats going this way.
 
         The group is created on first contact with ``GRAYMQ_DEFAULT_GRAY_SWITCH``. The reported
         ``gray``/``state`` are stored as given: a client is flipped only by itself (after draining).
@@ -134,7 +147,8 @@ class ClientService:
         """
         if report.role == "producer":
             check_gray_producer(caller, report.group, report.gray, report.declared_gray, report.gray_marks)
-        group = self.groups.ensure(report.group, self.settings.default_gray_switch)
+        group = shared.groups[report.group] if shared is not None else self.groups.ensure(report.group,
+                                                                                self.settings.default_gray_switch)
         binding = self._binding(caller)
         if binding.enforce:
             self.clients.lock_client_id(group.id, report.client_id)
@@ -146,7 +160,8 @@ class ClientService:
         if client is None:
             [taken] = [c for c in self.clients.of_client(group.id, report.client_id) if c.role == report.role]
             raise self._taken(caller, group.name, taken)
-        context = self._context(group, client.topics or (), client.role == "producer")
+        context = (self._shared_context(shared, group) if shared is not None
+                   else self._context(group, client.topics or (), client.role == "producer"))
         response = for_caller(self._answer(group, client, context), caller)
         try:
             entered = self._enter_lane(group, client, response.desired_lane, context)
@@ -157,10 +172,18 @@ class ClientService:
                 self.session.commit()  # one already registered keeps its row (and stays live)
             raise
         if entered:
+            if shared is not None:
+                shared.contexts.pop(group.id, None)  # its slots or lanes changed
             context = self._context(group, client.topics or (), client.role == "producer")
             response = for_caller(self._answer(group, client, context), caller)
         self.session.commit()
         return response, client.id
+
+    def _shared_context(self, shared: SharedReads, group: Group) -> AnswerContext:
+        """``group``'s answer context for every topic of ``shared``'s batch, read at its first use."""
+        if group.id not in shared.contexts:
+            shared.contexts[group.id] = self._context(group, shared.topic_names, shared.producers)
+        return shared.contexts[group.id]
 
     def heartbeats(self, reports: Sequence[ClientHeartbeat], caller: Caller) -> list[Stored | ApiError]:
         """Store and answer several clients' heartbeats, each as ``stored`` would (its answer and row id, or the
@@ -168,25 +191,30 @@ class ClientService:
 
         Those of settled clients (``heartbeat_batch.settled_row``) whose answer enters no lane are stored in one
         transaction, in a constant number of statements: their rows read together, unchanged reports only
-        refreshing ``last_seen``, the answers' group-level parts read once per batch. The others go one by one
-        through ``heartbeat``, each committed or rolled back on its own."""
+        refreshing ``last_seen``, the answers' group-level parts read once per batch. The others (first heartbeats,
+        claims) go one by one through ``stored``, each committed or rolled back on its own, sharing the reads of
+        their groups and answer contexts (``SharedReads``)."""
         if not reports:
             return []
         results: list[Stored | ApiError | None] = [None] * len(reports)
-        self._store_settled(reports, caller, results)
+        groups = self._store_settled(reports, caller, results)
+        rest = [report for report, result in zip(reports, results, strict=True) if result is None]
+        shared = SharedReads(groups, {t for report in rest for t in report.topics},
+                             any(report.role == "producer" for report in rest))
         for index, report in enumerate(reports):
             if results[index] is None:
                 try:
-                    results[index] = self.stored(report, caller)
+                    results[index] = self.stored(report, caller, shared)
                 except ApiError as refused:
                     self.session.rollback()
                     results[index] = refused
         return [result for result in results if result is not None]
 
     def _store_settled(self, reports: Sequence[ClientHeartbeat], caller: Caller,
-                       results: list[Stored | ApiError | None]) -> None:
+                       results: list[Stored | ApiError | None]) -> dict[str, Group]:
         """Answer in ``results`` (by index) and store in one transaction the heartbeats of settled clients whose
-        answer enters no lane; leave the others' results None."""
+        answer enters no lane; leave the others' results None. The groups of all ``reports``, created if new (and
+        committed), by name."""
         now, binding = utc_now(), self._binding(caller)
         groups = self.groups.ensure_many({r.group for r in reports}, self.settings.default_gray_switch)
         rows = self.clients.of_clients({(groups[r.group].id, r.client_id) for r in reports})
@@ -211,6 +239,7 @@ class ClientService:
         self.clients.touch([row.id for row, changed in stored if not changed], now)
         self.clients.store([row for row, changed in stored if changed])
         self.session.commit()
+        return groups
 
     def alive(self, entries: Sequence[ClientAlive], caller: Caller) -> list[ApiError | None]:
         """Refresh ``last_seen`` (and store ``health`` when given) of clients whose reports did not change since

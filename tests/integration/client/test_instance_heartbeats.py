@@ -81,7 +81,8 @@ class Counted:
             self.single.append(body["client_id"])
             return await single(body)
 
-        alive_ids: dict[int, str] = {}  # the alive id each client's full heartbeat was given -> its client id
+        # the alive id each client's full heartbeat was given -> its client id (those given before counting began too)
+        alive_ids = {acked.alive_id: key[1] for key, acked in instance.session._acked.items()}
 
         async def counted_request(method: str, path: str, **kwargs: Any) -> Any:
             if path != "/v1/clients/heartbeats":

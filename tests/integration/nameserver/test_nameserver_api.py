@@ -304,7 +304,7 @@ def test_orphan_policy_is_stored_and_reported_to_clients(api: TestClient) -> Non
 
 
 def test_clients_that_stop_heartbeating_leave_the_group_lookup(db_url: str) -> None:
-    with TestClient(create_app(make_settings(db_url, client_expiry_seconds=1)), headers=OPS) as short:
+    with TestClient(create_app(make_settings(db_url, client_expiry_seconds=3)), headers=OPS) as short:
         group = unique("g")
         client_heartbeat(short, group, "c1")
         assert len(short.get(f"/v1/groups/{group}/clients").json()["clients"]) == 1

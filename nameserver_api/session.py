@@ -9,7 +9,9 @@ the rights; 409: no free slot for a lane) fails alone, with the error a single h
 
 Their watches are one long poll per ``max_batch`` memberships (``POST /v1/clients/watches``), answered as soon as
 one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
-and the round starts again; a membership added or gone starts a new round too. A name server without the batched
+and the round starts again; a membership added or gone starts a new round too. A round that failed goes again at
+once, and after ``WATCH_RETRY_S`` when it failed again (the heartbeats carry changes meanwhile): one connection
+lost costs a flip no wait. A name server without the batched
 routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are, at
 once: a client stopped leaves its group then, while one whose process died goes stale as a single one would.
 
@@ -294,6 +296,7 @@ class NameServerSession:
                 future.set_result(answer)
 
     async def _watch_rounds(self) -> None:
+        failures = 0  # rounds failed in a row: the first goes again at once (say, a connection the server just closed)
         while True:
             await asyncio.sleep(WINDOW_S)  # memberships added or gone together start one round
             self._members_changed.clear()
@@ -315,7 +318,8 @@ class NameServerSession:
                 self.log.debug("%s watch failed (%s); heartbeats carry changes", self.label, task.exception())
             if failed or any(t.done() and not t.cancelled() for t in rounds):
                 self.watch_failed = bool(failed)  # no alive beats until a round goes through again
-            if failed:
+                failures = failures + 1 if failed else 0
+            if failed and failures > 1:
                 await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
 
     async def _poll(self, entries: list[Watched], timeout_s: float) -> None:

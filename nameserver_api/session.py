@@ -9,11 +9,14 @@ the rights; 409: no free slot for a lane) fails alone, with the error a single h
 
 Their watches are one long poll per ``max_batch`` memberships (``POST /v1/clients/watches``), answered as soon as
 one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
-and the round starts again; a membership added or gone starts a new round too. A round that failed goes again at
-once, and after ``WATCH_RETRY_S`` when it failed again (the heartbeats carry changes meanwhile): one connection
-lost costs a flip no wait. A name server without the batched
-routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are, at
-once: a client stopped leaves its group then, while one whose process died goes stale as a single one would.
+and the round starts again; a membership added or gone starts a new round too, and so does a heartbeat's answer
+that differs from what the round out now says its membership knows (a heartbeat the name server read before a
+switch flipped, answered after the watch carried the flip, sets the client back: the next round gets the flip
+again at once, not at the round's end). A round that failed goes again at once, and after ``WATCH_RETRY_S`` when
+it failed again (the heartbeats carry changes meanwhile): one connection lost costs a flip no wait. A name server
+without the batched routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go
+through as they are, at once: a client stopped leaves its group then, while one whose process died goes stale as a
+single one would.
 
 A membership whose report is the one its last full heartbeat carried (the name server answered it 200) beats
 "alive": its key alone, under the request's ``alive``; the name server refreshes its ``last_seen`` and computes no
@@ -118,7 +121,8 @@ class NameServerSession:
         self.alive_beats = 0  # alive beats the name server refreshed
         self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
         self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
-        self._members_changed = asyncio.Event()
+        self._members_changed = asyncio.Event()  # set: a new round of watches (members, or what one knows, changed)
+        self._asked: dict[Key, dict[str, Any]] = {}  # what the round out now says each membership knows
         self._watcher: asyncio.Task[None] | None = None
         self._applying: dict[asyncio.Task[None], int] = {}  # a membership acting on a watch's answer -> its id
 
@@ -230,14 +234,22 @@ class NameServerSession:
         for (body, future), result in zip(full, results, strict=True):
             if result["status_code"] < 300:
                 self._acked[key_of(body)] = Acked(body)
-            else:
-                self._acked.pop(key_of(body), None)
-            if future.done():
+                answer = HeartbeatAnswer.from_json(result["answer"])
+                self._answer_known(body, answer)
+                if not future.done():
+                    future.set_result(answer)
                 continue
-            if result["status_code"] < 300:
-                future.set_result(HeartbeatAnswer.from_json(result["answer"]))
-            else:
+            self._acked.pop(key_of(body), None)
+            if not future.done():
                 future.set_exception(self._refused(body, result))
+
+    def _answer_known(self, body: dict[str, Any], answer: HeartbeatAnswer) -> None:
+        """A heartbeat's ``answer`` becomes what its membership knows: when the round out now asks about another
+        state (a heartbeat read before a change whose watch answer came first undoes it at the client), a new round
+        asks with this one, so the name server answers at once with what changed rather than at the round's end."""
+        known = self._asked.get(key_of(body))
+        if known is not None and any(getattr(answer, key) != value for key, value in known.items()):
+            self._members_changed.set()
 
     def _alive_answered(self, alive: list[Pending], results: list[dict[str, Any]]) -> None:
         """Settle the futures of alive beats: None when refreshed; a 404 sends the full heartbeat in the next
@@ -292,6 +304,7 @@ class NameServerSession:
                 future.set_exception(exc)
         else:
             self._heard(None)
+            self._answer_known(body, answer)
             if not future.done():
                 future.set_result(answer)
 
@@ -302,6 +315,7 @@ class NameServerSession:
             self._members_changed.clear()
             members = list(self._watched.values())
             entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]
+            self._asked = {key_of(body): body["known"] for _, body, _ in entries}
             # one not answered yet joins at the next round, an interval away at most (as its own watch would)
             timeout_s = WATCH_S if len(entries) == len(members) else self.interval_s
             rounds = [asyncio.ensure_future(self._poll(entries[i:i + self.max_batch], timeout_s))

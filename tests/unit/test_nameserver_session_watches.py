@@ -1,10 +1,12 @@
 """The watches of a ``NameServerSession``: a round that failed goes again at once (a connection lost costs a flip no
-wait), and waits ``WATCH_RETRY_S`` only when it failed again; a membership whose heartbeat failed stays watched; an
-answer to a round sent before the client's own change acts on the group's settings, not on the client's flag."""
+wait), and waits ``WATCH_RETRY_S`` only when it failed again; a membership whose heartbeat failed stays watched; a
+heartbeat's answer setting a membership back from what the round out asks about starts a new round; an answer to a
+round sent before the client's own change acts on the group's settings, not on the client's flag."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -27,12 +29,15 @@ class FakeNameServer:
     def __init__(self, failing: int = 0) -> None:
         self.failing = failing
         self.heartbeats_fail = False
+        self.switch = True  # what heartbeats answer
         self.rounds: list[list[str]] = []
+        self.known: list[list[bool]] = []  # the gray switch each watch of a round knows
         self.sent = asyncio.Event()
 
     async def request(self, method: str, path: str, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         if path == WATCHES_PATH:
             self.rounds.append([watch["client_id"] for watch in json["watches"]])
+            self.known.append([watch["known"]["gray_switch"] for watch in json["watches"]])
             self.sent.set()
             if len(self.rounds) <= self.failing:
                 raise NameServerError(f"POST {path} failed on every name server: ReadError")
@@ -41,9 +46,9 @@ class FakeNameServer:
         assert path == PATH
         if self.heartbeats_fail:
             raise NameServerError(f"POST {path} failed on every name server: ReadTimeout")
-        return {"results": [{"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"],
-                                                                                   role=b["role"])}
-                            for b in json["heartbeats"]], "alive": []}
+        answers = [heartbeat_answer_json(client_id=b["client_id"], role=b["role"], gray_switch=self.switch)
+                   for b in json["heartbeats"]]
+        return {"results": [{"status_code": 200, "answer": answer} for answer in answers], "alive": []}
 
     async def rounds_sent(self, count: int) -> None:
         while len(self.rounds) < count:
@@ -55,12 +60,14 @@ class FakeNameServer:
 
 
 def members(session: NameServerSession, count: int) -> list[Membership]:
+    """``count`` memberships whose every heartbeat goes in full (their reports count the beats)."""
     async def on_update(answer: HeartbeatAnswer) -> None:
         return None
 
+    beats = itertools.count()
     return [Membership(session, group=GROUP, client_id=f"c{i}", role="consumer", labels={}, declared_gray=None,
-                       interval_s=1000, report=lambda: {"gray": False, "state": "NORMAL"}, on_update=on_update)
-            for i in range(count)]
+                       interval_s=1000, report=lambda: {"gray": False, "state": "NORMAL", "beat": next(beats)},
+                       on_update=on_update) for i in range(count)]
 
 
 def run(scenario: Any) -> None:
@@ -102,6 +109,34 @@ def test_a_membership_whose_heartbeat_failed_stays_in_the_rounds_of_watches() ->
             session.watch(member)
         await nameserver.rounds_sent(1)
         assert nameserver.rounds[-1] == ["c0", "c1", "c2"]
+        for member in fleet:
+            session.unwatch(member)
+        await session.close()
+
+    run(scenario)
+
+
+def test_a_heartbeat_answer_setting_a_membership_back_from_what_the_round_out_asks_starts_a_new_round() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        fleet = members(session, 2)
+        for member in fleet:
+            await member.beat()
+            session.watch(member)
+        await nameserver.rounds_sent(1)
+        assert nameserver.known == [[True, True]]
+        nameserver.switch = False  # a heartbeat read before the switch came on, answered after the watch said so
+        await fleet[0].beat()
+        await nameserver.rounds_sent(2)
+        assert nameserver.known[1] == [False, True]
+        await fleet[0].beat()  # what the round out asks already: no new round for it
+        await asyncio.sleep(10 * session_module.WINDOW_S)  # a new round would have gone by now
+        assert len(nameserver.rounds) == 2
+        nameserver.switch = True
+        await fleet[0].beat()
+        await nameserver.rounds_sent(3)
+        assert nameserver.known[2] == [True, True]
         for member in fleet:
             session.unwatch(member)
         await session.close()

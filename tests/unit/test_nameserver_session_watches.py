@@ -30,6 +30,8 @@ class FakeNameServer:
         self.failing = failing
         self.heartbeats_fail = False
         self.switch = True  # what heartbeats answer
+        self.held: asyncio.Event | None = None  # set: heartbeats go on (until then each waits)
+        self.holding = asyncio.Event()  # a heartbeat waits for ``held``
         self.rounds: list[list[str]] = []
         self.known: list[list[bool]] = []  # the gray switch each watch of a round knows
         self.sent = asyncio.Event()
@@ -44,6 +46,9 @@ class FakeNameServer:
             await asyncio.sleep(timeout_s)
             return {"results": [{"status_code": 404, "error": "not found"} for _ in json["watches"]]}
         assert path == PATH
+        if self.held is not None:
+            self.holding.set()
+            await self.held.wait()
         if self.heartbeats_fail:
             raise NameServerError(f"POST {path} failed on every name server: ReadTimeout")
         answers = [heartbeat_answer_json(client_id=b["client_id"], role=b["role"], gray_switch=self.switch)
@@ -54,6 +59,9 @@ class FakeNameServer:
         while len(self.rounds) < count:
             self.sent.clear()
             await asyncio.wait_for(self.sent.wait(), 10)
+
+    async def beats_held(self) -> None:
+        await asyncio.wait_for(self.holding.wait(), 10)
 
     async def close(self) -> None:
         pass
@@ -116,27 +124,29 @@ def test_a_membership_whose_heartbeat_failed_stays_in_the_rounds_of_watches() ->
     run(scenario)
 
 
-def test_a_heartbeat_answer_setting_a_membership_back_from_what_the_round_out_asks_starts_a_new_round() -> None:
+def test_a_heartbeat_sent_before_the_round_out_that_sets_its_membership_back_starts_a_new_round() -> None:
     async def scenario() -> None:
         nameserver = FakeNameServer()
         session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
         fleet = members(session, 2)
         for member in fleet:
             await member.beat()
+        nameserver.held = asyncio.Event()
+        nameserver.switch = False  # read before the switch came on (as the name server would have)
+        beat = asyncio.ensure_future(fleet[0].beat())
+        await nameserver.beats_held()
+        for member in fleet:
             session.watch(member)
         await nameserver.rounds_sent(1)
-        assert nameserver.known == [[True, True]]
-        nameserver.switch = False  # a heartbeat read before the switch came on, answered after the watch said so
-        await fleet[0].beat()
+        assert nameserver.known == [[True, True]]  # the switch on, as a watch's answer said
+        nameserver.held.set()
+        await beat  # answered after the round went out: it sets c0 back
         await nameserver.rounds_sent(2)
         assert nameserver.known[1] == [False, True]
-        await fleet[0].beat()  # what the round out asks already: no new round for it
+        nameserver.switch = True
+        await fleet[0].beat()  # sent after the round out, so newer than what it asks: that round answers it
         await asyncio.sleep(10 * session_module.WINDOW_S)  # a new round would have gone by now
         assert len(nameserver.rounds) == 2
-        nameserver.switch = True
-        await fleet[0].beat()
-        await nameserver.rounds_sent(3)
-        assert nameserver.known[2] == [True, True]
         for member in fleet:
             session.unwatch(member)
         await session.close()

@@ -12,11 +12,11 @@ one of them changes, when each changed membership acts on its answer as on its o
 and the round starts again; a membership added or gone starts a new round too, and so does the answer of a
 heartbeat sent before the round out now that differs from what the round says its membership knows (a heartbeat
 the name server read before a switch flipped, answered after the watch carried the flip, sets the client back: the
-next round gets the flip again at once, not at the round's end). A round that failed goes again at once, and after ``WATCH_RETRY_S`` when
-it failed again (the heartbeats carry changes meanwhile): one connection lost costs a flip no wait. A name server
-without the batched routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go
-through as they are, at once: a client stopped leaves its group then, while one whose process died goes stale as a
-single one would.
+next round gets the flip again at once, not at the round's end). A round that failed goes again at once, and after
+``WATCH_RETRY_S`` when it failed again (the heartbeats carry changes meanwhile): one connection lost costs a flip no
+wait. A name server without the batched routes (404 for the route itself) gets single heartbeats and watches.
+Unregistrations go through as they are, at once: a client stopped leaves its group then, while one whose process
+died goes stale as a single one would.
 
 A membership whose report is the one its last full heartbeat carried (the name server answered it 200) beats
 "alive": its key alone, under the request's ``alive``; the name server refreshes its ``last_seen`` and computes no

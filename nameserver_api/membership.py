@@ -8,6 +8,10 @@ Between heartbeats a watch (a long poll on the name server) returns as soon as a
 change alters the desired flag, switch or orphan policy, so a flip applies in milliseconds
 rather than at the next heartbeat; when watching fails the heartbeats carry the change.
 
+An answer to a report sent before the client's latest change is stale for the client's own flag (it may
+undo that change), not for the group's settings: those an ``on_settings`` callback, when given, acts on at once
+(a switch flipped while a consumer's drain went on reaches it with the watch that carries it, not a heartbeat later).
+
 A clean stop unregisters, so the client leaves its group in the name server at once rather
 than when its heartbeats go stale.
 """
@@ -77,6 +81,7 @@ class Membership:
         interval_s: float,
         report: Callable[[], dict[str, Any]],
         on_update: Callable[[HeartbeatAnswer], Awaitable[None]],
+        on_settings: Callable[[HeartbeatAnswer], Awaitable[None]] | None = None,
         on_permanent: Callable[[GrayMQError], None] | None = None,
         aligned: bool = False,
         log_failures: bool = True,
@@ -91,6 +96,7 @@ class Membership:
         self.interval_s = interval_s
         self._report = report
         self._on_update = on_update
+        self._on_settings = on_settings  # the group's settings of a stale answer (see the module docstring)
         self._on_permanent = on_permanent  # a heartbeat refused for good (rights, TLS trust): the loops end
         self.log_failures = log_failures  # False: whoever carries the heartbeats of many logs a failure once
         self.last: HeartbeatAnswer | None = None
@@ -135,9 +141,12 @@ class Membership:
         return response
 
     async def _apply(self, response: HeartbeatAnswer, sent_epoch: int) -> bool:
-        """Act on an answer unless the client changed since it asked; False when it was stale."""
+        """Act on an answer unless the client changed since it asked (then only on its group's settings, through
+        ``on_settings``); False when it was stale."""
         async with self._applying:
             if sent_epoch != self.epoch:
+                if self._on_settings is not None:
+                    await self._on_settings(response)
                 return False
             await self._on_update(response)
             return True
@@ -200,9 +209,13 @@ class Membership:
                 log.exception("membership update of %s failed", self.client_id)
 
     def watch_body(self) -> dict[str, Any] | None:
-        """What a watch of this client asks now: what the last answer said; None until a name server answered."""
+        """What a watch of this client asks now: what the last answer said; None until a name server answered.
+
+        A client whose latest heartbeat failed is watched all the same: its last answer is what it acts on until
+        one changes it, and a watch carries the change as soon as a name server can answer (else it would wait for
+        a heartbeat to go through, and a round for it to join)."""
         last = self.last
-        if last is None or not self.reachable:
+        if last is None:
             return None
         return {"group": self.group, "client_id": self.client_id, "role": self.role,
                 "known": {key: getattr(last, key) for key in WATCHED}}

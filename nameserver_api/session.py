@@ -9,9 +9,14 @@ the rights; 409: no free slot for a lane) fails alone, with the error a single h
 
 Their watches are one long poll per ``max_batch`` memberships (``POST /v1/clients/watches``), answered as soon as
 one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
-and the round starts again; a membership added or gone starts a new round too. A name server without the batched
-routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through as they are, at
-once: a client stopped leaves its group then, while one whose process died goes stale as a single one would.
+and the round starts again; a membership added or gone starts a new round too, and so does the answer of a
+heartbeat sent before the round out now that differs from what the round says its membership knows (a heartbeat
+the name server read before a switch flipped, answered after the watch carried the flip, sets the client back: the
+next round gets the flip again at once, not at the round's end). A round that failed goes again at once, and after
+``WATCH_RETRY_S`` when it failed again (the heartbeats carry changes meanwhile): one connection lost costs a flip no
+wait. A name server without the batched routes (404 for the route itself) gets single heartbeats and watches.
+Unregistrations go through as they are, at once: a client stopped leaves its group then, while one whose process
+died goes stale as a single one would.
 
 A membership whose report is the one its last full heartbeat carried (the name server answered it 200) beats
 "alive": the ``alive_id`` that answer gave, under the request's ``alive_ids`` (an int: a process's unchanged clients
@@ -135,7 +140,9 @@ class NameServerSession:
         self.alive_beats = 0  # alive beats the name server refreshed
         self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
         self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
-        self._members_changed = asyncio.Event()
+        self._members_changed = asyncio.Event()  # set: a new round of watches (members, or what one knows, changed)
+        self._asked: dict[Key, dict[str, Any]] = {}  # what the round out now says each membership knows
+        self._rounds = 0  # rounds of watches sent
         self._watcher: asyncio.Task[None] | None = None
         self._applying: dict[asyncio.Task[None], int] = {}  # a membership acting on a watch's answer -> its id
 
@@ -230,6 +237,7 @@ class NameServerSession:
 
     async def _send_batch(self, batch: Batch) -> None:
         request: dict[str, Any] = {"heartbeats": [body for body, _ in batch.full]}
+        rounds = self._rounds
         if batch.by_key:
             request["alive"] = [entry for _, entry in batch.by_key]
         if batch.by_id:
@@ -253,7 +261,7 @@ class NameServerSession:
             return
         self._heard(None)
         self.requests += 1
-        self._answered(batch.full, answer["results"])
+        self._answered(batch.full, answer["results"], rounds)
         if batch.by_key and "alive" not in answer:
             self._without_alive("its answer has none", [item for item, _ in batch.by_key + batch.by_id])
             return
@@ -274,19 +282,30 @@ class NameServerSession:
             if not future.done():
                 future.set_exception(exc)
 
-    def _answered(self, full: list[Pending], results: list[dict[str, Any]]) -> None:
+    def _answered(self, full: list[Pending], results: list[dict[str, Any]], rounds: int) -> None:
         """Settle the futures of full heartbeats with their ``results``; remember each body answered 200."""
         for (body, future), result in zip(full, results, strict=True):
             if result["status_code"] < 300:
                 self._acked[key_of(body)] = Acked(body, result.get("alive_id"))
-            else:
-                self._acked.pop(key_of(body), None)
-            if future.done():
+                answer = HeartbeatAnswer.from_json(result["answer"])
+                self._answer_known(body, answer, rounds)
+                if not future.done():
+                    future.set_result(answer)
                 continue
-            if result["status_code"] < 300:
-                future.set_result(HeartbeatAnswer.from_json(result["answer"]))
-            else:
+            self._acked.pop(key_of(body), None)
+            if not future.done():
                 future.set_exception(self._refused(body, result))
+
+    def _answer_known(self, body: dict[str, Any], answer: HeartbeatAnswer, rounds: int) -> None:
+        """A heartbeat's ``answer`` (sent when ``rounds`` rounds of watches were) becomes what its membership knows.
+        Sent before the round out now, it may be older than what the round asks about (read before a change whose
+        watch answer came first, it undoes that change at the client): when it differs, a new round asks with it, so
+        the name server answers at once with what changed rather than at the round's end. One sent after is newer:
+        the round out answers it by itself."""
+        known = self._asked.get(key_of(body))
+        if rounds < self._rounds and known is not None and any(
+                getattr(answer, key) != value for key, value in known.items()):
+            self._members_changed.set()
 
     def _alive_answered(self, alive: list[Pending], results: list[dict[str, Any]]) -> None:
         """Settle the futures of alive beats: None when refreshed; a 404 sends the full heartbeat in the next
@@ -333,6 +352,7 @@ class NameServerSession:
             self._failing = False
 
     async def _single(self, body: dict[str, Any], future: asyncio.Future[HeartbeatAnswer | None]) -> None:
+        rounds = self._rounds
         try:
             answer = await self.nameserver.client_heartbeat(body)
         except GrayMQError as exc:
@@ -341,15 +361,18 @@ class NameServerSession:
                 future.set_exception(exc)
         else:
             self._heard(None)
+            self._answer_known(body, answer, rounds)
             if not future.done():
                 future.set_result(answer)
 
     async def _watch_rounds(self) -> None:
+        failures = 0  # rounds failed in a row: the first goes again at once (say, a connection the server just closed)
         while True:
             await asyncio.sleep(WINDOW_S)  # memberships added or gone together start one round
             self._members_changed.clear()
             members = list(self._watched.values())
             entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]
+            self._asked, self._rounds = {key_of(body): body["known"] for _, body, _ in entries}, self._rounds + 1
             # one not answered yet joins at the next round, an interval away at most (as its own watch would)
             timeout_s = WATCH_S if len(entries) == len(members) else self.interval_s
             rounds = [asyncio.ensure_future(self._poll(entries[i:i + self.max_batch], timeout_s))
@@ -366,7 +389,8 @@ class NameServerSession:
                 self.log.debug("%s watch failed (%s); heartbeats carry changes", self.label, task.exception())
             if failed or any(t.done() and not t.cancelled() for t in rounds):
                 self.watch_failed = bool(failed)  # no alive beats until a round goes through again
-            if failed:
+                failures = failures + 1 if failed else 0
+            if failed and failures > 1:
                 await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
 
     async def _poll(self, entries: list[Watched], timeout_s: float) -> None:

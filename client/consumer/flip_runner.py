@@ -48,9 +48,18 @@ class FlipRunner:
         self._drain_lock = asyncio.Lock()
 
     async def on_update(self, response: HeartbeatAnswer) -> None:
-        """A name server answer: the group's gray settings first (the brokers and the allocation follow), the
-        routes that do not name the slots the answer says this consumer's lane holds, then the desired flag, then a
-        change of retirement."""
+        """A name server answer: the group's settings (``on_settings``), then the desired flag, then a change of
+        retirement the flag made."""
+        await self.on_settings(response)
+        was_retired = self.runtime.retired
+        await self.follow(response.desired_lane)
+        if self.runtime.retired != was_retired:
+            await self._retirement_changed()
+
+    async def on_settings(self, response: HeartbeatAnswer) -> None:
+        """The group's part of a name server answer, which no change of this consumer makes stale: its gray settings
+        first (the brokers and the allocation follow), the routes that do not name the slots the answer says this
+        consumer's lane holds, then a change of retirement."""
         rt = self.runtime
         gg, was_retired = rt.group_gray, rt.retired
         rt.group_gray = update = GroupGray(
@@ -64,7 +73,6 @@ class FlipRunner:
             rt.rebalance_now.set()
         if await refresh_behind(rt.routes, response.topic_lanes, rt.lane):
             rt.rebalance_now.set()  # a slot taken by the name server's heartbeat: its queues are the lane's now
-        await self.follow(response.desired_lane)
         if rt.retired != was_retired:
             await self._retirement_changed()
 

@@ -119,6 +119,7 @@ class PushConsumer:
             self.client.session, group=group, client_id=self.client_id, role="consumer", labels=labels,
             declared_gray=gray, interval_s=s.nameserver_interval_s, report=self._report,
             on_update=lambda answer: self._flipper.on_update(answer),
+            on_settings=lambda answer: self._flipper.on_settings(answer),
             on_permanent=lambda exc: self._fail(exc, "name server heartbeat"), aligned=True)
         self.leases = QueueLeases(self.brokers, group, self.client_id)
         self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, self.consume_from,

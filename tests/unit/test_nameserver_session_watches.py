@@ -1,0 +1,184 @@
+"""The watches of a ``NameServerSession``: a round that failed goes again at once (a connection lost costs a flip no
+wait), and waits ``WATCH_RETRY_S`` only when it failed again; a membership whose heartbeat failed stays watched; a
+heartbeat's answer setting a membership back from what the round out asks about starts a new round; an answer to a
+round sent before the client's own change acts on the group's settings, not on the client's flag."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from graymq.nameserver_api import session as session_module
+from graymq.nameserver_api.membership import Membership
+from graymq.nameserver_api.records import HeartbeatAnswer
+from graymq.nameserver_api.session import PATH, WATCHES_PATH, NameServerSession
+from graymq.protocol.errors import NameServerError
+from tests.support.records import heartbeat_answer_json
+
+pytestmark = pytest.mark.unit
+GROUP = "GID_WATCHED"
+
+
+class FakeNameServer:
+    """Answers heartbeats (``heartbeats_fail``: fails them), fails the first ``failing`` watch rounds and holds the
+    others; ``rounds`` records the client ids of every watch round, ``sent`` is set at each."""
+
+    def __init__(self, failing: int = 0) -> None:
+        self.failing = failing
+        self.heartbeats_fail = False
+        self.switch = True  # what heartbeats answer
+        self.held: asyncio.Event | None = None  # set: heartbeats go on (until then each waits)
+        self.holding = asyncio.Event()  # a heartbeat waits for ``held``
+        self.rounds: list[list[str]] = []
+        self.known: list[list[bool]] = []  # the gray switch each watch of a round knows
+        self.sent = asyncio.Event()
+
+    async def request(self, method: str, path: str, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if path == WATCHES_PATH:
+            self.rounds.append([watch["client_id"] for watch in json["watches"]])
+            self.known.append([watch["known"]["gray_switch"] for watch in json["watches"]])
+            self.sent.set()
+            if len(self.rounds) <= self.failing:
+                raise NameServerError(f"POST {path} failed on every name server: ReadError")
+            await asyncio.sleep(timeout_s)
+            return {"results": [{"status_code": 404, "error": "not found"} for _ in json["watches"]]}
+        assert path == PATH
+        if self.held is not None:
+            self.holding.set()
+            await self.held.wait()
+        if self.heartbeats_fail:
+            raise NameServerError(f"POST {path} failed on every name server: ReadTimeout")
+        answers = [heartbeat_answer_json(client_id=b["client_id"], role=b["role"], gray_switch=self.switch)
+                   for b in json["heartbeats"]]
+        return {"results": [{"status_code": 200, "answer": answer} for answer in answers], "alive": []}
+
+    async def rounds_sent(self, count: int) -> None:
+        while len(self.rounds) < count:
+            self.sent.clear()
+            await asyncio.wait_for(self.sent.wait(), 10)
+
+    async def beats_held(self) -> None:
+        await asyncio.wait_for(self.holding.wait(), 10)
+
+    async def close(self) -> None:
+        pass
+
+
+def members(session: NameServerSession, count: int) -> list[Membership]:
+    """``count`` memberships whose every heartbeat goes in full (their reports count the beats)."""
+    async def on_update(answer: HeartbeatAnswer) -> None:
+        return None
+
+    beats = itertools.count()
+    return [Membership(session, group=GROUP, client_id=f"c{i}", role="consumer", labels={}, declared_gray=None,
+                       interval_s=1000, report=lambda: {"gray": False, "state": "NORMAL", "beat": next(beats)},
+                       on_update=on_update) for i in range(count)]
+
+
+def run(scenario: Any) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_failed_round_of_watches_goes_again_at_once_and_a_second_failure_waits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session_module, "WATCH_RETRY_S", 1000.0)  # a wait no round below may take
+
+    async def scenario() -> None:
+        nameserver = FakeNameServer(failing=2)
+        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        fleet = members(session, 2)
+        for member in fleet:
+            await member.beat()
+            session.watch(member)
+        await nameserver.rounds_sent(2)  # the first failed: the second went at once
+        assert session.watch_failed
+        await asyncio.sleep(10 * session_module.WINDOW_S)  # a round every WINDOW_S, were there no wait
+        assert len(nameserver.rounds) == 2, "a second failure in a row waits before the next round"
+        for member in fleet:
+            session.unwatch(member)
+        await session.close()
+
+    run(scenario)
+
+
+def test_a_membership_whose_heartbeat_failed_stays_in_the_rounds_of_watches() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        fleet = members(session, 3)
+        for member in fleet:
+            await member.beat()
+        nameserver.heartbeats_fail = True
+        assert await fleet[0].beat() is None
+        for member in fleet:
+            session.watch(member)
+        await nameserver.rounds_sent(1)
+        assert nameserver.rounds[-1] == ["c0", "c1", "c2"]
+        for member in fleet:
+            session.unwatch(member)
+        await session.close()
+
+    run(scenario)
+
+
+def test_a_heartbeat_sent_before_the_round_out_that_sets_its_membership_back_starts_a_new_round() -> None:
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        fleet = members(session, 2)
+        for member in fleet:
+            await member.beat()
+        nameserver.held = asyncio.Event()
+        nameserver.switch = False  # read before the switch came on (as the name server would have)
+        beat = asyncio.ensure_future(fleet[0].beat())
+        await nameserver.beats_held()
+        for member in fleet:
+            session.watch(member)
+        await nameserver.rounds_sent(1)
+        assert nameserver.known == [[True, True]]  # the switch on, as a watch's answer said
+        nameserver.held.set()
+        await beat  # answered after the round went out: it sets c0 back
+        await nameserver.rounds_sent(2)
+        assert nameserver.known[1] == [False, True]
+        nameserver.switch = True
+        await fleet[0].beat()  # sent after the round out, so newer than what it asks: that round answers it
+        await asyncio.sleep(10 * session_module.WINDOW_S)  # a new round would have gone by now
+        assert len(nameserver.rounds) == 2
+        for member in fleet:
+            session.unwatch(member)
+        await session.close()
+
+    run(scenario)
+
+
+def test_a_watch_answer_older_than_the_clients_change_acts_on_the_groups_settings_not_on_its_flag() -> None:
+    async def scenario() -> None:
+        applied: list[tuple[str, bool, str | None]] = []
+
+        async def on_update(answer: HeartbeatAnswer) -> None:
+            applied.append(("update", answer.gray_switch, answer.desired_lane))
+
+        async def on_settings(answer: HeartbeatAnswer) -> None:
+            applied.append(("settings", answer.gray_switch, answer.desired_lane))
+
+        session = NameServerSession(FakeNameServer(), interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        member = Membership(session, group=GROUP, client_id="c0", role="consumer", labels={}, declared_gray=None,
+                            interval_s=1000, report=lambda: {"gray": False, "state": "NORMAL"}, on_update=on_update,
+                            on_settings=on_settings)
+        await member.beat()
+        body, sent_epoch = member.watch_body(), member.epoch
+        assert body is not None
+        member.changed()  # the client changed after the round was sent
+        switched = HeartbeatAnswer.from_json(heartbeat_answer_json(client_id="c0", gray_switch=False,
+                                                                   desired_gray=True, desired_lane="gray"))
+        await member.watched(body, switched, sent_epoch)
+        assert applied[1:] == [("settings", False, "gray")]
+        await member.watched(member.watch_body() or {}, HeartbeatAnswer.from_json(heartbeat_answer_json(
+            client_id="c0")), member.epoch)
+        assert applied[2:] == [("update", True, None)]
+        await session.close()
+
+    run(scenario)

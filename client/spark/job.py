@@ -296,7 +296,7 @@ class StreamingJob:
 
         Waits up to ``stop_grace_s`` for a running batch to end, not for a gap between triggers: when batches run
         back to back (they take longer than the trigger's interval), the next trigger starts as the last one ends,
-        and it is stopped while it plans its batch (asks the source for offsets), before its sink runs. A replayed
+        and it is stopped while it asks the source for offsets, before it writes them to the checkpoint. A replayed
         batch is harmless (the sink is idempotent per batch id), so stopping mid-batch after the grace loses nothing.
         """
         if self.query is None:
@@ -308,9 +308,10 @@ class StreamingJob:
         self.query = None
 
 
-# Spark's status messages (``StreamingQuery.status``) while a micro-batch runs, from the moment its offsets are
-# planned until its trigger ends; between batches and while a trigger plans, it says "Waiting for ...".
-BATCH_MESSAGES = frozenset({"Processing new data", "No new data but cleaning up state"})
+# Spark's status messages (``StreamingQuery.status``) while a micro-batch runs, from writing its offsets to the
+# checkpoint until its trigger ends; between batches and while a trigger asks its sources for offsets, it says
+# "Waiting for ..." or "Getting offsets from ...".
+BATCH_MESSAGES = frozenset({"Writing offsets to log", "Processing new data", "No new data but cleaning up state"})
 
 
 def running_batch(status: Mapping[str, Any]) -> bool:

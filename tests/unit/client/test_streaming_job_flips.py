@@ -262,6 +262,7 @@ class BatchesQuery(FakeQuery):
 @pytest.mark.parametrize(("statuses", "reads"), [
     # a batch running, then the next trigger asking the source for offsets (batches back to back): stop there
     ([(True, "Processing new data"), (True, "Processing new data"), (True, "Getting offsets from source")], 3),
+    ([(True, "Writing offsets to log"), (True, "Processing new data"), (True, "Waiting for next trigger")], 3),
     ([(True, "No new data but cleaning up state"), (False, "Waiting for next trigger")], 2),
     ([(True, "Waiting for data to arrive")], 1),
 ])

@@ -27,7 +27,8 @@ os.environ.setdefault("GRAYMQ_NAMESERVER_WAIT_S", "0")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's ``--dist loadgroup`` (``make test``): a group's tests run on one worker, one after
     the other. A test marked ``xdist_group`` keeps its group (the README's fixed ports); every other Spark test joins
-    ``spark``, so one worker holds the session's JVM (``local[2]``) and no two Spark jobs compete for the cores; the
+    ``spark``, so one worker holds the session's JVM (``local[2]``) and no two Spark jobs compete for the cores (those
+    running Spark in a process of their own are marked ``spark_processes``: one at a time beside the session); the
     chaos cases join ``chaos``, so no fault's load overlaps another's; the tests of a module with a module-scoped
     fixture (a cluster, a database, a browser) join their module's group, so it starts once, not on every worker.
     Without xdist the marks change nothing."""

@@ -28,8 +28,9 @@ side. The pipeline is given the side of the writes, which follows that producer 
 does: when a promote's producer step or ``graymq gray flag PGROUP CLIENT off`` sets it normal, the job restarts
 its query between micro-batches writing normal, then reports normal. The sink's tasks then send with
 ``registerProducer=false``, on the side decided here. Without ``producer_group`` the pipeline is given the job's
-side and each sink task registers on its own. The restart waits for the running micro-batch; should a trigger
-begin in the instant before the stop, that batch is re-run on the new side and its rows stored on both.
+side and each sink task registers on its own. The restart waits for the running micro-batch (a trigger still
+planning its batch is stopped before it sends); should a batch begin in the instant before the stop, it is re-run
+on the new side and its rows stored on both.
 """
 
 from __future__ import annotations
@@ -293,13 +294,26 @@ class StreamingJob:
     def _stop_query(self) -> None:
         """Stop the query between micro-batches: one interrupted inside the sink spills Java stack traces.
 
-        Waits up to ``stop_grace_s`` for a running batch to end; a replayed batch is harmless
-        (the sink is idempotent per batch id), so stopping mid-batch after that loses nothing.
+        Waits up to ``stop_grace_s`` for a running batch to end, not for a gap between triggers: when batches run
+        back to back (they take longer than the trigger's interval), the next trigger starts as the last one ends,
+        and it is stopped while it asks the source for offsets, before it writes them to the checkpoint. A replayed
+        batch is harmless (the sink is idempotent per batch id), so stopping mid-batch after the grace loses nothing.
         """
         if self.query is None:
             return
         deadline = time.monotonic() + self.stop_grace_s
-        while self.query.isActive and self.query.status["isTriggerActive"] and time.monotonic() < deadline:
+        while self.query.isActive and running_batch(self.query.status) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.query.stop()
         self.query = None
+
+
+# Spark's status messages (``StreamingQuery.status``) while a micro-batch runs, from writing its offsets to the
+# checkpoint until its trigger ends; between batches and while a trigger asks its sources for offsets, it says
+# "Waiting for ..." or "Getting offsets from ...".
+BATCH_MESSAGES = frozenset({"Writing offsets to log", "Processing new data", "No new data but cleaning up state"})
+
+
+def running_batch(status: Mapping[str, Any]) -> bool:
+    """Whether the query of ``status`` is running a micro-batch (a trigger planning one is not)."""
+    return bool(status["isTriggerActive"]) and status["message"] in BATCH_MESSAGES

@@ -47,7 +47,7 @@ def stage_job(spark, ns: str, lane: str | None, root: str) -> StreamingJob:  # n
         return frame.select("body", keys).writeStream.format("graymq").options(nameserver=ns, topic=TOPIC_B)
 
     options = {"nameserver": ns, "topic": TOPIC_A, "group": STAGE, **({"lane": lane} if lane else {})}
-    # a stop waits at most 10 s for a gap between micro-batches (on a loaded machine they run back to back): a batch
+    # a stop waits at most 10 s for the running micro-batch (on a loaded machine one may take longer): a batch
     # stopped mid-way runs again from the checkpoint, and the sink stores its rows once
     return StreamingJob(spark, options, pipeline, f"{root}/{name}", trigger={"processingTime": "1 second"},
                         labels={"job": name}, heartbeat_interval_s=0.5, poll_s=0.2, stop_grace_s=10.0,

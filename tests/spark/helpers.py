@@ -1,4 +1,5 @@
-"""Helpers of the Spark tests: polling with a deadline, a producer, a sink that records every micro-batch."""
+"""Helpers of the Spark tests: polling with a deadline, a producer, a sink that records every micro-batch, the xdist
+group of the tests running Spark in a process of their own."""
 
 from __future__ import annotations
 
@@ -9,8 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from graymq.client import Message
 from graymq.client.sync import SyncProducer
+
+# A test that runs Spark in a process of its own (its own JVM, not the session of tests/spark/conftest.py) need not
+# wait behind the ``spark`` group's tests on their worker: under pytest-xdist such tests share a group of their own,
+# so one of them at a time runs beside the session's.
+OWN_SPARK_PROCESS = pytest.mark.xdist_group("spark_processes")
 
 
 def poll_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:

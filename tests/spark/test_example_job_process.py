@@ -13,13 +13,14 @@ import pytest
 
 from graymq.client import Message
 from graymq.client.sync import SyncProducer
-from tests.spark.helpers import poll_until
+from tests.spark.helpers import OWN_SPARK_PROCESS, poll_until
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "SPARK_EXAMPLE_CTRL_C"
 
 
+@OWN_SPARK_PROCESS
 def test_ctrl_c_during_the_first_batch_finishes_it_and_prints_no_stack_traces(cluster, tmp_path):
     cluster.add_broker("broker-a")
     cluster.create_topic(TOPIC, 4, 2)

@@ -25,6 +25,7 @@ from graymq.client.spark.sink_schema import SinkColumns
 from graymq.client.spark.sink_tally import count_stored, failed_write_line, mark_write, request_rows
 from graymq.client.spark.sink_task import PartitionWriter, TaskIdentity
 from tests.spark.failed_write_job import WRITE_IDS
+from tests.spark.helpers import OWN_SPARK_PROCESS
 from tests.support.stock_reads import stored_messages
 
 pytestmark = pytest.mark.spark
@@ -56,6 +57,7 @@ def next_line(job: subprocess.Popen[str], timeout: float) -> str:
     raise AssertionError(f"no status line from the job within {timeout}s")
 
 
+@OWN_SPARK_PROCESS
 def test_a_failed_write_prints_what_it_stored_and_a_rerun_with_its_write_id_stores_only_the_rest(cluster, tmp_path):
     cluster.add_broker("broker-a", GRAYMQ_BROKER_MAX_MESSAGE_SIZE="1000")
     for topic in TOPICS.values():

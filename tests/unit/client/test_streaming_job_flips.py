@@ -19,7 +19,7 @@ class FakeQuery:
     def __init__(self, gray: bool, trigger: dict[str, Any], checkpoint: str) -> None:
         self.gray, self.trigger, self.checkpoint = gray, trigger, checkpoint
         self.isActive = True
-        self.status = {"isTriggerActive": False}
+        self.status = {"isTriggerActive": False, "message": "Waiting for next trigger"}
         self.lastProgress: dict[str, Any] | None = None  # no micro-batch completed yet
 
     def stop(self) -> None:
@@ -238,3 +238,51 @@ def test_the_jobs_member_and_producer_are_given_one_config_so_they_heartbeat_thr
     job.stop()
     assert given["member"] is given["producer"]
     assert given["member"].nameserver == (OPTIONS["nameserver"],)
+
+
+
+class BatchesQuery(FakeQuery):
+    """A query whose ``status`` reads are the given (trigger active, message) pairs in turn, the last one repeating."""
+
+    def __init__(self, *statuses: tuple[bool, str]) -> None:
+        super().__init__(False, {}, "/ckpt/normal")
+        self.statuses = [{"isTriggerActive": active, "message": message} for active, message in statuses]
+        self.reads = 0
+
+    @property  # type: ignore[override]
+    def status(self) -> dict[str, Any]:
+        self.reads += 1
+        return self.statuses[min(self.reads, len(self.statuses)) - 1]
+
+    @status.setter
+    def status(self, value: dict[str, Any]) -> None:
+        pass  # FakeQuery's own
+
+
+@pytest.mark.parametrize(("statuses", "reads"), [
+    # a batch running, then the next trigger asking the source for offsets (batches back to back): stop there
+    ([(True, "Processing new data"), (True, "Processing new data"), (True, "Getting offsets from source")], 3),
+    ([(True, "Writing offsets to log"), (True, "Processing new data"), (True, "Waiting for next trigger")], 3),
+    ([(True, "No new data but cleaning up state"), (False, "Waiting for next trigger")], 2),
+    ([(True, "Waiting for data to arrive")], 1),
+])
+def test_a_stop_waits_for_the_running_batch_not_for_a_gap_between_triggers(
+        monkeypatch: pytest.MonkeyPatch, statuses: list[tuple[bool, str]], reads: int) -> None:
+    job, _ = running_job(None, FakeMember(None, []))
+    job.stop_grace_s = 3600.0
+    job.query = query = BatchesQuery(*statuses)
+
+    def sleep(seconds: float) -> None:
+        assert query.reads < 10, f"still waiting at {query.status}"
+
+    monkeypatch.setattr("graymq.client.spark.job.time.sleep", sleep)
+    job._stop_query()
+    assert query.reads == reads and not query.isActive and job.query is None
+
+
+def test_a_batch_still_running_at_the_end_of_the_grace_is_stopped() -> None:
+    job, _ = running_job(None, FakeMember(None, []))
+    job.stop_grace_s = 0.0
+    job.query = query = BatchesQuery((True, "Processing new data"))
+    job._stop_query()
+    assert not query.isActive and job.query is None

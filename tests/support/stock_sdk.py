@@ -78,6 +78,16 @@ class StockSdkProcess:
             self.proc.kill()
             self.proc.wait()
 
+    def end(self, timeout: float) -> None:
+        """Ask it to end (a line on stdin), or kill it when it does not end within ``timeout``."""
+        try:
+            if self.proc.poll() is None:
+                self.resume()
+                self.proc.wait(timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
 
 class StockProducer(StockSdkProcess):
     """The SDK's Producer sending ``messages`` (``{"pause": true}`` waits for ``resume``)."""
@@ -113,13 +123,7 @@ class StockSimpleConsumer(StockSdkProcess):
 
     def close(self) -> None:
         """Shut the consumer down (an empty line), or kill it when it does not end in time."""
-        try:
-            if self.proc.poll() is None:
-                self.resume()
-                self.proc.wait(20)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
+        self.end(20)
 
 
 class StockPushConsumer(StockSdkProcess):
@@ -143,13 +147,7 @@ class StockPushConsumer(StockSdkProcess):
 
     def close(self) -> None:
         """Shut it down (a line on stdin), or kill it when it does not end in time."""
-        try:
-            if self.proc.poll() is None:
-                self.resume()
-                self.proc.wait(30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
+        self.end(30)
         self.lines()
 
 
@@ -171,13 +169,7 @@ class StockRelay(StockSdkProcess):
 
     def close(self) -> None:
         """Stop relaying (a line on stdin), or kill it when it does not end in time."""
-        try:
-            if self.proc.poll() is None:
-                self.resume()
-                self.proc.wait(30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
+        self.end(30)
         self.relayed()
 
 

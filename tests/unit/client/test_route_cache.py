@@ -116,3 +116,27 @@ def test_without_a_cached_route_a_failed_lookup_raises() -> None:
             await cache.get("T")
 
     asyncio.run(scenario())
+
+
+def test_an_unreachable_name_server_is_asked_once_per_retry_interval_for_a_topic_without_a_route() -> None:
+    """A fleet's consumers look their topics up on every beat and rebalance: while no name server answers, those
+    lookups share the last failure for ``retry_s`` instead of each sending a request; ``refresh=True`` still asks,
+    and a 404 (an answer, not a failure to reach one) is not kept."""
+    async def scenario() -> None:
+        ns = FakeNameServer()
+        ns.answers = [NameServerError("GET /route failed on every name server: ReadTimeout")]
+        cache = RouteCache(ns, retry_s=60.0)  # type: ignore[arg-type]
+        for _ in range(20):
+            with pytest.raises(NameServerError, match="ReadTimeout"):
+                await cache.get("T")
+        assert ns.calls == 1
+        ns.answers = [route(4)]
+        assert (await cache.get("T", refresh=True)).brokers[0].queue_nums == 4
+        assert ns.calls == 2 and (await cache.get("T")).brokers[0].queue_nums == 4
+
+        ns.answers = [TopicNotExistError("no route for topic U"), route(2)]
+        with pytest.raises(TopicNotExistError):
+            await cache.get("U")
+        assert (await cache.get("U")).brokers[0].queue_nums == 2  # created meanwhile: asked again at once
+
+    asyncio.run(scenario())

@@ -115,6 +115,14 @@ class NameServerSettings(DatabaseSettings):
         description="how often the console's health charts read the consumers' reports (a point each time, 15 min "
         "kept)",
     )
+    heartbeat_concurrency: int = Field(
+        default=2, ge=1, le=64,
+        description="client heartbeat requests stored at a time (the others wait their turn, first come first "
+        "served): the work is CPU-bound under one GIL, more at once only makes each finish later")
+    heartbeat_queue_seconds: float = Field(
+        default=2.0, gt=0, le=60,
+        description="a heartbeat request that waited this long for its turn is answered 503 busy at once "
+        "(its client beats again next interval): under a fleet's burst the queue stays shorter than clients wait")
     auto_migrate: bool = False
     default_gray_switch: bool = Field(
         default=True, description="gray switch of a group created by a client's first heartbeat"

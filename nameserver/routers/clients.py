@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
+from graymq.nameserver.admission import HeartbeatAdmission
 from graymq.nameserver.auth import Authenticated, Caller, check_client
 from graymq.nameserver.deps import Clients
 from graymq.nameserver.errors import ApiError
@@ -52,7 +53,8 @@ async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request
         with state.sessions() as session:
             return ClientService(session, state.settings).heartbeat(body, caller)
 
-    return await run_in_threadpool(beat)
+    admission: HeartbeatAdmission = state.heartbeat_admission
+    return await admission.run(beat)
 
 
 @router.post("/clients/heartbeats")
@@ -84,7 +86,8 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
                     service.alive([body.alive[i] for i in alive_allowed], caller),
                     service.alive_ids(body.alive_ids, caller))
 
-    answers, refreshed, missing = await run_in_threadpool(beat_all)
+    admission: HeartbeatAdmission = state.heartbeat_admission
+    answers, refreshed, missing = await admission.run(beat_all)
     outcomes.update(zip(allowed, answers, strict=True))
     alive.update(zip(alive_allowed, refreshed, strict=True))
     return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))],

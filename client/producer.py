@@ -135,7 +135,7 @@ class Producer(ProducerFlags):
         self.membership = Membership(
             self.client.session, group=group, client_id=self.client_id, role="producer", labels=dict(labels or {}),
             declared_gray=lane or gray, interval_s=s.heartbeat_interval_s, report=self._report,
-            on_update=self._on_update, aligned=True,
+            on_update=self._on_update, aligned=True, log_failures=False,  # the instance's session logs failures
         )
         self._pending: set[asyncio.Task[Any]] = set()
         self.started = False

@@ -53,7 +53,7 @@ class PullConsumer:
         self.membership = Membership(
             self.client.session, group=group, client_id=self.client_id, role=role, labels=dict(labels or {}),
             declared_gray=self.lane or self.gray, interval_s=heartbeat_interval_s, report=self._report,
-            on_update=self._on_update, aligned=True,
+            on_update=self._on_update, aligned=True, log_failures=False,  # the instance's session logs failures
         )
 
     @property

@@ -120,7 +120,8 @@ class PushConsumer:
             declared_gray=gray, interval_s=s.nameserver_interval_s, report=self._report,
             on_update=lambda answer: self._flipper.on_update(answer),
             on_settings=lambda answer: self._flipper.on_settings(answer),
-            on_permanent=lambda exc: self._fail(exc, "name server heartbeat"), aligned=True)
+            on_permanent=lambda exc: self._fail(exc, "name server heartbeat"), aligned=True,
+            log_failures=False)  # the instance's session logs a failed request once
         self.leases = QueueLeases(self.brokers, group, self.client_id)
         self.start_offsets = StartOffsets(self.brokers, self.offset_store, group, self.consume_from,
                                           self.consume_timestamp_ms)

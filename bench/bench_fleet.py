@@ -9,7 +9,8 @@ share of the groups other than the big one); they run in ``fleet_stock.PODS`` pr
 host names, and a rule on the host makes the gray fifth gray. The big group's consumers, and
 every other graymq client, are graymq push consumers and producers; each worker process gives its clients one
 ``ClientConfig``, so they share one ``ClientInstance`` as one service's pod would. The name server runs on
-PostgreSQL.
+PostgreSQL. The worker and pod processes stand for other hosts and run at niceness ``CLIENT_NICE``: on one
+2-core machine the servers measured get the CPU first, as on hosts of their own.
 
 Figures: the steady CPU per second of the name server, each broker, the workers and the stock pods once the fleet
 converged (heartbeats, watches and idle pulls only), the stock clients the name server lists (and how many of them
@@ -25,6 +26,7 @@ import contextlib
 import json
 import math
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import Any
 
 from graymq.bench.bench_group_scale import GRAY_QUEUES, QUEUES
 from graymq.bench.common import Figures, cpu_seconds, serve_group_commands, worker_processes
-from graymq.bench.fleet_stock import GRAY_RULE, STOCK_KINDS, Pod, is_pod_host, stock_pods, stop_pods
+from graymq.bench.fleet_stock import CLIENT_NICE, GRAY_RULE, STOCK_KINDS, Pod, is_pod_host, stock_pods, stop_pods
 from graymq.bench.graymq_servers import Broker, NameServer
 from graymq.nameserver_api.client import NameServerClient
 from graymq.protocol.errors import GrayMQError
@@ -118,6 +120,8 @@ def _worker(ns_url: str, specs: list[Spec], status_path: str, commands: Any, rea
     it, ``None`` ends."""
     from graymq.bench.common import quiet_logs
     from graymq.client import ClientConfig, Producer, PushConsumer
+
+    os.nice(CLIENT_NICE)  # a pod of other hosts (fleet_stock.CLIENT_NICE)
 
     async def ignore(messages: list[Any]) -> None:
         return None

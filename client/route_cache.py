@@ -15,7 +15,7 @@ import time
 from typing import Protocol
 
 from graymq.core.route import TopicRoute
-from graymq.protocol.errors import GrayMQError, NameServerError
+from graymq.protocol.errors import GrayMQError, NameServerError, TopicNotExistError
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,11 @@ class RouteCache:
     server again and waits for its answer (a cached route is still the fallback while no name server
     answers, but a topic the name server no longer knows raises ``TopicNotExistError``).
 
-    When no name server answered the lookup of a topic without a cached route, the callers of the next
-    ``retry_s`` get that failure at once (``refresh=True`` still asks): an overloaded name server is asked again
-    once per topic and interval, not once per caller (a fleet's consumers each looking up their topics on every
-    beat and rebalance kept a name server's listen queue full of lookups their clients had given up on).
+    When the lookup of a topic without a cached route failed (no name server answered, or none knows the topic),
+    the callers of the next ``retry_s`` get that failure at once (``refresh=True`` still asks, as a producer's
+    retry does): a name server is asked once per topic and interval, not once per caller (a fleet's consumers each
+    look their topics up on every beat and rebalance, their retry topics too before a broker registered them; an
+    overloaded name server's listen queue filled with the lookups their clients had given up on).
     """
 
     def __init__(self, nameserver: RouteSource, ttl_s: float = 30.0, retry_s: float = RETRY_S,
@@ -53,7 +54,7 @@ class RouteCache:
         self._due: dict[str, float] = {}  # topic -> when (monotonic) its route is to be refreshed
         self._lookups: dict[str, asyncio.Future[TopicRoute]] = {}
         self._failing: set[str] = set()  # topics whose last refresh failed (logged once until one succeeds)
-        self._unreachable: dict[str, tuple[float, str]] = {}  # uncached topic -> (until, its failure's message)
+        self._failed: dict[str, tuple[float, GrayMQError]] = {}  # uncached topic -> (until, its lookup's failure)
 
     async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
         cached = self._routes.get(topic)
@@ -61,8 +62,8 @@ class RouteCache:
             if time.monotonic() >= self._due[topic]:
                 self._lookup(topic)  # in the background: the cached route serves meanwhile
             return cached
-        if not refresh and (failed := self._unreachable.get(topic)) is not None and time.monotonic() < failed[0]:
-            raise NameServerError(failed[1])
+        if not refresh and (failed := self._failed.get(topic)) is not None and time.monotonic() < failed[0]:
+            raise type(failed[1])(failed[1].message)
         return await asyncio.shield(self._lookup(topic))  # a cancelled caller leaves the lookup to the others
 
     def _lookup(self, topic: str) -> asyncio.Future[TopicRoute]:
@@ -85,8 +86,8 @@ class RouteCache:
             route = await self.nameserver.get_route(topic)
         except GrayMQError as exc:
             self._due[topic] = time.monotonic() + self.retry_s
-            if cached is None and isinstance(exc, NameServerError):
-                self._unreachable[topic] = (self._due[topic], exc.message)
+            if cached is None and isinstance(exc, (NameServerError, TopicNotExistError)):
+                self._failed[topic] = (self._due[topic], exc)
             if cached is None or not isinstance(exc, NameServerError):
                 raise
             if topic not in self._failing:
@@ -97,7 +98,7 @@ class RouteCache:
         if topic in self._failing:
             log.info("route of %s refreshed", topic)
             self._failing.discard(topic)
-        self._unreachable.pop(topic, None)
+        self._failed.pop(topic, None)
         self._routes[topic] = route
         self._due[topic] = time.monotonic() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
         return route

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,18 @@ class Acked:
 
 def key_of(body: dict[str, Any]) -> Key:
     return body.get("group", ""), body.get("client_id", ""), body.get("role", "")
+
+
+def first_phase(key: Key) -> int:
+    """The alive beats a membership's first cycle counts as gone already, from its key: ``FULL_EVERY + 1`` phases,
+    so the clients of a process started together send their full heartbeats spread over the beats of a cycle, not
+    all on one (a 250-client process sent three 100-heartbeat requests every sixth beat, each taking seconds to
+    store at a busy name server).
+
+    >>> sorted({first_phase(("G", f"c{i}", "consumer")) for i in range(100)}) == list(range(FULL_EVERY + 1))
+    True
+    """
+    return zlib.crc32("\0".join(key).encode()) % (FULL_EVERY + 1)
 
 
 def alive_entry(body: dict[str, Any], acked: Acked | None) -> dict[str, Any] | None:
@@ -121,8 +134,9 @@ class NameServerSession:
     log = log
 
     def __init__(self, nameserver: NameServerClient, interval_s: float = 3.0, *, window_s: float = WINDOW_S,
-                 max_batch: int = MAX_BATCH, timeout_s: float = 3.0) -> None:
+                 max_batch: int = MAX_BATCH, timeout_s: float = 3.0, spread_full: bool = True) -> None:
         self.nameserver = nameserver
+        self.spread_full = spread_full  # False: every membership's first cycle is a whole one (``first_phase``)
         self.timeout_s = timeout_s  # one heartbeat's read timeout (a batch's grows with its size)
         self.window_s = window_s  # 0: the beats of one loop turn share a request
         self.max_batch = max_batch
@@ -286,7 +300,8 @@ class NameServerSession:
         """Settle the futures of full heartbeats with their ``results``; remember each body answered 200."""
         for (body, future), result in zip(full, results, strict=True):
             if result["status_code"] < 300:
-                self._acked[key_of(body)] = Acked(body, result.get("alive_id"))
+                phase = first_phase(key_of(body)) if self.spread_full and key_of(body) not in self._acked else 0
+                self._acked[key_of(body)] = Acked(body, result.get("alive_id"), phase)
                 answer = HeartbeatAnswer.from_json(result["answer"])
                 self._answer_known(body, answer, rounds)
                 if not future.done():

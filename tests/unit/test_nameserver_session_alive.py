@@ -86,10 +86,10 @@ def alive_id(client_id: str) -> int:
 class Fleet:
     """``count`` consumers' memberships over one session; ``reports`` holds each one's report."""
 
-    def __init__(self, nameserver: FakeNameServer, count: int, kind: type[NameServerSession] = NameServerSession
-                 ) -> None:
+    def __init__(self, nameserver: FakeNameServer, count: int, kind: type[NameServerSession] = NameServerSession,
+                 spread: bool = False) -> None:
         self.nameserver = nameserver
-        self.session = kind(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        self.session = kind(nameserver, interval_s=1000, window_s=0.0, spread_full=spread)  # type: ignore[arg-type]
         self.ids = [f"c{i:02d}" for i in range(count)]
         self.reports: dict[str, dict[str, Any]] = {c: {"gray": False, "state": "NORMAL", "queues": ["q0"],
                                                        "health": {"normal": {"consumed": 0}}} for c in self.ids}
@@ -127,6 +127,26 @@ def test_a_fleet_with_unchanged_reports_beats_alive_after_its_first_full_heartbe
         assert shapes == ([(20, 0)] + [(0, 20)] * FULL_EVERY) * 2
         assert fleet.updates == dict.fromkeys(fleet.ids, 2 * (FULL_EVERY + 1))  # acted on at every beat
         assert fleet.session.alive_beats == 20 * 2 * FULL_EVERY
+
+    run(scenario)
+
+
+def test_clients_started_together_spread_their_full_heartbeats_over_a_cycle() -> None:
+    """After the first full heartbeat each client's cycle starts at a phase of its key: later beats carry a share of
+    the fleet's full heartbeats each, a client's full ones stay FULL_EVERY alive beats apart."""
+    async def scenario() -> None:
+        nameserver = FakeNameServer(ids=True)
+        fleet = Fleet(nameserver, 60, spread=True)
+        beats = 3 * (FULL_EVERY + 1)
+        for _ in range(beats):
+            await fleet.beat()
+        fulls = [set(full) for full, _ in nameserver.requests]
+        assert len(fulls) == beats and fulls[0] == set(fleet.ids)
+        assert all(0 < len(full) < 30 for full in fulls[1:])  # never the whole fleet again, nor half of it
+        for client_id in fleet.ids:
+            went = [beat for beat, full in enumerate(fulls) if client_id in full]
+            assert 1 <= went[1] <= FULL_EVERY + 1
+            assert all(b - a == FULL_EVERY + 1 for a, b in zip(went[1:], went[2:], strict=False))
 
     run(scenario)
 

@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graymq.nameserver.admission import HeartbeatAdmission
+from graymq.nameserver.admission import Admission
 from graymq.nameserver.auth import authenticated
 from graymq.nameserver.body_limit import BodyLimitMiddleware
 from graymq.nameserver.console import mount_console
@@ -117,7 +117,7 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.read_sessions = session_factory(read_only(engine))
     app.state.group_changes = changes
     app.state.route_views = route_views
-    app.state.heartbeat_admission = HeartbeatAdmission(settings.heartbeat_concurrency, settings.heartbeat_queue_seconds)
+    app.state.admission = Admission(settings.heartbeat_concurrency, settings.heartbeat_queue_seconds)
     app.state.refused_registrations = RefusedRegistrations()
     app.state.token_actors = token_actors
     app.state.broker_token_actors = broker_token_actors

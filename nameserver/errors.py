@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from graymq.nameserver.db import DB_UNAVAILABLE_ERRORS, describe_db_error
@@ -75,6 +75,14 @@ def error_response(
     )
 
 
+class CallerGone(Exception):
+    """The caller hung up while its request waited for its turn (``admission``): nothing was done, and the answer
+    (``CALLER_GONE``, as proxies log a request its client closed) reaches nobody."""
+
+
+CALLER_GONE = 499
+
+
 def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     """JSON bodies for API errors, validation failures, unknown routes and an unreachable database."""
 
@@ -101,7 +109,11 @@ def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         # Starlette logs the traceback and re-raises after this answer is sent.
         return error_response(500, "internal error", type(exc).__name__)
 
+    async def caller_gone(_request: Request, _exc: Exception) -> Response:
+        return Response(status_code=CALLER_GONE)
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(CallerGone, caller_gone)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     for error_type in DB_UNAVAILABLE_ERRORS:

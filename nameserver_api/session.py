@@ -58,6 +58,10 @@ MAX_ALIVE_IDS = 5000  # alive ids a request (the name server's limit: an int eac
 PER_HEARTBEAT_S = 0.05  # a batch's read timeout grows by this per heartbeat in it
 PATH = "/v1/clients/heartbeats"
 WATCHES_PATH = "/v1/clients/watches"
+# Rounds of watches start this far apart at least: while a fleet starts, answers and members change many times a
+# second, and each new round has the name server read every watched client's view again (a flip still goes out at
+# once: the round before it started long ago).
+ROUND_GAP_S = 0.5
 FULL_EVERY = 5  # alive beats of a membership in a row before a full heartbeat (a consumer: one every 30 s)
 
 Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer | None]]
@@ -382,8 +386,11 @@ class NameServerSession:
 
     async def _watch_rounds(self) -> None:
         failures = 0  # rounds failed in a row: the first goes again at once (say, a connection the server just closed)
+        loop, began = asyncio.get_running_loop(), -ROUND_GAP_S
         while True:
-            await asyncio.sleep(WINDOW_S)  # memberships added or gone together start one round
+            # memberships added or gone together start one round, and rounds start ROUND_GAP_S apart at most
+            await asyncio.sleep(max(WINDOW_S, began + ROUND_GAP_S - loop.time()))
+            began = loop.time()
             self._members_changed.clear()
             members = list(self._watched.values())
             entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
-from graymq.nameserver.admission import HeartbeatAdmission
+from graymq.nameserver.admission import Admission
 from graymq.nameserver.auth import Authenticated, Caller, check_client
 from graymq.nameserver.deps import Clients
 from graymq.nameserver.errors import ApiError
@@ -53,8 +53,8 @@ async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request
         with state.sessions() as session:
             return ClientService(session, state.settings).heartbeat(body, caller)
 
-    admission: HeartbeatAdmission = state.heartbeat_admission
-    return await admission.run(beat)
+    admission: Admission = state.admission
+    return await admission.run(beat, request, shed=True)
 
 
 @router.post("/clients/heartbeats")
@@ -86,8 +86,8 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
                     service.alive([body.alive[i] for i in alive_allowed], caller),
                     service.alive_ids(body.alive_ids, caller))
 
-    admission: HeartbeatAdmission = state.heartbeat_admission
-    answers, refreshed, missing = await admission.run(beat_all)
+    admission: Admission = state.admission
+    answers, refreshed, missing = await admission.run(beat_all, request, shed=True)
     outcomes.update(zip(allowed, answers, strict=True))
     alive.update(zip(alive_allowed, refreshed, strict=True))
     return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))],
@@ -186,13 +186,14 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
         return [_result(outcomes[index]) for index in range(len(body.watches))], differs
 
     metrics: Metrics = state.metrics
+    admission: Admission = state.admission
     metrics.watching(+1)
     try:
         woken = False  # a wait ended: the groups' shared reads serve the watches (as a single watch's reread)
         while True:
             events = {group: changes.changed(group) for group in {watch.group for watch in body.watches}}
             results, differs = await (_reread_all(state, body, caller, events, read) if woken
-                                      else run_in_threadpool(read))
+                                      else admission.run(read, request))
             remaining = deadline - time.monotonic()
             watched = any(result.answer is not None for result in results)  # else nothing to wait for
             if differs or not watched or remaining <= 0 or changes.closing:

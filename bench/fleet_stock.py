@@ -165,7 +165,7 @@ def is_pod_host(host: str) -> bool:
 # The fleet's clients stand for other hosts' pods: their processes run at this niceness, so that on one machine the
 # servers measured are not starved by the load they serve (at 5,000 clients the 25 client processes took each an
 # equal share of the two cores, the name server 1/25th: it stopped accepting connections while mostly idle).
-CLIENT_NICE = 10
+CLIENT_NICE = 19
 
 
 def in_pod(host: str, command: list[str]) -> list[str]:

@@ -33,8 +33,8 @@ TOPIC_TABLE_CHANGED = "/topics"
 BROKER_REGISTERED = "/brokers"
 # A lane took or gave back a slot of a topic (routes change).
 LANE_SLOTS_CHANGED = "/lanes"
-# A change of every group (an all-groups rule; a lane slot, which every group's ``lanes`` may show): every watcher
-# wakes. Such changes are rare (a slot changes once per lane and topic).
+# A change of every group (an all-groups rule; a lane's first slot taken or its last given back, which changes the
+# lanes every group's ``lanes`` shows): every watcher wakes. Such changes are rare (once per lane).
 EVERY_GROUP = "/groups"
 
 

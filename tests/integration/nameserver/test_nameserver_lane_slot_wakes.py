@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings, wait_until
-from sqlalchemy import text
+from nameserver_testkit import OPS, client_heartbeat, make_settings, settle_notifications, wait_until
 
 from graymq.migrations.schema import upgrade
 from graymq.nameserver.app import create_app
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.repositories.topics import TopicRepository
-from graymq.nameserver.watch import CHANNEL, EVERY_GROUP, LANE_SLOTS_CHANGED, TOPIC_TABLE_CHANGED, GroupChanges
+from graymq.nameserver.watch import EVERY_GROUP, LANE_SLOTS_CHANGED, TOPIC_TABLE_CHANGED, GroupChanges
 
 pytestmark = pytest.mark.integration
 
@@ -47,13 +46,8 @@ class Published:
         self.changes.subscribe(self.keys.append)
 
     def settle(self) -> None:
-        """Wait until the notifications of every change committed so far have arrived (PostgreSQL delivers them in
-        commit order: a marker sent now comes after them), then forget them."""
-        engine = self.ns.app.state.engine  # type: ignore[attr-defined]
-        if engine.dialect.name == "postgresql":
-            with engine.begin() as conn:
-                conn.execute(text("SELECT pg_notify(:channel, 'settled')"), {"channel": CHANNEL})
-            wait_until(lambda: {"settled"} in self.keys, what="the marker's notification")
+        """Wait until the notifications of every change committed so far have arrived, then forget them."""
+        settle_notifications(self.ns)
         self.keys.clear()
 
     def since_settled(self) -> set[str]:

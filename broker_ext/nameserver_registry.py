@@ -214,11 +214,15 @@ class NameServerRegistry:
         return False
 
     async def _read_principals(self, url: str) -> bool:
-        """Take the name server's principals (token digests and rights); whether that worked. A failure keeps
-        the table the broker has, which it goes on enforcing."""
+        """Take the name server's principals (token digests and rights); whether that worked (304: the broker's
+        table is the name server's version, which it sends as ``If-None-Match``). A failure keeps the table the
+        broker has, which it goes on enforcing."""
         table = self.broker.principals
         try:
-            response = await self._client.get(f"{url}/v1/principals/digests")
+            headers = {"If-None-Match": f'"{table.version}"'} if table.version else {}
+            response = await self._client.get(f"{url}/v1/principals/digests", headers=headers)
+            if response.status_code == httpx.codes.NOT_MODIFIED:
+                return True
             response.raise_for_status()
             if table.apply(response.json()):
                 log.info("principals from name server %s: %d (version %s)", url, len(table), table.version)

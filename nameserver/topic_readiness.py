@@ -1,7 +1,8 @@
 """Waiting, bounded, until every live broker serves a topic with its configured layout.
 
-A broker reports the topics it serves in every registration; each registration wakes the waiters
-(on PostgreSQL through every replica), which then re-read the brokers' reports.
+A broker reports the topics it serves in every registration; a registration changing what it reports (or a broker
+coming live) wakes the waiters (on PostgreSQL through every replica), which then re-read the brokers' reports. A
+broker's lease running out wakes none: the waiters re-read every ``RECHECK_S`` all the same.
 """
 
 from __future__ import annotations

@@ -27,14 +27,15 @@ CHANNEL = "graymq_group_changed"
 _CHANGED_KEY = "graymq_changed_groups"
 RECONNECT_S = 1.0
 # Keys of ``GroupChanges`` beside group names (which never hold a '/'): the topic table or deletion log changed
-# (brokers' watches wake), a broker registered or a broker set elected a leader (a topic create waiting for
-# brokers wakes).
+# (brokers' watches wake), a broker registration changed a route (a broker new, moved, back from an expired lease,
+# or reporting other topics or layouts; a renewal alone changes none) or a broker set elected a leader (cached
+# routes are dropped, a topic create waiting for brokers wakes).
 TOPIC_TABLE_CHANGED = "/topics"
 BROKER_REGISTERED = "/brokers"
 # A lane took or gave back a slot of a topic (routes change).
 LANE_SLOTS_CHANGED = "/lanes"
-# A change of every group (an all-groups rule; a lane slot, which every group's ``lanes`` may show): every watcher
-# wakes. Such changes are rare (a slot changes once per lane and topic).
+# A change of every group (an all-groups rule; a lane's first slot taken or its last given back, which changes the
+# lanes every group's ``lanes`` shows): every watcher wakes. Such changes are rare (once per lane).
 EVERY_GROUP = "/groups"
 
 

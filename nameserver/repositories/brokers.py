@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Row, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -40,6 +40,13 @@ class BrokerRepository:
         ).returning(Broker.id)
         return int(self.session.execute(stmt).scalar_one())
 
+    def registration(self, broker_name: str) -> Row[tuple[str, str | None, datetime]] | None:
+        """(address, gRPC address, lease end) of the broker, its row locked until the transaction ends (``None``:
+        never registered)."""
+        stmt = (select(Broker.address, Broker.grpc_address, Broker.lease_expires_at)
+                .where(Broker.broker_name == broker_name).with_for_update())
+        return self.session.execute(stmt).one_or_none()
+
     def set_address(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
         """Point the broker's route at ``address`` (a broker set's leader; its gRPC address is unknown until it
         registers itself); returns the broker's row id."""
@@ -55,8 +62,15 @@ class BrokerRepository:
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    def replace_routes(self, broker_id: int, topics: Sequence[TopicConfig]) -> None:
-        """Make the broker's routes exactly ``topics`` (what its latest heartbeat reported)."""
+    def replace_routes(self, broker_id: int, topics: Sequence[TopicConfig]) -> bool:
+        """Make the broker's routes exactly ``topics`` (what its latest heartbeat reported); whether they changed
+        (routes as they were are left unwritten)."""
+        held = self.session.execute(
+            select(BrokerTopicRoute.topic, BrokerTopicRoute.queue_nums, BrokerTopicRoute.gray_queue_nums,
+                   BrokerTopicRoute.perm, BrokerTopicRoute.lane_slots).where(BrokerTopicRoute.broker_id == broker_id))
+        if {row[0]: tuple(row[1:]) for row in held} == {
+                t.topic: (t.queue_nums, t.gray_queue_nums, t.perm, t.lane_slots) for t in topics}:
+            return False
         names = [t.topic for t in topics]
         self.session.execute(
             delete(BrokerTopicRoute).where(
@@ -64,7 +78,7 @@ class BrokerRepository:
             )
         )
         if not topics:
-            return
+            return True
         stmt = upsert_insert(self.session, BrokerTopicRoute).values(
             [
                 {
@@ -88,6 +102,7 @@ class BrokerRepository:
             },
         )
         self.session.execute(stmt)
+        return True
 
     def lock_all(self) -> None:
         """Lock every broker row until the transaction ends: a registration in flight finishes first, and the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -73,6 +73,19 @@ class TopicRepository:
         )
         return [(group, client_id, role) for group, client_id, role, topics in self.session.execute(stmt)
                 if topic in (topics or [])]
+
+    def groups_using(self, topic: str, seen_after: datetime) -> set[str]:
+        """Names of the groups with a live client that reports using ``topic``, found in the database (JSONB
+        containment on PostgreSQL, ``json_each`` on SQLite): one statement returning names only, however many
+        clients the groups have."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            uses = Client.topics.op("@>")(func.jsonb_build_array(topic))
+        else:
+            each = func.json_each(Client.topics).table_valued("value")
+            uses = exists(select(1).select_from(each).where(each.c.value == topic))
+        stmt = (select(Group.name).distinct().join(Client, Client.group_id == Group.id)
+                .where(Client.last_seen > seen_after, uses))
+        return set(self.session.scalars(stmt))
 
     def live_clients_of(self, topic: str, seen_after: datetime) -> list[tuple[Client, Group]]:
         """(client, its group) of every live client that reports using ``topic``, by group, client id and role."""

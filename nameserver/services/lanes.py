@@ -180,10 +180,9 @@ class LaneService:
     def _record(self, topic: Topic, lane: str, slot: int, taken_by: str, group: str | None) -> None:
         """Take the slot, audited as a change of the lane (not of ``group``, whose client took it: a group's history
         lists what operators and operations did to it)."""
+        began = not self.lanes.holds_any(lane)
         self.lanes.take(topic.id, slot, lane, taken_by, utc_now())
-        mark_changed(self.session, LANE_SLOTS_CHANGED)
-        mark_changed(self.session, TOPIC_TABLE_CHANGED)  # brokers get the lane maps with the topics
-        mark_changed(self.session, EVERY_GROUP)
+        self._slots_changed(topic.name, began, group)
         after: dict[str, object] = {"topic": topic.name, "slot": slot}
         if group is not None:
             after["group"] = group
@@ -214,15 +213,33 @@ class LaneService:
                            f"{', '.join(users)}; move them out of the lane or stop them before freeing its slot")
         slot = self.lanes.give_back(topic.id, lane)
         if slot is not None:
-            if not self.lanes.holds_any(lane):
+            ended = not self.lanes.holds_any(lane)
+            if ended:
                 self.lanes.end_lane(lane)
-            mark_changed(self.session, LANE_SLOTS_CHANGED)
-            mark_changed(self.session, TOPIC_TABLE_CHANGED)  # brokers get the lane maps with the topics
-            mark_changed(self.session, EVERY_GROUP)
+            self._slots_changed(topic.name, ended, None)
             self.audit.record(actor=actor, object_type="lane", object_id=lane, action="free_slot",
                               before={"topic": topic.name, "slot": slot}, reason=reason)
         self.session.commit()
         return self.topic_lanes(topic)
+
+    def _slots_changed(self, topic: str, lanes_changed: bool, group: str | None) -> None:
+        """Wake what a slot of ``topic`` taken or given back changes: routes and brokers (their lane maps), and the
+        watches of the groups whose answers show it.
+
+        A group's answer shows slots in two places (``_answer``): ``lanes`` (``lane_states``) lists every lane
+        holding a slot anywhere, and each of its clients' own topics carries its lane map. So when the set of lanes
+        holding a slot changed (``lanes_changed``: the lane's first slot, or its last given back, which also ends
+        the lane's taking part in every group) every group wakes; otherwise only the groups with a live client
+        using ``topic``, and ``group`` (whose client took the slot). A client of a group watching while not live
+        (silent past the expiry) reads the slot at its next heartbeat."""
+        mark_changed(self.session, LANE_SLOTS_CHANGED)
+        mark_changed(self.session, TOPIC_TABLE_CHANGED)  # brokers get the lane maps with the topics
+        if lanes_changed:
+            mark_changed(self.session, EVERY_GROUP)
+            return
+        seen_after = utc_now() - timedelta(seconds=self.settings.client_expiry_seconds)
+        for name in self.topics.groups_using(topic, seen_after) | ({group} if group is not None else set()):
+            mark_changed(self.session, name)
 
     def _topic(self, name: str, *, lock: bool = False) -> Topic:
         topic = self.topics.get(name, lock=lock)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -64,25 +64,24 @@ class RegistryService:
         """
         now = utc_now()
         lease = broker_lease_s(self.settings, report.register_interval_s)
-        broker_id = None
+        broker_id, moved = None, False
         if self._routes_to(report):
-            # The upsert locks this broker's row first: a deletion (which locks every broker row) has then either
+            # This locks the broker's row first: a deletion (which locks every broker row) has then either
             # committed, and is read below, or waits for this heartbeat. Read before the lock, a deletion committed
             # in between went unseen and the broker's report re-created the deleted topic.
-            broker_id = self.brokers.upsert(
-                report.broker_name, report.address, now, now + timedelta(seconds=lease), report.grpc_address
-            )
+            broker_id, moved = self._renew(report, now, now + timedelta(seconds=lease))
         pending = self.deletions.after(report.deletions_applied)
         deleted = {d.name for d in pending if d.kind == "topic"}
         reported = [t for t in report.topics if t.topic not in deleted]
         if not may_create_topics:
             reported = self._configured_or_own(report.broker_name, reported)
         if broker_id is not None:
-            self.brokers.replace_routes(broker_id, reported)
+            rerouted = self.brokers.replace_routes(broker_id, reported)
             own = [base_config(t) for t in reported if group_of_topic(t.topic) is not None]
             if self.topics.add_missing([base_config(t) for t in reported]) or self.topics.grow_slots(own):
                 mark_changed(self.session, TOPIC_TABLE_CHANGED)
-            mark_changed(self.session, BROKER_REGISTERED)
+            if moved or rerouted:  # else routes and readiness read what they read before: nothing to drop or wake
+                mark_changed(self.session, BROKER_REGISTERED)
         topics, lanes = self.topics.all(), self._lane_maps()
         last_deletion_id = pending[-1].id if pending else self.deletions.last_id()
         self.session.commit()
@@ -93,6 +92,17 @@ class RegistryService:
             deletions=[DeletionView(id=d.id, kind=d.kind, name=d.name) for d in pending],  # type: ignore[arg-type]
             last_deletion_id=last_deletion_id,
         )
+
+    def _renew(self, report: BrokerHeartbeat, now: datetime, lease_expires_at: datetime) -> tuple[int, bool]:
+        """Renew the broker's lease, its row locked first: (its row id, whether where its route points changed). It
+        did for a broker new, at another address or gRPC address, or back from an expired lease (routes computed
+        meanwhile left it out, and ``readiness`` counted it as not live)."""
+        before = self.brokers.registration(report.broker_name)
+        broker_id = self.brokers.upsert(report.broker_name, report.address, now, lease_expires_at,
+                                        report.grpc_address)
+        moved = before is None or before.lease_expires_at <= now or (
+            (before.address, before.grpc_address) != (report.address, report.grpc_address))
+        return broker_id, moved
 
     def _configured_or_own(self, broker_name: str, reported: list[TopicConfig]) -> list[TopicConfig]:
         """The reported topics that are configured, or a group's retry or dead-letter topic."""

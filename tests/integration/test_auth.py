@@ -180,10 +180,14 @@ def test_brokers_read_the_principals_token_digests_and_rights_and_a_version_that
         assert digests["app-a"]["token_sha256"] == hashlib.sha256(app.encode()).hexdigest()
         assert (digests["app-a"]["consume"], digests["broker-a"]["broker"]) == (["billing:ORDER_*"], True)
         assert app not in first.text and broker not in first.text
+        etag = first.headers["ETag"]
+        assert etag == f'"{first.json()["version"]}"'
+        same = http.get("/v1/principals/digests", headers={**bearer(broker), "If-None-Match": etag})
+        assert (same.status_code, same.content, same.headers["ETag"]) == (304, b"", etag)  # the broker's is current
         assert http.get("/v1/principals/digests", headers=bearer(app)).status_code == 403
         assert http.get("/v1/principals", headers=bearer(broker)).status_code == 403  # the list is admin-only
         assert cli(ns_url, "principal", "rotate", "app-a").returncode == 0
-        second = http.get("/v1/principals/digests", headers=bearer(broker)).json()
+        second = http.get("/v1/principals/digests", headers={**bearer(broker), "If-None-Match": etag}).json()
     assert second["version"] != first.json()["version"]
 
 

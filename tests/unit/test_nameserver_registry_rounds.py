@@ -92,3 +92,35 @@ def test_an_unexpected_error_restarts_the_loop_and_stop_does_not_raise(tmp_path,
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert errors and "nameserver-registry failed unexpectedly (RuntimeError: a bug while applying)" in (
         errors[0].getMessage())
+
+
+def test_the_principals_are_read_again_each_round_but_sent_only_when_their_version_changed(tmp_path):
+    """The broker names the version it has (``If-None-Match``); the name server answers 304 while it is current."""
+    settings = BrokerSettings(name="broker-a", store_dir=tmp_path, segment_size=1 << 16, cq_units_per_file=64)
+    broker = BrokerController(settings)
+    registry = NameServerRegistry(broker, [URL], interval_s=0.01)
+    listed = {"version": "v1", "principals": [{"name": "app", "token_sha256": "d1", "consume": ["G:T"]}]}
+    asked: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/digests"):
+            return httpx.Response(200, json={"deletions": [], "last_deletion_id": 0, "topics": []})
+        asked.append(request.headers.get("If-None-Match"))
+        if request.headers.get("If-None-Match") == f'"{listed["version"]}"':
+            return httpx.Response(304)
+        return httpx.Response(200, json=listed)
+
+    registry._client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+    async def main() -> None:
+        await registry.register_once()
+        await registry.register_once()  # unchanged: 304, the table kept
+        assert (broker.principals.version, broker.principals.get("d1") is not None) == ("v1", True)
+        listed.update(version="v2", principals=[{"name": "app", "token_sha256": "d2", "consume": ["G:T"]}])
+        await registry.register_once()
+        await registry.stop()
+
+    asyncio.run(main())
+    assert asked == [None, '"v1"', '"v1"']
+    assert (broker.principals.version, broker.principals.get("d1"), broker.principals.get("d2") is not None) == (
+        "v2", None, True)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from graymq.nameserver.settings import NameServerSettings
+from graymq.nameserver.watch import CHANNEL, GroupChanges
 
 OPS_TOKEN = "ops-secret-1"
 CI_TOKEN = "ci-secret-2"
@@ -56,3 +59,18 @@ def wait_until(condition: Callable[[], bool], timeout: float = 15.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout}s")
         time.sleep(0.05)
+
+
+def settle_notifications(http: TestClient) -> None:
+    """Wait until the in-process name server ``http`` has heard the notifications of every change committed so far
+    (PostgreSQL delivers them in commit order: a marker sent now arrives after them), so none arriving late wakes or
+    drops what a test watches next; at once on SQLite (it notifies nothing)."""
+    engine = http.app.state.engine  # type: ignore[attr-defined]
+    if engine.dialect.name != "postgresql":
+        return
+    changes: GroupChanges = http.app.state.group_changes  # type: ignore[attr-defined]
+    marker = f"settled_{uuid.uuid4().hex[:8]}"
+    heard = changes.changed(marker)
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_notify(:channel, :marker)"), {"channel": CHANNEL, "marker": marker})
+    wait_until(heard.is_set, what="the marker's notification")

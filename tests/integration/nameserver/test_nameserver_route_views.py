@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, broker_heartbeat, make_settings, wait_until
+from nameserver_testkit import OPS, broker_heartbeat, make_settings, settle_notifications, wait_until
 
 from graymq.nameserver.app import create_app
 
@@ -51,6 +51,41 @@ def test_a_heartbeat_changing_a_route_is_served_at_once_by_the_replica_that_took
     assert layouts(cached_forever, topic) == {b1: 8, b2: 8}
     broker_heartbeat(cached_forever, b1)  # and the first no longer does
     assert layouts(cached_forever, topic) == {b2: 8}
+
+
+def test_a_registration_that_changes_nothing_keeps_the_routes_served_from_memory(
+    cached_forever: TestClient,
+) -> None:
+    """Brokers register every few seconds: a renewal alone drops no route (every replica's cache was dropped at
+    each), while a broker moving to another address does."""
+    topic, broker = unique("T"), unique("b")
+    views = cached_forever.app.state.route_views  # type: ignore[attr-defined]
+    broker_heartbeat(cached_forever, broker, (topic, 4, 0))
+    settle_notifications(cached_forever)
+    assert layouts(cached_forever, topic) == {broker: 4}
+    route = views.cached(topic)
+    broker_heartbeat(cached_forever, broker, (topic, 4, 0))  # the same report
+    settle_notifications(cached_forever)
+    assert views.cached(topic) is route
+    moved = cached_forever.post("/v1/brokers/heartbeat", json={"broker_name": broker, "address": "10.9.9.9:10911",
+                                                               "topics": [{"topic": topic, "queue_nums": 4}]})
+    assert moved.status_code == 200, moved.text
+    assert views.cached(topic) is None
+    assert [b["address"] for b in cached_forever.get(f"/v1/topics/{topic}/route").json()["brokers"]] == [
+        "10.9.9.9:10911"]
+
+
+def test_a_broker_back_from_an_ended_lease_is_routed_at_once(cached_forever: TestClient) -> None:
+    topic, lasting, back = unique("T"), unique("b1"), unique("b2")
+    broker_heartbeat(cached_forever, lasting, (topic, 4, 0))
+    registered = broker_heartbeat(cached_forever, back, (topic, 4, 0))
+    left = cached_forever.post("/v1/brokers/unregister",
+                               json={"broker_name": back, "address": f"10.0.0.{len(back)}:10911"})
+    assert left.json() == {"unrouted": True} and registered["lease_seconds"] > 0
+    settle_notifications(cached_forever)
+    assert layouts(cached_forever, topic) == {lasting: 4}
+    broker_heartbeat(cached_forever, back, (topic, 4, 0))  # the report it made before its lease ended
+    assert layouts(cached_forever, topic) == {lasting: 4, back: 4}
 
 
 def test_a_topic_change_is_served_at_once(cached_forever: TestClient) -> None:

@@ -117,7 +117,9 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     app.state.read_sessions = session_factory(read_only(engine))
     app.state.group_changes = changes
     app.state.route_views = route_views
-    app.state.admission = Admission(settings.heartbeat_concurrency, settings.heartbeat_queue_seconds)
+    # heartbeats and watch reads take turns apart: a burst of one does not starve the other
+    app.state.heartbeat_admission = Admission(settings.heartbeat_concurrency, settings.heartbeat_queue_seconds)
+    app.state.watch_admission = Admission(settings.heartbeat_concurrency, settings.heartbeat_queue_seconds)
     app.state.refused_registrations = RefusedRegistrations()
     app.state.token_actors = token_actors
     app.state.broker_token_actors = broker_token_actors

@@ -117,8 +117,9 @@ class NameServerSettings(DatabaseSettings):
     )
     heartbeat_concurrency: int = Field(
         default=2, ge=1, le=64,
-        description="client heartbeat requests stored, and watch views read, at a time (the others wait their turn, "
-        "first come first served): the work is CPU-bound under one GIL, more at once only makes each finish later")
+        description="client heartbeat requests stored at a time, and as many watch views read (the others wait their "
+        "turn, first come first served): the work is CPU-bound under one GIL, more at once only makes each finish "
+        "later")
     heartbeat_queue_seconds: float = Field(
         default=2.0, gt=0, le=60,
         description="a heartbeat request that waited this long for its turn is answered 503 busy at once "

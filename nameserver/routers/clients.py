@@ -53,7 +53,7 @@ async def client_heartbeat(body: ClientHeartbeat, caller: Authenticated, request
         with state.sessions() as session:
             return ClientService(session, state.settings).heartbeat(body, caller)
 
-    admission: Admission = state.admission
+    admission: Admission = state.heartbeat_admission
     return await admission.run(beat, request, shed=True)
 
 
@@ -86,7 +86,7 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
                     service.alive([body.alive[i] for i in alive_allowed], caller),
                     service.alive_ids(body.alive_ids, caller))
 
-    admission: Admission = state.admission
+    admission: Admission = state.heartbeat_admission
     answers, refreshed, missing = await admission.run(beat_all, request, shed=True)
     outcomes.update(zip(allowed, answers, strict=True))
     alive.update(zip(alive_allowed, refreshed, strict=True))
@@ -186,7 +186,7 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
         return [_result(outcomes[index]) for index in range(len(body.watches))], differs
 
     metrics: Metrics = state.metrics
-    admission: Admission = state.admission
+    admission: Admission = state.watch_admission
     metrics.watching(+1)
     try:
         woken = False  # a wait ended: the groups' shared reads serve the watches (as a single watch's reread)

@@ -20,6 +20,7 @@ from graymq.protocol.errors import GrayMQError, NameServerError, TopicNotExistEr
 log = logging.getLogger(__name__)
 
 RETRY_S = 2.0  # after a failed refresh, the cached route is served this long before the next try
+MAX_BACKOFF = 4  # refreshes failing in a row wait retry_s, then twice, then four times as long
 JITTER = 0.2  # a route is refreshed after ttl_s × (1 ± JITTER), drawn per refresh
 
 
@@ -32,7 +33,8 @@ class RouteCache:
 
     A route younger than ``ttl_s`` (± ``jitter`` × ``ttl_s``, drawn at each refresh) is served as is. An older
     one is still served at once, while one refresh runs in the background; a failed refresh keeps the cached
-    route and is tried again ``retry_s`` later. Only a topic without a cached route waits for the name server
+    route and is tried again ``retry_s`` later (then less often while it keeps failing, ``_backoff``). Only a
+    topic without a cached route waits for the name server
     (the first sends of a topic all wait for the same lookup), and ``get(topic, refresh=True)``, which asks the name
     server again and waits for its answer (a cached route is still the fallback while no name server
     answers, but a topic the name server no longer knows raises ``TopicNotExistError``).
@@ -55,6 +57,7 @@ class RouteCache:
         self._lookups: dict[str, asyncio.Future[TopicRoute]] = {}
         self._failing: set[str] = set()  # topics whose last refresh failed (logged once until one succeeds)
         self._failed: dict[str, tuple[float, GrayMQError]] = {}  # uncached topic -> (until, its lookup's failure)
+        self._failures: dict[str, int] = {}  # topic -> its lookups failed in a row (``_backoff``)
 
     async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
         cached = self._routes.get(topic)
@@ -85,23 +88,33 @@ class RouteCache:
         try:
             route = await self.nameserver.get_route(topic)
         except GrayMQError as exc:
-            self._due[topic] = time.monotonic() + self.retry_s
+            self._due[topic] = time.monotonic() + self._backoff(topic)
             if cached is None and isinstance(exc, (NameServerError, TopicNotExistError)):
                 self._failed[topic] = (self._due[topic], exc)
             if cached is None or not isinstance(exc, NameServerError):
                 raise
             if topic not in self._failing:
-                log.warning("name servers unreachable; serving the cached route of %s (retrying every %gs)",
-                            topic, self.retry_s)
+                log.warning("name servers unreachable; serving the cached route of %s (retrying in %gs, then "
+                            "less often)", topic, self.retry_s)
                 self._failing.add(topic)
             return cached
         if topic in self._failing:
             log.info("route of %s refreshed", topic)
             self._failing.discard(topic)
         self._failed.pop(topic, None)
+        self._failures.pop(topic, None)
         self._routes[topic] = route
         self._due[topic] = time.monotonic() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
         return route
+
+    def _backoff(self, topic: str) -> float:
+        """How long until the next lookup of ``topic`` after one more failure in a row: ``retry_s``, doubled with each
+        failure up to ``MAX_BACKOFF`` times it, ± ``jitter``: a name server too slow to answer in time is not asked
+        again by every process every ``retry_s`` for every topic (1,867 retries in a few minutes at 5,000 clients
+        kept its listen queue full), and one back from an outage is asked again within seconds."""
+        failures = self._failures[topic] = self._failures.get(topic, 0) + 1
+        delay = self.retry_s * min(2 ** min(failures - 1, 16), MAX_BACKOFF)
+        return delay * (1.0 + random.uniform(-self.jitter, self.jitter)) if failures > 1 else delay
 
     async def close(self) -> None:
         """Cancel the lookups in flight (their senders, if any are left, see the cancellation)."""

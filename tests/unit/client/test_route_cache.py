@@ -142,3 +142,11 @@ def test_a_failed_lookup_of_a_topic_without_a_route_is_shared_for_the_retry_inte
         assert (await cache.get("U", refresh=True)).brokers[0].queue_nums == 2  # created meanwhile
 
     asyncio.run(scenario())
+
+
+def test_a_route_whose_refreshes_keep_failing_is_asked_for_less_and_less_often() -> None:
+    cache = RouteCache(FakeNameServer(), ttl_s=30.0, retry_s=2.0, jitter=0.0)  # type: ignore[arg-type]
+    delays = [cache._backoff("T") for _ in range(6)]
+    assert delays == [2.0, 4.0, 8.0, 8.0, 8.0, 8.0]
+    cache._failures.pop("T")  # a refresh went through
+    assert cache._backoff("T") == 2.0

@@ -59,6 +59,8 @@ LABELS = {  # figure -> its line in RESULTS.md
     "flip_switch_on_to_all_s": "gray switch on → every consumer of the big group (s)",
     "flip_switch_off_converged_s": "gray switch off → the big group converged (s)",
     "flip_switch_on_converged_s": "gray switch on → the big group converged (s)",
+    "flip_switch_off_gray_side_s": "gray switch off → no consumer of the big group in the gray lane (s)",
+    "flip_switch_on_gray_side_s": "gray switch on → every gray consumer of the big group in the gray lane (s)",
     "converge_after_join_s": "one consumer joins the big group → converged (s)",
     "converge_after_leave_s": "it leaves → converged (s)",
 }
@@ -183,12 +185,19 @@ def _status(paths: list[Path]) -> Status:
 
 
 def _wait(paths: list[Path], done: Callable[[Status], bool], what: str) -> float:
-    deadline = time.monotonic() + TIMEOUT_S
+    return _milestones(paths, {what: done})[what]
+
+
+def _milestones(paths: list[Path], marks: dict[str, Callable[[Status], bool]]) -> dict[str, float]:
+    """When each of ``marks`` (name -> a predicate on the status) first held, watched together."""
+    deadline, reached = time.monotonic() + TIMEOUT_S, {}
     while time.monotonic() < deadline:
-        if done(_status(paths)):
-            return time.monotonic()
+        status, now = _status(paths), time.monotonic()
+        reached.update({name: now for name, done in marks.items() if name not in reached and done(status)})
+        if len(reached) == len(marks):
+            return reached
         time.sleep(POLL_S)
-    raise TimeoutError(f"{what}: not reached after {TIMEOUT_S:g}s")
+    raise TimeoutError(f"{', '.join(sorted(set(marks) - set(reached)))}: not reached after {TIMEOUT_S:g}s")
 
 
 def big_group_converged(status: Status, switch: bool = True) -> bool:
@@ -234,6 +243,11 @@ def _switched(expected: int, switch: bool) -> Callable[[Status], bool]:
     return lambda status: len(status) == expected and all(s == switch for _, _, s in status.values())
 
 
+def _laned(expected: int, gray: int) -> Callable[[Status], bool]:
+    """Every consumer listed, ``gray`` of them in the gray lane."""
+    return lambda status: len(status) == expected and sum(lane == "gray" for lane, _, _ in status.values()) == gray
+
+
 async def _set_switch(ns: NameServer, enabled: bool) -> float:
     """Set the big group's switch; how long the call took (its answer lists the group: long for a big one)."""
     admin = NameServerClient(ns.url, admin_token=ns.admin_token, timeout_s=TIMEOUT_S)
@@ -245,18 +259,19 @@ async def _set_switch(ns: NameServer, enabled: bool) -> float:
         await admin.close()
 
 
-def _flips(ns: NameServer, paths: list[Path], big: int) -> Figures:
-    """From the switch's call sent to every consumer of the big group seeing it, and to the group converged in its
-    new layout, off then on again (each flip from a settled group)."""
+def _flips(ns: NameServer, paths: list[Path], big: int, gray: int) -> Figures:
+    """From the switch's call sent to every consumer of the big group seeing it, to its ``gray`` consumers in the
+    gray lane (switch on) or none (off), and to the group converged in its new layout, off then on again (each flip
+    from a settled group)."""
     figures: Figures = {}
     for enabled in (False, True):
         began = time.monotonic()
         side = "on" if enabled else "off"
         figures[f"flip_switch_{side}_call_s"] = asyncio.run(_set_switch(ns, enabled))
-        figures[f"flip_switch_{side}_to_all_s"] = (
-            _wait(paths, _switched(big, enabled), f"switch {enabled} at every consumer") - began)
-        figures[f"flip_switch_{side}_converged_s"] = (
-            _wait(paths, _converged(big, enabled), f"the big group after the switch went {side}") - began)
+        reached = _milestones(paths, {"to_all": _switched(big, enabled),
+                                      "gray_side": _laned(big, gray if enabled else 0),
+                                      "converged": _converged(big, enabled)})
+        figures.update({f"flip_switch_{side}_{name}_s": at - began for name, at in reached.items()})
     return figures
 
 
@@ -339,6 +354,7 @@ def _measured(ns: NameServer, paths: list[Path], commands: list[Any], sources: d
               specs: list[Spec], began: float) -> Figures:
     """Convergence, the stock clients listed, the steady window, then the flips and the join and leave."""
     big = sum(s[2] == BIG_GROUP for s in specs)
+    gray = sum(s[2] == BIG_GROUP and s[4] for s in specs)
     figures: Figures = {}
     try:
         figures["start_to_converged_s"] = _wait(paths, _converged(big), "the big group started") - began
@@ -349,7 +365,7 @@ def _measured(ns: NameServer, paths: list[Path], commands: list[Any], sources: d
     figures.update(_steady(sources))
     figures["stock_clients_seen"], figures["stock_gray_seen"] = asyncio.run(stock_listed(ns.url, groups))
     if not math.isnan(figures["start_to_converged_s"]):
-        for phase, measure in (("flip", lambda: _flips(ns, paths, big)),
+        for phase, measure in (("flip", lambda: _flips(ns, paths, big, gray)),
                                ("join_leave", lambda: _join_leave(paths, commands, big))):
             try:
                 figures.update(measure())

@@ -8,9 +8,13 @@ Between heartbeats a watch (a long poll on the name server) returns as soon as a
 change alters the desired flag, switch or orphan policy, so a flip applies in milliseconds
 rather than at the next heartbeat; when watching fails the heartbeats carry the change.
 
-An answer to a report sent before the client's latest change is stale for the client's own flag (it may
+An answer to a request sent before the client's latest change is stale for the client's own flag (it may
 undo that change), not for the group's settings: those an ``on_settings`` callback, when given, acts on at once
 (a switch flipped while a consumer's drain went on reaches it with the watch that carries it, not a heartbeat later).
+A change the client made following an answer (a flip, a drain, a retirement: ``changed(after=...)``) makes stale
+only the requests sent before that answer came: one sent since reads a name server that knew what the answer said,
+and what the client reports (its flag, state, queues) is no input of the flag the name server answers, so a
+switch-on carried by a watch sent after the switch-off the client followed acts at once, not a heartbeat later.
 
 A clean stop unregisters, so the client leaves its group in the name server at once rather
 than when its heartbeats go stale.
@@ -101,7 +105,9 @@ class Membership:
         self.log_failures = log_failures  # False: whoever carries the heartbeats of many logs a failure once
         self.last: HeartbeatAnswer | None = None
         self.reachable = False
-        self.epoch = 0  # bumped on every local change; answers to older reports are stale
+        self.epoch = 0  # a tick: bumped at every change and every answer; a request remembers the one it went at
+        self.answer_epoch: int | None = None  # the tick the answer acted on (now, or last) came at
+        self._fresh_from = 0  # answers to requests sent at an earlier tick are stale
         self.registered = False  # a heartbeat was sent: the name server may know this client
         self.reported: dict[str, Any] | None = None  # the client's report in the last heartbeat sent
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,19 +138,21 @@ class Membership:
             self.reachable = False
             return None
         self.reachable = True
+        came = self.tick()
         if response is None:  # an alive beat: the latest answer (a heartbeat's or a watch's) holds
             if self.last is None:
                 return None
             response = self.last
         self.last = response
-        await self._apply(response, sent_epoch)
+        await self._apply(response, sent_epoch, came)
         return response
 
-    async def _apply(self, response: HeartbeatAnswer, sent_epoch: int) -> bool:
-        """Act on an answer unless the client changed since it asked (then only on its group's settings, through
-        ``on_settings``); False when it was stale."""
+    async def _apply(self, response: HeartbeatAnswer, sent_epoch: int, came: int) -> bool:
+        """Act on an answer (to a request sent at tick ``sent_epoch``, come at tick ``came``) unless the client
+        changed since it asked (then only on its group's settings, through ``on_settings``); False when stale."""
         async with self._applying:
-            if sent_epoch != self.epoch:
+            self.answer_epoch = came
+            if sent_epoch < self._fresh_from:
                 if self._on_settings is not None:
                     await self._on_settings(response)
                 return False
@@ -160,9 +168,17 @@ class Membership:
         before the first): the name server reads a stale one until the next beat."""
         return self.reported is not None and self._report() != self.reported
 
-    def changed(self) -> None:
-        """The client changed its flag, state or declaration: older answers are stale; report soon."""
+    def tick(self) -> int:
+        """The next tick of this membership's history (a request sent, an answer come, a change)."""
         self.epoch += 1
+        return self.epoch
+
+    def changed(self, after: int | None = None) -> None:
+        """The client changed its flag, state or declaration: answers to requests sent before are stale; report
+        soon. ``after``: the change follows the answer that came at that tick (``answer_epoch``), and only the
+        answers to requests sent before that one came are stale (see the module docstring)."""
+        tick = self.tick()
+        self._fresh_from = tick if after is None else max(self._fresh_from, after)
         self._wake.set()
 
     def start(self, watch: bool = True) -> None:
@@ -225,11 +241,12 @@ class Membership:
 
         A stale answer (the client changed meanwhile) is not acted on; a heartbeat follows at once.
         """
+        came = self.tick()
         if all(getattr(response, key) == value for key, value in body["known"].items()):
             return
         log.debug("%s %s: watch saw %s", self.role, self.client_id, {k: getattr(response, k) for k in WATCHED})
         self.last = response
-        if not await self._apply(response, sent_epoch):
+        if not await self._apply(response, sent_epoch, came):
             self.poke()
 
     async def _watch(self) -> None:

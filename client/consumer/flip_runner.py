@@ -88,7 +88,7 @@ class FlipRunner:
             log.info("consumer %s of group %s is no longer retired", rt.client_id, rt.group)
             await self.heartbeats.beat()
             rt.rebalance_now.set()
-        self.membership.changed()
+        self.membership.changed(after=self.membership.answer_epoch)  # it follows the answer acted on
 
     async def gray_backlog(self) -> int | None:
         """Unconsumed messages in the queues of this consumer's lane on every subscribed topic; None when a broker is
@@ -115,15 +115,16 @@ class FlipRunner:
             await self.rebalancer.release_queues(keep_adopted=False)
             await hold_slots(self.slots, rt.routes, list(rt.subscriptions), rt.flip.lane or GRAY_LANE)
             self.flip.became_gray()
-            self.membership.changed()
+            self.membership.changed(after=self.membership.answer_epoch)
             await self._announce()
         elif action is FlipAction.CANCEL_DRAIN and self._drain_task is not None:
             self._drain_task.cancel()
             self._drain_task = None
-            self.membership.changed()
+            self.membership.changed(after=self.membership.answer_epoch)
             log.info("consumer %s: desired flag back to gray, drain cancelled", rt.client_id)
         elif action is FlipAction.START_DRAIN:
-            self._drain_task = asyncio.get_running_loop().create_task(self._auto_drain(), name="drain")
+            self._drain_task = asyncio.get_running_loop().create_task(
+                self._auto_drain(self.membership.answer_epoch), name="drain")
             rt.tasks.watch(self._drain_task)  # an unexpected error is logged; the next update starts a new one
 
     async def drain_and_flip(self, timeout_s: float | None = None) -> None:
@@ -144,31 +145,32 @@ class FlipRunner:
                 membership.changed()
                 raise
 
-    async def _auto_drain(self) -> None:
+    async def _auto_drain(self, after: int | None) -> None:
+        """The drain an answer (come at tick ``after``) asked for: its changes follow that answer."""
         try:
             async with self._drain_lock:
-                await self._drain(None)
+                await self._drain(None, after)
         except DrainTimeoutError as exc:
             log.warning("%s; will retry while the desired flag stays normal", exc.message)
         finally:
             self._drain_task = None
 
-    async def _drain(self, timeout_s: float | None) -> None:
+    async def _drain(self, timeout_s: float | None, after: int | None = None) -> None:
         rt, flip = self.runtime, self.flip
-        action = self._changed(functools.partial(flip.begin_drain, gray_switch=rt.group_gray.switch), timeout_s)
+        action = self._changed(functools.partial(flip.begin_drain, gray_switch=rt.group_gray.switch), timeout_s, after)
         if action is FlipAction.CHECK_BACKLOG:
             log.info("consumer %s draining gray queues of %s", rt.client_id, rt.group)
         while action is not FlipAction.NONE:
             if action is FlipAction.CHECK_BACKLOG:
                 await self.fetcher.persist_offsets()
                 backlog = await self.gray_backlog()
-                action = self._changed(flip.backlog_read, backlog)
+                action = self._changed(flip.backlog_read, backlog, after)
             elif action is FlipAction.WAIT:
                 await asyncio.sleep(flip.drain_poll_s)
                 action = FlipAction.CHECK_BACKLOG
             elif action is FlipAction.REPORT_NORMAL:
                 heard = await self.membership.beat() is not None
-                action = self._changed(flip.report_heard, heard)
+                action = self._changed(flip.report_heard, heard, after)
             elif action is FlipAction.HAND_OVER:
                 log.info("consumer %s of %s: gray queues drained, now normal", rt.client_id, rt.group)
                 await self.rebalancer.release_queues(keep_adopted=True)
@@ -177,13 +179,13 @@ class FlipRunner:
             else:
                 raise DrainTimeoutError(f"consumer {rt.client_id}: {flip.last_drain_error}")
 
-    def _changed(self, decide: Callable[[Any, float], FlipAction], observed: Any) -> FlipAction:
+    def _changed(self, decide: Callable[[Any, float], FlipAction], observed: Any, after: int | None) -> FlipAction:
         """Pass what was ``observed`` (and the time) to a decision of the flip; tell the name server when it
-        changed the client's state."""
+        changed the client's state (``after``: the tick of the answer the drain follows; None: the client's own)."""
         before = self.flip.gray_state.state
         action = decide(observed, time.monotonic())
         if self.flip.gray_state.state is not before:
-            self.membership.changed()
+            self.membership.changed(after)
         return action
 
     async def _announce(self) -> None:

@@ -1,7 +1,8 @@
 """The watches of a ``NameServerSession``: a round that failed goes again at once (a connection lost costs a flip no
 wait), and waits ``WATCH_RETRY_S`` only when it failed again; a membership whose heartbeat failed stays watched; a
 heartbeat's answer setting a membership back from what the round out asks about starts a new round; an answer to a
-round sent before the client's own change acts on the group's settings, not on the client's flag."""
+round sent before the client's own change acts on the group's settings, not on the client's flag; a change following
+an answer makes stale only the requests sent before that answer came."""
 
 from __future__ import annotations
 
@@ -179,6 +180,41 @@ def test_a_watch_answer_older_than_the_clients_change_acts_on_the_groups_setting
         await member.watched(member.watch_body() or {}, HeartbeatAnswer.from_json(heartbeat_answer_json(
             client_id="c0")), member.epoch)
         assert applied[2:] == [("update", True, None)]
+        await session.close()
+
+    run(scenario)
+
+
+def test_a_change_following_an_answer_makes_stale_only_the_requests_sent_before_that_answer_came() -> None:
+    async def scenario() -> None:
+        applied: list[tuple[str, bool]] = []
+
+        async def on_update(answer: HeartbeatAnswer) -> None:
+            applied.append(("update", answer.gray_switch))
+
+        async def on_settings(answer: HeartbeatAnswer) -> None:
+            applied.append(("settings", answer.gray_switch))
+
+        def answer(switch: bool) -> HeartbeatAnswer:
+            return HeartbeatAnswer.from_json(heartbeat_answer_json(client_id="c0", gray_switch=switch))
+
+        beats = itertools.count()
+        session = NameServerSession(FakeNameServer(), interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        member = Membership(session, group=GROUP, client_id="c0", role="consumer", labels={}, declared_gray=None,
+                            interval_s=1000, report=lambda: {"gray": False, "state": "NORMAL", "beat": next(beats)},
+                            on_update=on_update, on_settings=on_settings)  # every beat in full
+        await member.beat()
+        before, sent_before = member.watch_body() or {}, member.epoch  # a round out when the next answer comes
+        await member.beat()
+        since, sent_since = member.watch_body() or {}, member.epoch  # a round sent after it came
+        member.changed(after=member.answer_epoch)  # a flip following that answer
+        await member.watched(before, answer(False), sent_before)
+        await member.watched(since, answer(False), sent_since)
+        assert applied[2:] == [("settings", False), ("update", False)]
+        mine, sent_mine = member.watch_body() or {}, member.epoch
+        member.changed()  # a change of the client's own: every answer to a request sent before it is stale
+        await member.watched(mine, answer(True), sent_mine)
+        assert applied[4:] == [("settings", True)]
         await session.close()
 
     run(scenario)

@@ -1,6 +1,8 @@
 """A group's gray switch reaches every consumer of a process through the instance's watch, in the round that carries
 it: also a consumer whose last heartbeat failed (it stays watched) and one that changed after the round was sent
-(the answer is stale for its own flag, not for its group's settings).
+(the answer is stale for its own flag, not for its group's settings). A gray consumer that went normal following a
+switch-off turns gray again with the switch-on that the round sent after the switch-off's answer carries: its flip
+followed that answer, so it leaves the round fresh.
 
 The consumers heartbeat the name server once every two minutes and every heartbeat of theirs fails once the test
 cuts them, so a switch seen within the test's wait can only have come through the watch.
@@ -8,6 +10,7 @@ cuts them, so a switch seen within the test's wait can only have come through th
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -33,6 +36,7 @@ class CutHeartbeats:
     def __init__(self, instance: ClientInstance) -> None:
         self.cut: set[str] = set()
         self.rounds: list[set[str]] = []
+        self.hold: asyncio.Event | None = None  # a watch round sent while it is not set waits for it
         request = instance.nameserver.request
 
         def beating(body: dict[str, Any]) -> set[str]:
@@ -47,13 +51,15 @@ class CutHeartbeats:
                 raise NameServerError(f"{method} {path}: cut by the test")
             if path == WATCHES_PATH:
                 self.rounds.append({watch["client_id"] for watch in body["watches"]})
+                if self.hold is not None:
+                    await self.hold.wait()
             return await request(method, path, **kwargs)
 
         instance.nameserver.request = cutting  # type: ignore[method-assign]
 
 
-def consumer(config: ClientConfig, client_id: str) -> PushConsumer:
-    c = PushConsumer(GROUP, config=config, listener=Recorder().listener(client_id), client_id=client_id,
+def consumer(config: ClientConfig, client_id: str, gray: bool = False) -> PushConsumer:
+    c = PushConsumer(GROUP, config=config, listener=Recorder().listener(client_id), client_id=client_id, gray=gray,
                      **{**FAST, "nameserver_interval_s": RARE_S})  # type: ignore[arg-type]
     c.subscribe(TOPIC, "*")
     return c
@@ -94,5 +100,52 @@ def test_a_switch_on_reaches_every_consumer_of_a_process_through_its_watch_round
             await admin.close()
             for c in consumers:
                 await c.stop()
+
+    run_scenario(scenario, timeout=90)
+
+
+def slow_brokers(c: PushConsumer, delay_s: float) -> None:
+    """``c``'s heartbeats to the brokers take ``delay_s`` longer (as under a fleet's load): acting on an answer, it
+    changes well after the next round of watches went out."""
+    beat = c.heartbeats.beat
+
+    async def slow() -> Any:
+        await asyncio.sleep(delay_s)
+        return await beat()
+
+    c.heartbeats.beat = slow  # type: ignore[method-assign]
+
+
+def test_a_switch_on_turns_gray_a_consumer_that_followed_the_switch_off_through_the_round_sent_since(
+        cluster) -> None:
+    cluster.add_broker("broker-a")
+    cluster.create_topic(TOPIC, 4, 1)
+
+    async def scenario() -> None:
+        admin = cluster.admin()
+        await admin.set_switch(GROUP, True, "test")
+        gray = consumer(ClientConfig.from_env(cluster.ns_url), "g0", gray=True)
+        cut = CutHeartbeats(gray.client)
+        try:
+            await gray.start()
+            await wait_until(lambda: gray.lane == "gray" and not gray.membership.report_changed(), PUSHED_S,
+                             "g0 gray and reported")
+            slow_brokers(gray, 0.5)
+            cut.hold = asyncio.Event()
+            rounds = len(cut.rounds)
+            await admin.set_switch(GROUP, False, "test")
+            await wait_until(lambda: gray.lane is None and not gray.membership.report_changed(), PUSHED_S,
+                             "g0 normal (following the switch-off) and reported")
+            assert len(cut.rounds) == rounds + 1, "the round after the switch-off's answer went out before g0 flipped"
+            cut.cut.add("g0")  # no heartbeat of g0's is heard from now on: only the watch can carry the switch-on
+            cut.hold.set()
+            await admin.set_switch(GROUP, True, "test")
+            await wait_until(lambda: gray.lane == "gray", PUSHED_S, "g0 gray again through the watch")
+        finally:
+            cut.cut.clear()
+            if cut.hold is not None:
+                cut.hold.set()
+            await admin.close()
+            await gray.stop()
 
     run_scenario(scenario, timeout=90)

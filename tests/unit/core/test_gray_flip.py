@@ -119,8 +119,9 @@ class FakeMembership:
         self.heard = heard or []
         self.changes = 0
         self.beats: list[bool] = []
+        self.answer_epoch: int | None = None  # no answer acted on: every change is the client's own
 
-    def changed(self) -> None:
+    def changed(self, after: int | None = None) -> None:
         self.changes += 1
 
     def poke(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Row, delete, func, select, update
+from sqlalchemy import Row, case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -18,9 +18,9 @@ class BrokerRepository:
         self.session = session
 
     def upsert(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime,
-               grpc_address: str | None = None) -> int:
-        """Record a heartbeat (``grpc_address``: the broker's gRPC endpoint, ``None``: none); returns the broker's
-        row id."""
+               grpc_address: str | None = None, *, keep_grpc: bool = False) -> int:
+        """Record a heartbeat (``grpc_address``: the broker's gRPC endpoint, ``None``: none; ``keep_grpc``: the one
+        recorded stays while the address does); returns the broker's row id."""
         stmt = upsert_insert(self.session, Broker).values(
             broker_name=broker_name,
             address=address,
@@ -35,7 +35,8 @@ class BrokerRepository:
                 "address": stmt.excluded.address,
                 "last_heartbeat": stmt.excluded.last_heartbeat,
                 "lease_expires_at": stmt.excluded.lease_expires_at,
-                "grpc_address": stmt.excluded.grpc_address,
+                "grpc_address": case((Broker.address == stmt.excluded.address, Broker.grpc_address), else_=None)
+                if keep_grpc else stmt.excluded.grpc_address,
             },
         ).returning(Broker.id)
         return int(self.session.execute(stmt).scalar_one())
@@ -48,9 +49,11 @@ class BrokerRepository:
         return self.session.execute(stmt).one_or_none()
 
     def set_address(self, broker_name: str, address: str, now: datetime, lease_expires_at: datetime) -> int:
-        """Point the broker's route at ``address`` (a broker set's leader; its gRPC address is unknown until it
-        registers itself); returns the broker's row id."""
-        return self.upsert(broker_name, address, now, lease_expires_at)
+        """Point the broker's route at ``address`` (a broker set's leader) and renew its lease; returns the broker's
+        row id. Its gRPC address stays while the address does (the leader's heartbeats renew its route: clearing it
+        each time hid the gRPC endpoint from routes until the leader's next registration), and is unknown at a new
+        address until that broker registers itself."""
+        return self.upsert(broker_name, address, now, lease_expires_at, keep_grpc=True)
 
     def expire(self, broker_name: str, address: str, now: datetime) -> bool:
         """End the lease of ``broker_name`` if it is routed at ``address`` (a process registered since under the

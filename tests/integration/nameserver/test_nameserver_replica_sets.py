@@ -72,6 +72,27 @@ def test_the_first_replica_leads_and_followers_learn_the_leader_and_never_take_t
     assert [(r["replica_id"], r["leader"], r["in_sync"]) for r in b["replicas"]] == [(0, True, True), (1, False, False)]
 
 
+def test_the_leaders_heartbeats_keep_its_grpc_address_routed_and_a_new_leader_has_none_until_it_registers(
+        ns: TestClient) -> None:
+    def grpc_address() -> str | None:  # as stored (a route is served from a cache up to a second old)
+        listed = {b["broker_name"]: b for b in ns.get("/v1/brokers").json()}
+        return listed[name]["grpc_address"]  # type: ignore[no-any-return]
+
+    name = unique()
+    beat(ns, name, 0, 0)
+    body = {"broker_name": name, "address": "10.0.0.1:10911", "replica_id": 0, "grpc_address": "10.0.0.1:8081",
+            "topics": [{"topic": "TopicRS", "queue_nums": 4, "gray_queue_nums": 0}]}
+    assert ns.post("/v1/brokers/heartbeat", json=body).status_code == 200
+    assert grpc_address() == "10.0.0.1:8081"
+    beat(ns, name, 1, 1)
+    for _ in range(3):  # the leader's replica heartbeats renew its route (they used to clear its gRPC address)
+        beat(ns, name, 0, 1, in_sync=[0, 1])
+        assert grpc_address() == "10.0.0.1:8081"
+    expire()
+    beat(ns, name, 1, 1)  # the follower takes over at another address: its gRPC endpoint is not known yet
+    assert route_address(ns, name) == "10.0.0.2:10911" and grpc_address() is None
+
+
 def test_only_the_leader_sets_the_in_sync_replicas(ns: TestClient) -> None:
     name = unique()
     beat(ns, name, 0, 0)

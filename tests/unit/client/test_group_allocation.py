@@ -168,6 +168,23 @@ async def test_a_consumer_that_heard_a_newer_notice_than_the_request_in_flight_a
     assert all(answer.clients for answer in answers) and brokers.lists[ADDRESSES[0]] == 2
 
 
+@run
+async def test_a_listing_read_a_moment_ago_serves_the_next_rebalances_until_a_notice_or_its_age_says_otherwise(
+        ) -> None:
+    brokers = Brokers(LISTED)
+    brokers.gate.set()
+    listings = GroupListings(cast(Any, brokers), fresh_s=3600.0)
+    first = await listings.fetch(ADDRESSES[0], "G", listings.notices("G"))
+    again = [await listings.fetch(ADDRESSES[0], "G", listings.notices("G")) for _ in range(5)]
+    assert brokers.lists[ADDRESSES[0]] == 1 and all(listing is first for listing in again)
+    listings.changed("G")  # the group changed: read afresh by those who heard it
+    assert await listings.fetch(ADDRESSES[0], "G", listings.notices("G")) is not first
+    assert brokers.lists[ADDRESSES[0]] == 2
+    listings.fresh_s = 0.0  # too old: read afresh
+    await listings.fetch(ADDRESSES[0], "G", listings.notices("G"))
+    assert brokers.lists[ADDRESSES[0]] == 3
+
+
 @pytest.mark.parametrize(("error", "fails"), [(NoPermissionError("no"), True), (RequestTimeoutError("slow"), False)])
 def test_a_shared_listing_request_that_failed_fails_each_consumer_as_its_own_did(error: GrayMQError,
                                                                                   fails: bool) -> None:

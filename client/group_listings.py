@@ -3,10 +3,11 @@ time: after a change of a group every consumer of it in the process rebalances a
 for the same five-hundred-entry listing cost the brokers and the process a request per consumer.
 
 A consumer joins a request in flight only when it began after every "group changed" notice the consumer has seen
-(the notices are counted per group): one sent before a notice may list the group as it was. A listing that came back
-less than ``FRESH_S`` ago, asked for after those notices, serves too: each consumer's periodic rebalance (every 20 s,
-at a phase of its own) otherwise asked again for the listing its neighbours had just read — at 5,000 clients the
-big group's 25 consumers of a process read 500-entry listings from both brokers two and a half times a second.
+(the notices are counted per group): one sent before a notice may list the group as it was. For a periodic
+rebalance (``reuse``), a listing that came back less than ``FRESH_S`` ago, asked for after those notices, serves too:
+each consumer's periodic rebalance (every 20 s, at a phase of its own) otherwise asked again for the listing its
+neighbours had just read — at 5,000 clients the big group's 25 consumers of a process read 500-entry listings from
+both brokers two and a half times a second. A rebalance something asked for (a notice, a flip) reads afresh.
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ class GroupListings:
         """How many "group changed" notices of ``group`` the instance heard."""
         return self._notices.get(group, 0)
 
-    async def fetch(self, address: str, group: str, seen: int) -> pb.ConsumerListResponse:
+    async def fetch(self, address: str, group: str, seen: int, *, reuse: bool = False) -> pb.ConsumerListResponse:
         """``group``'s listing on the broker at ``address``: the request in flight when it began at or after the
-        ``seen``-th notice of the group, else the listing such a request read less than ``fresh_s`` ago, else a new
-        request's; raises what the request raised."""
+        ``seen``-th notice of the group, else (``reuse``) the listing such a request read less than ``fresh_s`` ago,
+        else a new request's; raises what the request raised."""
         key = (address, group)
         fetching = self._fetching.get(key)
         fetched = self._fetched.get(key)
-        if (fetching is None or fetching[0] < seen) and fetched is not None and fetched[0] >= seen \
+        if reuse and (fetching is None or fetching[0] < seen) and fetched is not None and fetched[0] >= seen \
                 and asyncio.get_running_loop().time() - fetched[1] < self.fresh_s:
             return fetched[2]
         if fetching is None or fetching[0] < seen:

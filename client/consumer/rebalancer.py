@@ -64,10 +64,10 @@ class Rebalancer:
     async def loop(self) -> None:
         rt, backoff = self.runtime, Backoff(*REBALANCE_BACKOFF)
         while True:
-            await wait_event(rt.rebalance_now, rt.settings.rebalance_interval_s)
+            asked = await wait_event(rt.rebalance_now, rt.settings.rebalance_interval_s)
             rt.rebalance_now.clear()
             try:
-                await self.rebalance()
+                await self.rebalance(periodic=not asked)
             except GrayMQError as exc:
                 if not rt.retry_later(exc, f"rebalance of group {rt.group}", ("rebalance", exc.code, exc.message)):
                     return
@@ -76,10 +76,12 @@ class Rebalancer:
                 continue
             backoff.reset()
 
-    async def rebalance(self) -> None:
+    async def rebalance(self, *, periodic: bool = False) -> None:
+        """Take and hand over queues as the group's view and this client's side say (``periodic``: the interval's
+        rebalance, which may read a group listing the process read a moment ago; any other reads afresh)."""
         rt = self.runtime
         async with self._lock:
-            view = await self._group_view() if not rt.broadcasting else {}
+            view = await self._group_view(periodic) if not rt.broadcasting else {}
             if rt.failure is not None:
                 return
             routes: list[tuple[str, TopicRoute]] = []
@@ -100,7 +102,7 @@ class Rebalancer:
                          " ".join(str(mq) for mq in self.assignment.assigned()) or "nothing")
                 self.on_queues_changed()
 
-    async def _group_view(self) -> View:
+    async def _group_view(self, periodic: bool) -> View:
         """client id -> (effective gray flag, subscribed topics or None if unknown), from every broker's listing
         (this client's own entry is added by ``_allocate``); the listings and the view are shared by the consumers
         of the process."""
@@ -110,7 +112,7 @@ class Rebalancer:
 
         async def from_broker(address: str) -> None:
             try:
-                listings[address] = await self.listings.fetch(address, rt.group, seen)
+                listings[address] = await self.listings.fetch(address, rt.group, seen, reuse=periodic)
             except GrayMQError as exc:
                 if exc.permanent:
                     rt.fail(exc, f"listing the consumers of group {rt.group} on broker {address}")

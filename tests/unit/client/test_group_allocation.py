@@ -169,20 +169,22 @@ async def test_a_consumer_that_heard_a_newer_notice_than_the_request_in_flight_a
 
 
 @run
-async def test_a_listing_read_a_moment_ago_serves_the_next_rebalances_until_a_notice_or_its_age_says_otherwise(
+async def test_a_listing_read_a_moment_ago_serves_the_next_periodic_rebalances_until_a_notice_or_its_age_says_otherwise(
         ) -> None:
     brokers = Brokers(LISTED)
     brokers.gate.set()
     listings = GroupListings(cast(Any, brokers), fresh_s=3600.0)
-    first = await listings.fetch(ADDRESSES[0], "G", listings.notices("G"))
-    again = [await listings.fetch(ADDRESSES[0], "G", listings.notices("G")) for _ in range(5)]
+    first = await listings.fetch(ADDRESSES[0], "G", listings.notices("G"), reuse=True)
+    again = [await listings.fetch(ADDRESSES[0], "G", listings.notices("G"), reuse=True) for _ in range(5)]
     assert brokers.lists[ADDRESSES[0]] == 1 and all(listing is first for listing in again)
-    listings.changed("G")  # the group changed: read afresh by those who heard it
-    assert await listings.fetch(ADDRESSES[0], "G", listings.notices("G")) is not first
+    assert await listings.fetch(ADDRESSES[0], "G", listings.notices("G")) is not first  # asked for: afresh
     assert brokers.lists[ADDRESSES[0]] == 2
-    listings.fresh_s = 0.0  # too old: read afresh
-    await listings.fetch(ADDRESSES[0], "G", listings.notices("G"))
+    listings.changed("G")  # the group changed: read afresh by those who heard it
+    fresh = await listings.fetch(ADDRESSES[0], "G", listings.notices("G"), reuse=True)
     assert brokers.lists[ADDRESSES[0]] == 3
+    listings.fresh_s = 0.0  # too old: read afresh
+    assert await listings.fetch(ADDRESSES[0], "G", listings.notices("G"), reuse=True) is not fresh
+    assert brokers.lists[ADDRESSES[0]] == 4
 
 
 @pytest.mark.parametrize(("error", "fails"), [(NoPermissionError("no"), True), (RequestTimeoutError("slow"), False)])

@@ -55,11 +55,20 @@ async def hold_slots(nameserver: LaneSlots, routes: Routes, topics: Iterable[str
 
 def routes_behind(routes: Routes, topic_lanes: Mapping[str, Mapping[str, int]], lane: str | None) -> list[str]:
     """The topics whose cached route does not give ``lane`` the slot a name server answer says it holds
-    (``topic_lanes``: topic -> lane -> slot); a topic without a cached route is read fresh at its first use."""
-    if lane is None:
-        return []
-    return [topic for topic, lanes in sorted(topic_lanes.items()) if lane in lanes
-            and (route := routes.cached(topic)) is not None and route.slot_of_lane(lane) != lanes[lane]]
+    (``topic_lanes``: topic -> lane -> slot, every lane holding one); for a base client (``lane`` None), those whose
+    route names other slots than the answer for any lane: it adopts the queues of a lane left without clients, and
+    a slot its route calls free is nobody's. A topic without a cached route is read fresh at its first use."""
+    behind = []
+    for topic, lanes in sorted(topic_lanes.items()):
+        route = routes.cached(topic)
+        if route is None:
+            continue
+        if lane is None:
+            if route.lanes is not None and dict(route.lanes) != lanes:
+                behind.append(topic)
+        elif lane in lanes and route.slot_of_lane(lane) != lanes[lane]:
+            behind.append(topic)
+    return behind
 
 
 async def refresh_behind(routes: Routes, topic_lanes: Mapping[str, Mapping[str, int]], lane: str | None) -> bool:

@@ -30,6 +30,7 @@ class BrokerHeartbeats:
         self.runtime = runtime
         self.beats = beats or BrokerBeats(runtime.brokers, runtime.client_id)  # without an instance's: its own
         self.consume_from = CONSUME_FROM[consume_from]
+        self._leaving = False  # retired and its queues handed back (``leave``): it leaves rather than beats
         self._left = False  # retired: unregistered from the brokers
 
     async def route(self, topic: str) -> TopicRoute | None:
@@ -44,12 +45,15 @@ class BrokerHeartbeats:
             return cached
 
     async def beat(self) -> None:
-        """Register with every broker of the subscribed topics; a retired consumer leaves them instead, once."""
+        """Register with every broker of the subscribed topics; a retired consumer that handed back its queues
+        (``leave``) leaves them instead, once. Until then it stays in the group, its leases renewed: leaving drops
+        them uncommitted, and the next owners would consume again what it finished meanwhile."""
         rt = self.runtime
-        if rt.retired:
+        if rt.retired and self._leaving:
             await self._leave()
             return
-        self._left = False
+        if not rt.retired:
+            self._leaving = self._left = False
         for topic in rt.subscriptions:
             await self.route(topic)
         data = pb.ConsumerData(
@@ -66,6 +70,12 @@ class BrokerHeartbeats:
                 if not rt.retry_later(exc, f"heartbeat of group {rt.group} to broker {address}",
                                       ("heartbeat", address, exc.code, exc.message)):
                     return
+
+    async def leave(self) -> None:
+        """A retired consumer whose queues were handed back leaves the group on the brokers (and so at every
+        later heartbeat while it stays retired)."""
+        self._leaving = True
+        await self.beat()
 
     async def _leave(self) -> None:
         """Out of the group's view on the brokers (they tell the others, who rebalance without this client)."""

@@ -82,8 +82,10 @@ class FlipRunner:
         rt = self.runtime
         if rt.retired:
             log.info("consumer %s of group %s retires: the group's gray side is rolled back", rt.client_id, rt.group)
-            await self.rebalancer.rebalance()
-            await self.heartbeats.beat()  # leaves the group on the brokers
+            try:
+                await self.rebalancer.rebalance()  # hands back every queue, its final offset committed
+            finally:
+                await self.heartbeats.leave()  # only then: leaving drops the leases still held uncommitted
         else:
             log.info("consumer %s of group %s is no longer retired", rt.client_id, rt.group)
             await self.heartbeats.beat()

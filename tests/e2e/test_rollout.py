@@ -65,6 +65,12 @@ def settle(load: GraymqProcess, consumers: dict[str, GraymqProcess]) -> tuple[di
     return sent, Counter(m["msg_id"] for c in consumers.values() for m in json_lines(c))
 
 
+def deliveries_of(msg_ids: set[str], consumers: dict[str, GraymqProcess]) -> list[str]:
+    """Where each of ``msg_ids`` was accepted (consumer, topic, queue, offset): a failure names its duplicates."""
+    return sorted(f"{m['msg_id']} by {cid} from {m['topic']}:{m['queue_id']}@{m['queue_offset']}"
+                  for cid, c in consumers.items() for m in json_lines(c) if m["msg_id"] in msg_ids)
+
+
 def test_a_healthy_v2_passes_every_step_and_is_promoted_losing_nothing(cluster, graymq_process) -> None:
     consumers = start_group(cluster, graymq_process)
     ns = cluster.ns_url
@@ -89,7 +95,8 @@ def test_a_healthy_v2_passes_every_step_and_is_promoted_losing_nothing(cluster, 
     duplicated = sum(n - 1 for n in accepted.values())
     print(f"healthy rollout: {len(sent)} sent, lost {len(lost)}, duplicated {duplicated}; checks "
           + ", ".join(f"{c['weight']}%: gray {c['gray']['consumed']} consumed" for c in report["checks"]))
-    assert len(sent) == 2500 and not lost and not duplicated
+    assert len(sent) == 2500 and not lost
+    assert not duplicated, "\n".join(deliveries_of({m for m, n in accepted.items() if n > 1}, consumers))
 
 
 def test_a_failing_v2_is_rolled_back_at_the_first_check_and_v1_consumes_everything(cluster, graymq_process) -> None:
@@ -118,7 +125,7 @@ def test_a_failing_v2_is_rolled_back_at_the_first_check_and_v1_consumes_everythi
           f"{accepted_by_v2}; rolled back in {report['timings_s'].get('rollback')} s; lost {len(lost)}, duplicated "
           f"{duplicated}")
     assert len(sent) == 1500 and not lost
-    assert not duplicated
+    assert not duplicated, "\n".join(deliveries_of({m for m, n in accepted.items() if n > 1}, consumers))
 
 
 def test_an_interrupted_rollout_stays_running_and_the_same_command_resumes_it_as_it_started(

@@ -1,5 +1,6 @@
-"""A name server answer naming a slot the cached route does not: that route is read again, once for every client
-sharing the routes, and no route already naming it (client/lane_slots.py, ``refresh_behind``)."""
+"""A name server answer naming a slot the cached route does not (a lane client's own lane's; any lane's for a base
+client): that route is read again, once for every client sharing the routes, and no route already naming it
+(client/lane_slots.py, ``refresh_behind``)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,11 @@ def test_only_routes_missing_the_answers_slot_are_behind() -> None:
         answer = {RETRY: {"gray": 0}, TOPIC: {"gray": 0}, "UNCACHED": {"gray": 0}}
         assert routes_behind(cache, answer, "gray") == [RETRY]
         assert routes_behind(cache, answer, "v3") == []
-        assert routes_behind(cache, answer, None) == []
         assert routes_behind(cache, {RETRY: {"v3": 1}}, "gray") == []
+        # a base client follows every lane's slots: it adopts the queues of a lane left without clients
+        assert routes_behind(cache, answer, None) == [RETRY]
+        assert routes_behind(cache, {RETRY: {}, TOPIC: {"gray": 0}}, None) == []
+        assert routes_behind(cache, {TOPIC: {}}, None) == [TOPIC]  # the lane gave its slot back
 
     asyncio.run(go())
 

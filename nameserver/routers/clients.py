@@ -142,10 +142,12 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
         with state.read_sessions() as session:
             return ClientService(session, state.settings).view(body, caller)
 
+    admission: Admission = state.watch_admission
+
     async def reread(changed: asyncio.Event) -> ClientHeartbeatResponse:
         """After a wake-up: the group's one shared read since ``changed`` was taken (else this client's own)."""
         shared = (await _group_views(state, body.group, changed)).view(body, caller)
-        return shared if shared is not None else await run_in_threadpool(read)
+        return shared if shared is not None else await admission.run(read, request)
 
     metrics: Metrics = state.metrics
     metrics.watching(+1)
@@ -153,7 +155,7 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
         woken: asyncio.Event | None = None  # the event that ended the last wait, if one did
         while True:
             changed = changes.changed(body.group)
-            view = await (reread(changed) if woken is not None and woken.is_set() else run_in_threadpool(read))
+            view = await (reread(changed) if woken is not None and woken.is_set() else admission.run(read, request))
             woken = changed
             remaining = deadline - time.monotonic()
             if body.known is None or _watched(view, body.known) != body.known or remaining <= 0 or changes.closing:
@@ -192,7 +194,7 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
         woken = False  # a wait ended: the groups' shared reads serve the watches (as a single watch's reread)
         while True:
             events = {group: changes.changed(group) for group in {watch.group for watch in body.watches}}
-            results, differs = await (_reread_all(state, body, caller, events, read) if woken
+            results, differs = await (_reread_all(state, body, caller, events, read, request) if woken
                                       else admission.run(read, request))
             remaining = deadline - time.monotonic()
             watched = any(result.answer is not None for result in results)  # else nothing to wait for
@@ -210,11 +212,11 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
 
 
 async def _reread_all(state: State, body: ClientWatches, caller: Caller, events: dict[str, asyncio.Event],
-                      read: Callable[[], tuple[list[ClientHeartbeatResult], bool]]
+                      read: Callable[[], tuple[list[ClientHeartbeatResult], bool]], request: Request
                       ) -> tuple[list[ClientHeartbeatResult], bool]:
     """After a wake-up: each watch's view from its group's one shared read since ``events`` were taken, so the
-    batched watches a change wakes cost one read per group, not one per client; ``read`` (each its own) when a
-    watched client is not in its group's read."""
+    batched watches a change wakes cost one read per group, not one per client; ``read`` (each its own, through the
+    watch admission as a first read) when a watched client is not in its group's read."""
     views: dict[str, GroupViews] = {}
     results, differs = [], False
     for watch in body.watches:
@@ -228,7 +230,8 @@ async def _reread_all(state: State, body: ClientWatches, caller: Caller, events:
                                                  detail=refused.detail))
             continue
         if view is None:
-            return await run_in_threadpool(read)
+            admission: Admission = state.watch_admission
+            return await admission.run(read, request)
         differs |= watch.known is None or _watched(view, watch.known) != watch.known
         results.append(ClientHeartbeatResult(answer=view))
     return results, differs

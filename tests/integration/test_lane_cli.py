@@ -18,9 +18,8 @@ from tests.support.cluster import Cluster
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def cluster(request: pytest.FixtureRequest, graymq_process: Any, tmp_path: Path) -> Cluster:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
+@pytest.fixture
+def cluster(db: str, graymq_process: Any, tmp_path: Path) -> Cluster:
     c = Cluster(graymq_process, db, tmp_path)
     c.start_nameserver()
     return c

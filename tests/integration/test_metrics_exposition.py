@@ -122,17 +122,10 @@ def test_broker_metrics_port_serves_prometheus_text_that_follows_sends_and_pulls
     assert (after.value("graymq_store_unflushed_bytes") or 0) >= 0
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/ns.db"
-    return str(request.getfixturevalue("fresh_pg_url"))
-
-
 def test_nameserver_metrics_route_serves_prometheus_text_that_follows_requests(
-    graymq_process: Callable[..., GraymqProcess], db_url: str, tmp_path: Path
+    graymq_process: Callable[..., GraymqProcess], db: str, tmp_path: Path
 ) -> None:
-    cluster = Cluster(graymq_process, db_url, tmp_path)
+    cluster = Cluster(graymq_process, db, tmp_path)
     cluster.start_nameserver()
     cluster.add_broker("broker-n")
     cluster.create_topic("NT", 4, 2)

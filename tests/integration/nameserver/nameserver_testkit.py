@@ -11,6 +11,7 @@ import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from graymq.nameserver.app import create_app
 from graymq.nameserver.settings import NameServerSettings
 from graymq.nameserver.watch import CHANNEL, GroupChanges
 
@@ -26,6 +27,13 @@ def make_settings(db_url: str, **overrides: Any) -> NameServerSettings:
     values: dict[str, Any] = {"db_url": db_url, "admin_tokens": ADMIN_TOKENS, "auth_failure_limit": 10_000,
                               "dev_mode": False, **overrides}
     return NameServerSettings(**values)
+
+
+def serve(db_url: str, headers: dict[str, str] | None = OPS, **settings: Any) -> TestClient:
+    """The in-process name server on the migrated ``db_url`` with ``settings`` (see ``make_settings``); its requests
+    carry ``headers`` unless they give their own (the admin ``ops`` by default, nothing with ``None``). Enter it as
+    a context manager to start the app and leave it to stop the app."""
+    return TestClient(create_app(make_settings(db_url, **settings)), headers=headers)
 
 
 def client_heartbeat(

@@ -5,31 +5,20 @@ refresh that way (unknown, expired, another principal's: nothing is created or b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, make_settings
+from nameserver_testkit import OPS
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from test_nameserver_statements import recorded_statements
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from graymq.nameserver.models import Client
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, client_expiry_seconds=600, health_sample_seconds=60))) as client:
-        yield client
+pytestmark = [pytest.mark.integration,
+              pytest.mark.name_server(headers=None, client_expiry_seconds=600, health_sample_seconds=60)]
 
 
 def principal(api: TestClient, name: str, *groups: str) -> dict[str, str]:

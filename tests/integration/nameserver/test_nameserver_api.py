@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import CI, OPS, broker_heartbeat, client_heartbeat, make_settings, wait_until
+from nameserver_testkit import CI, OPS, broker_heartbeat, client_heartbeat, serve, wait_until
 
-from graymq.nameserver.app import create_app
 from tests.support.metrics import parse_metrics
 
 pytestmark = pytest.mark.integration
@@ -106,7 +105,7 @@ def test_unknown_topic_has_no_route(api: TestClient) -> None:
 
 
 def test_brokers_whose_lease_expired_leave_routes_and_the_broker_list(db_url: str) -> None:
-    with TestClient(create_app(make_settings(db_url, broker_lease_seconds=1)), headers=OPS) as short:
+    with serve(db_url, broker_lease_seconds=1) as short:
         topic, broker = unique("T"), unique("b")
         assert broker_heartbeat(short, broker, (topic, 4, 2))["lease_seconds"] == 1
         assert broker in route_brokers(short, topic)
@@ -304,7 +303,7 @@ def test_orphan_policy_is_stored_and_reported_to_clients(api: TestClient) -> Non
 
 
 def test_clients_that_stop_heartbeating_leave_the_group_lookup(db_url: str) -> None:
-    with TestClient(create_app(make_settings(db_url, client_expiry_seconds=3)), headers=OPS) as short:
+    with serve(db_url, client_expiry_seconds=3) as short:
         group = unique("g")
         client_heartbeat(short, group, "c1")
         assert len(short.get(f"/v1/groups/{group}/clients").json()["clients"]) == 1

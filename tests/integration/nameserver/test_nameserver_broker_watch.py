@@ -10,7 +10,6 @@ from __future__ import annotations
 import concurrent.futures
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,10 +24,9 @@ LONG_POLL_S = 60.0
 CLIENT_S = 30.0
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path, graymq_process: Callable[..., GraymqProcess]) -> Iterator[
-        httpx.Client]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
+@pytest.fixture
+def ns(db: str, graymq_process: Callable[..., GraymqProcess]) -> Iterator[httpx.Client]:
+    """A name server process on each kind of database; requests as the admin ``ops``."""
     proc = graymq_process("nameserver", "--port", "0", "--db", db, "--migrate",
                           env={"GRAYMQ_ADMIN_TOKENS": ADMIN_TOKENS})
     assert proc.ready_info is not None

@@ -5,47 +5,22 @@ claimed by the next heartbeat; dev mode binds nothing."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, make_settings, wait_until
+from nameserver_testkit import OPS, serve, wait_until
 from sqlalchemy import Engine, insert, select
 
 from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from graymq.nameserver.db import create_db_engine
 from graymq.nameserver.models import Client, Group
 
-pytestmark = pytest.mark.integration
+# Clients expire late (10 minutes); requests carry the token each test gives them.
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(headers=None, client_expiry_seconds=600)]
 
 Headers = dict[str, str]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    sqlite = request.param == "sqlite"
-    return f"sqlite:///{tmp_path}/ns.db" if sqlite else str(request.getfixturevalue("fresh_pg_url"))
-
-
-@pytest.fixture
-def migrated_db(db: str) -> str:
-    upgrade(db)
-    return db
-
-
-def serve(db_url: str, **settings: Any) -> TestClient:
-    return TestClient(create_app(make_settings(db_url, **settings)))
-
-
-@pytest.fixture
-def ns(migrated_db: str) -> Iterator[TestClient]:
-    """A name server where clients expire late (10 minutes)."""
-    with serve(migrated_db, client_expiry_seconds=600) as client:
-        yield client
 
 
 def principal(api: TestClient, name: str, group: str) -> Headers:
@@ -146,7 +121,7 @@ def test_an_unregistered_client_id_is_claimed_by_the_next_principal(ns: TestClie
 
 def test_an_expired_client_is_claimed_by_the_next_principal(migrated_db: str) -> None:
     group = unique("g")
-    with serve(migrated_db, client_expiry_seconds=1) as ns:
+    with serve(migrated_db, headers=None, client_expiry_seconds=1) as ns:
         a, b = principal(ns, "first_" + group, group), principal(ns, "second_" + group, group)
         assert heartbeat(ns, a, group, "c1").status_code == 200
         wait_until(lambda: heartbeat(ns, b, group, "c1", gray=True).status_code == 200, what="c1 claimed by b")
@@ -169,7 +144,7 @@ def test_clients_stored_before_binding_are_claimed_by_the_next_heartbeat(db: str
             assert conn.execute(select(Client.principal)).scalars().all() == [None]
     finally:
         engine.dispose()
-    with serve(db, client_expiry_seconds=600) as ns:
+    with serve(db, headers=None, client_expiry_seconds=600) as ns:
         a, b = principal(ns, "app_a", "legacy"), principal(ns, "app_b", "legacy")
         assert watch(ns, b, "legacy", "c1").status_code == 200  # unbound: anyone of the group may watch
         assert heartbeat(ns, a, "legacy", "c1", gray=True, state="GRAY").status_code == 200
@@ -179,7 +154,7 @@ def test_clients_stored_before_binding_are_claimed_by_the_next_heartbeat(db: str
 
 def test_dev_mode_binds_no_client(migrated_db: str) -> None:
     group = unique("g")
-    with serve(migrated_db, dev_mode=True, client_expiry_seconds=600) as ns:
+    with serve(migrated_db, headers=None, dev_mode=True, client_expiry_seconds=600) as ns:
         a, b = principal(ns, "dev_a_" + group, group), principal(ns, "dev_b_" + group, group)
         assert heartbeat(ns, a, group, "c1", gray=True, state="GRAY").status_code == 200
         assert heartbeat(ns, b, group, "c1", gray=False, state="NORMAL").status_code == 200

@@ -4,7 +4,6 @@ server process on PostgreSQL and SQLite: the loser gets the refusal a later hear
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from threading import Barrier
 
 import httpx
@@ -17,9 +16,8 @@ GROUP = "G_RACE"
 IDS = 100
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns_url(request: pytest.FixtureRequest, graymq_process: StartProcess, tmp_path: Path) -> str:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
+@pytest.fixture
+def ns_url(db: str, graymq_process: StartProcess) -> str:
     return start_secure_nameserver(graymq_process, db)
 
 

@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from nameserver_testkit import OPS, client_heartbeat, make_settings, wait_until
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
-
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def migrated_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    sqlite = request.param == "sqlite"
-    url = f"sqlite:///{tmp_path}/ns.db" if sqlite else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(url)
-    return url
-
-
-@pytest.fixture
-def ns(migrated_db: str) -> Iterator[TestClient]:
-    """A name server where clients expire late (10 minutes) and go stale after three seconds (one second was
-    within reach of a loaded machine's gap between a heartbeat and the listing after it)."""
-    settings = make_settings(migrated_db, client_expiry_seconds=600, client_stale_seconds=3.0)
-    with TestClient(create_app(settings), headers=OPS) as client:
-        yield client
+# Clients expire late (10 minutes) and go stale after three seconds (one second was within reach of a loaded
+# machine's gap between a heartbeat and the listing after it).
+pytestmark = [pytest.mark.integration,
+              pytest.mark.name_server(client_expiry_seconds=600, client_stale_seconds=3.0)]
 
 
 def unique(prefix: str) -> str:

@@ -4,35 +4,22 @@ before. On SQLite and PostgreSQL, with thousands of client rows written straight
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings
+from nameserver_testkit import client_heartbeat
 from sqlalchemy import Engine, event, insert, select
 from sqlalchemy.orm import Session
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.models import Client, Group
 from graymq.nameserver.schemas import CLIENTS_PAGE_MAX
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(health_sample_seconds=60, client_stale_seconds=30)]
 GROUP = "G_FLEET"
 CONSUMERS, GRAY, LANE_V2, PRODUCERS, STALE, EXPIRED = 3000, 300, 100, 500, 40, 200
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, health_sample_seconds=60, client_stale_seconds=30)),
-                    headers=OPS) as client:
-        yield client
 
 
 def fleet(api: TestClient) -> None:
@@ -81,11 +68,11 @@ class Loaded:
         self.statements += 1
 
 
-def test_a_page_reads_its_rows_only_and_the_counts_cover_every_live_client(api: TestClient) -> None:
-    fleet(api)
+def test_a_page_reads_its_rows_only_and_the_counts_cover_every_live_client(ns: TestClient) -> None:
+    fleet(ns)
     total = CONSUMERS + PRODUCERS + 1
-    with Loaded(api.app.state.engine) as first:  # type: ignore[attr-defined]
-        page = api.get(f"/v1/groups/{GROUP}/clients", params={"limit": 50}).json()
+    with Loaded(ns.app.state.engine) as first:  # type: ignore[attr-defined]
+        page = ns.get(f"/v1/groups/{GROUP}/clients", params={"limit": 50}).json()
     assert [c["client_id"] for c in page["clients"]] == ["a-first"] + [f"c-{i:05d}" for i in range(49)]
     assert (page["total"], page["offset"], page["next_offset"]) == (total, 0, 50)
     assert page["counts"] == [
@@ -95,35 +82,35 @@ def test_a_page_reads_its_rows_only_and_the_counts_cover_every_live_client(api: 
         {"role": "producer", "lane": None, "clients": PRODUCERS, "stale": 0},
     ]
     assert first.rows == 50 and first.statements <= 5, (first.rows, first.statements)
-    with Loaded(api.app.state.engine) as every:  # type: ignore[attr-defined]
-        listed = api.get(f"/v1/groups/{GROUP}/clients").json()
+    with Loaded(ns.app.state.engine) as every:  # type: ignore[attr-defined]
+        listed = ns.get(f"/v1/groups/{GROUP}/clients").json()
     assert every.rows == total and len(listed["clients"]) == total  # the check above can fail: all rows cost this
     assert (listed["total"], listed["next_offset"]) == (total, None)
     assert listed["counts"] == page["counts"]
 
 
-def test_pages_walk_every_live_client_once_and_the_last_has_no_next(api: TestClient) -> None:
-    fleet(api)
+def test_pages_walk_every_live_client_once_and_the_last_has_no_next(ns: TestClient) -> None:
+    fleet(ns)
     seen: list[tuple[str, str]] = []
     offset: int | None = 0
     while offset is not None:
-        page = api.get(f"/v1/groups/{GROUP}/clients", params={"limit": CLIENTS_PAGE_MAX, "offset": offset}).json()
+        page = ns.get(f"/v1/groups/{GROUP}/clients", params={"limit": CLIENTS_PAGE_MAX, "offset": offset}).json()
         seen += [(c["client_id"], c["role"]) for c in page["clients"]]
         offset = page["next_offset"]
-    every = [(c["client_id"], c["role"]) for c in api.get(f"/v1/groups/{GROUP}/clients").json()["clients"]]
+    every = [(c["client_id"], c["role"]) for c in ns.get(f"/v1/groups/{GROUP}/clients").json()["clients"]]
     assert seen == every and len(seen) == CONSUMERS + PRODUCERS + 1
     consumers = {"role": "consumer", "limit": 10}
-    edge = api.get(f"/v1/groups/{GROUP}/clients", params={**consumers, "offset": CONSUMERS - STALE}).json()
+    edge = ns.get(f"/v1/groups/{GROUP}/clients", params={**consumers, "offset": CONSUMERS - STALE}).json()
     assert [c["stale"] for c in edge["clients"]] == [False] + [True] * 9  # a-first shifts the consumers by one
     assert (edge["next_offset"], edge["total"]) == (CONSUMERS - STALE + 10, CONSUMERS + 1)
     assert [c["role"] for c in edge["counts"]] == ["consumer"] * 3
-    last = api.get(f"/v1/groups/{GROUP}/clients", params={**consumers, "offset": CONSUMERS - 9}).json()
+    last = ns.get(f"/v1/groups/{GROUP}/clients", params={**consumers, "offset": CONSUMERS - 9}).json()
     assert [c["client_id"] for c in last["clients"]] == [f"c-{i:05d}" for i in range(CONSUMERS - 10, CONSUMERS)]
     assert last["next_offset"] is None
 
 
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": CLIENTS_PAGE_MAX + 1}, {"limit": 5, "offset": -1}])
-def test_a_page_out_of_bounds_is_refused(api: TestClient, params: dict[str, int]) -> None:
-    client_heartbeat(api, GROUP, "c1")
-    response = api.get(f"/v1/groups/{GROUP}/clients", params=params)
+def test_a_page_out_of_bounds_is_refused(ns: TestClient, params: dict[str, int]) -> None:
+    client_heartbeat(ns, GROUP, "c1")
+    response = ns.get(f"/v1/groups/{GROUP}/clients", params=params)
     assert response.status_code == 422, response.text

@@ -5,39 +5,17 @@ client of a batch is still stored, answered and expired as a heartbeat of its ow
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, broker_heartbeat, make_settings
+from nameserver_testkit import OPS, broker_heartbeat
 from sqlalchemy import Engine
 from test_nameserver_statements import recorded_statements
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
-
-pytestmark = pytest.mark.integration
 GROUPS = ("GID_ORDERS", "GID_PAYMENTS")
 EXPIRY_S = 3
-
-
-def name_server(request: pytest.FixtureRequest, tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, health_sample_seconds=60, **settings)), headers=OPS) as client:
-        yield client
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    yield from name_server(request, tmp_path, client_expiry_seconds=600)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def expiring(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    yield from name_server(request, tmp_path, client_expiry_seconds=EXPIRY_S, client_stale_seconds=1)
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(health_sample_seconds=60, client_expiry_seconds=600)]
 
 
 def principal(api: TestClient) -> dict[str, str]:
@@ -105,21 +83,22 @@ def test_a_batch_stores_each_changed_report_and_answers_it_as_a_single_heartbeat
     assert single.json() == results[0]["answer"]
 
 
+@pytest.mark.name_server(client_expiry_seconds=EXPIRY_S, client_stale_seconds=1)
 def test_clients_a_batch_keeps_beating_stay_while_those_it_dropped_expire_and_one_stopped_leaves_at_once(
-        expiring: TestClient) -> None:
-    token = principal(expiring)
+        ns: TestClient) -> None:
+    token = principal(ns)
     batch = beats(8)
-    post(expiring, batch, token)
+    post(ns, batch, token)
     kept = [beat for beat in batch if beat["client_id"] != "c-006"]  # c-006 (GID_ORDERS) is no longer sent
 
     deadline = time.monotonic() + 10 * EXPIRY_S
-    while "c-006" in listed(expiring, "GID_ORDERS"):
+    while "c-006" in listed(ns, "GID_ORDERS"):
         assert time.monotonic() < deadline, "a client no batch carries any more did not expire"
-        post(expiring, kept, token)
-        assert set(listed(expiring, "GID_ORDERS")) >= {"c-000", "c-002", "c-004"}
+        post(ns, kept, token)
+        assert set(listed(ns, "GID_ORDERS")) >= {"c-000", "c-002", "c-004"}
         time.sleep(0.2)
-    assert set(listed(expiring, "GID_PAYMENTS")) == {"c-001", "c-003", "c-005", "c-007"}
+    assert set(listed(ns, "GID_PAYMENTS")) == {"c-001", "c-003", "c-005", "c-007"}
 
-    stopped = expiring.delete("/v1/groups/GID_PAYMENTS/clients/c-003", params={"role": "consumer"}, headers=token)
+    stopped = ns.delete("/v1/groups/GID_PAYMENTS/clients/c-003", params={"role": "consumer"}, headers=token)
     assert stopped.status_code == 204
-    assert set(listed(expiring, "GID_PAYMENTS")) == {"c-001", "c-005", "c-007"}
+    assert set(listed(ns, "GID_PAYMENTS")) == {"c-001", "c-005", "c-007"}

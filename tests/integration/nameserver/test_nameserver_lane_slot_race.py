@@ -4,15 +4,11 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from threading import Barrier
 
 import pytest
-from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, make_settings
+from nameserver_testkit import make_settings, serve
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from graymq.nameserver.db import create_db_engine, session_factory
 from graymq.nameserver.errors import Conflict
 from graymq.nameserver.models import Topic
@@ -22,16 +18,9 @@ pytestmark = pytest.mark.integration
 ROUNDS = 30
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(url)
-    return url
-
-
-def test_two_lanes_racing_for_the_last_slot_never_both_get_it(db: str) -> None:
-    settings = make_settings(db)
-    engine = create_db_engine(db)
+def test_two_lanes_racing_for_the_last_slot_never_both_get_it(migrated_db: str) -> None:
+    settings = make_settings(migrated_db)
+    engine = create_db_engine(migrated_db)
     sessions = session_factory(engine)
     try:
         with sessions() as session:
@@ -69,8 +58,8 @@ def test_two_lanes_racing_for_the_last_slot_never_both_get_it(db: str) -> None:
         engine.dispose()
 
 
-def test_first_heartbeats_of_two_lanes_racing_for_the_last_slot_get_one_slot(db: str) -> None:
-    with TestClient(create_app(make_settings(db)), headers=OPS) as ns:
+def test_first_heartbeats_of_two_lanes_racing_for_the_last_slot_get_one_slot(migrated_db: str) -> None:
+    with serve(migrated_db) as ns:
         ns.put("/v1/topics/T_RACE", json={"queue_nums": 8, "gray_queue_nums": 2, "lane_slots": 1})
 
         def first_beat(client_id: str, lane: str, barrier: Barrier) -> int:

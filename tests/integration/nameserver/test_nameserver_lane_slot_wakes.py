@@ -6,33 +6,21 @@ on each of their topics: each take woke every group's watches, which all read th
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings, settle_notifications, wait_until
+from nameserver_testkit import client_heartbeat, settle_notifications, wait_until
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from graymq.nameserver.clock import utc_now
 from graymq.nameserver.repositories.topics import TopicRepository
 from graymq.nameserver.watch import EVERY_GROUP, LANE_SLOTS_CHANGED, TOPIC_TABLE_CHANGED, GroupChanges
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(client_expiry_seconds=600)]
 
 WATCH_S = 60.0
 SLOT_KEYS = {LANE_SLOTS_CHANGED, TOPIC_TABLE_CHANGED}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, client_expiry_seconds=600)), headers=OPS) as client:
-        yield client
 
 
 class Published:

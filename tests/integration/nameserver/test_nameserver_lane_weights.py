@@ -5,30 +5,25 @@ group's weights at most 100, audited as a change of the lane; migration 0017 kee
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings
+from nameserver_testkit import client_heartbeat
 from test_nameserver_migration_columns import BACKENDS, database_at
 
 from graymq.migrations.schema import downgrade, upgrade
-from graymq.nameserver.app import create_app
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(client_expiry_seconds=600)]
 T = "T_WEIGHTS"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, client_expiry_seconds=600)), headers=OPS) as client:
-        assert client.put(f"/v1/topics/{T}", json={"queue_nums": 8, "gray_queue_nums": 2,
-                                                   "lane_slots": 3}).status_code == 201
-        yield client
+@pytest.fixture
+def ns(ns: TestClient) -> TestClient:
+    """The name server with topic ``T`` of three lane slots."""
+    assert ns.put(f"/v1/topics/{T}", json={"queue_nums": 8, "gray_queue_nums": 2, "lane_slots": 3}).status_code == 201
+    return ns
 
 
 def put_lane_weight(ns: TestClient, group: str, lane: str, weight: Any, reason: str | None = None) -> Any:

@@ -5,27 +5,14 @@ policies per lane, and what brokers, routes, heartbeats and watches carry."""
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings
+from nameserver_testkit import client_heartbeat
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(client_expiry_seconds=600)]
 T = "T_LANES"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, client_expiry_seconds=600)), headers=OPS) as client:
-        yield client
 
 
 def register_broker(ns: TestClient) -> None:

@@ -6,16 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, make_settings
-
-from graymq.nameserver.app import create_app
+from nameserver_testkit import serve
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def small(db_url: str) -> Iterator[TestClient]:
-    with TestClient(create_app(make_settings(db_url, max_body_bytes=4096)), headers=OPS) as client:
+    with serve(db_url, max_body_bytes=4096) as client:
         yield client
 
 

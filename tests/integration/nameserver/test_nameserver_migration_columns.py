@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nameserver_testkit import serve
 from sqlalchemy import Engine
 
 from graymq.migrations.schema import downgrade, upgrade
@@ -117,11 +118,6 @@ def test_0014_adds_lanes_keeping_every_row_and_its_meaning(backend: str, tmp_pat
 
 
 def test_rows_from_before_lanes_are_in_the_gray_lane_after_0014(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
-    from nameserver_testkit import OPS, make_settings
-
-    from graymq.nameserver.app import create_app
-
     url = f"sqlite:///{tmp_path / 'ns.db'}"
     upgrade(url, "0013")
     engine = create_db_engine(url)
@@ -134,7 +130,7 @@ def test_rows_from_before_lanes_are_in_the_gray_lane_after_0014(tmp_path: Path) 
     finally:
         engine.dispose()
     upgrade(url)
-    with TestClient(create_app(make_settings(url)), headers=OPS) as ns:
+    with serve(url) as ns:
         answer = ns.post("/v1/clients/heartbeat", json={"group": "g", "client_id": "c1", "role": "consumer",
                                                         "labels": {"v": "2"}}).json()
         assert (answer["desired_gray"], answer["desired_lane"]) == (True, "gray")

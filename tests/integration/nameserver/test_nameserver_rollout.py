@@ -6,16 +6,12 @@ whose mode says what follows the last step."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings
+from nameserver_testkit import client_heartbeat
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from tests.support.metrics import parse_metrics
 
 pytestmark = pytest.mark.integration
@@ -26,14 +22,6 @@ def health(gray_consumed: int = 0, gray_failed: int = 0, normal_consumed: int = 
                      "p50_ms": p99 / 2, "p99_ms": p99},
             "normal": {"consumed": normal_consumed, "failed": 0, "sent_back": 0, "dead_lettered": 0, "p50_ms": 0.0,
                        "p99_ms": 0.0}}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db)), headers=OPS) as client:
-        yield client
 
 
 def unique(prefix: str) -> str:

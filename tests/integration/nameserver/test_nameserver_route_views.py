@@ -8,9 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, broker_heartbeat, make_settings, settle_notifications, wait_until
-
-from graymq.nameserver.app import create_app
+from nameserver_testkit import broker_heartbeat, serve, settle_notifications, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -19,10 +17,6 @@ FOREVER_S = 3600.0  # a cached route outlives the test: only a change notificati
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-def replica(db_url: str, **settings: object) -> TestClient:
-    return TestClient(create_app(make_settings(db_url, **settings)), headers=OPS)
 
 
 def layouts(http: TestClient, topic: str) -> dict[str, int]:
@@ -34,7 +28,7 @@ def layouts(http: TestClient, topic: str) -> dict[str, int]:
 
 @pytest.fixture
 def cached_forever(db_url: str) -> Iterator[TestClient]:
-    with replica(db_url) as http:
+    with serve(db_url) as http:
         http.app.state.route_views.max_age_s = FOREVER_S  # type: ignore[attr-defined]
         yield http
 
@@ -105,7 +99,7 @@ def test_a_heartbeat_through_one_replica_renews_the_route_another_serves_from_me
     db_url: str, cached_forever: TestClient
 ) -> None:
     topic, broker = unique("T"), unique("b")
-    with replica(db_url) as other:
+    with serve(db_url) as other:
         broker_heartbeat(other, broker, (topic, 4, 0))
         assert layouts(cached_forever, topic) == {broker: 4}
         broker_heartbeat(other, broker, (topic, 8, 0))
@@ -114,7 +108,7 @@ def test_a_heartbeat_through_one_replica_renews_the_route_another_serves_from_me
 
 def test_an_expired_lease_leaves_a_route_served_from_memory(db_url: str) -> None:
     topic, lasting, expiring = unique("T"), unique("b1"), unique("b2")
-    with replica(db_url, broker_lease_seconds=1) as short, replica(db_url) as long:
+    with serve(db_url, broker_lease_seconds=1) as short, serve(db_url) as long:
         broker_heartbeat(long, lasting, (topic, 4, 0))
         broker_heartbeat(short, expiring, (topic, 4, 0))
         assert layouts(short, topic) == {lasting: 4, expiring: 4}

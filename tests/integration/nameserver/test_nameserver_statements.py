@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, client_heartbeat, make_settings
+from nameserver_testkit import OPS, client_heartbeat, serve
 from sqlalchemy import Engine, event
-
-from graymq.nameserver.app import create_app
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +18,7 @@ pytestmark = pytest.mark.integration
 def api(db_url: str) -> Iterator[TestClient]:
     """The name server app with the console's health sampler at its slowest: it reads at start, then every 60 s,
     not every 5 s, when its statement could land among those a lookup is counted by (it did on a loaded machine)."""
-    with TestClient(create_app(make_settings(db_url, health_sample_seconds=60)), headers=OPS) as client:
+    with serve(db_url, health_sample_seconds=60) as client:
         yield client
 
 

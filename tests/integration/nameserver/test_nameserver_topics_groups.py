@@ -4,26 +4,13 @@ create anything, deletions are refused while live clients remain, audited, and h
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, broker_heartbeat, client_heartbeat, make_settings
-
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
+from nameserver_testkit import OPS, broker_heartbeat, client_heartbeat
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    url = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(url)
-    with TestClient(create_app(make_settings(url)), headers=OPS) as client:
-        yield client
 
 
 def unique(prefix: str) -> str:

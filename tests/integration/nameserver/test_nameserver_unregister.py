@@ -5,27 +5,13 @@ follower to take the route over)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from nameserver_testkit import OPS, make_settings
 
-from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.name_server(replica_lease_seconds=30)]
 TOPIC = "TopicGone"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ns(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    db = f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-    upgrade(db)
-    with TestClient(create_app(make_settings(db, replica_lease_seconds=30)), headers=OPS) as client:
-        yield client
 
 
 def register(ns: TestClient, name: str, address: str, replica: int | None = None, **extra: Any) -> dict[str, Any]:

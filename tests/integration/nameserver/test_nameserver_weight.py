@@ -8,18 +8,16 @@ import concurrent.futures
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
-from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, make_settings, wait_until
+from nameserver_testkit import ADMIN_TOKENS, OPS, client_heartbeat, wait_until
 
 from graymq.devkit.processes import GraymqProcess
 from graymq.migrations.schema import upgrade
-from graymq.nameserver.app import create_app
 from graymq.nameserver.db import create_db_engine
 
 pytestmark = pytest.mark.integration
@@ -27,19 +25,6 @@ pytestmark = pytest.mark.integration
 StartProcess = Callable[..., GraymqProcess]
 WATCH_S = 60.0  # the longest watch the name server allows
 CLIENT_S = 30.0  # the HTTP client's patience: a watch must be woken, not time out
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database of each kind."""
-    return f"sqlite:///{tmp_path}/ns.db" if request.param == "sqlite" else str(request.getfixturevalue("fresh_pg_url"))
-
-
-@pytest.fixture
-def ns(db: str) -> Iterator[TestClient]:
-    upgrade(db)
-    with TestClient(create_app(make_settings(db)), headers=OPS) as client:
-        yield client
 
 
 def unique(prefix: str) -> str:

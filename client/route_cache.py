@@ -12,6 +12,7 @@ import functools
 import logging
 import random
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from graymq.core.route import TopicRoute
@@ -47,8 +48,9 @@ class RouteCache:
     """
 
     def __init__(self, nameserver: RouteSource, ttl_s: float = 30.0, retry_s: float = RETRY_S,
-                 jitter: float = JITTER) -> None:
+                 jitter: float = JITTER, clock: Callable[[], float] = time.monotonic) -> None:
         self.nameserver = nameserver
+        self._clock = clock
         self.ttl_s = ttl_s
         self.retry_s = retry_s
         self.jitter = jitter
@@ -62,10 +64,10 @@ class RouteCache:
     async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
         cached = self._routes.get(topic)
         if cached is not None and not refresh:
-            if time.monotonic() >= self._due[topic]:
+            if self._clock() >= self._due[topic]:
                 self._lookup(topic)  # in the background: the cached route serves meanwhile
             return cached
-        if not refresh and (failed := self._failed.get(topic)) is not None and time.monotonic() < failed[0]:
+        if not refresh and (failed := self._failed.get(topic)) is not None and self._clock() < failed[0]:
             raise type(failed[1])(failed[1].message)
         return await asyncio.shield(self._lookup(topic))  # a cancelled caller leaves the lookup to the others
 
@@ -88,7 +90,7 @@ class RouteCache:
         try:
             route = await self.nameserver.get_route(topic)
         except GrayMQError as exc:
-            self._due[topic] = time.monotonic() + self._backoff(topic)
+            self._due[topic] = self._clock() + self._backoff(topic)
             if cached is None and isinstance(exc, (NameServerError, TopicNotExistError)):
                 self._failed[topic] = (self._due[topic], exc)
             if cached is None or not isinstance(exc, NameServerError):
@@ -104,7 +106,7 @@ class RouteCache:
         self._failed.pop(topic, None)
         self._failures.pop(topic, None)
         self._routes[topic] = route
-        self._due[topic] = time.monotonic() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
+        self._due[topic] = self._clock() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
         return route
 
     def _backoff(self, topic: str) -> float:
@@ -126,7 +128,7 @@ class RouteCache:
     def fresh(self, topic: str) -> TopicRoute | None:
         """The cached route while no refresh of it is due (no coroutine: the send path's lookup), else None."""
         route = self._routes.get(topic)
-        if route is not None and time.monotonic() < self._due[topic]:
+        if route is not None and self._clock() < self._due[topic]:
             return route
         return None
 

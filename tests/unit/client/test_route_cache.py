@@ -145,8 +145,22 @@ def test_a_failed_lookup_of_a_topic_without_a_route_is_shared_for_the_retry_inte
 
 
 def test_a_route_whose_refreshes_keep_failing_is_asked_for_less_and_less_often() -> None:
-    cache = RouteCache(FakeNameServer(), ttl_s=30.0, retry_s=2.0, jitter=0.0)  # type: ignore[arg-type]
-    delays = [cache._backoff("T") for _ in range(6)]
-    assert delays == [2.0, 4.0, 8.0, 8.0, 8.0, 8.0]
-    cache._failures.pop("T")  # a refresh went through
-    assert cache._backoff("T") == 2.0
+    async def scenario() -> None:
+        now = [0.0]
+        ns = FakeNameServer()
+        ns.answers = [route(4), *[NameServerError("down")] * 5, route(8), *[NameServerError("down")] * 20]
+        cache = RouteCache(ns, ttl_s=30.0, retry_s=2.0, jitter=0.0, clock=lambda: now[0])  # type: ignore[arg-type]
+        await cache.get("T")
+        asked_at = []
+        for _ in range(300):  # the route's users look it up every 0.5 s for 150 s
+            now[0] += 0.5
+            calls = ns.calls
+            assert (await cache.get("T")).brokers[0].queue_nums in (4, 8)  # the cached route serves throughout
+            await settle()
+            if ns.calls > calls:
+                asked_at.append(now[0])
+        # due at 30 s; failing, asked again 2, 4, 8, 8, 8 s later; through at 60, due 30 s on; failing: 2 s again
+        assert asked_at == [30.0, 32.0, 36.0, 44.0, 52.0, 60.0, 90.0, 92.0, 96.0, *range(104, 150, 8)]
+        await cache.close()
+
+    asyncio.run(scenario())

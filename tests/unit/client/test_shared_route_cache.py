@@ -8,7 +8,6 @@ import types
 
 import pytest
 
-from graymq.client import route_cache
 from graymq.client.route_cache import RouteCache, SharedRouteCache, SharedRoutes
 from graymq.core.route import BrokerData, TopicRoute
 
@@ -118,12 +117,12 @@ def test_the_last_client_to_close_cancels_the_lookups_in_flight() -> None:
     asyncio.run(scenario())
 
 
-def test_refreshes_are_due_at_a_jittered_ttl_within_its_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refreshes_are_due_at_a_jittered_ttl_within_its_bounds() -> None:
     clock = types.SimpleNamespace(now=100.0)
-    monkeypatch.setattr(route_cache, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
 
     async def scenario() -> None:
-        cache = RouteCache(FakeNameServerClient(), ttl_s=10.0, jitter=0.2)  # type: ignore[arg-type]
+        cache = RouteCache(FakeNameServerClient(), ttl_s=10.0, jitter=0.2,  # type: ignore[arg-type]
+                           clock=lambda: clock.now)
         topics = [f"T{i}" for i in range(50)]
         for topic in topics:
             await cache.get(topic)

@@ -13,12 +13,6 @@ from nameserver_testkit import serve
 from graymq.migrations.schema import upgrade
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "name_server(headers=OPS, **settings): the default headers and settings of the ns fixture's name "
-                   "server (on a module or a test; see nameserver_testkit.serve)")
-
-
 @pytest.fixture(scope="module")
 def db_url(pg_url: str) -> str:
     """The module's fresh PostgreSQL database, migrated to head."""

@@ -5,11 +5,11 @@ hundred clients) to take its own share cost the process consumers × group size 
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 from graymq.client.consumer.group_view import Membership, View
+from graymq.client.lru import Lru
 from graymq.core.allocate import (
     STRATEGIES,
     AllocateMessageQueueGray,
@@ -22,7 +22,8 @@ from graymq.core.group_gray import GroupGray
 from graymq.core.message_queue import MessageQueue
 from graymq.core.route import TopicRoute
 
-KEEP = 32  # whole-group allocations kept (a few groups and topics, a change or two in flight)
+KEEP = 4  # whole-group allocations kept per group and topic (the latest, a change or two in flight)
+GROUPS = 4096  # groups and topics whose allocations are kept, the least recently used dropped first
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class GroupAllocation:
     shares: dict[str, list[MessageQueue]]
 
 
-_allocations: OrderedDict[Hashable, GroupAllocation] = OrderedDict()
+_allocations: Lru[tuple[str, str], Lru[Hashable, GroupAllocation]] = Lru(GROUPS)  # (group, topic) -> its
 
 
 def _identity(base: AllocateMessageQueueStrategy) -> type | int:
@@ -74,15 +75,12 @@ def shares_of(group: str, membership: Membership, view: View, topic: str, route:
     process's consumers of the group.
 
     The result is shared: not to be changed."""
-    key = (group, membership, topic, id(route), gray.switch, gray.weights, gray.orphan_policy,
+    known = _allocations.setdefault((group, topic), lambda: Lru(KEEP))
+    key = (membership, id(route), gray.switch, gray.weights, gray.orphan_policy,
            tuple(sorted(gray.lane_policies.items())), _identity(base))
-    allocation = _allocations.get(key)
-    if allocation is not None:
-        _allocations.move_to_end(key)
-        return allocation
-    strategy = gray_strategy(route, gray, base)
-    shares = allocate_all(strategy, group, route.queues(readable=True), members(view, topic))
-    allocation = _allocations[key] = GroupAllocation(route, base, strategy, shares)
-    while len(_allocations) > KEEP:
-        _allocations.popitem(last=False)
+    allocation = known.get(key)
+    if allocation is None:
+        strategy = gray_strategy(route, gray, base)
+        shares = allocate_all(strategy, group, route.queues(readable=True), members(view, topic))
+        allocation = known.put(key, GroupAllocation(route, base, strategy, shares))
     return allocation

@@ -119,7 +119,7 @@ class Rebalancer:
                 log.debug("consumer list from %s unavailable: %s", address, exc.message)
 
         await asyncio.gather(*(from_broker(a) for a in rt.broker_addresses()))
-        self._membership, view = group_view(listings)
+        self._membership, view = group_view(rt.group, listings)
         return view
 
     def _allocate(self, view: View, routes: list[tuple[str, TopicRoute]]) -> Wanted:

@@ -77,7 +77,7 @@ async def topic_route(topic: TopicPath, caller: Authenticated, request: Request)
     """The live brokers serving the topic and their queue layout (for a caller that may produce or consume it).
 
     Served from memory (``RouteViews``), without a trip through the thread pool: a change of brokers or topics
-    shows at once, an expired lease within a second. Registrations refused lately are listed
+    shows at once, an expired lease as it ends. Registrations refused lately are listed
     (``refused_registrations``), and are the detail of a "no live broker serves topic" answer."""
     check_route(caller, topic)
     state = request.app.state
@@ -85,9 +85,9 @@ async def topic_route(topic: TopicPath, caller: Authenticated, request: Request)
     refused: RefusedRegistrations = state.refused_registrations
     route = views.cached(topic)
     if route is None:
-        def compute() -> TopicRoute:
+        def compute() -> tuple[TopicRoute, float]:
             with state.read_sessions() as session:
-                return RegistryService(session, state.settings).route(topic, refusal_text(refused.current()))
+                return RegistryService(session, state.settings).routed(topic, refusal_text(refused.current()))
 
         route = await run_in_threadpool(views.get, topic, compute)
     refusals = refused.current()  # not cached with the route: shown as soon as made, gone once the broker registers

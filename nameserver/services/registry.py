@@ -197,9 +197,15 @@ class RegistryService:
         """Live brokers carrying the topic; when none reported it yet, every live broker with the
         configured layout (a topic just created reaches them at their next heartbeat). ``refused``: the
         registrations refused lately, the detail of a "no live broker" answer."""
+        return self.routed(topic_name, refused)[0]
+
+    def routed(self, topic_name: str, refused: str = "") -> tuple[TopicRoute, float]:
+        """``route``, and the seconds until the first lease of its brokers ends (the route stays as it is until
+        then, unless a registration or a topic changes it)."""
         now = utc_now()
         topic = self.topics.get(topic_name)
         carried = self.brokers.live_routes(now, topic_name)
+        live = [b for b, _ in carried] if carried else self.brokers.live(now) if topic is not None else []
         if carried:
             brokers = [
                 BrokerRoute(
@@ -224,7 +230,7 @@ class RegistryService:
                     perm=topic.perm,
                     lane_slots=topic.lane_slots,
                 )
-                for b in self.brokers.live(now)
+                for b in live
             ]
         else:
             raise NotFound(f"topic {topic_name} is unknown")
@@ -235,13 +241,14 @@ class RegistryService:
             if b.broker_name in sets:
                 b.replicas = sets[b.broker_name].replicas
         layout = broker_topic_config(topic) if topic is not None else carried[0][1]
-        return TopicRoute(
+        route = TopicRoute(
             topic=topic_name,
             queue_nums=layout.queue_nums,
             gray_queue_nums=layout.gray_queue_nums,
             brokers=brokers,
             lanes={row.lane: row.slot for row in LaneRepository(self.session).slots_of(topic.id)} if topic else {},
         )
+        return route, min((b.lease_expires_at - now).total_seconds() for b in live)
 
 
 def _version(topics: Sequence[Topic], last_deletion_id: int, lanes: dict[str, dict[str, int]]) -> str:

@@ -36,12 +36,16 @@ from graymq.bench.bench_group_scale import GRAY_QUEUES, QUEUES
 from graymq.bench.common import Figures, cpu_seconds, serve_group_commands, worker_processes
 from graymq.bench.fleet_stock import CLIENT_NICE, GRAY_RULE, STOCK_KINDS, Pod, is_pod_host, stock_pods, stop_pods
 from graymq.bench.graymq_servers import Broker, NameServer
+from graymq.client.consumer.settings import ConsumerSettings
 from graymq.nameserver_api.client import NameServerClient
+from graymq.nameserver_api.session import FULL_EVERY
 from graymq.protocol.errors import GrayMQError
 
 POLL_S = 0.01
 STEADY_S = 20.0  # the steady figures' window
-SETTLE_S = 15.0  # after the big group converged, before that window: the start's last heartbeats and rebalances
+# After the big group converged, before that window: the start's last heartbeats and rebalances, and one whole cycle
+# of full heartbeats (each client sends one every FULL_EVERY + 1 beats, the first ones spread over that cycle).
+SETTLE_S = (FULL_EVERY + 1) * ConsumerSettings().nameserver_interval_s
 TIMEOUT_S = 240.0
 BIG_GROUP, TOPIC_A, TOPIC_B = "fleet_big", "FleetA", "FleetB"
 

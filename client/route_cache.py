@@ -2,7 +2,9 @@
 
 ``SharedRouteCache`` is what clients hold: a view of the ``SharedRoutes`` of their ``ClientInstance``
 (client/instance.py), so the clients given one ``ClientConfig`` ask once per topic; each cache refreshes a route
-at a jittered interval, so a fleet started together does not refresh in lockstep.
+at a jittered interval, so a fleet started together does not refresh in lockstep. The lookups of one turn of the
+loop go in one request, with every other route that is due within half the interval (``POST /v1/topic-routes``):
+a process consuming fifty groups refreshes its fifty retry topics and its own together, not in fifty requests.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar, cast
 
 from graymq.core.route import TopicRoute
+from graymq.nameserver_api.client import NotFoundError
 from graymq.protocol.errors import GrayMQError, NameServerError, TopicNotExistError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RETRY_S = 2.0  # after a failed refresh, the cached route is served this long before the next try
 MAX_BACKOFF = 4  # refreshes failing in a row wait retry_s, then twice, then four times as long
@@ -27,6 +31,12 @@ JITTER = 0.2  # a route is refreshed after ttl_s × (1 ± JITTER), drawn per ref
 
 class RouteSource(Protocol):
     async def get_route(self, topic: str) -> TopicRoute: ...
+
+
+class RoutesSource(RouteSource, Protocol):
+    """A source that also looks several topics up in one request (``NameServerClient.get_routes``)."""
+
+    async def get_routes(self, topics: Sequence[str]) -> dict[str, TopicRoute | GrayMQError]: ...
 
 
 class RouteCache:
@@ -57,6 +67,9 @@ class RouteCache:
         self._routes: dict[str, TopicRoute] = {}
         self._due: dict[str, float] = {}  # topic -> when (monotonic) its route is to be refreshed
         self._lookups: dict[str, asyncio.Future[TopicRoute]] = {}
+        self._batch: list[str] = []  # topics whose lookup goes in the request of this turn of the loop
+        self._requests: set[asyncio.Task[None]] = set()
+        self._batched = hasattr(nameserver, "get_routes")  # False: topic by topic (a source or name server without)
         self._failing: set[str] = set()  # topics whose last refresh failed (logged once until one succeeds)
         self._failed: dict[str, tuple[float, GrayMQError]] = {}  # uncached topic -> (until, its lookup's failure)
         self._failures: dict[str, int] = {}  # topic -> its lookups failed in a row (``_backoff``)
@@ -72,12 +85,32 @@ class RouteCache:
         return await asyncio.shield(self._lookup(topic))  # a cancelled caller leaves the lookup to the others
 
     def _lookup(self, topic: str) -> asyncio.Future[TopicRoute]:
-        """The lookup of ``topic`` in flight, started if there is none."""
+        """The lookup of ``topic`` in flight, started if there is none: in this turn's request."""
         lookup = self._lookups.get(topic)
         if lookup is None:
-            lookup = self._lookups[topic] = asyncio.ensure_future(self._fetch(topic))
-            lookup.add_done_callback(functools.partial(self._looked_up, topic))
+            if not self._batch:
+                asyncio.get_running_loop().call_soon(self._send)
+            self._batch.append(topic)
+            lookup = self._new_lookup(topic)
         return lookup
+
+    def _new_lookup(self, topic: str) -> asyncio.Future[TopicRoute]:
+        lookup = self._lookups[topic] = asyncio.get_running_loop().create_future()
+        lookup.add_done_callback(functools.partial(self._looked_up, topic))
+        return lookup
+
+    def _send(self) -> None:
+        """Send this turn's lookups with the cached routes due within half the interval (refreshed together from
+        then on); not those whose refreshes fail, which keep their back-off."""
+        batch, self._batch = self._batch, []
+        soon = self._clock() + self.ttl_s / 2
+        due = [t for t, at in self._due.items()
+               if at <= soon and t in self._routes and t not in self._lookups and t not in self._failures]
+        for topic in due:
+            self._new_lookup(topic)
+        task = asyncio.ensure_future(self._fetch_all(batch + due))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
 
     def _looked_up(self, topic: str, lookup: asyncio.Future[TopicRoute]) -> None:
         if self._lookups.get(topic) is lookup:
@@ -85,16 +118,47 @@ class RouteCache:
         if not lookup.cancelled() and lookup.exception() is not None and topic in self._routes:
             log.debug("refreshing the route of %s failed: %s", topic, lookup.exception())
 
-    async def _fetch(self, topic: str) -> TopicRoute:
-        cached = self._routes.get(topic)
+    async def _fetch_all(self, topics: list[str]) -> None:
+        """Look ``topics`` up (in one request when the source takes several) and settle their lookups."""
         try:
-            route = await self.nameserver.get_route(topic)
+            outcomes = await self._outcomes(topics)
+        except Exception as exc:  # noqa: BLE001 - not a name server's answer: every lookup of the request raises it
+            outcomes = dict.fromkeys(topics, exc)
+        for topic in topics:
+            lookup = self._lookups.get(topic)
+            if lookup is None or lookup.done():
+                continue
+            try:
+                lookup.set_result(self._settle(topic, outcomes[topic]))
+            except Exception as exc:  # noqa: BLE001 - handed to the lookup's callers
+                lookup.set_exception(exc)
+
+    async def _outcomes(self, topics: list[str]) -> dict[str, TopicRoute | GrayMQError]:
+        if self._batched:
+            try:
+                return await cast(RoutesSource, self.nameserver).get_routes(topics)
+            except NotFoundError:
+                self._batched = False  # a name server from before batched routes: topic by topic from now on
+            except GrayMQError as exc:
+                return dict.fromkeys(topics, exc)
+        return dict(zip(topics, await asyncio.gather(*(self._fetch_one(t) for t in topics)), strict=True))
+
+    async def _fetch_one(self, topic: str) -> TopicRoute | GrayMQError:
+        try:
+            return await self.nameserver.get_route(topic)
         except GrayMQError as exc:
+            return exc
+
+    def _settle(self, topic: str, outcome: TopicRoute | Exception) -> TopicRoute:
+        """Cache a lookup's route; for a failure, the cached route while no name server answers, else raise it."""
+        cached = self._routes.get(topic)
+        if isinstance(outcome, Exception):
+            exc = outcome
             self._due[topic] = self._clock() + self._backoff(topic)
             if cached is None and isinstance(exc, (NameServerError, TopicNotExistError)):
                 self._failed[topic] = (self._due[topic], exc)
             if cached is None or not isinstance(exc, NameServerError):
-                raise
+                raise exc
             if topic not in self._failing:
                 log.warning("name servers unreachable; serving the cached route of %s (retrying in %gs, then "
                             "less often)", topic, self.retry_s)
@@ -105,9 +169,9 @@ class RouteCache:
             self._failing.discard(topic)
         self._failed.pop(topic, None)
         self._failures.pop(topic, None)
-        self._routes[topic] = route
+        self._routes[topic] = outcome
         self._due[topic] = self._clock() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
-        return route
+        return outcome
 
     def _backoff(self, topic: str) -> float:
         """How long until the next lookup of ``topic`` after one more failure in a row: ``retry_s``, doubled with each
@@ -120,10 +184,12 @@ class RouteCache:
 
     async def close(self) -> None:
         """Cancel the lookups in flight (their senders, if any are left, see the cancellation)."""
-        lookups = list(self._lookups.values())
-        for lookup in lookups:
+        requests = list(self._requests)
+        for task in requests:
+            task.cancel()
+        await asyncio.gather(*requests, return_exceptions=True)
+        for lookup in list(self._lookups.values()):
             lookup.cancel()
-        await asyncio.gather(*lookups, return_exceptions=True)
 
     def fresh(self, topic: str) -> TopicRoute | None:
         """The cached route while no refresh of it is due (no coroutine: the send path's lookup), else None."""
@@ -162,14 +228,26 @@ class SharedRoutes:
 
     async def get_route(self, topic: str) -> TopicRoute:
         """The lookup, through the latest user's client; through the next one if that user closed meanwhile."""
+        return await self._through_latest(lambda source: source.get_route(topic), f"the route of {topic}")
+
+    async def get_routes(self, topics: Sequence[str]) -> dict[str, TopicRoute | GrayMQError]:
+        """``get_route`` of several topics in one request; ``NotFoundError`` when the client asks topic by topic."""
+        async def ask(source: RouteSource) -> dict[str, TopicRoute | GrayMQError]:
+            if not hasattr(source, "get_routes"):
+                raise NotFoundError("this name-server client looks routes up topic by topic")
+            return await cast(RoutesSource, source).get_routes(topics)
+
+        return await self._through_latest(ask, f"the routes of {len(topics)} topics")
+
+    async def _through_latest(self, call: Callable[[RouteSource], Awaitable[T]], what: str) -> T:
         while self.members:
             member = next(reversed(self.members))
             try:
-                return await member.nameserver.get_route(topic)
+                return await call(member.nameserver)
             except Exception:  # noqa: BLE001 - re-raised unless its client closed under it (then the next asks)
                 if member in self.members:
                     raise
-        raise NameServerError(f"no open client left to look up the route of {topic}")
+        raise NameServerError(f"no open client left to look up {what}")
 
     async def close(self) -> None:
         await self.cache.close()

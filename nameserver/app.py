@@ -128,8 +128,9 @@ def create_app(settings: NameServerSettings) -> FastAPI:
     install_error_handlers(app, metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
-    for module in (brokers, topics, clients, groups, lanes, cutovers, audit, principals):
-        app.include_router(module.router, responses=ERROR_RESPONSES, dependencies=[Depends(authenticated)])
+    for router in (*(m.router for m in (brokers, topics, clients, groups, lanes, cutovers, audit, principals)),
+                   topics.routes_router):
+        app.include_router(router, responses=ERROR_RESPONSES, dependencies=[Depends(authenticated)])
     app.include_router(health.router)
     mount_console(app)
     return app

@@ -47,11 +47,13 @@ def create_db_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
+    # 20 kept open: a fleet's steady load (heartbeat batches, watch reads, routes, the health sampler) has more than
+    # 10 sessions at once, and each one past the pool's size opened a connection and closed it again.
     return create_engine(
         parsed,
         pool_pre_ping=True,
-        pool_size=10,
-        max_overflow=20,
+        pool_size=20,
+        max_overflow=10,
         pool_timeout=POOL_TIMEOUT_S,
         connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "graymq-nameserver"},
     )

@@ -119,6 +119,7 @@ MAX_QUEUES = 100_000
 MAX_WATCH_S = 60.0
 CLIENTS_PAGE_MAX = 1000  # clients in one page of GET /v1/groups/{group}/clients
 MAX_HEARTBEAT_BATCH = 500  # client heartbeats in one POST /v1/clients/heartbeats
+MAX_ROUTES = 500  # topics in one POST /v1/topic-routes
 MAX_ALIVE_IDS = 5000  # alive ids in one POST /v1/clients/heartbeats (an int each: a whole process's clients)
 MAX_BROKER_QUEUES = 1024  # queues of one topic on one broker, lane slots included
 GRAY_LANE = "gray"  # the lane a true flag naming none is in (docs/lanes.md)
@@ -337,6 +338,26 @@ class TopicRoute(BaseModel):
     lanes: dict[str, int] = Field(default_factory=dict, description="lane -> the slot it holds on the topic")
     refused_registrations: list[RefusedRegistration] = Field(
         default_factory=list, description="brokers this name server refused to register lately: not in any route")
+
+
+class TopicRoutesQuery(BaseModel):
+    """Several topics' routes in one request (a process's clients refreshing every topic they use)."""
+
+    topics: list[TopicName] = Field(min_length=1, max_length=MAX_ROUTES)
+
+
+class TopicRouteResult(BaseModel):
+    """One topic's ``route``, or the error it alone got (``status_code``, ``error``, ``detail``), as
+    ``GET /v1/topics/{topic}/route`` would answer it."""
+
+    status_code: int = 200
+    route: TopicRoute | None = None
+    error: str | None = None
+    detail: Any = None
+
+
+class TopicRoutesResponse(BaseModel):
+    results: list[TopicRouteResult] = Field(description="one a topic asked for, in the request's order")
 
 
 Count = Annotated[int, Field(strict=True, ge=0, le=2**62)]

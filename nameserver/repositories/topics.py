@@ -52,8 +52,9 @@ class TopicRepository:
         """Record the lane slots brokers grew their groups' retry and dead-letter topics to (never fewer, the same
         base and gray counts); returns whether a topic grew."""
         grown = False
+        topics = {t.name: t for t in self.by_names(c.topic for c in configs)} if configs else {}  # one statement
         for config in configs:
-            topic = self.session.scalars(select(Topic).where(Topic.name == config.topic)).one_or_none()
+            topic = topics.get(config.topic)
             if (topic is not None and config.lane_slots > topic.lane_slots
                     and (topic.queue_nums, topic.gray_queue_nums) == (config.queue_nums, config.gray_queue_nums)):
                 topic.lane_slots = config.lane_slots

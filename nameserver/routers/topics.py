@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from graymq.nameserver.auth import AdminActor, Authenticated, check_route
+from graymq.nameserver.auth import AdminActor, Authenticated, Caller, check_route
 from graymq.nameserver.deps import Topics
+from graymq.nameserver.errors import ApiError
 from graymq.nameserver.refused_registrations import RefusedRegistrations, refusal_text
 from graymq.nameserver.route_views import RouteViews
 from graymq.nameserver.schemas import (
@@ -18,6 +19,9 @@ from graymq.nameserver.schemas import (
     TopicPut,
     TopicPutResult,
     TopicRoute,
+    TopicRouteResult,
+    TopicRoutesQuery,
+    TopicRoutesResponse,
     TopicView,
 )
 from graymq.nameserver.services.registry import RegistryService
@@ -25,6 +29,9 @@ from graymq.nameserver.services.topics import TopicService
 from graymq.nameserver.topic_readiness import wait_until_served
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
+# Several topics' routes: a path of its own, so that a name server from before it answers 404 (clients then ask topic
+# by topic), where under /v1/topics it would be a topic's path answering 405.
+routes_router = APIRouter(prefix="/v1/topic-routes", tags=["topics"])
 
 
 @router.get("")
@@ -72,6 +79,21 @@ def delete_topic(
     topics.delete(topic, actor, reason)
 
 
+@routes_router.post("")
+async def topic_routes(body: TopicRoutesQuery, caller: Authenticated, request: Request) -> TopicRoutesResponse:
+    """Several topics' routes in one request, each as ``GET /v1/topics/{topic}/route`` answers it (a topic refused,
+    unknown or without a live broker gets its error in its result): a process's clients refresh every topic they
+    use at once, where one request a topic cost the name server more than computing the routes."""
+    results = []
+    for topic in body.topics:
+        try:
+            results.append(TopicRouteResult(route=await _route(topic, caller, request)))
+        except ApiError as refused:
+            results.append(TopicRouteResult(status_code=refused.status_code, error=refused.error,
+                                            detail=refused.detail))
+    return TopicRoutesResponse(results=results)
+
+
 @router.get("/{topic}/route")
 async def topic_route(topic: TopicPath, caller: Authenticated, request: Request) -> TopicRoute:
     """The live brokers serving the topic and their queue layout (for a caller that may produce or consume it).
@@ -79,6 +101,10 @@ async def topic_route(topic: TopicPath, caller: Authenticated, request: Request)
     Served from memory (``RouteViews``), without a trip through the thread pool: a change of brokers or topics
     shows at once, an expired lease as it ends. Registrations refused lately are listed
     (``refused_registrations``), and are the detail of a "no live broker serves topic" answer."""
+    return await _route(topic, caller, request)
+
+
+async def _route(topic: str, caller: Caller, request: Request) -> TopicRoute:
     check_route(caller, topic)
     state = request.app.state
     views: RouteViews = state.route_views

@@ -185,6 +185,9 @@ def test_brokers_read_the_principals_token_digests_and_rights_and_a_version_that
         same = http.get("/v1/principals/digests", headers={**bearer(broker), "If-None-Match": etag})
         assert (same.status_code, same.content, same.headers["ETag"]) == (304, b"", etag)  # the broker's is current
         assert http.get("/v1/principals/digests", headers=bearer(app)).status_code == 403
+        batch = http.post("/v1/topic-routes", json={"topics": ["ORDER_X", "PAYROLL"]}, headers=bearer(app))
+        assert batch.status_code == 200, batch.text  # each topic as its own request: unknown, and not its to use
+        assert [r["status_code"] for r in batch.json()["results"]] == [404, 403], batch.text
         assert http.get("/v1/principals", headers=bearer(broker)).status_code == 403  # the list is admin-only
         assert cli(ns_url, "principal", "rotate", "app-a").returncode == 0
         second = http.get("/v1/principals/digests", headers={**bearer(broker), "If-None-Match": etag}).json()

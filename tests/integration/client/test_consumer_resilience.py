@@ -155,7 +155,11 @@ def test_a_topic_the_broker_and_the_name_server_no_longer_know_ends_the_consumer
             async def deleted(topic: str) -> object:
                 raise TopicNotExistError(f"no route for topic {topic}")
 
+            async def all_deleted(topics: list[str]) -> dict[str, object]:
+                return {topic: TopicNotExistError(f"no route for topic {topic}") for topic in topics}
+
             consumer.nameserver.get_route = deleted  # type: ignore[method-assign]  # as after a topic delete
+            consumer.nameserver.get_routes = all_deleted  # type: ignore[method-assign]
             cause = await asyncio.wait_for(consumer.wait_failed(), 30)
             assert isinstance(cause, TopicNotExistError) and "was deleted" in cause.message
         finally:

@@ -115,3 +115,16 @@ def test_an_expired_lease_leaves_a_route_served_from_memory(db_url: str) -> None
         assert layouts(short, topic) == {lasting: 4, expiring: 4}
         # asked again and again, the route stays cached until the first lease of its brokers ends, then drops it
         wait_until(lambda: layouts(short, topic) == {lasting: 4}, what="the expired broker leaving the route")
+
+
+def test_several_routes_in_one_request_are_each_what_its_own_request_answers(cached_forever: TestClient) -> None:
+    topic, broker, unknown = unique("T"), unique("b"), unique("NONE")
+    broker_heartbeat(cached_forever, broker, (topic, 4, 0))
+    response = cached_forever.post("/v1/topic-routes", json={"topics": [topic, unknown, topic]})
+    assert response.status_code == 200, response.text
+    found, missing, again = response.json()["results"]
+    assert found["route"] == again["route"] == cached_forever.get(f"/v1/topics/{topic}/route").json()
+    assert (missing["status_code"], missing["route"]) == (404, None) and unknown in missing["error"]
+    for bad in ({"topics": []}, {"topics": ["a b"]}, {"topics": [topic] * 501}, {}, {"topics": "T"}):
+        refused = cached_forever.post("/v1/topic-routes", json=bad)
+        assert refused.status_code == 422, (bad, refused.text)

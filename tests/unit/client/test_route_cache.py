@@ -9,7 +9,8 @@ import pytest
 
 from graymq.client.route_cache import RouteCache
 from graymq.core.route import BrokerData, TopicRoute
-from graymq.protocol.errors import NameServerError, TopicNotExistError
+from graymq.nameserver_api.client import NotFoundError
+from graymq.protocol.errors import GrayMQError, NameServerError, TopicNotExistError
 
 pytestmark = pytest.mark.unit
 
@@ -162,5 +163,88 @@ def test_a_route_whose_refreshes_keep_failing_is_asked_for_less_and_less_often()
         # due at 30 s; failing, asked again 2, 4, 8, 8, 8 s later; through at 60, due 30 s on; failing: 2 s again
         assert asked_at == [30.0, 32.0, 36.0, 44.0, 52.0, 60.0, 90.0, 92.0, 96.0, *range(104, 150, 8)]
         await cache.close()
+
+    asyncio.run(scenario())
+
+
+class BatchingNameServer:
+    """A name server taking several topics a request (``get_routes``): each request's topics recorded; ``missing``
+    topics get ``TopicNotExistError``; ``old`` answers as a name server from before batched routes."""
+
+    def __init__(self, missing: tuple[str, ...] = (), old: bool = False) -> None:
+        self.requests: list[list[str]] = []
+        self.singles: list[str] = []
+        self.missing = missing
+        self.old = old
+
+    async def get_routes(self, topics: list[str]) -> dict[str, TopicRoute | GrayMQError]:
+        if self.old:
+            raise NotFoundError("POST /v1/topic-routes: Not Found")
+        self.requests.append(list(topics))
+        return {t: TopicNotExistError(f"no route for topic {t}") if t in self.missing else route(4) for t in topics}
+
+    async def get_route(self, topic: str) -> TopicRoute:
+        self.singles.append(topic)
+        return route(4)
+
+
+def test_the_lookups_of_one_turn_go_in_one_request_and_an_unknown_topic_fails_alone() -> None:
+    async def scenario() -> None:
+        ns = BatchingNameServer(missing=("GONE",))
+        cache = RouteCache(ns)  # type: ignore[arg-type]
+        got = await asyncio.gather(*(cache.get(t) for t in ("A", "B", "GONE", "C")), return_exceptions=True)
+        assert ns.requests == [["A", "B", "GONE", "C"]] and not ns.singles
+        assert isinstance(got[2], TopicNotExistError) and all(isinstance(r, TopicRoute) for r in got[:2] + got[3:])
+
+    asyncio.run(scenario())
+
+
+def test_routes_due_within_half_the_interval_are_refreshed_with_the_one_due_and_stay_together() -> None:
+    """A process's retry topics and its own, cached at different times, end up refreshed in one request."""
+
+    async def scenario() -> None:
+        now = [0.0]
+        ns = BatchingNameServer()
+        cache = RouteCache(ns, ttl_s=30.0, jitter=0.0, clock=lambda: now[0])  # type: ignore[arg-type]
+        await cache.get("A")
+        now[0] = 10.0
+        await cache.get("B")  # due at 40; A, due at 30, is not within half the interval yet
+        now[0] = 31.0  # A is due; B within half the interval
+        await cache.get("A")
+        await settle()
+        assert ns.requests == [["A"], ["B"], ["A", "B"]]
+        now[0] = 62.0
+        await cache.get("B")
+        await settle()
+        assert ns.requests[-1] == ["B", "A"]  # due together from then on
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_route_keeps_its_back_off_when_another_refresh_goes_out() -> None:
+    async def scenario() -> None:
+        now = [0.0]
+        ns = BatchingNameServer()
+        cache = RouteCache(ns, ttl_s=30.0, jitter=0.0, clock=lambda: now[0])  # type: ignore[arg-type]
+        await asyncio.gather(cache.get("A"), cache.get("B"))
+        now[0] = 31.0
+        ns.missing = ("B",)  # B's next refresh fails: asked again in retry_s, not at the next request
+        await cache.get("B")
+        await settle()
+        ns.missing = ()
+        now[0] = 31.5
+        await cache.get("A", refresh=True)
+        assert ns.requests[-1] == ["A"]
+
+    asyncio.run(scenario())
+
+
+def test_a_name_server_without_batched_routes_is_asked_topic_by_topic_from_then_on() -> None:
+    async def scenario() -> None:
+        ns = BatchingNameServer(old=True)
+        cache = RouteCache(ns)  # type: ignore[arg-type]
+        await asyncio.gather(cache.get("A"), cache.get("B"))
+        await cache.get("C")
+        assert ns.singles == ["A", "B", "C"] and not ns.requests
 
     asyncio.run(scenario())

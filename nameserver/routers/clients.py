@@ -191,11 +191,12 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
     admission: Admission = state.watch_admission
     metrics.watching(+1)
     try:
-        woken = False  # a wait ended: the groups' shared reads serve the watches (as a single watch's reread)
+        fired: set[str] | None = None  # after a wait: the groups whose change ended it
+        results: list[ClientHeartbeatResult] = []
         while True:
             events = {group: changes.changed(group) for group in {watch.group for watch in body.watches}}
-            results, differs = await (_reread_all(state, body, caller, events, read, request) if woken
-                                      else admission.run(read, request))
+            results, differs = await (_reread_all(state, body, caller, events, read, request, fired, results)
+                                      if fired is not None else admission.run(read, request))
             remaining = deadline - time.monotonic()
             watched = any(result.answer is not None for result in results)  # else nothing to wait for
             if differs or not watched or remaining <= 0 or changes.closing:
@@ -206,20 +207,25 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
             finally:
                 for wait in waits:
                     wait.cancel()
-            woken = True
+            fired = {group for group, event in events.items() if event.is_set()}
     finally:
         metrics.watching(-1)
 
 
 async def _reread_all(state: State, body: ClientWatches, caller: Caller, events: dict[str, asyncio.Event],
-                      read: Callable[[], tuple[list[ClientHeartbeatResult], bool]], request: Request
-                      ) -> tuple[list[ClientHeartbeatResult], bool]:
-    """After a wake-up: each watch's view from its group's one shared read since ``events`` were taken, so the
-    batched watches a change wakes cost one read per group, not one per client; ``read`` (each its own, through the
-    watch admission as a first read) when a watched client is not in its group's read."""
+                      read: Callable[[], tuple[list[ClientHeartbeatResult], bool]], request: Request,
+                      fired: set[str], before: list[ClientHeartbeatResult]) -> tuple[list[ClientHeartbeatResult], bool]:
+    """After a wake-up: the watches of the ``fired`` groups each from its group's one shared read since ``events``
+    were taken, so the batched watches a change wakes cost one read per changed group, not one per client; the
+    others' results as ``before`` (nothing changed in their groups since: a wake-up of one group re-read every group
+    a process's watches span, fifty at 5,000 clients). ``read`` (each its own, through the watch admission as a
+    first read) when a watched client is not in its group's read."""
     views: dict[str, GroupViews] = {}
     results, differs = [], False
-    for watch in body.watches:
+    for watch, kept in zip(body.watches, before, strict=True):
+        if watch.group not in fired:
+            results.append(kept)
+            continue
         try:
             check_client(caller, watch.group, watch.role)
             if watch.group not in views:

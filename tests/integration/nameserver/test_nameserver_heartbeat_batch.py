@@ -72,3 +72,40 @@ def test_a_batched_watch_answers_when_one_of_its_clients_changes_and_a_refused_o
     assert ns.put("/v1/groups/GID_ORDERS/clients/mine-1/flag", json={"gray": True}, headers=OPS).status_code < 300
     changed = ns.post("/v1/clients/watches", json={"watches": watches, "timeout_s": 30}, headers=orders).json()
     assert [r["answer"]["desired_gray"] for r in changed["results"][:3]] == [False, True, False]
+
+
+def test_a_batched_watch_woken_by_one_group_reads_that_group_again_not_the_others(
+        ns: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's watches span many groups: a change of one re-reads that group's clients only (the others'
+    views, unchanged since the watch read them, are answered as read), and a watch that times out reads nothing
+    again."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graymq.nameserver.services.clients import ClientService
+
+    reread: list[str] = []
+    group_views = ClientService.group_views
+    monkeypatch.setattr(ClientService, "group_views",
+                        lambda self, group: reread.append(group) or group_views(self, group))
+    batch = [beat("GID_A", "a1"), beat("GID_B", "b1")]
+    results = ns.post("/v1/clients/heartbeats", json={"heartbeats": batch}, headers=OPS).json()["results"]
+    answers = {b["group"]: r["answer"] for b, r in zip(batch, results, strict=True)}
+    watches = [{"group": g, "client_id": answers[g]["client_id"], "role": "consumer",
+                "known": {k: answers[g][k] for k in ("desired_gray", "gray_switch", "orphan_policy")}}
+               for g in ("GID_A", "GID_B")]
+    quiet = ns.post("/v1/clients/watches", json={"watches": watches, "timeout_s": 0.3}, headers=OPS)
+    assert quiet.status_code == 200 and reread == []  # timed out: nothing read again
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ns.post, "/v1/clients/watches", json={"watches": watches, "timeout_s": 30},
+                              headers=OPS)
+        deadline = time.monotonic() + 10
+        while not any(line.startswith("graymq_nameserver_open_watches 1.0") for line in
+                      ns.get("/metrics").text.splitlines()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ns.put("/v1/groups/GID_A/clients/a1/flag", json={"gray": True}, headers=OPS).status_code < 300
+        woken = pending.result(30)
+    assert woken.status_code == 200, woken.text
+    a, b = (r["answer"] for r in woken.json()["results"])
+    assert (a["desired_gray"], b["desired_gray"], b["client_id"]) == (True, False, "b1")
+    assert reread == ["GID_A"]

@@ -132,6 +132,8 @@ class Metrics:
                                   "Requests that failed because the database was unavailable.", registry=self.registry)
         self._open_watches = Gauge(f"{PREFIX}_open_watches", "Client watches (long polls) waiting for a change.",
                                    registry=self.registry)
+        self._beats = Counter(f"{PREFIX}_client_beats_total", "Client heartbeats in batches by kind: full (stored and "
+                              "answered), alive (by key) or alive_id.", ["kind"], registry=self.registry)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -141,6 +143,12 @@ class Metrics:
 
     def db_error(self) -> None:
         self._db_errors.inc()
+
+    def beats(self, full: int, alive: int, alive_ids: int) -> None:
+        """A batch of client heartbeats: how many of each kind it carried."""
+        for kind, count in (("full", full), ("alive", alive), ("alive_id", alive_ids)):
+            if count:
+                self._beats.labels(kind).inc(count)
 
     def watching(self, delta: int) -> None:
         """A client watch opened (+1) or answered (-1)."""

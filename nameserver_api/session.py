@@ -65,6 +65,11 @@ ROUND_GAP_S = 0.5
 # Alive beats of a membership in a row before a full heartbeat (a consumer: one a minute). Every 30 s, full heartbeats
 # were a third of the name server's steady time at 5,000 clients; changes reach clients by their watches.
 FULL_EVERY = 11
+# After a failed round, the next one counts as working once out this long without failing (its connection made, the
+# name server waiting on it): until then each beat goes in full. Waiting for that round to end (up to WATCH_S) kept
+# a whole process's clients on full heartbeats for a minute after one connect timeout: at 5,000 clients, most
+# processes most of the time, and the full heartbeats kept the name server too busy to accept connections in time.
+WATCH_HELD_S = 5.0
 
 Pending = tuple[dict[str, Any], asyncio.Future[HeartbeatAnswer | None]]
 Key = tuple[str, str, str]  # group, client id, role
@@ -403,6 +408,11 @@ class NameServerSession:
                       for i in range(0, len(entries), self.max_batch)]
             changed = asyncio.ensure_future(wait_event(self._members_changed, timeout_s))
             try:
+                if self.watch_failed:  # a round out this long without failing is held by the name server
+                    done, _ = await asyncio.wait([*rounds, changed], timeout=WATCH_HELD_S,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    if not done:
+                        self.watch_failed = False
                 await asyncio.wait([*rounds, changed], return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for task in (*rounds, changed):

@@ -88,6 +88,8 @@ async def client_heartbeats(body: ClientHeartbeats, caller: Authenticated, reque
 
     admission: Admission = state.heartbeat_admission
     answers, refreshed, missing = await admission.run(beat_all, request, shed=True)
+    metrics: Metrics = state.metrics
+    metrics.beats(len(allowed), len(alive_allowed), len(body.alive_ids))
     outcomes.update(zip(allowed, answers, strict=True))
     alive.update(zip(alive_allowed, refreshed, strict=True))
     return ClientHeartbeatsResponse(results=[_result(outcomes[index]) for index in range(len(body.heartbeats))],

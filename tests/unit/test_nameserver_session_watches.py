@@ -105,6 +105,29 @@ def test_a_failed_round_of_watches_goes_again_at_once_and_a_second_failure_waits
     run(scenario)
 
 
+def test_a_round_out_a_while_after_a_failed_one_turns_alive_beats_back_on_before_it_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One connect timeout made a whole process beat in full until the next round ended, up to a watch's timeout."""
+    monkeypatch.setattr(session_module, "WATCH_HELD_S", 0.05)
+
+    async def scenario() -> None:
+        nameserver = FakeNameServer(failing=1)
+        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+        fleet = members(session, 2)
+        for member in fleet:
+            await member.beat()
+            session.watch(member)
+        await nameserver.rounds_sent(2)  # the first failed; the second is held (until its 1000 s timeout)
+        assert session.watch_failed
+        await asyncio.sleep(0.2)
+        assert not session.watch_failed and len(nameserver.rounds) == 2
+        for member in fleet:
+            session.unwatch(member)
+        await session.close()
+
+    run(scenario)
+
+
 def test_a_membership_whose_heartbeat_failed_stays_in_the_rounds_of_watches() -> None:
     async def scenario() -> None:
         nameserver = FakeNameServer()

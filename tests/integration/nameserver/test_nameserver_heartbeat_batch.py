@@ -89,8 +89,10 @@ def test_a_batched_watch_woken_by_one_group_reads_that_group_again_not_the_other
     monkeypatch.setattr(ClientService, "group_views",
                         lambda self, group: reread.append(group) or group_views(self, group))
     batch = [beat("GID_A", "a1"), beat("GID_B", "b1")]
+    full_before = full_beats(ns)
     results = ns.post("/v1/clients/heartbeats", json={"heartbeats": batch}, headers=OPS).json()["results"]
     answers = {b["group"]: r["answer"] for b, r in zip(batch, results, strict=True)}
+    assert full_beats(ns) - full_before == 2  # counted by kind for operators
     watches = [{"group": g, "client_id": answers[g]["client_id"], "role": "consumer",
                 "known": {k: answers[g][k] for k in ("desired_gray", "gray_switch", "orphan_policy")}}
                for g in ("GID_A", "GID_B")]
@@ -109,3 +111,9 @@ def test_a_batched_watch_woken_by_one_group_reads_that_group_again_not_the_other
     a, b = (r["answer"] for r in woken.json()["results"])
     assert (a["desired_gray"], b["desired_gray"], b["client_id"]) == (True, False, "b1")
     assert reread == ["GID_A"]
+
+
+def full_beats(ns: TestClient) -> float:
+    """The full heartbeats batches carried so far (``graymq_nameserver_client_beats_total{kind="full"}``)."""
+    prefix = 'graymq_nameserver_client_beats_total{kind="full"} '
+    return sum(float(line[len(prefix):]) for line in ns.get("/metrics").text.splitlines() if line.startswith(prefix))

@@ -28,6 +28,7 @@ def test_request_counters_and_gauges_render_in_the_text_format() -> None:
     metrics.watching(+1)
     metrics.watching(+1)
     metrics.watching(-1)
+    metrics.beats(full=2, alive=0, alive_ids=5)
     text = metrics.render(3, [("g1", "consumer", True, None, 2), ("g1", "consumer", True, "v3", 1),
                               ("g1", "producer", False, None, 1)])
     assert parse(text) == {
@@ -37,6 +38,7 @@ def test_request_counters_and_gauges_render_in_the_text_format() -> None:
         }),
         "graymq_nameserver_db_errors": ("counter", {(): 1}),
         "graymq_nameserver_open_watches": ("gauge", {(): 1}),
+        "graymq_nameserver_client_beats": ("counter", {(("kind", "full"),): 2, (("kind", "alive_id"),): 5}),
         "graymq_nameserver_live_brokers": ("gauge", {(): 3}),
         "graymq_nameserver_live_clients": ("gauge", {
             (("gray", "true"), ("group", "g1"), ("lane", "gray"), ("role", "consumer")): 2,

@@ -83,24 +83,34 @@ def run(scenario: Any) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
+async def watched_after_a_failure(nameserver: FakeNameServer) -> tuple[NameServerSession, list[Membership]]:
+    """Two memberships of a session, watched until the second round went out after the first failed."""
+    session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
+    fleet = members(session, 2)
+    for member in fleet:
+        await member.beat()
+        session.watch(member)
+    await nameserver.rounds_sent(2)
+    assert session.watch_failed
+    return session, fleet
+
+
+async def unwatched(session: NameServerSession, fleet: list[Membership]) -> None:
+    for member in fleet:
+        session.unwatch(member)
+    await session.close()
+
+
 def test_a_failed_round_of_watches_goes_again_at_once_and_a_second_failure_waits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_module, "WATCH_RETRY_S", 1000.0)  # a wait no round below may take
 
     async def scenario() -> None:
         nameserver = FakeNameServer(failing=2)
-        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
-        fleet = members(session, 2)
-        for member in fleet:
-            await member.beat()
-            session.watch(member)
-        await nameserver.rounds_sent(2)  # the first failed: the second went at once
-        assert session.watch_failed
+        session, fleet = await watched_after_a_failure(nameserver)  # the first failed: the second went at once
         await asyncio.sleep(10 * session_module.WINDOW_S)  # a round every WINDOW_S, were there no wait
         assert len(nameserver.rounds) == 2, "a second failure in a row waits before the next round"
-        for member in fleet:
-            session.unwatch(member)
-        await session.close()
+        await unwatched(session, fleet)
 
     run(scenario)
 
@@ -108,22 +118,14 @@ def test_a_failed_round_of_watches_goes_again_at_once_and_a_second_failure_waits
 def test_a_round_out_a_while_after_a_failed_one_turns_alive_beats_back_on_before_it_ends(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """One connect timeout made a whole process beat in full until the next round ended, up to a watch's timeout."""
-    monkeypatch.setattr(session_module, "WATCH_HELD_S", 0.05)
+    monkeypatch.setattr(session_module, "WATCH_HELD_S", 0.5)
 
     async def scenario() -> None:
         nameserver = FakeNameServer(failing=1)
-        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0)  # type: ignore[arg-type]
-        fleet = members(session, 2)
-        for member in fleet:
-            await member.beat()
-            session.watch(member)
-        await nameserver.rounds_sent(2)  # the first failed; the second is held (until its 1000 s timeout)
-        assert session.watch_failed
-        await asyncio.sleep(0.2)
+        session, fleet = await watched_after_a_failure(nameserver)  # the second round is held (1000 s)
+        await asyncio.sleep(1.0)
         assert not session.watch_failed and len(nameserver.rounds) == 2
-        for member in fleet:
-            session.unwatch(member)
-        await session.close()
+        await unwatched(session, fleet)
 
     run(scenario)
 

@@ -55,6 +55,7 @@ NAMESERVER_FAMILIES = {
     "graymq_nameserver_http_requests": "counter",
     "graymq_nameserver_db_errors": "counter",
     "graymq_nameserver_open_watches": "gauge",
+    "graymq_nameserver_client_beats": "counter",
     "graymq_nameserver_live_brokers": "gauge",
     "graymq_nameserver_live_clients": "gauge",
 }

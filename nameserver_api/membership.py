@@ -142,11 +142,12 @@ class Membership:
             return None
         self.reachable = True
         came = self.tick()
-        if response is None:  # an alive beat: the latest answer (a heartbeat's or a watch's) holds
+        if response is None:  # an alive beat: the latest answer (a heartbeat's or a watch's) holds, but its lane maps
             if self.last is None:
                 return None
-            response = self.last
-        self.last = response
+            response = self.last.retold()
+        else:
+            self.last = response
         await self._apply(response, sent_epoch, came)
         return response
 

@@ -8,7 +8,7 @@ what prints it (``graymq gray history --json``, ``graymq audit --json``, ``graym
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -254,6 +254,12 @@ class HeartbeatAnswer:
                    (GRAY_LANE if data["desired_gray"] else None), lanes=dict(data.get("lanes") or {}),
                    topic_lanes={topic: {str(lane): int(slot) for lane, slot in (counts.get("lanes") or {}).items()}
                                 for topic, counts in (data.get("topics") or {}).items()})
+
+    def retold(self) -> HeartbeatAnswer:
+        """This answer as an alive beat tells it again, later: its watched state holds (a watch carries every change
+        of it), its lane maps (``topic_lanes``) are left out. They were true when it came, and a slot taken or given
+        back since wakes no watch: told again, an old map would undo a newer one its hearer had from elsewhere."""
+        return replace(self, topic_lanes={}) if self.topic_lanes else self
 
 
 @dataclass(frozen=True)

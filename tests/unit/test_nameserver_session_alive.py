@@ -36,6 +36,7 @@ class FakeNameServer:
     def __init__(self, old: bool = False, ids: bool = False) -> None:
         self.old = old
         self.ids = ids
+        self.topics: dict[str, Any] = {}  # what a full heartbeat's answer says of the clients' topics
         self.refused: dict[str, int] = {}
         self.requests: list[tuple[list[str], list[dict[str, Any]]]] = []  # (full heartbeats' ids, alive entries)
         self.alive_ids: list[list[int]] = []
@@ -51,7 +52,8 @@ class FakeNameServer:
         if self.old and not full:
             raise BadRequestError(f"POST {PATH}: heartbeats: List should have at least 1 item")
         self.alive_ids.append(json.get("alive_ids", []))
-        results = [{"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"], role=b["role"]),
+        results = [{"status_code": 200, "answer": heartbeat_answer_json(client_id=b["client_id"], role=b["role"],
+                                                                        topics=self.topics),
                     **({"alive_id": alive_id(b["client_id"])} if self.ids else {})} for b in full]
         if self.old:
             return {"results": results}
@@ -94,12 +96,14 @@ class Fleet:
         self.reports: dict[str, dict[str, Any]] = {c: {"gray": False, "state": "NORMAL", "queues": ["q0"],
                                                        "health": {"normal": {"consumed": 0}}} for c in self.ids}
         self.updates: dict[str, int] = dict.fromkeys(self.ids, 0)
+        self.lane_maps: dict[str, list[dict[str, dict[str, int]]]] = {c: [] for c in self.ids}  # told at each update
         self.members = [self._member(client_id) for client_id in self.ids]
 
     def _member(self, client_id: str) -> Membership:
         async def on_update(answer: HeartbeatAnswer) -> None:
             assert answer.client_id == client_id
             self.updates[client_id] += 1
+            self.lane_maps[client_id].append(answer.topic_lanes)
 
         return Membership(self.session, group=GROUP, client_id=client_id, role="consumer", labels={},
                           declared_gray=None, interval_s=1000, report=lambda: dict(self.reports[client_id]),
@@ -167,6 +171,25 @@ def test_a_changed_report_goes_full_and_a_changed_health_rides_in_its_alive_entr
         await fleet.beat()
         assert nameserver.last() == ([], ["c00", "c01", "c02", "c03"])
         assert "health" not in nameserver.requests[-1][1][2]  # stored with the alive beat before
+
+    run(scenario)
+
+
+def test_an_alive_beat_acts_on_the_latest_answer_without_retelling_its_lane_maps() -> None:
+    """A slot taken or given back wakes no watch, so the lane maps of the latest answer are as old as it is: an alive
+    beat acting on it again leaves them out (told again, an old map would undo a newer one heard elsewhere, as a
+    broker's endpoint hears every stock client's); the next full heartbeat tells the maps of its time."""
+    async def scenario() -> None:
+        nameserver = FakeNameServer()
+        fleet = Fleet(nameserver, 3)
+        nameserver.topics = {"T": {"queue_nums": 6, "gray_queue_nums": 2, "lanes": {"v2": 0, "v3": 1}}}
+        await fleet.beat()
+        nameserver.topics = {"T": {"queue_nums": 6, "gray_queue_nums": 2, "lanes": {"v2": 0}}}  # v3 gave it back
+        for _ in range(FULL_EVERY + 1):
+            await fleet.beat()
+        assert [full for full, _ in nameserver.requests] == [fleet.ids] + [[]] * FULL_EVERY + [fleet.ids]
+        told = [{"T": {"v2": 0, "v3": 1}}] + [{}] * FULL_EVERY + [{"T": {"v2": 0}}]
+        assert fleet.lane_maps == dict.fromkeys(fleet.ids, told)
 
     run(scenario)
 

@@ -78,8 +78,9 @@ def queue_lane(config: TopicConfig, queue_id: int) -> str | None:
 
 def to_rocketmq_message(popped: Popped, store_host: str, lane: str | None = None) -> v2.Message:
     """A stored message as a stock consumer gets it, with its receipt handle. Its ``graymq.lane`` user property
-    names ``lane``, the lane of the queue it came from, and is left out for a base queue (None): a stock relay
-    copying it onto what it sends next carries the lane the message was delivered in, not a mark it once had."""
+    names ``lane``, the lane of the queue it came from (as it stood when the receive chose its queues), and is left
+    out for a base queue (None): a stock relay copying it onto what it sends next carries the lane the message was
+    delivered in, not a mark it once had."""
     msg = popped.message
     properties = msg.properties
     group = properties.get(PROPERTY_MESSAGE_GROUP)
@@ -125,7 +126,9 @@ class ReceiveService:
                                       f"{MAX_STREAMS_PER_CLIENT} receives under way already")
         self.streams[caller.client_id] += 1
         try:
-            popped = await self.pop.receive(await self._pop_request(request, caller, time_left_s))
+            pop_request = await self._pop_request(request, caller, time_left_s)
+            asked = self._topic_of(pop_request.topic)  # the layout its queues were chosen by: their lanes then
+            popped = await self.pop.receive(pop_request)
         except GrayMQError as error:  # not this broker's to serve now (a follower)
             raise RocketMQStatusError.from_graymq(error) from None
         finally:
@@ -137,11 +140,10 @@ class ReceiveService:
             return
         yield v2s.ReceiveMessageResponse(status=OK)
         group, topic = request.group.name, request.message_queue.topic.name
-        config = self._topic_of(topic)
         for item in popped:
             if request.auto_renew:
                 self.renewals.track(caller.client_id, group, topic, item.receipt_handle, item.invisible_ms)
-            lane = queue_lane(config, item.message.queue_id) if config is not None else None
+            lane = queue_lane(asked, item.message.queue_id) if asked is not None else None
             yield v2s.ReceiveMessageResponse(message=to_rocketmq_message(item, self.broker_name, lane))
         delivered = Timestamp()
         delivered.GetCurrentTime()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,7 +29,7 @@ from graymq.broker_ext.pop.service import Popped, PopRequest, PopService
 from graymq.broker_ext.processors.pull_hold import PullRequestHoldService
 from graymq.broker_ext.security.principals import DEV_PRINCIPAL
 from graymq.broker_ext.store import MessageStore, PutMessage, StoreConfig
-from graymq.broker_ext.topic_config import TopicConfig
+from graymq.broker_ext.topic_config import TopicConfig, lane_pairs
 from graymq.protocol.errors import NotLeaderError
 from graymq.protocol.record import MessageExt, make_properties
 from graymq.protocol.rocketmq_v2 import definition_pb2 as v2
@@ -171,3 +172,27 @@ def test_a_delivered_message_names_the_lane_of_its_queue_and_keeps_its_trace_con
         asyncio.run(store.stop())
     assert {m.body: dict(m.user_properties) for m in delivered} == {b"base": context,
                                                                    b"v3": {**context, "graymq.lane": "v3"}}
+
+
+def test_a_delivery_names_the_lane_its_queue_had_when_the_receive_chose_its_queues(tmp_path: Path) -> None:
+    """A lane map heard while a receive waits (here an older one, without v3's slot) does not relabel what the
+    receive delivers: it was given queue 6 as v3's, and its message is v3's."""
+    store = MessageStore(StoreConfig(store_dir=tmp_path / "store", segment_size=1 << 20, cq_units_per_file=64))
+    store.load()
+    store.put_messages([PutMessage("T", 6, b"v3", make_properties(msg_id="l"))])
+    pop = PopService(store, ConsumerOffsetManager(tmp_path), PullRequestHoldService(), ReceiptSigner(b"k" * 32),
+                     lambda *a: None, lambda *a: None)
+    configs = [TopicConfig("T", 10, 2, lane_slots=3, lanes={"v3": 1})]
+
+    async def receive(req: PopRequest) -> list[Popped]:
+        configs.append(replace(configs[-1], lanes=lane_pairs({"v2": 0})))  # heard while the receive waits
+        return await pop.receive(req)
+
+    clients: Any = SimpleNamespace(clients={}, consumers=SimpleNamespace(consumption_of=lambda g: GroupConsumption()))
+    service = ReceiveService(SimpleNamespace(receive=receive), lambda topic: configs[-1], clients,  # type: ignore[arg-type]
+                             every_queue, EndpointLimits(), "broker-a", renewals(pop))
+    try:
+        delivered = [r.message for r in asyncio.run(answers(service, request())) if r.HasField("message")]
+    finally:
+        asyncio.run(store.stop())
+    assert [dict(m.user_properties) for m in delivered] == [{"graymq.lane": "v3"}]

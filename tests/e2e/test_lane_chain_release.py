@@ -78,6 +78,7 @@ class Source:
     def __init__(self, ns: str, lane: str | None, stop: threading.Event) -> None:
         self.producer = SyncProducer(SOURCE, ns, client_id=f"a-{name(lane)}", lane=lane, heartbeat_interval_s=0.5)
         self.sent: dict[str, str | None] = {}  # msg id -> the lane it was stored in (None: base)
+        self.where: dict[str, tuple[int, float]] = {}  # msg id -> its T1 queue id, when it was stored
         self.unknown = 0  # sends that failed (timed out on a loaded machine): stored or not, nobody knows
         self.stop = stop
         self.thread = threading.Thread(target=self._run, name=f"a-{name(lane)}")
@@ -92,6 +93,7 @@ class Source:
                     self.unknown += 1  # the checker allows as many deliveries of messages it never heard of
                     continue
                 self.sent[result.msg_id] = result.lane if result.gray else None
+                self.where[result.msg_id] = (result.queue.queue_id, time.time())
         finally:
             self.producer.stop()
 
@@ -216,7 +218,7 @@ def test_a_release_across_a_stock_relay_a_spark_stage_and_graymq_consumers_is_pr
         for source in sources:
             source.thread.start()
         wait_for(lambda: all(len(s.delivered) >= 5 for s in sinks.values()), 150, "every lane through to D")
-        lanes_of = {topic: queue_lanes(cluster, topic) for topic in (T2, T3)}  # the slots, before a promote frees one
+        lanes_of = {topic: queue_lanes(cluster, topic) for topic in (T1, T2, T3)}  # before a promote frees a slot
         phases.append(time.monotonic())
         base_job.retire()
         reports.append(promote(ns, "v3"))
@@ -244,15 +246,17 @@ def test_a_release_across_a_stock_relay_a_spark_stage_and_graymq_consumers_is_pr
         sink.consumer.stop()
     for relay in relays.values():
         relay.close()
+    where = {msg_id: at for source in sources for msg_id, at in source.where.items()}
     check_chain(sent, sum(source.unknown for source in sources), relays, sinks, lanes_of,
-                (spans.get_finished_spans(), worker_spans()), reports, phases)
+                (spans.get_finished_spans(), worker_spans()), reports, phases, where)
 
 
 def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | None, StockRelay],
                 sinks: dict[str | None, Sink], lanes_of: dict[str, dict[int, str]],
                 finished: tuple[tuple[ReadableSpan, ...], list[dict[str, Any]]], reports: list[dict[str, Any]],
-                phases: list[float]) -> None:
-    """``finished``: the spans of this process and those of the Spark workers (as JSON)."""
+                phases: list[float], where: dict[str, tuple[int, float]]) -> None:
+    """``finished``: the spans of this process and those of the Spark workers (as JSON); ``where``: A's msg id -> its
+    T1 queue and the time it was stored (to tell where a message the checks fail on went)."""
     everything = [(lane, line) for lane, relay in relays.items() for line in relay.lines]
     errors = [line for _, line in everything if "error" in line]
     unheard = {line["relayed"] for _, line in everything if "relayed" in line} - set(sent)
@@ -279,14 +283,17 @@ def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | No
     assert not out_of_lane(at_b) and not out_of_lane(at_c) and not out_of_lane(at_d_lanes)
     for hop in (at_b, at_c, at_d_lanes):  # each lane really flowed through each hop in its own queues
         assert {"v2", "v3"} <= {stored for stored, _ in hop}
-    traces = trace_check(sent, relayed, [d for d in at_d if d[1][0] in sent], lanes_of[T3], finished)
+    wall = time.time() - time.monotonic()
+    context = {"where": where, "phases": [round(p + wall, 3) for p in phases], "T1 lanes": lanes_of[T1]}
+    traces = trace_check(sent, relayed, [d for d in at_d if d[1][0] in sent], lanes_of[T3], finished, context)
     print(f"lane chain: spans per trace {dict(Counter(traces.values()))}")
     assert set(traces) == set(sent) and set(traces.values()) == {4}, Counter(traces.values())
 
 
 def trace_check(sent: dict[str, str | None], relayed: list[tuple[str | None, dict[str, Any]]],
                 at_d: list[tuple[str | None, tuple[str, list[str], int, str]]], t3_lanes: dict[int, str],
-                finished: tuple[tuple[ReadableSpan, ...], list[dict[str, Any]]]) -> dict[str, int]:
+                finished: tuple[tuple[ReadableSpan, ...], list[dict[str, Any]]], context: dict[str, Any]
+                ) -> dict[str, int]:
     """A's msg id -> the hops of its trace with spans (A's send, B's relay, C's send, D's process), each checked: one
     trace, each the child of the hop before, ``graymq.lane`` the lane of its hop's queue (absent for base)."""
     here, in_workers = finished
@@ -302,7 +309,11 @@ def trace_check(sent: dict[str, str | None], relayed: list[tuple[str | None, dic
         trace_id = f"{send.context.trace_id:032x}"
         assert trace_id == relay["trace_id"] == stage["context"]["trace_id"][2:] == f"{process.context.trace_id:032x}"
         assert relay["parent_id"] == f"{send.context.span_id:016x}" and stage["parent_id"][2:] == relay["span_id"]
-        assert (send.attributes or {}).get("graymq.lane") == sent[origin] == relay["lane"]
+        queue, stored_at = context["where"].get(origin, (None, None))
+        assert (send.attributes or {}).get("graymq.lane") == sent[origin] == relay["lane"], (
+            f"{origin}: stored in lane {sent[origin]} (T1 queue {queue} at {stored_at}), relayed by {relay['relay']} "
+            f"in lane {relay['lane']} (attempt {relay['attempt']} at {relay['at']}); phases {context['phases']}, "
+            f"T1's slots {context['T1 lanes']}")
         assert stage["attributes"].get("graymq.lane") == (process.attributes or {}).get("graymq.lane") == \
             t3_lanes.get(queue_id)
         counted[origin] = sum(s.context is not None and s.context.trace_id == send.context.trace_id

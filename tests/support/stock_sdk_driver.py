@@ -31,8 +31,8 @@ SimpleConsumer of ``topic`` sending each message on to ``to`` with a Producer, t
 the body, the keys (the message id when it had none), the ``graymq.lane`` property the broker delivered it with (the
 lane it was delivered in) and the trace context: the relay's own span (OpenTelemetry, a child of the message's
 ``traceparent``, ``graymq.lane`` on it) is injected in its place. One JSON line per message relayed: ``{"relayed"``
-(its first key), ``"relay", "lane", "trace_id", "span_id", "parent_id"}`` (or ``{"error"}``); any line on stdin
-stops it.
+(its first key), ``"relay", "lane", "attempt"`` (its delivery attempt), ``"at"`` (when, epoch seconds), ``"trace_id",
+"span_id", "parent_id"}`` (or ``{"error"}``); any line on stdin stops it.
 """
 
 from __future__ import annotations
@@ -182,6 +182,7 @@ def relay_one(producer: Any, tracer: Any, options: dict[str, Any], received_mess
         span.end()
     context, parent = span.get_span_context(), span.parent
     return {"relayed": keys[0], "relay": options["name"], "lane": properties.get("graymq.lane"),
+            "attempt": received_message.delivery_attempt, "at": time.time(),
             "trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
             "parent_id": f"{parent.span_id:016x}" if parent else None}
 

@@ -47,7 +47,7 @@ from typing import Any
 from graymq.nameserver_api.client import WATCH_GRACE_S, NameServerClient, NotFoundError, status_error
 from graymq.nameserver_api.membership import WATCH_RETRY_S, WATCH_S, Membership
 from graymq.nameserver_api.records import HeartbeatAnswer
-from graymq.protocol.aio import cancel_and_wait, wait_event
+from graymq.protocol.aio import cancel_and_wait
 from graymq.protocol.errors import BadRequestError, GrayMQError
 
 log = logging.getLogger(__name__)
@@ -166,8 +166,9 @@ class NameServerSession:
         self._failing = False  # the latest heartbeat request failed (logged once until one goes through)
         self._watched: dict[int, Membership] = {}  # id -> a membership watched by this session
         self._members_changed = asyncio.Event()  # set: a new round of watches (members, or what one knows, changed)
-        self._asked: dict[Key, dict[str, Any]] = {}  # what the round out now says each membership knows
-        self._rounds = 0  # rounds of watches sent
+        self._asked: dict[Key, tuple[int, dict[str, Any]]] = {}  # membership -> (its poll out now, what it knows)
+        self._rounds = 0  # polls of watches sent
+        self._watch_failures = 0  # polls failed in a row: the first goes again at once (a connection just closed)
         self._watcher: asyncio.Task[None] | None = None
         self._applying: dict[asyncio.Task[None], int] = {}  # a membership acting on a watch's answer -> its id
 
@@ -323,14 +324,14 @@ class NameServerSession:
                 future.set_exception(self._refused(body, result))
 
     def _answer_known(self, body: dict[str, Any], answer: HeartbeatAnswer, rounds: int) -> None:
-        """A heartbeat's ``answer`` (sent when ``rounds`` rounds of watches were) becomes what its membership knows.
-        Sent before the round out now, it may be older than what the round asks about (read before a change whose
-        watch answer came first, it undoes that change at the client): when it differs, a new round asks with it, so
-        the name server answers at once with what changed rather than at the round's end. One sent after is newer:
-        the round out answers it by itself."""
-        known = self._asked.get(key_of(body))
-        if rounds < self._rounds and known is not None and any(
-                getattr(answer, key) != value for key, value in known.items()):
+        """A heartbeat's ``answer`` (sent when ``rounds`` polls of watches were) becomes what its membership knows.
+        Sent before the membership's poll out now, it may be older than what the poll asks about (read before a
+        change whose watch answer came first, it undoes that change at the client): when it differs, a new round
+        asks with it, so the name server answers at once with what changed rather than at the poll's end. One sent
+        after is newer: the poll out answers it by itself."""
+        asked = self._asked.get(key_of(body))
+        if asked is not None and rounds < asked[0] and any(
+                getattr(answer, key) != value for key, value in asked[1].items()):
             self._members_changed.set()
 
     def _alive_answered(self, alive: list[Pending], results: list[dict[str, Any]]) -> None:
@@ -392,7 +393,11 @@ class NameServerSession:
                 future.set_result(answer)
 
     async def _watch_rounds(self) -> None:
-        failures = 0  # rounds failed in a row: the first goes again at once (say, a connection the server just closed)
+        """Every watched membership in long polls of ``max_batch``, each going again by itself once answered
+        (``_polls``): a change wakes only the polls holding its group's clients, and the others stay out (cancelled
+        with the first one answered, their clients heard of the change a gap and a first read later: seconds, at
+        5,000 clients). Memberships added or gone, or a heartbeat's answer older than what a poll asks, start every
+        poll again; so does a failed poll, after ``WATCH_RETRY_S`` when the one before failed too."""
         loop, began = asyncio.get_running_loop(), -ROUND_GAP_S
         while True:
             # memberships added or gone together start one round, and rounds start ROUND_GAP_S apart at most
@@ -400,32 +405,47 @@ class NameServerSession:
             began = loop.time()
             self._members_changed.clear()
             members = list(self._watched.values())
-            entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]
-            self._asked, self._rounds = {key_of(body): body["known"] for _, body, _ in entries}, self._rounds + 1
-            # one not answered yet joins at the next round, an interval away at most (as its own watch would)
-            timeout_s = WATCH_S if len(entries) == len(members) else self.interval_s
-            rounds = [asyncio.ensure_future(self._poll(entries[i:i + self.max_batch], timeout_s))
-                      for i in range(0, len(entries), self.max_batch)]
-            changed = asyncio.ensure_future(wait_event(self._members_changed, timeout_s))
+            self._asked = {}
+            polls = [asyncio.ensure_future(self._polls(members[i:i + self.max_batch]))
+                     for i in range(0, len(members), self.max_batch)]
+            changed = asyncio.ensure_future(self._members_changed.wait())
             try:
-                if self.watch_failed:  # a round out this long without failing is held by the name server
-                    done, _ = await asyncio.wait([*rounds, changed], timeout=WATCH_HELD_S,
+                if self.watch_failed:  # a poll out this long without failing is held by the name server
+                    done, _ = await asyncio.wait([*polls, changed], timeout=WATCH_HELD_S,
                                                  return_when=asyncio.FIRST_COMPLETED)
                     if not done:
                         self.watch_failed = False
-                await asyncio.wait([*rounds, changed], return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait([*polls, changed], return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for task in (*rounds, changed):
+                for task in (*polls, changed):
                     task.cancel()
-                await asyncio.gather(*rounds, changed, return_exceptions=True)
-            failed = [t for t in rounds if t.done() and not t.cancelled() and t.exception() is not None]
+                await asyncio.gather(*polls, changed, return_exceptions=True)
+            failed = [t for t in polls if t.done() and not t.cancelled() and t.exception() is not None]
             for task in failed:
                 self.log.debug("%s watch failed (%s); heartbeats carry changes", self.label, task.exception())
-            if failed or any(t.done() and not t.cancelled() for t in rounds):
-                self.watch_failed = bool(failed)  # no alive beats until a round goes through again
-                failures = failures + 1 if failed else 0
-            if failed and failures > 1:
-                await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
+            if failed:
+                self.watch_failed = True  # no alive beats until a poll goes through again
+                self._watch_failures += 1
+                if self._watch_failures > 1:
+                    await asyncio.sleep(max(self.interval_s, WATCH_RETRY_S))
+
+    async def _polls(self, members: list[Membership]) -> None:
+        """Long polls for ``members``, one after another (``ROUND_GAP_S`` apart at least), each asking what its
+        memberships know then; returns only by raising a poll's failure. A poll holding a membership no name server
+        answered yet ends within an interval, so it joins the next (as its own watch would)."""
+        loop, began = asyncio.get_running_loop(), -ROUND_GAP_S
+        while True:
+            await asyncio.sleep(max(0.0, began + ROUND_GAP_S - loop.time()))
+            began = loop.time()
+            entries = [(m, body, m.epoch) for m in members if (body := m.watch_body()) is not None]
+            self._rounds += 1
+            self._asked.update({key_of(body): (self._rounds, body["known"]) for _, body, _ in entries})
+            timeout_s = WATCH_S if len(entries) == len(members) else self.interval_s
+            if not entries:
+                await asyncio.sleep(timeout_s)
+                continue
+            await self._poll(entries, timeout_s)
+            self.watch_failed, self._watch_failures = False, 0
 
     async def _poll(self, entries: list[Watched], timeout_s: float) -> None:
         """One long poll for ``entries``; each changed membership acts on its answer."""

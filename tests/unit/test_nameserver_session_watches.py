@@ -2,7 +2,7 @@
 wait), and waits ``WATCH_RETRY_S`` only when it failed again; a membership whose heartbeat failed stays watched; a
 heartbeat's answer setting a membership back from what the round out asks about starts a new round; an answer to a
 round sent before the client's own change acts on the group's settings, not on the client's flag; a change following
-an answer makes stale only the requests sent before that answer came."""
+an answer makes stale only the requests sent before that answer came; a poll answered goes again alone."""
 
 from __future__ import annotations
 
@@ -66,6 +66,38 @@ class FakeNameServer:
 
     async def close(self) -> None:
         pass
+
+
+class WakingNameServer(FakeNameServer):
+    """Holds every watch until ``wake(client_id)``: then a poll holding that client and knowing its switch on answers
+    (its switch off); ``cancelled`` counts the polls given up by the client."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.woken: str | None = None
+        self.waking = asyncio.Event()
+        self.cancelled = 0
+
+    def wake(self, client_id: str) -> None:
+        self.woken = client_id
+        self.waking.set()
+
+    async def request(self, method: str, path: str, json: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if path != WATCHES_PATH:
+            return await super().request(method, path, json, timeout_s)
+        watches = json["watches"]
+        self.rounds.append([watch["client_id"] for watch in watches])
+        self.known.append([watch["known"]["gray_switch"] for watch in watches])
+        self.sent.set()
+        try:
+            while not any(w["client_id"] == self.woken and w["known"]["gray_switch"] for w in watches):
+                await self.waking.wait()
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return {"results": [{"status_code": 200, "answer": heartbeat_answer_json(
+            client_id=w["client_id"], role=w["role"], gray_switch=w["client_id"] != self.woken)} for w in watches]}
 
 
 def members(session: NameServerSession, count: int) -> list[Membership]:
@@ -241,5 +273,28 @@ def test_a_change_following_an_answer_makes_stale_only_the_requests_sent_before_
         await member.watched(mine, answer(True), sent_mine)
         assert applied[4:] == [("settings", True)]
         await session.close()
+
+    run(scenario)
+
+
+def test_a_poll_answered_goes_again_alone_and_the_other_polls_stay_out() -> None:
+    """A change wakes only the polls holding its clients: cancelling the others with the first answer had their
+    clients learn it a round gap and a first read later (seconds for a flip at 5,000 clients)."""
+    async def scenario() -> None:
+        nameserver = WakingNameServer()
+        session = NameServerSession(nameserver, interval_s=1000, window_s=0.0, max_batch=2)  # type: ignore[arg-type]
+        fleet = members(session, 4)
+        for member in fleet:
+            await member.beat()
+            session.watch(member)
+        await nameserver.rounds_sent(2)
+        assert sorted(nameserver.rounds) == [["c0", "c1"], ["c2", "c3"]]
+        nameserver.wake("c2")
+        await nameserver.rounds_sent(3)
+        assert (nameserver.rounds[2], nameserver.known[2]) == (["c2", "c3"], [False, True])
+        await asyncio.sleep(10 * session_module.WINDOW_S)
+        assert len(nameserver.rounds) == 3 and nameserver.cancelled == 0, "the poll of c0 and c1 stays out"
+        assert [member.last.gray_switch for member in fleet if member.last is not None] == [True, True, False, True]
+        await unwatched(session, fleet)
 
     run(scenario)

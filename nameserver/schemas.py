@@ -570,6 +570,13 @@ class ClientHeartbeatsResponse(BaseModel):
         "had none")
 
 
+class ClientWatchesResponse(ClientHeartbeatsResponse):
+    versions: dict[str, str] | None = Field(
+        default=None, exclude_if=lambda versions: versions is None,
+        description="a watch with `since`: each watched group's version when its views were read (send them back "
+        "as the next poll's `since`); left out otherwise")
+
+
 class WatchedState(BaseModel):
     """The part of a heartbeat answer a client acts on; a watch returns once it differs."""
 
@@ -601,6 +608,12 @@ class ClientWatches(BaseModel):
 
     watches: list[ClientWatch] = Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)
     timeout_s: float = Field(default=20.0, ge=0, le=MAX_WATCH_S, description="answer after this long at the latest")
+    since: dict[GroupName, Annotated[str, StringConstraints(max_length=64)]] | None = Field(
+        default=None, max_length=MAX_HEARTBEAT_BATCH,
+        description="the `versions` of this poll's last answer, sent when every watch's `known` is what that answer "
+        "said: while each watched group's version is current, the name server reads nothing before it waits. With "
+        "`since` (even empty), a watch whose view does not differ from its `known` is answered `status_code` 304 "
+        "alone")
 
 
 class ClientView(BaseModel):

@@ -12,7 +12,9 @@ between the two a watcher still re-reads at its own timeout.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +41,14 @@ LANE_SLOTS_CHANGED = "/lanes"
 EVERY_GROUP = "/groups"
 
 
+class _Change(asyncio.Event):
+    """The event a group's next change sets, numbered (``GroupChanges.version``)."""
+
+    def __init__(self, serial: int) -> None:
+        super().__init__()
+        self.serial = serial
+
+
 def mark_changed(session: Session, group: str) -> None:
     """Record that this transaction changes ``group`` (its watchers wake once it commits)."""
     session.info.setdefault(_CHANGED_KEY, set()).add(group)
@@ -54,7 +64,9 @@ class GroupChanges:
     """
 
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        self._events: dict[str, _Change] = {}
+        self._serials = itertools.count(1)
+        self._replica = secrets.token_hex(4)  # versions of another replica, or of this one before a restart, differ
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listeners: list[Callable[[set[str] | None], None]] = []
         self.closing = False
@@ -69,9 +81,17 @@ class GroupChanges:
         self.closing = False
 
     def changed(self, group: str) -> asyncio.Event:
+        return self._change(group)
+
+    def version(self, group: str) -> str:
+        """The version of ``group`` that ``changed(group)`` names: the same until its next change (on this replica;
+        any may have changed once a replica's listening connection dropped: every version changes then)."""
+        return f"{self._replica}.{self._change(group).serial}"
+
+    def _change(self, group: str) -> _Change:
         event = self._events.get(group)
         if event is None:
-            event = self._events[group] = asyncio.Event()
+            event = self._events[group] = _Change(next(self._serials))
         return event
 
     def publish(self, groups: set[str] | None) -> None:

@@ -123,6 +123,27 @@ def alive_entry(body: dict[str, Any], acked: Acked | None) -> dict[str, Any] | N
     return entry
 Watched = tuple[Membership, dict[str, Any], int]  # a membership, its watch body, its epoch when sent
 
+NOT_MODIFIED = 304  # a watch's result under ``since``: its view is what its known says
+
+
+@dataclass
+class Vouched:
+    """What a watch poll's answer vouches for: its ``versions`` (group -> version) and what each of its memberships
+    knew then (key -> known)."""
+
+    versions: dict[str, str]
+    known: dict[Key, dict[str, Any]] = field(default_factory=dict)
+
+    def since(self, entries: list[Watched]) -> dict[str, str]:
+        """The versions to send with ``entries`` when each knows what was vouched for (else none: each is read).
+
+        >>> body = {"group": "G", "client_id": "c", "role": "consumer", "known": {"gray_switch": True}}
+        >>> vouched = Vouched({"G": "r.1"}, {("G", "c", "consumer"): {"gray_switch": True}})
+        >>> vouched.since([(None, body, 0)]), vouched.since([(None, {**body, "known": {"gray_switch": False}}, 0)])
+        ({'G': 'r.1'}, {})
+        """
+        return self.versions if all(self.known.get(key_of(body)) == body["known"] for _, body, _ in entries) else {}
+
 
 @dataclass
 class Batch:
@@ -432,8 +453,11 @@ class NameServerSession:
     async def _polls(self, members: list[Membership]) -> None:
         """Long polls for ``members``, one after another (``ROUND_GAP_S`` apart at least), each asking what its
         memberships know then; returns only by raising a poll's failure. A poll holding a membership no name server
-        answered yet ends within an interval, so it joins the next (as its own watch would)."""
+        answered yet ends within an interval, so it joins the next (as its own watch would). A poll whose every
+        membership knows what the last answer vouched for sends that answer's versions (``since``): the name server
+        then reads no view before it waits."""
         loop, began = asyncio.get_running_loop(), -ROUND_GAP_S
+        vouched: Vouched | None = None
         while True:
             await asyncio.sleep(max(0.0, began + ROUND_GAP_S - loop.time()))
             began = loop.time()
@@ -444,25 +468,33 @@ class NameServerSession:
             if not entries:
                 await asyncio.sleep(timeout_s)
                 continue
-            await self._poll(entries, timeout_s)
+            since = vouched.since(entries) if vouched is not None else {}
+            vouched = await self._poll(entries, timeout_s, since)
             self.watch_failed, self._watch_failures = False, 0
 
-    async def _poll(self, entries: list[Watched], timeout_s: float) -> None:
-        """One long poll for ``entries``; each changed membership acts on its answer."""
+    async def _poll(self, entries: list[Watched], timeout_s: float, since: dict[str, str]) -> Vouched | None:
+        """One long poll for ``entries``; each changed membership acts on its answer. Returns what the answer's
+        versions vouch for (None from a name server without them)."""
         if self._batched:
             try:
                 answer = await self.nameserver.request(
-                    "POST", WATCHES_PATH, json={"watches": [body for _, body, _ in entries], "timeout_s": timeout_s},
-                    timeout_s=timeout_s + WATCH_GRACE_S)
+                    "POST", WATCHES_PATH, json={"watches": [body for _, body, _ in entries], "timeout_s": timeout_s,
+                                                "since": since}, timeout_s=timeout_s + WATCH_GRACE_S)
             except NotFoundError:
                 self.log.info("the name server has no %s: %s watches go one by one", WATCHES_PATH, self.label)
                 self._batched = False
             else:
+                vouched = Vouched(answer.get("versions") or {})
                 for (membership, body, epoch), result in zip(entries, answer["results"], strict=True):
-                    if result["status_code"] < 300:
-                        self._apply_soon(membership, body, HeartbeatAnswer.from_json(result["answer"]), epoch)
-                return
+                    if result["status_code"] == NOT_MODIFIED:
+                        vouched.known[key_of(body)] = body["known"]
+                    elif result["status_code"] < 300:
+                        view = HeartbeatAnswer.from_json(result["answer"])
+                        vouched.known[key_of(body)] = {key: getattr(view, key) for key in body["known"]}
+                        self._apply_soon(membership, body, view, epoch)
+                return vouched if "versions" in answer else None
         await asyncio.gather(*(self._single_watch(entry, timeout_s) for entry in entries))
+        return None
 
     async def _single_watch(self, entry: Watched, timeout_s: float) -> None:
         membership, body, epoch = entry

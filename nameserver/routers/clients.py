@@ -4,6 +4,7 @@ and only as a client its principal registered (see ``ClientBinding``; admins act
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from graymq.nameserver.schemas import (
     ClientIdPath,
     ClientWatch,
     ClientWatches,
+    ClientWatchesResponse,
     GroupPath,
     Role,
     WatchedState,
@@ -37,6 +39,7 @@ from graymq.nameserver.watch import GroupChanges, wait_changed
 
 router = APIRouter(prefix="/v1", tags=["clients"])
 T = TypeVar("T")
+NOT_MODIFIED = ClientHeartbeatResult(status_code=304)  # a watch with ``since`` whose view is what its known says
 
 
 @router.post("/clients/heartbeat")
@@ -168,26 +171,23 @@ async def client_watch(body: ClientWatch, caller: Authenticated, request: Reques
 
 
 @router.post("/clients/watches")
-async def client_watches(body: ClientWatches, caller: Authenticated, request: Request) -> ClientHeartbeatsResponse:
+async def client_watches(body: ClientWatches, caller: Authenticated, request: Request) -> ClientWatchesResponse:
     """Every watch's view (in the request's order) once one of them differs from its ``known`` (at once when one
     already does, or has no ``known``), or after ``timeout_s``: one long poll for many clients. A watch refused (403,
     or 404 before its client's first heartbeat) gets its error in its result, and does not end the wait (when every
-    one is refused, the answer comes at once)."""
+    one is refused, the answer comes at once).
+
+    With ``since`` (the ``versions`` of the poll's last answer) the views read are only those that may have changed:
+    none before the wait when every watched group's version is still current (a process's polls, going again after
+    each answer or timeout, read the views of all their clients every time), the woken groups' after it; a watch
+    whose view does not differ from its ``known`` is answered 304 alone."""
     state = request.app.state
     changes: GroupChanges = state.group_changes
     deadline = time.monotonic() + body.timeout_s
 
     refused, allowed = _checked(body.watches, lambda watch: check_client(caller, watch.group, watch.role))
-
-    def read() -> tuple[list[ClientHeartbeatResult], bool]:
-        """Every watch's view, read together (``ClientService.views``), and whether one differs from its known."""
-        with state.read_sessions() as session:
-            views = ClientService(session, state.settings).views([body.watches[i] for i in allowed], caller)
-        outcomes = {**refused, **dict(zip(allowed, views, strict=True))}
-        differs = any(isinstance(view, ClientHeartbeatResponse) and (
-            watch.known is None or _watched(view, watch.known) != watch.known)
-            for watch, view in ((body.watches[i], outcomes[i]) for i in allowed))
-        return [_result(outcomes[index]) for index in range(len(body.watches))], differs
+    groups = {watch.group for watch in body.watches}
+    read = functools.partial(_read_watches, state, body, caller, refused, allowed)
 
     metrics: Metrics = state.metrics
     admission: Admission = state.watch_admission
@@ -196,13 +196,19 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
         fired: set[str] | None = None  # after a wait: the groups whose change ended it
         results: list[ClientHeartbeatResult] = []
         while True:
-            events = {group: changes.changed(group) for group in {watch.group for watch in body.watches}}
-            results, differs = await (_reread_all(state, body, caller, events, read, request, fired, results)
-                                      if fired is not None else admission.run(read, request))
+            events = {group: changes.changed(group) for group in groups}
+            versions = {group: changes.version(group) for group in groups}
+            if fired is not None:
+                results, differs = await _reread_all(state, body, caller, events, read, request, fired, results)
+            elif _current(body, allowed, versions):
+                results = [_result(refused[i]) if i in refused else NOT_MODIFIED for i in range(len(body.watches))]
+                differs = False  # nothing read: each view is what its known says
+            else:
+                results, differs = await admission.run(read, request)
             remaining = deadline - time.monotonic()
-            watched = any(result.answer is not None for result in results)  # else nothing to wait for
+            watched = any(result.status_code < 400 for result in results)  # else nothing to wait for
             if differs or not watched or remaining <= 0 or changes.closing:
-                return ClientHeartbeatsResponse(results=results)
+                return ClientWatchesResponse(results=results, versions=versions if body.since is not None else None)
             waits = [asyncio.ensure_future(wait_changed(event, remaining)) for event in events.values()]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -214,6 +220,33 @@ async def client_watches(body: ClientWatches, caller: Authenticated, request: Re
         metrics.watching(-1)
 
 
+def _read_watches(state: State, body: ClientWatches, caller: Caller, refused: dict[int, ApiError],
+                  allowed: list[int]) -> tuple[list[ClientHeartbeatResult], bool]:
+    """Every watch's view, read together (``ClientService.views``), and whether one differs from its known (with
+    ``since``, one that does not is 304)."""
+    with state.read_sessions() as session:
+        views = ClientService(session, state.settings).views([body.watches[i] for i in allowed], caller)
+    outcomes = {**refused, **dict(zip(allowed, views, strict=True))}
+    results, differs = [], False
+    for index, watch in enumerate(body.watches):
+        outcome = outcomes[index]
+        if isinstance(outcome, ClientHeartbeatResponse):
+            changed = watch.known is None or _watched(outcome, watch.known) != watch.known
+            differs |= changed
+            results.append(ClientHeartbeatResult(answer=outcome) if changed or body.since is None else NOT_MODIFIED)
+        else:
+            results.append(_result(outcome))
+    return results, differs
+
+
+def _current(body: ClientWatches, allowed: list[int], versions: dict[str, str]) -> bool:
+    """Whether the views may be taken as their knowns say, unread: every watch has one, and ``since`` names each
+    watched group's version now."""
+    since = body.since
+    return since is not None and bool(allowed) and all(w.known is not None for w in body.watches) and all(
+        since.get(group) == version for group, version in versions.items())
+
+
 async def _reread_all(state: State, body: ClientWatches, caller: Caller, events: dict[str, asyncio.Event],
                       read: Callable[[], tuple[list[ClientHeartbeatResult], bool]], request: Request,
                       fired: set[str], before: list[ClientHeartbeatResult]) -> tuple[list[ClientHeartbeatResult], bool]:
@@ -221,7 +254,8 @@ async def _reread_all(state: State, body: ClientWatches, caller: Caller, events:
     were taken, so the batched watches a change wakes cost one read per changed group, not one per client; the
     others' results as ``before`` (nothing changed in their groups since: a wake-up of one group re-read every group
     a process's watches span, fifty at 5,000 clients). ``read`` (each its own, through the watch admission as a
-    first read) when a watched client is not in its group's read."""
+    first read) when a watched client is not in its group's read. With ``since``, a view not differing from its
+    known is 304."""
     views: dict[str, GroupViews] = {}
     results, differs = [], False
     for watch, kept in zip(body.watches, before, strict=True):
@@ -240,8 +274,9 @@ async def _reread_all(state: State, body: ClientWatches, caller: Caller, events:
         if view is None:
             admission: Admission = state.watch_admission
             return await admission.run(read, request)
-        differs |= watch.known is None or _watched(view, watch.known) != watch.known
-        results.append(ClientHeartbeatResult(answer=view))
+        changed = watch.known is None or _watched(view, watch.known) != watch.known
+        differs |= changed
+        results.append(ClientHeartbeatResult(answer=view) if changed or body.since is None else NOT_MODIFIED)
     return results, differs
 
 

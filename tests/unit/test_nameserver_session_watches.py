@@ -2,7 +2,8 @@
 wait), and waits ``WATCH_RETRY_S`` only when it failed again; a membership whose heartbeat failed stays watched; a
 heartbeat's answer setting a membership back from what the round out asks about starts a new round; an answer to a
 round sent before the client's own change acts on the group's settings, not on the client's flag; a change following
-an answer makes stale only the requests sent before that answer came; a poll answered goes again alone."""
+an answer makes stale only the requests sent before that answer came; a poll answered goes again alone, with the
+answer's versions while each membership knows what the answer said."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class WakingNameServer(FakeNameServer):
         self.woken: str | None = None
         self.waking = asyncio.Event()
         self.cancelled = 0
+        self.since: list[dict[str, str]] = []  # each poll's
 
     def wake(self, client_id: str) -> None:
         self.woken = client_id
@@ -88,6 +90,7 @@ class WakingNameServer(FakeNameServer):
         watches = json["watches"]
         self.rounds.append([watch["client_id"] for watch in watches])
         self.known.append([watch["known"]["gray_switch"] for watch in watches])
+        self.since.append(json["since"])
         self.sent.set()
         try:
             while not any(w["client_id"] == self.woken and w["known"]["gray_switch"] for w in watches):
@@ -97,7 +100,8 @@ class WakingNameServer(FakeNameServer):
             self.cancelled += 1
             raise
         return {"results": [{"status_code": 200, "answer": heartbeat_answer_json(
-            client_id=w["client_id"], role=w["role"], gray_switch=w["client_id"] != self.woken)} for w in watches]}
+            client_id=w["client_id"], role=w["role"], gray_switch=w["client_id"] != self.woken)} for w in watches],
+            "versions": {GROUP: f"r.{len(self.rounds)}"}}
 
 
 def members(session: NameServerSession, count: int) -> list[Membership]:
@@ -295,6 +299,7 @@ def test_a_poll_answered_goes_again_alone_and_the_other_polls_stay_out() -> None
         await asyncio.sleep(10 * session_module.WINDOW_S)
         assert len(nameserver.rounds) == 3 and nameserver.cancelled == 0, "the poll of c0 and c1 stays out"
         assert [member.last.gray_switch for member in fleet if member.last is not None] == [True, True, False, True]
+        assert nameserver.since == [{}, {}, {GROUP: "r.2"}]  # the answer's versions: each knows what it vouched for
         await unwatched(session, fleet)
 
     run(scenario)

@@ -52,3 +52,49 @@ def test_the_watches_a_change_wakes_share_one_read_of_the_group(api: TestClient)
         shared = [s for s in reads if "clients.last_seen >" in s and "count(" not in s]  # the group's live clients
         assert len(own) == watches  # each watch's first read, and no other
         assert 1 <= len(shared) <= 2, shared  # one per wake-up (the change's own, and its NOTIFY's)
+
+
+def watches(api: TestClient, known: dict[str, dict[str, Any]], timeout_s: float, **extra: Any
+            ) -> tuple[dict[str, Any], list[str]]:
+    """One batched watch of ``known``'s clients (group ``"<group>/<client>"``): its answer, and the reads of clients
+    it made."""
+    engine = api.app.state.engine  # type: ignore[attr-defined]
+    body = {"watches": [{"group": key.split("/")[0], "client_id": key.split("/")[1], "role": "consumer",
+                         "known": state} for key, state in known.items()], "timeout_s": timeout_s, **extra}
+    with recorded_statements(engine) as statements:
+        answer = api.post("/v1/clients/watches", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer.json(), [s for s in statements if s.startswith("SELECT") and "FROM clients" in s]
+
+
+def test_a_poll_sent_with_the_versions_it_was_answered_with_reads_nothing_until_its_group_changes(
+        api: TestClient) -> None:
+    """A process's polls go again after every answer and timeout, each reading all its clients' views first: with
+    ``since``, none is read while every watched group's version is current, and unchanged views are 304."""
+    known = {}
+    for key in ("since_a/a0", "since_a/a1", "since_b/b0"):
+        beat = client_heartbeat(api, *key.split("/"), labels={"version": "v2"})
+        known[key] = {k: beat[k] for k in ("desired_gray", "gray_switch", "orphan_policy")}
+    full, _ = watches(api, known, 0)
+    assert "versions" not in full and all(r["status_code"] == 200 and r["answer"] for r in full["results"])
+    first, reads = watches(api, known, 0, since={})
+    assert reads and [r["status_code"] for r in first["results"]] == [304] * 3
+    versions = first["versions"]
+    assert set(versions) == {"since_a", "since_b"}
+    again, reads = watches(api, known, 0.2, since=versions)
+    assert (reads, [r["status_code"] for r in again["results"]], again["versions"]) == ([], [304] * 3, versions)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(watches, api, known, WATCH_S, since=versions)
+        wait_until(lambda: open_watches(api) >= 1, what="the poll waiting")
+        added = api.post("/v1/groups/since_a/rules", json={"selector": {"version": "v2"}, "gray": True}, headers=OPS)
+        assert added.is_success, added.text
+        woken, reads = pending.result(WATCH_S)
+    assert [r["status_code"] for r in woken["results"]] == [200, 200, 304]
+    assert [r["answer"]["desired_gray"] for r in woken["results"][:2]] == [True, True]
+    assert woken["versions"]["since_b"] == versions["since_b"] != "" and woken["versions"]["since_a"] != versions[
+        "since_a"]
+    assert reads and not any("clients.client_id) IN" in s for s in reads)  # the woken group's shared read alone
+
+    stale, reads = watches(api, known, WATCH_S, since=versions)  # since a version that is not current: read at once
+    assert reads and [r["status_code"] for r in stale["results"]] == [200, 200, 304]

@@ -47,6 +47,7 @@ STEADY_S = 20.0  # the steady figures' window
 # of full heartbeats (each client sends one every FULL_EVERY + 1 beats, the first ones spread over that cycle).
 SETTLE_S = (FULL_EVERY + 1) * ConsumerSettings().nameserver_interval_s
 TIMEOUT_S = 240.0
+QUIET_S = 5.0  # a flip's aftermath is over once no big-group consumer's status changed this long
 BIG_GROUP, TOPIC_A, TOPIC_B = "fleet_big", "FleetA", "FleetB"
 
 TITLE = "A fleet of clients: producers and consumers over worker processes, name server on PostgreSQL, two brokers"
@@ -65,6 +66,7 @@ LABELS = {  # figure -> its line in RESULTS.md
     "flip_switch_on_converged_s": "gray switch on → the big group converged (s)",
     "flip_switch_off_gray_side_s": "gray switch off → no consumer of the big group in the gray lane (s)",
     "flip_switch_on_gray_side_s": "gray switch on → every gray consumer of the big group in the gray lane (s)",
+    "flip_switch_off_settled_s": "gray switch off → the big group's status changes no more (s)",
     "converge_after_join_s": "one consumer joins the big group → converged (s)",
     "converge_after_leave_s": "it leaves → converged (s)",
 }
@@ -265,8 +267,9 @@ async def _set_switch(ns: NameServer, enabled: bool) -> float:
 
 def _flips(ns: NameServer, paths: list[Path], big: int, gray: int) -> Figures:
     """From the switch's call sent to every consumer of the big group seeing it, to its ``gray`` consumers in the
-    gray lane (switch on) or none (off), and to the group converged in its new layout, off then on again (each flip
-    from a settled group)."""
+    gray lane (switch on) or none (off), and to the group converged in its new layout, off then on again, each flip
+    from a settled group: the switch comes on once no consumer's status changed for ``QUIET_S`` (the off flip's
+    layout "converges" at once, every queue held once already, while its 500 consumers still rebalance and report)."""
     figures: Figures = {}
     for enabled in (False, True):
         began = time.monotonic()
@@ -276,7 +279,20 @@ def _flips(ns: NameServer, paths: list[Path], big: int, gray: int) -> Figures:
                                       "gray_side": _laned(big, gray if enabled else 0),
                                       "converged": _converged(big, enabled)})
         figures.update({f"flip_switch_{side}_{name}_s": at - began for name, at in reached.items()})
+        if not enabled:
+            figures["flip_switch_off_settled_s"] = _quiet(paths) - began
     return figures
+
+
+def _quiet(paths: list[Path]) -> float:
+    """When the workers' status files last changed, once none has for ``QUIET_S`` (``TIMEOUT_S`` at most)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        changed = max(path.stat().st_mtime for path in paths)
+        since = time.time() - changed
+        if since >= QUIET_S or time.monotonic() > deadline:
+            return time.monotonic() - since
+        time.sleep(QUIET_S - since)
 
 
 def stored_client_rows(db_url: str) -> float:

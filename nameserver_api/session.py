@@ -9,14 +9,16 @@ the rights; 409: no free slot for a lane) fails alone, with the error a single h
 
 Their watches are one long poll per ``max_batch`` memberships (``POST /v1/clients/watches``), answered as soon as
 one of them changes, when each changed membership acts on its answer as on its own watch's (``Membership.watched``)
-and the round starts again; a membership added or gone starts a new round too, and so does the answer of a
-heartbeat sent before the round out now that differs from what the round says its membership knows (a heartbeat
-the name server read before a switch flipped, answered after the watch carried the flip, sets the client back: the
-next round gets the flip again at once, not at the round's end). A round that failed goes again at once, and after
-``WATCH_RETRY_S`` when it failed again (the heartbeats carry changes meanwhile): one connection lost costs a flip no
-wait. A name server without the batched routes (404 for the route itself) gets single heartbeats and watches.
-Unregistrations go through as they are, at once: a client stopped leaves its group then, while one whose process
-died goes stale as a single one would.
+and that poll goes again (the others stay out), sent with the answer's ``versions`` while each of its memberships
+knows what the answer said (the name server then reads nothing before it waits; unchanged watches are answered 304).
+A membership added or gone starts every poll again (a round), and so does the answer of a heartbeat sent before the
+poll out now that differs from what the poll says its membership knows (a heartbeat the name server read before a
+switch flipped, answered after the watch carried the flip, sets the client back: the next poll gets the flip again
+at once, not at the poll's end). A round whose poll failed goes again at once, and after ``WATCH_RETRY_S`` when it
+failed again (the heartbeats carry changes meanwhile): one connection lost costs a flip no wait. A name server
+without the batched routes (404 for the route itself) gets single heartbeats and watches. Unregistrations go through
+as they are, at once: a client stopped leaves its group then, while one whose process died goes stale as a single
+one would.
 
 A membership whose report is the one its last full heartbeat carried (the name server answered it 200) beats
 "alive": the ``alive_id`` that answer gave, under the request's ``alive_ids`` (an int: a process's unchanged clients

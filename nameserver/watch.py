@@ -5,8 +5,9 @@ group in its session; once the transaction commits, the group's watchers on this
 up and re-read their view. On PostgreSQL the committing transaction also sends
 ``NOTIFY graymq_group_changed, '<group>'`` and every replica LISTENs on that channel, so a
 change made through one replica wakes the watchers of all of them. A replica whose listening
-connection drops wakes all its watchers when it reconnects (it may have missed a change);
-between the two a watcher still re-reads at its own timeout.
+connection drops wakes all its watchers when it reconnects (it may have missed a change), and every
+group's version (``GroupChanges.version``) changes then; between the two a watch without ``since`` still
+re-reads at its own timeout, one with it at the reconnect.
 """
 
 from __future__ import annotations

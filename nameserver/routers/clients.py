@@ -231,9 +231,9 @@ def _read_watches(state: State, body: ClientWatches, caller: Caller, refused: di
     for index, watch in enumerate(body.watches):
         outcome = outcomes[index]
         if isinstance(outcome, ClientHeartbeatResponse):
-            changed = watch.known is None or _watched(outcome, watch.known) != watch.known
+            result, changed = _watch_result(body, watch, outcome)
+            results.append(result)
             differs |= changed
-            results.append(ClientHeartbeatResult(answer=outcome) if changed or body.since is None else NOT_MODIFIED)
         else:
             results.append(_result(outcome))
     return results, differs
@@ -274,10 +274,17 @@ async def _reread_all(state: State, body: ClientWatches, caller: Caller, events:
         if view is None:
             admission: Admission = state.watch_admission
             return await admission.run(read, request)
-        changed = watch.known is None or _watched(view, watch.known) != watch.known
+        result, changed = _watch_result(body, watch, view)
+        results.append(result)
         differs |= changed
-        results.append(ClientHeartbeatResult(answer=view) if changed or body.since is None else NOT_MODIFIED)
     return results, differs
+
+
+def _watch_result(body: ClientWatches, watch: ClientWatch, view: ClientHeartbeatResponse
+                  ) -> tuple[ClientHeartbeatResult, bool]:
+    """A watch's result for ``view`` (304 under ``since`` when it is what its known says) and whether it differs."""
+    changed = watch.known is None or _watched(view, watch.known) != watch.known
+    return ClientHeartbeatResult(answer=view) if changed or body.since is None else NOT_MODIFIED, changed
 
 
 @router.delete("/groups/{group}/clients/{client_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -3,6 +3,7 @@ through NOTIFY on the others (PostgreSQL), and an expired lease as it ends."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -13,6 +14,7 @@ from nameserver_testkit import broker_heartbeat, serve, settle_notifications, wa
 pytestmark = pytest.mark.integration
 
 FOREVER_S = 3600.0  # a cached route outlives the test: only a change notification renews it
+LEASE_S = 2  # the expiring broker's lease
 
 
 def unique(prefix: str) -> str:
@@ -108,11 +110,16 @@ def test_a_heartbeat_through_one_replica_renews_the_route_another_serves_from_me
 
 def test_an_expired_lease_leaves_a_route_served_from_memory(db_url: str) -> None:
     topic, lasting, expiring = unique("T"), unique("b1"), unique("b2")
-    with serve(db_url, broker_lease_seconds=1) as short, serve(db_url) as long:
+    with serve(db_url, broker_lease_seconds=LEASE_S) as short, serve(db_url) as long:
         short.app.state.route_views.max_age_s = FOREVER_S  # type: ignore[attr-defined]
         broker_heartbeat(long, lasting, (topic, 4, 0))
-        broker_heartbeat(short, expiring, (topic, 4, 0))
-        assert layouts(short, topic) == {lasting: 4, expiring: 4}
+        for _attempt in range(5):  # a loaded machine may read the route after the short lease has ended
+            renewed = time.monotonic()
+            broker_heartbeat(short, expiring, (topic, 4, 0))
+            first = layouts(short, topic)
+            if time.monotonic() - renewed < LEASE_S:
+                break
+        assert first == {lasting: 4, expiring: 4}
         # asked again and again, the route stays cached until the first lease of its brokers ends, then drops it
         wait_until(lambda: layouts(short, topic) == {lasting: 4}, what="the expired broker leaving the route")
 

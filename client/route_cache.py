@@ -150,7 +150,8 @@ class RouteCache:
             return exc
 
     def _settle(self, topic: str, outcome: TopicRoute | Exception) -> TopicRoute:
-        """Cache a lookup's route; for a failure, the cached route while no name server answers, else raise it."""
+        """Cache a lookup's route (an unchanged one stays the cached object); for a failure, the cached route while
+        no name server answers, else raise it."""
         cached = self._routes.get(topic)
         if isinstance(outcome, Exception):
             exc = outcome
@@ -169,9 +170,10 @@ class RouteCache:
             self._failing.discard(topic)
         self._failed.pop(topic, None)
         self._failures.pop(topic, None)
-        self._routes[topic] = outcome
+        if outcome != cached:  # what is keyed by a route's id (a group's allocation) holds while it is unchanged
+            self._routes[topic] = outcome
         self._due[topic] = self._clock() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
-        return outcome
+        return self._routes[topic]
 
     def _backoff(self, topic: str) -> float:
         """How long until the next lookup of ``topic`` after one more failure in a row: ``retry_s``, doubled with each

@@ -248,3 +248,19 @@ def test_a_name_server_without_batched_routes_is_asked_topic_by_topic_from_then_
         assert ns.singles == ["A", "B", "C"] and not ns.requests
 
     asyncio.run(scenario())
+
+
+def test_a_refresh_answering_the_same_route_keeps_the_cached_object_and_a_changed_one_replaces_it() -> None:
+    """What is computed from a route and keyed by its id (a group's allocation) holds across a refresh that changed
+    nothing: a fleet worker recomputed every group of a topic at each refresh."""
+    async def scenario() -> None:
+        ns = FakeNameServer()
+        ns.answers = [route(4), route(4), route(8)]
+        cache = RouteCache(ns, ttl_s=0.0)  # type: ignore[arg-type]
+        first = await cache.get("T")
+        assert await cache.get("T", refresh=True) is first
+        changed = await cache.get("T", refresh=True)
+        assert changed is not first and changed.brokers[0].queue_nums == 8 and cache.cached("T") is changed
+        await cache.close()
+
+    asyncio.run(scenario())

@@ -30,6 +30,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -204,13 +205,13 @@ class Pod:
             self.proc.stdin.write("\n")
             self.proc.stdin.close()
 
-    def wait_stopped(self, timeout_s: float) -> dict[str, Any]:
-        """What it said at its end (``{"stopped", "receive_errors"}``, ``"killed"`` added when it did not end in
-        time)."""
+    def wait_stopped(self, deadline: float) -> dict[str, Any]:
+        """What it said at its end (``{"stopped", "receive_errors"}``, ``"killed"`` added when it did not end by
+        ``deadline``, a ``time.monotonic()``)."""
         self.stopped = True
-        said = self.line(timeout_s)
+        said = self.line(max(0.1, deadline - time.monotonic()))
         try:
-            self.proc.wait(timeout_s)
+            self.proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -220,10 +221,12 @@ class Pod:
 
 
 def stop_pods(pods: Sequence[Pod], timeout_s: float) -> list[dict[str, Any]]:
-    """Stop every pod (all asked first, then each awaited); what each said at its end."""
+    """Stop every pod (all asked first, then each awaited, those not ended within ``timeout_s`` of the asking
+    killed); what each said at its end."""
+    deadline = time.monotonic() + timeout_s
     for pod in pods:
         pod.ask_stop()
-    return [pod.wait_stopped(timeout_s) for pod in pods]
+    return [pod.wait_stopped(deadline) for pod in pods]
 
 
 @contextlib.contextmanager

@@ -289,9 +289,10 @@ class Fetcher:
                                      ("flush", exc.code, exc.message))
 
     async def persist_offsets(self) -> None:
-        """Commit every queue held, then flush the offset store."""
+        """Commit every queue held whose offset moved (no coroutine for the others), then flush the offset store."""
         for pq in self.assignment:
-            await self.commit(pq)
+            if pq.commit_offset() != pq.committed:
+                await self.commit(pq)
         await self.flush_offsets()
 
     async def persist_loop(self) -> None:

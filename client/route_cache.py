@@ -73,6 +73,7 @@ class RouteCache:
         self._failing: set[str] = set()  # topics whose last refresh failed (logged once until one succeeds)
         self._failed: dict[str, tuple[float, GrayMQError]] = {}  # uncached topic -> (until, its lookup's failure)
         self._failures: dict[str, int] = {}  # topic -> its lookups failed in a row (``_backoff``)
+        self._answered: dict[str, float] = {}  # topic -> when (monotonic) a name server last answered its route
 
     async def get(self, topic: str, *, refresh: bool = False) -> TopicRoute:
         cached = self._routes.get(topic)
@@ -172,6 +173,7 @@ class RouteCache:
         self._failures.pop(topic, None)
         if outcome != cached:  # what is keyed by a route's id (a group's allocation) holds while it is unchanged
             self._routes[topic] = outcome
+        self._answered[topic] = self._clock()
         self._due[topic] = self._clock() + self.ttl_s * (1.0 + random.uniform(-self.jitter, self.jitter))
         return self._routes[topic]
 
@@ -202,6 +204,11 @@ class RouteCache:
 
     def cached(self, topic: str) -> TopicRoute | None:
         return self._routes.get(topic)
+
+    def age_s(self, topic: str) -> float | None:
+        """Seconds since a name server last answered the route of ``topic`` (None: never)."""
+        answered = self._answered.get(topic)
+        return None if answered is None else self._clock() - answered
 
     def invalidate(self, topic: str) -> None:
         """Refresh the route at its next use (it stays the fallback meanwhile)."""
@@ -284,6 +291,9 @@ class SharedRouteCache:
 
     def cached(self, topic: str) -> TopicRoute | None:
         return self._cache.cached(topic)
+
+    def age_s(self, topic: str) -> float | None:
+        return self._cache.age_s(topic)
 
     def invalidate(self, topic: str) -> None:
         """Refresh the route at its next use, for every client sharing it (it stays the fallback meanwhile)."""

@@ -256,9 +256,14 @@ def test_a_refresh_answering_the_same_route_keeps_the_cached_object_and_a_change
     async def scenario() -> None:
         ns = FakeNameServer()
         ns.answers = [route(4), route(4), route(8)]
-        cache = RouteCache(ns, ttl_s=0.0)  # type: ignore[arg-type]
+        now = [100.0]
+        cache = RouteCache(ns, ttl_s=0.0, clock=lambda: now[0])  # type: ignore[arg-type]
+        assert cache.age_s("T") is None
         first = await cache.get("T")
+        now[0] += 7.0
+        assert cache.age_s("T") == 7.0
         assert await cache.get("T", refresh=True) is first
+        assert cache.age_s("T") == 0.0  # answered again, though the route did not change
         changed = await cache.get("T", refresh=True)
         assert changed is not first and changed.brokers[0].queue_nums == 8 and cache.cached("T") is changed
         await cache.close()

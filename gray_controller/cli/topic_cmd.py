@@ -188,9 +188,10 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     from graymq.protocol.errors import TopicNotExistError
 
     try:
-        raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
         if args.wait_replicas is not None:
-            raw = await _until_replicas(ns, args, raw)
+            raw = await _until_replicas(ns, args)
+        else:
+            raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
     except NotFoundError as exc:
         raise TopicNotExistError(f"no route for topic {args.topic}: {exc.message}") from exc
     columns = ["broker_name", "address", "queue_nums", "gray_queues", "perm", "grpc_address"]
@@ -223,15 +224,23 @@ async def _route(ns: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _until_replicas(ns: Any, args: argparse.Namespace, raw: dict[str, Any]) -> dict[str, Any]:
+async def _until_replicas(ns: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The route once ``--wait-replicas`` replicas serve it, live and in sync; a GrayMQError after
-    ``--wait-timeout``."""
+    ``--wait-timeout``. A route not found yet counts as none ready: brokers just started may not have registered."""
     import asyncio
     import time
+
+    from graymq.nameserver_api.client import NotFoundError
 
     deadline = time.monotonic() + args.wait_timeout
     said = False
     while True:
+        try:
+            raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
+        except NotFoundError:
+            if time.monotonic() >= deadline:
+                raise
+            raw = {"brokers": []}
         replicas = [_replica(b, r) for b in raw["brokers"] for r in b.get("replicas") or [None]]
         ready = [r for r in replicas if r["live"] and r["in_sync"]]
         if len(ready) >= args.wait_replicas:
@@ -245,7 +254,6 @@ async def _until_replicas(ns: Any, args: argparse.Namespace, raw: dict[str, Any]
                   f"{args.wait_timeout:g} s)", file=sys.stderr, flush=True)
             said = True
         await asyncio.sleep(0.5)
-        raw = await ns.request("GET", f"/v1/topics/{args.topic}/route")
 
 
 def _slot_ids(broker: dict[str, Any], slot: int) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,31 @@ def test_status_wait_for_waits_until_the_consumers_hold_queues(cluster, graymq_p
     refused = graymq(ns, "gray", "status", "G_WAIT", "--wait-for", "3", "--wait-timeout", "1", check=False)
     assert refused.returncode == 1 and "2 of the 3 consumer(s) of G_WAIT awaited hold queues" in refused.stderr, \
         refused.stderr
+
+
+def test_route_wait_replicas_waits_for_a_broker_not_routed_yet(cluster, graymq_process) -> None:
+    """A route with no live broker yet (the README's Replication block: `graymq up &` on a data directory used
+    before, and the route read at once, a broker listed a moment before): `--wait-replicas` waits for a broker to
+    serve the topic rather than failing on the "no live broker" answer; with none the wait ends in that one line."""
+    cluster.create_topic("T_REPL_WAIT", 4, 1)
+    cluster.add_broker("broker-a").terminate()
+    ns = cluster.ns_url
+    for _ in range(60):  # the broker unregistered: the route is refused
+        refused = graymq(ns, "topic", "route", "T_REPL_WAIT", "--wait-replicas", "1", "--wait-timeout", "0.5",
+                         check=False)
+        if "no live broker serves topic T_REPL_WAIT" in refused.stderr:
+            break
+        time.sleep(0.5)
+    assert refused.returncode == 1 and "no live broker serves topic T_REPL_WAIT" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr, refused.stderr
+    route = cli("topic", "route", "T_REPL_WAIT", "--wait-replicas", "1", "--wait-timeout", "90", "--json",
+                "--nameserver", ns, wait_s="0")  # past the wait for a registered broker: what the route waits
+    assert route.stderr is not None
+    assert "waiting for 1 replica(s) to serve T_REPL_WAIT" in route.stderr.readline()
+    cluster.add_broker("broker-a")
+    out, err = route.communicate(timeout=120)
+    assert route.returncode == 0, err
+    assert [b["broker_name"] for b in json.loads(out)["brokers"]] == ["broker-a"], out
 
 
 def test_produce_without_a_body_on_a_terminal_says_it_reads_lines() -> None:

@@ -126,7 +126,7 @@ def stock_groups(specs: list[Spec]) -> list[str]:
 def _worker(ns_url: str, specs: list[Spec], status_path: str, commands: Any, ready: Any) -> None:
     """Run ``specs``' clients; ``("join", id)`` starts one more consumer of the big group, ``("leave", id)`` stops
     it, ``None`` ends."""
-    from graymq.bench.common import quiet_logs
+    from graymq.bench.common import consumers_mark, quiet_logs
     from graymq.client import ClientConfig, Producer, PushConsumer
 
     os.nice(CLIENT_NICE)  # a pod of other hosts (fleet_stock.CLIENT_NICE)
@@ -154,7 +154,7 @@ def _worker(ns_url: str, specs: list[Spec], status_path: str, commands: Any, rea
         ready.set()
         await serve_group_commands(lambda: _big_group_status(big), status_path, commands,
                                    lambda cid: make(("consumer", cid, BIG_GROUP, TOPIC_A, False)).start(),
-                                   lambda cid: big.pop(cid).stop(), POLL_S)
+                                   lambda cid: big.pop(cid).stop(), POLL_S, mark=lambda: consumers_mark(big))
         await asyncio.gather(*(c.stop() for c in [*big.values(), *others]), return_exceptions=True)
 
     with quiet_logs():

@@ -58,7 +58,7 @@ def group_converged(holdings: Holdings, queue_nums: int, gray_nums: int, lane_sl
 def _worker(ns_url: str, group: str, topic: str, ids: list[tuple[str, str | None]], status_path: str,
             commands: Any, ready: Any) -> None:
     """Run ``ids`` consumers; ``("join", id)`` starts one more, ``("leave", id)`` stops one, ``None`` ends."""
-    from graymq.bench.common import quiet_logs, serve_group_commands
+    from graymq.bench.common import consumers_mark, quiet_logs, serve_group_commands
     from graymq.client import PushConsumer
 
     async def ignore(messages: list[Any]) -> None:
@@ -78,7 +78,8 @@ def _worker(ns_url: str, group: str, topic: str, ids: list[tuple[str, str | None
         await serve_group_commands(
             lambda: json.dumps({cid: (c.lane, sorted(mq.queue_id for mq in c.assigned() if mq.topic == topic))
                                 for cid, c in consumers.items()}),
-            status_path, commands, lambda cid: make(cid, None).start(), lambda cid: consumers.pop(cid).stop(), POLL_S)
+            status_path, commands, lambda cid: make(cid, None).start(), lambda cid: consumers.pop(cid).stop(), POLL_S,
+            mark=lambda: consumers_mark(consumers))
         await asyncio.gather(*(c.stop() for c in consumers.values()), return_exceptions=True)
 
     with quiet_logs():

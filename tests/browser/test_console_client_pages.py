@@ -1,6 +1,7 @@
 """A group page at a fleet's size: the client table shows a page of 50 with links to the others, and the counts
 per role and side above it cover every client. One name server in dev mode (SQLite), no broker: 130 consumers (20
-gray, 10 in lane v2) and 7 producers registered through one batched heartbeat."""
+gray, 10 in lane v2) and 7 producers registered through one batched heartbeat, which stays live for the module (a
+loaded machine took longer than the suite's usual 15 s of client expiry to page through them)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def ns_url(tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("pages")
     with module_processes(root) as start:
         cluster = Cluster(start, f"sqlite:///{root / 'ns.db'}", root)
-        cluster.start_nameserver()
+        cluster.start_nameserver(GRAYMQ_CLIENT_EXPIRY_SECONDS="3600", GRAYMQ_CLIENT_STALE_SECONDS="3600")
         beats = [{"group": GROUP, "client_id": f"c-{i:03d}", "role": "consumer", "gray": i < GRAY + V2,
                   "lane": "v2" if i >= GRAY and i < GRAY + V2 else None, "state": "GRAY" if i < GRAY + V2 else "NORMAL"}
                  for i in range(CONSUMERS)]

@@ -301,6 +301,7 @@ def trace_check(sent: dict[str, str | None], relayed: list[tuple[str | None, dic
     processed = {(s.attributes or {}).get("messaging.message.id"): s for s in here if s.name.startswith("process ")}
     stage_sends = {s["context"]["span_id"][2:]: s for s in in_workers if s["name"] == f"send {T3}"}
     relay_of = {line["relayed"]: line for _, line in relayed if "relayed" in line}
+    in_trace = Counter(s.context.trace_id for s in here if s.context is not None)  # spans of this process per trace
     counted: dict[str, int] = {}
     for _, (origin, _, queue_id, d_msg_id) in at_d:
         send, relay, process = by_id[origin], relay_of[origin], processed[d_msg_id]
@@ -316,6 +317,5 @@ def trace_check(sent: dict[str, str | None], relayed: list[tuple[str | None, dic
             f"T1's slots {context['T1 lanes']}")
         assert stage["attributes"].get("graymq.lane") == (process.attributes or {}).get("graymq.lane") == \
             t3_lanes.get(queue_id)
-        counted[origin] = sum(s.context is not None and s.context.trace_id == send.context.trace_id
-                              for s in here) + 2  # B's relay span, in its own process, and C's, in a Spark worker
+        counted[origin] = in_trace[send.context.trace_id] + 2  # B's relay span, in its own process; C's, in a worker
     return counted

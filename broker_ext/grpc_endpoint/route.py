@@ -87,7 +87,9 @@ class ClusterRoutes:
     """``await brokers(topic)``: the topic's gRPC brokers from the name server, ``None`` when none answers.
 
     An answer (a failure too) is kept ``ttl_s`` seconds per topic; the QueryRoutes arriving while one is read share
-    that read. A topic the name server does not know has no brokers (``[]``)."""
+    that read. A topic the name server does not know has no brokers (``[]``). The reads share one name-server client
+    (its connections kept): one made per read built an HTTP client and its TLS context each time, 4 % of a broker's
+    CPU with 500 stock clients. ``close`` ends it."""
 
     def __init__(self, nameserver_urls: list[str], token: str | None, ttl_s: float = ROUTE_TTL_S) -> None:
         self.nameserver_urls = nameserver_urls
@@ -97,6 +99,12 @@ class ClusterRoutes:
         self._cache: dict[str, tuple[float, list[BrokerQueues] | None]] = {}  # topic -> (monotonic read at, brokers)
         self._reading: dict[str, asyncio.Task[list[BrokerQueues] | None]] = {}
         self._unreachable = False
+        self._nameserver: NameServerClient | None = None
+
+    async def close(self) -> None:
+        if self._nameserver is not None:
+            await self._nameserver.close()
+            self._nameserver = None
 
     def __len__(self) -> int:
         """How many topics' answers are cached."""
@@ -115,10 +123,11 @@ class ClusterRoutes:
 
     async def _read(self, topic: str) -> list[BrokerQueues] | None:
         self.reads += 1
-        nameserver = NameServerClient(self.nameserver_urls, token=self.token or None, timeout_s=2.0)
+        if self._nameserver is None:
+            self._nameserver = NameServerClient(self.nameserver_urls, token=self.token or None, timeout_s=2.0)
         brokers: list[BrokerQueues] | None
         try:
-            brokers = brokers_of_route(await nameserver.request("GET", f"/v1/topics/{topic}/route"))
+            brokers = brokers_of_route(await self._nameserver.request("GET", f"/v1/topics/{topic}/route"))
         except NotFoundError:
             brokers = []
         except (GrayMQError, KeyError, TypeError, ValueError) as exc:
@@ -126,8 +135,6 @@ class ClusterRoutes:
                 log.warning("QueryRoute answers this broker's queues only: no name server gave the route of %s "
                             "(%s)", topic, exc)
             self._unreachable, brokers = True, None
-        finally:
-            await nameserver.close()
         if brokers is not None and self._unreachable:
             self._unreachable = False
             log.info("QueryRoute answers every broker's queues again: the name server gave the route of %s", topic)
@@ -148,6 +155,10 @@ class RouteService:
         self._grpc_address = grpc_address
         self._topic_of = topic_of
         self._cluster = cluster
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            await self._cluster.close()
 
     async def query_route(self, request: v2s.QueryRouteRequest, caller: Caller) -> v2s.QueryRouteResponse:
         return v2s.QueryRouteResponse(status=OK, message_queues=await self.message_queues(request.topic, caller))

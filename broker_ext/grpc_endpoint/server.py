@@ -79,6 +79,7 @@ class GrpcEndpoint:
                  malformed: Counter[str] | None = None, tls: tuple[bytes, bytes] | None = None,
                  refused_connection: Callable[[], None] = lambda: None) -> None:
         self.credentials = credentials
+        self.routes = routes
         self.clients = clients
         self.max_request_size = max_request_size
         self.budgets = budgets
@@ -135,6 +136,7 @@ class GrpcEndpoint:
             await self._receives.pop.close()
         await self.clients.sides.stop()
         await self.clients.consumers.stop()
+        await self.routes.close()
 
     def _handler(self, method: MethodDescriptor) -> grpc.RpcMethodHandler:
         """Requests are read as bytes (no deserializer): ``_parsed`` parses them, so a malformed one is answered."""

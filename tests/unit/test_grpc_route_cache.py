@@ -26,7 +26,9 @@ def test_an_unreachable_name_server_is_read_once_per_interval_shared_by_concurre
 
     async def calls() -> list[object]:
         together = await asyncio.gather(*(cluster.brokers("T") for _ in range(5)))
-        return [*together, await cluster.brokers("T")]
+        answers = [*together, await cluster.brokers("T")]
+        await cluster.close()
+        return answers
 
     assert asyncio.run(calls()) == [None] * 6
     assert cluster.reads == 1
@@ -39,6 +41,7 @@ def test_the_cache_drops_expired_routes_past_its_bound(monkeypatch: pytest.Monke
     async def many() -> None:
         for i in range(10):
             await cluster.brokers(f"T{i}")
+        await cluster.close()
 
     asyncio.run(many())
     assert cluster.reads == 10 and len(cluster) <= 3

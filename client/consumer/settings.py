@@ -22,10 +22,12 @@ class ConsumerSettings:
     consume_batch_size: int = 1  # messages handed to the listener per call (1 when orderly)
     max_threads: int = 8  # listener threads; twice as many batches may wait for one
     max_in_flight_per_queue: int = 1000  # pulled but unfinished messages of a queue before its pulls pause
-    rebalance_interval_s: float = 5.0  # between rebalances ("group changed" from a broker starts one at once)
+    # between rebalances, as RocketMQ's 20 s: a safety net, since "group changed" from a broker, a flip or a lost
+    # queue starts one at once
+    rebalance_interval_s: float = 20.0
     heartbeat_interval_s: float = 2.0  # between heartbeats to the brokers
     nameserver_interval_s: float = 5.0  # between heartbeats to the name server
-    long_poll_s: float = 5.0  # how long a broker holds a pull that finds nothing new
+    long_poll_s: float = 15.0  # how long a broker holds a pull that finds nothing new (RocketMQ's 15 s)
     handover_timeout_s: float = 30.0  # a queue handed over waits this long for its running batches to finish
     drain_timeout_s: float = 300.0  # a gray → normal drain that takes longer stays gray and says why
     drain_poll_s: float = 0.05  # between the gray backlog checks of a drain

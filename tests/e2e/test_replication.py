@@ -29,6 +29,7 @@ from graymq.client import BlockingProducer, Message, Producer, SendResult
 from graymq.devkit.processes import GraymqProcess
 from graymq.protocol import graymq_pb2 as pb
 from graymq.protocol.broker_client import BrokerClient
+from graymq.protocol.errors import TopicNotExistError
 from graymq.protocol.record import iter_records
 from tests.integration.client.test_blocking_producer import stored
 from tests.support.broker import pull_request, run, send
@@ -229,6 +230,14 @@ def test_a_sync_leader_serves_consumers_only_what_its_in_sync_follower_stored(st
         return pull_request("GID_RS_CONFIRMED", "reader", TOPIC, 0, offset, suspend_ms=suspend_ms, expression="*")
 
     async def scenario(client: BrokerClient) -> tuple[pb.PullResponse, pb.PullResponse, pb.SendResponse]:
+        # the leader picks the topic up at its next registration (create_topic waits for no replica: they are not
+        # the cluster's brokers); a send before it failed TOPIC_NOT_EXIST in CI
+        for _ in range(150):
+            try:
+                await client.max_offset(address, TOPIC, 0)
+                break
+            except TopicNotExistError:
+                await asyncio.sleep(0.1)
         assert (await send(client, address, TOPIC, 0, b"first")).status == pb.SEND_OK
         os.kill(r1.proc.pid, signal.SIGSTOP)
         try:

@@ -18,7 +18,7 @@ from graymq.nameserver.console.drain import DrainWatch
 from graymq.nameserver.console.operations import ConsoleOperations
 from graymq.nameserver.console.rollouts import ConsoleRollouts
 from graymq.nameserver.console.routes import data, pages
-from graymq.nameserver.services.health_history import HealthHistory, HealthSampler, live_reports
+from graymq.nameserver.services.health_history import HealthHistory, HealthSampler, LiveReports
 
 STATIC = Path(__file__).parent / "static"
 
@@ -34,9 +34,11 @@ def mount_console(app: FastAPI) -> None:
     settings = app.state.settings
     app.state.health_history = HealthHistory(settings.health_sample_seconds)
 
+    live_reports = LiveReports(settings.client_expiry_seconds)
+
     def read_reports() -> dict[str, dict[str, Any]]:
         with app.state.read_sessions() as session:
-            return live_reports(session, settings.client_expiry_seconds)
+            return live_reports(session)
 
     sampler = HealthSampler(app.state.health_history, read_reports)
     app.include_router(pages)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, bindparam, case, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Text, Update, bindparam, case, cast, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from graymq.nameserver.db import upsert_insert
@@ -243,14 +243,12 @@ class ClientRepository:
         )
         return [(name, health) for name, health in self.session.execute(stmt) if health]
 
-    def live_health_by_client(self, seen_after: datetime
-                              ) -> list[tuple[str, str, bool | None, str | None, dict[str, Any]]]:
-        """(group, client id, its reported gray flag and lane, reported health) of every live client that reports
-        one."""
+    def live_health_texts(self, seen_after: datetime) -> list[tuple[str, str, bool | None, str | None, str]]:
+        """(group, client id, its reported gray flag and lane, reported health as JSON text) of every live client
+        that reports one: the text, so a reader decodes only the reports that changed."""
         stmt = (
-            select(Group.name, Client.client_id, Client.gray, Client.lane, Client.health)
+            select(Group.name, Client.client_id, Client.gray, Client.lane, cast(Client.health, Text))
             .join(Group, Group.id == Client.group_id)
             .where(Client.last_seen > seen_after, Client.health.is_not(None))
         )
-        return [(name, client_id, gray, lane, health)
-                for name, client_id, gray, lane, health in self.session.execute(stmt) if health]
+        return [(name, client_id, gray, lane, text) for name, client_id, gray, lane, text in self.session.execute(stmt)]

@@ -8,6 +8,7 @@ together."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 
@@ -23,6 +24,14 @@ CONSUME_FROM = {"last": pb.CONSUME_FROM_LAST_OFFSET, "first": pb.CONSUME_FROM_FI
                 "timestamp": pb.CONSUME_FROM_TIMESTAMP}
 
 
+class Standing(enum.Enum):
+    """A consumer's place in its group on the brokers."""
+
+    MEMBER = "member"  # it heartbeats, listed in the group
+    LEAVING = "leaving"  # retired and its queues handed back: it unregisters rather than beats
+    LEFT = "left"  # retired and unregistered from every broker
+
+
 class BrokerHeartbeats:
     """Heartbeats the brokers every ``heartbeat_interval_s`` (``loop``) and on demand (``beat``)."""
 
@@ -30,8 +39,7 @@ class BrokerHeartbeats:
         self.runtime = runtime
         self.beats = beats or BrokerBeats(runtime.brokers, runtime.client_id)  # without an instance's: its own
         self.consume_from = CONSUME_FROM[consume_from]
-        self._leaving = False  # retired and its queues handed back (``leave``): it leaves rather than beats
-        self._left = False  # retired: unregistered from the brokers
+        self.standing = Standing.MEMBER
 
     async def route(self, topic: str) -> TopicRoute | None:
         """The topic's route, the cached one when the name server does not answer (None: none known yet)."""
@@ -49,11 +57,11 @@ class BrokerHeartbeats:
         (``leave``) leaves them instead, once. Until then it stays in the group, its leases renewed: leaving drops
         them uncommitted, and the next owners would consume again what it finished meanwhile."""
         rt = self.runtime
-        if rt.retired and self._leaving:
+        if rt.retired and self.standing is not Standing.MEMBER:
             await self._leave()
             return
         if not rt.retired:
-            self._leaving = self._left = False
+            self.standing = Standing.MEMBER
         for topic in rt.subscriptions:
             await self.route(topic)
         data = pb.ConsumerData(
@@ -74,20 +82,21 @@ class BrokerHeartbeats:
     async def leave(self) -> None:
         """A retired consumer whose queues were handed back leaves the group on the brokers (and so at every
         later heartbeat while it stays retired)."""
-        self._leaving = True
+        if self.standing is Standing.MEMBER:
+            self.standing = Standing.LEAVING
         await self.beat()
 
     async def _leave(self) -> None:
         """Out of the group's view on the brokers (they tell the others, who rebalance without this client)."""
-        if self._left:
+        if self.standing is Standing.LEFT:
             return
-        self._left = True
+        self.standing = Standing.LEFT
         rt = self.runtime
         for address in rt.broker_addresses():
             try:
                 await self.beats.unregister(address, rt.client_id, rt.group)
             except GrayMQError as exc:
-                self._left = False  # tried again at the next heartbeat
+                self.standing = Standing.LEAVING  # tried again at the next heartbeat
                 if not rt.retry_later(exc, f"leaving group {rt.group} on broker {address}",
                                       ("unregister", address, exc.code, exc.message)):
                     return

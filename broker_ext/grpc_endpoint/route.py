@@ -66,22 +66,21 @@ class BrokerQueues:
     perm: int
 
 
-@functools.lru_cache(maxsize=MAX_CACHED_TOPICS)
-def broker_queues(broker: BrokerQueues, topic_name: str, namespace: str) -> tuple[v2.MessageQueue, ...]:
-    """Every queue of ``topic_name`` on ``broker`` as RocketMQ messages, built once per topic and layout: built for each
-    call, a route's 200 queues were 8 % of a broker's CPU with 500 stock clients. Shared, so never changed."""
-    topic = v2.Resource(name=topic_name, resource_namespace=namespace)
+def broker_queues(broker: BrokerQueues, topic: v2.Resource) -> list[v2.MessageQueue]:
+    """Every queue of ``topic`` on ``broker`` as RocketMQ messages."""
     where = v2.Broker(name=broker.broker_name, id=0, endpoints=endpoints(broker.grpc_address))
-    return tuple(v2.MessageQueue(topic=topic, id=queue_id, permission=permission(broker.perm),  # type: ignore[arg-type]
-                                 broker=where, accept_message_types=ACCEPT_MESSAGE_TYPES)
-                 for queue_id in range(broker.queue_nums))
+    return [v2.MessageQueue(topic=topic, id=queue_id, permission=permission(broker.perm),  # type: ignore[arg-type]
+                            broker=where, accept_message_types=ACCEPT_MESSAGE_TYPES)
+            for queue_id in range(broker.queue_nums)]
 
 
 @functools.lru_cache(maxsize=MAX_CACHED_TOPICS)
 def route_answer(brokers: tuple[BrokerQueues, ...], topic_name: str, namespace: str) -> v2s.QueryRouteResponse:
-    """QueryRoute's answer for ``brokers``' queues of the topic, built once per layout (shared, never changed)."""
+    """QueryRoute's answer: ``brokers``' queues of the topic, built once per topic and layout (built for each call, a
+    route's 200 queues were 8 % of a broker's CPU with 500 stock clients). Shared, so never changed."""
+    topic = v2.Resource(name=topic_name, resource_namespace=namespace)
     return v2s.QueryRouteResponse(status=OK, message_queues=[
-        queue for broker in brokers for queue in broker_queues(broker, topic_name, namespace)])
+        queue for broker in brokers for queue in broker_queues(broker, topic)])
 
 
 def brokers_of_route(raw: dict[str, Any]) -> list[BrokerQueues]:
@@ -179,8 +178,8 @@ class RouteService:
 
     async def message_queues(self, topic: v2.Resource, caller: Caller) -> list[v2.MessageQueue]:
         """Every queue of ``topic`` with its broker's endpoints; ``FORBIDDEN`` / ``TOPIC_NOT_FOUND`` refused."""
-        return [queue for broker in await self.brokers(topic, caller)
-                for queue in broker_queues(broker, topic.name, topic.resource_namespace)]
+        answer = route_answer(await self.brokers(topic, caller), topic.name, topic.resource_namespace)
+        return list(answer.message_queues)  # the cached answer's: shared, read only
 
     async def brokers(self, topic: v2.Resource, caller: Caller) -> tuple[BrokerQueues, ...]:
         """The brokers whose queues of ``topic`` stock clients reach; ``FORBIDDEN`` / ``TOPIC_NOT_FOUND`` refused."""

@@ -144,12 +144,27 @@ class LiveReports:
         out: dict[str, Reports] = {}
         decoded: dict[str, dict[str, Any] | None] = {}
         for group, client_id, gray, lane, text in ClientRepository(session).live_health_texts(seen_after):
-            health = decoded[text] = decoded[text] if text in decoded else (
-                self._decoded[text] if text in self._decoded else json.loads(text))
-            if health:
+            if text not in decoded:
+                decoded[text] = self._decoded[text] if text in self._decoded else _decode(text, group, client_id)
+            if health := decoded[text]:
                 out.setdefault(group, {})[client_id] = {**health, "lane": lane_of(gray, lane)}
         self._decoded = decoded
         return out
+
+
+def _decode(text: str, group: str, client_id: str) -> dict[str, Any] | None:
+    """A stored report, None (left out of the charts, with a warning) when it is not a JSON object: one damaged row
+    must not stop the sampler."""
+    try:
+        report = json.loads(text)
+    except ValueError:
+        report = None
+    if isinstance(report, dict):
+        return report
+    if text != "null":
+        log.warning("health report of client %s in group %s is not a JSON object; left out of the charts",
+                    client_id, group)
+    return None
 
 
 class HealthSampler:

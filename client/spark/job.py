@@ -46,6 +46,7 @@ from pyspark.errors import StreamingQueryException
 from graymq.client.config import ClientConfig
 from graymq.client.spark.job_producer import JobProducer
 from graymq.client.spark.member import SparkMember
+from graymq.client.spark.offsets import processed_offsets
 from graymq.client.spark.options import SourceOptions, side_mark, side_options, with_conf_gray_flag
 from graymq.client.spark.source import GraymqDataSource, register
 from graymq.client.sync import SyncFacade
@@ -147,8 +148,12 @@ class StreamingJob:
         returns, as in a drain), then the job unregisters."""
         self._stop_query()
         deadline = time.monotonic() + timeout_s
-        while not self._run_available_now(deadline, self.lane) and time.monotonic() < deadline:
+        while not (finished := self._run_available_now(deadline, self.lane)) and time.monotonic() < deadline:
             log.info("spark job %s: running the last availableNow run again", self.client_id)
+        if not finished:
+            log.warning("spark job %s: retired without finishing its last availableNow run in %.0f s; the group's "
+                        "offsets are at what it processed, the job taking its side over reads the rest",
+                        self.client_id, timeout_s)
         self.stop()
 
     def run(self, stop: threading.Event) -> None:
@@ -256,6 +261,7 @@ class StreamingJob:
             query.stop()
         except StreamingQueryException as exc:  # the drain checks the backlog and runs again
             log.warning("spark job %s: availableNow run failed: %s", self.client_id, exc)
+        self._commit_processed(query)
         return False
 
     # -- queries -----------------------------------------------------------------------------
@@ -296,16 +302,31 @@ class StreamingJob:
 
         Waits up to ``stop_grace_s`` for a running batch to end, not for a gap between triggers: when batches run
         back to back (they take longer than the trigger's interval), the next trigger starts as the last one ends,
-        and it is stopped while it asks the source for offsets, before it writes them to the checkpoint. A replayed
-        batch is harmless (the sink is idempotent per batch id), so stopping mid-batch after the grace loses nothing.
+        and it is stopped while it asks the source for offsets, before it writes them to the checkpoint. Stopping
+        mid-batch after the grace loses nothing: the job replays the batch from its checkpoint harmlessly (the sink
+        is idempotent per batch id), but a job taking the side over from the group's offsets stores its rows again.
         """
-        if self.query is None:
+        query, self.query = self.query, None
+        if query is None:
             return
         deadline = time.monotonic() + self.stop_grace_s
-        while self.query.isActive and running_batch(self.query.status) and time.monotonic() < deadline:
+        while query.isActive and running_batch(query.status):
+            if time.monotonic() > deadline:
+                log.warning("spark job %s: stopping the query inside a micro-batch after %.0f s; rows it stored "
+                            "may be read again by a job taking its side over", self.client_id, self.stop_grace_s)
+                break
             time.sleep(0.05)
-        self.query.stop()
-        self.query = None
+        query.stop()
+        self._commit_processed(query)
+
+    def _commit_processed(self, query: Any) -> None:
+        """Commit the end of the last micro-batch of ``query`` (stopped) to the brokers. Its source commits a
+        batch's end only when Spark plans the next batch, so a job taking the side over from the group's offsets
+        would read the last batch again, all of it when the last ``availableNow`` run of a retire could not start
+        (a Python worker that did not connect back in time on a busy machine)."""
+        offsets = processed_offsets(query.lastProgress, self.source.topics)
+        if offsets and self.member is not None:
+            self.member.commit(offsets)
 
 
 # Spark's status messages (``StreamingQuery.status``) while a micro-batch runs, from writing its offsets to the

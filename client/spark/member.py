@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from graymq.client.backlog import BacklogUnavailable, gray_backlog
 from graymq.client.config import ClientConfig
 from graymq.client.consumer.pull_consumer import PullConsumer
+from graymq.client.spark.offsets import QueueOffsets
 from graymq.client.spark.options import SourceOptions
-from graymq.client.spark.planner import job_queues
+from graymq.client.spark.planner import commit_offsets, job_queues
 from graymq.core.queue_layout import GRAY_LANE
 from graymq.protocol.membership import ClientState
 
@@ -68,6 +69,10 @@ class SparkMember:
         await self._refresh_queues()
         self.consumer.membership.changed()  # answers to earlier reports (say, desired gray) are stale now
         return await self.consumer.membership.beat() is not None
+
+    async def commit(self, offsets: QueueOffsets) -> QueueOffsets:
+        """Commit what the job processed (next offset per queue) under its group; returns what was committed."""
+        return await commit_offsets(self.consumer, offsets)
 
     async def gray_backlog(self, lane: str) -> int | None:
         """What the group has not committed in the queues of ``lane``'s slot of the job's topics; None when a broker

@@ -7,7 +7,7 @@ serialize to equal strings (Spark compares offsets by their JSON).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from graymq.client.message import MessageQueue
@@ -31,6 +31,27 @@ def from_json(raw: Mapping[str, Any]) -> QueueOffsets:
         for broker, queues in brokers.items()
         for queue_id, offset in queues.items()
     }
+
+
+def processed_offsets(progress: Mapping[str, Any] | None, topics: Collection[str]) -> QueueOffsets:
+    """The end offsets of the last micro-batch a streaming query completed, from its ``lastProgress``: those of its
+    sources reading ``topics`` (offsets JSON as above); empty when it completed none.
+
+    >>> progress = {"sources": [{"endOffset": '{"T": {"b": {"1": 7}}}'}, {"endOffset": "null"}]}
+    >>> processed_offsets(progress, ["T"])
+    {MessageQueue(topic='T', broker_name='b', queue_id=1): 7}
+    >>> processed_offsets(None, ["T"]), processed_offsets(progress, ["U"])
+    ({}, {})
+    """
+    offsets: QueueOffsets = {}
+    for source in (progress or {}).get("sources") or ():
+        try:
+            raw = json.loads(source.get("endOffset") or "null")
+            if isinstance(raw, dict) and raw and set(raw) <= set(topics):
+                offsets.update(from_json(raw))
+        except (ValueError, TypeError, AttributeError):  # another source's offsets
+            continue
+    return offsets
 
 
 def cap_offsets(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], max_rows: int) -> QueueOffsets:

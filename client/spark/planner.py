@@ -154,23 +154,26 @@ class Planner:
         return latest
 
     async def commit(self, offsets: QueueOffsets) -> QueueOffsets:
-        """Commit ``offsets`` (next offset to consume per queue) under the job's group; returns what was committed.
+        return await commit_offsets(self.consumer, offsets)
 
-        A broker that does not answer is logged and left out: the offsets stay in the
-        checkpoint and the next commit carries them.
-        """
-        queues = list(offsets)
-        answers = await asyncio.gather(*(self.consumer.commit(mq, offsets[mq]) for mq in queues),
-                                       return_exceptions=True)
-        committed = {}
-        for mq, answer in zip(queues, answers, strict=True):
-            if isinstance(answer, GrayMQError):
-                log.warning("%s: offset %d not committed: %s", mq, offsets[mq], answer.message)
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                committed[mq] = offsets[mq]
-        return committed
+
+async def commit_offsets(consumer: PullConsumer, offsets: QueueOffsets) -> QueueOffsets:
+    """Commit ``offsets`` (next offset to consume per queue) under ``consumer``'s group; returns what was committed.
+
+    A broker that does not answer is logged and left out: the offsets stay in the checkpoint and the next commit
+    carries them.
+    """
+    queues = list(offsets)
+    answers = await asyncio.gather(*(consumer.commit(mq, offsets[mq]) for mq in queues), return_exceptions=True)
+    committed = {}
+    for mq, answer in zip(queues, answers, strict=True):
+        if isinstance(answer, GrayMQError):
+            log.warning("%s: offset %d not committed: %s", mq, offsets[mq], answer.message)
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            committed[mq] = offsets[mq]
+    return committed
 
 
 async def _each(queues: list[MessageQueue], call: Callable[[MessageQueue], Awaitable[int]]) -> QueueOffsets:

@@ -8,7 +8,8 @@ the sink and recorded in the commit log, so
 ``start`` is exactly what the job has processed. That includes the end of the last batch of an
 ``availableNow`` run, which Spark checks once more before it stops — so when such a run
 returns, the brokers already hold its final offsets (Spark's own ``commit()`` arrives one batch
-late and never for the last batch, so it is not used).
+late and never for the last batch, so it is not used). A ``StreamingJob`` commits the end of the last batch of a
+query it stops from its progress, since no next batch will.
 """
 
 from __future__ import annotations

@@ -278,7 +278,8 @@ def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | No
           f"{len(errors)}; seconds to flow, promote v3, promote v2, "
           f"catch up: {[round(b - a, 1) for a, b in itertools.pairwise(phases)]}")
     assert all(r["state"] == "SUCCEEDED" and r["groups_done"] == [RELAY, STAGE, SINK] for r in reports), reports
-    assert not lost and not doubled, f"{len(lost)} lost, {len(doubled)} doubled at D"
+    assert not lost and not doubled, (
+        f"{len(lost)} lost, {len(doubled)} doubled at D; {where_doubled(doubled, relayed, at_d)}")
     assert not errors, errors[:5]
     assert not out_of_lane(at_b) and not out_of_lane(at_c) and not out_of_lane(at_d_lanes)
     for hop in (at_b, at_c, at_d_lanes):  # each lane really flowed through each hop in its own queues
@@ -288,6 +289,17 @@ def check_chain(sent: dict[str, str | None], unknown: int, relays: dict[str | No
     traces = trace_check(sent, relayed, [d for d in at_d if d[1][0] in sent], lanes_of[T3], finished, context)
     print(f"lane chain: spans per trace {dict(Counter(traces.values()))}")
     assert set(traces) == set(sent) and set(traces.values()) == {4}, Counter(traces.values())
+
+
+def where_doubled(doubled: set[str], relayed: list[tuple[str | None, dict[str, Any]]],
+                  at_d: list[tuple[str | None, tuple[str, list[str], int, str]]]) -> str:
+    """Which hop doubled each message D got twice: B relayed it twice, C wrote it twice (D got two messages), or D
+    had one message twice; with the first few deliveries (D's lane, C's job and T2 queue, T3 queue, D's msg id)."""
+    relays = Counter(line["relayed"] for _, line in relayed if line.get("relayed") in doubled)
+    deliveries = {k: [(name(lane), *d[1][1:3], d[2], d[3]) for lane, d in at_d if d[0] == k] for k in sorted(doubled)}
+    hops = Counter("B" if relays[k] > 1 else "C" if len({d[-1] for d in ds}) > 1 else "D"
+                   for k, ds in deliveries.items())
+    return f"by hop {dict(hops)}; first {dict(itertools.islice(deliveries.items(), 3))}"
 
 
 def trace_check(sent: dict[str, str | None], relayed: list[tuple[str | None, dict[str, Any]]],

@@ -3,6 +3,7 @@ group of the tests running Spark in a process of their own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from graymq.client import Message
+from graymq.client import Message, PullConsumer
 from graymq.client.sync import SyncProducer
 
 # A test that runs Spark in a process of its own (its own JVM, not the session of tests/spark/conftest.py) need not
@@ -37,6 +38,21 @@ def send(producer: SyncProducer, topic: str, count: int, *, gray: bool, tag: str
     """Send ``count`` messages; their msg ids."""
     prefix = "g" if gray else "n"
     return [producer.send(Message(topic, f"{prefix}{i}".encode(), tags=tag, gray=gray)).msg_id for i in range(count)]
+
+
+def committed_and_max(ns_url: str, group: str, topic: str) -> tuple[dict, dict]:
+    """The group's committed offsets and the max offsets of the topic's normal queues, asked of the broker."""
+
+    async def ask() -> tuple[dict, dict]:
+        consumer = PullConsumer(group, ns_url, register=False)
+        try:
+            queues = await consumer.fetch_queues(topic, gray=False)
+            return ({mq: await consumer.committed_offset(mq) for mq in queues},
+                    {mq: await consumer.max_offset(mq) for mq in queues})
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(ask())
 
 
 class BatchLog:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from graymq.client import PullConsumer
 from graymq.client.sync import SyncProducer
-from tests.spark.helpers import BatchLog, send
+from tests.spark.helpers import BatchLog, committed_and_max, send
 
 pytestmark = pytest.mark.spark
 GROUP = "SPARK_RESTART_GROUP"
@@ -27,21 +25,6 @@ def run_available_now(spark, options, sink, checkpoint):
         query.stop()
 
 
-def committed_and_max(ns_url: str) -> tuple[dict, dict]:
-    """The group's committed offsets and the max offsets of the normal queues, asked of the broker."""
-
-    async def ask() -> tuple[dict, dict]:
-        consumer = PullConsumer(GROUP, ns_url, register=False)
-        try:
-            queues = await consumer.fetch_queues(TOPIC, gray=False)
-            return ({mq: await consumer.committed_offset(mq) for mq in queues},
-                    {mq: await consumer.max_offset(mq) for mq in queues})
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(ask())
-
-
 def test_restart_from_checkpoint_resumes_after_the_last_committed_batch(cluster, spark, tmp_path):
     cluster.add_broker("broker-a")
     cluster.create_topic(TOPIC, 4, 2)  # normal queues 1 and 2
@@ -55,7 +38,7 @@ def test_restart_from_checkpoint_resumes_after_the_last_committed_batch(cluster,
         # run 1: batch 0 is written, batch 1 fails in the sink after writing (not committed)
         with pytest.raises(StreamingQueryException, match="fails batch 1 once"):
             run_available_now(spark, options, log.sink("normal", fail_once_on=1), checkpoint)
-        committed, _ = committed_and_max(cluster.ns_url)
+        committed, _ = committed_and_max(cluster.ns_url, GROUP, TOPIC)
         assert sum(committed.values()) == 5, "the broker holds batch 0's end, not the failed batch's"
         second = send(producer, TOPIC, 4, gray=False)
         # run 2 from the same checkpoint: batch 1 again, then on to everything sent so far
@@ -74,5 +57,5 @@ def test_restart_from_checkpoint_resumes_after_the_last_committed_batch(cluster,
     assert len(delivered) == len(set(delivered)), "no message in two batches"
     assert sorted(delivered) == sorted(first + second), "no message skipped"
     assert all(len(batch) <= 5 for batch in batches), "maxRecordsPerTrigger bounds every batch"
-    committed, latest = committed_and_max(cluster.ns_url)
+    committed, latest = committed_and_max(cluster.ns_url, GROUP, TOPIC)
     assert committed == latest, "the last batch's end offsets are committed to the broker when the run returns"

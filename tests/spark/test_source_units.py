@@ -8,7 +8,7 @@ import doctest
 import pytest
 
 from graymq.client.message import MessageQueue
-from graymq.client.spark.offsets import cap_offsets, from_json, to_json
+from graymq.client.spark.offsets import cap_offsets, from_json, processed_offsets, to_json
 from graymq.client.spark.options import SourceOptions, side_options, with_conf_gray_flag
 from graymq.client.spark.planner import GroupLanes, Planner, job_queues
 from graymq.client.spark.schema import ARROW_SCHEMA, to_record_batch
@@ -103,6 +103,14 @@ def test_offsets_json_round_trips_and_is_canonical():
     assert raw == {"T": {"broker-a": {"0": 3, "2": 7}, "broker-b": {"10": 1}}}
     assert from_json(raw) == offsets
     assert to_json(dict(reversed(list(offsets.items())))) == raw
+
+
+def test_processed_offsets_are_the_graymq_sources_end_of_the_last_batch():
+    ours = {"description": "graymq", "startOffset": to_json({A0: 1}), "endOffset": '{"T": {"broker-a": {"0": 4}}}'}
+    others = [{"endOffset": "17"}, {"endOffset": "null"}, {"endOffset": None}, {"endOffset": "{not json"},
+              {"endOffset": '{"U": {"broker-a": {"0": 9}}}'}, {"endOffset": '{"T": 3}'}]
+    assert processed_offsets({"batchId": 3, "sources": [*others, ours]}, ("T",)) == {A0: 4}
+    assert processed_offsets(None, ("T",)) == {} == processed_offsets({"sources": []}, ("T",))
 
 
 def test_read_limit_is_shared_over_the_queues_and_never_exceeded():

@@ -40,6 +40,8 @@ class BrokerHeartbeats:
         self.beats = beats or BrokerBeats(runtime.brokers, runtime.client_id)  # without an instance's: its own
         self.consume_from = CONSUME_FROM[consume_from]
         self.standing = Standing.MEMBER
+        self._data: pb.ConsumerData | None = None
+        self._data_key: tuple[object, ...] = ()
 
     async def route(self, topic: str) -> TopicRoute | None:
         """The topic's route, the cached one when the name server does not answer (None: none known yet)."""
@@ -64,13 +66,7 @@ class BrokerHeartbeats:
             self.standing = Standing.MEMBER
         for topic in rt.subscriptions:
             await self.route(topic)
-        data = pb.ConsumerData(
-            client_id=rt.client_id, group=rt.group, consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
-            consume_from_where=self.consume_from, gray_flag=rt.gray, gray_switch=rt.group_gray.switch,
-            gray_weight=rt.group_gray.weight, lane=rt.wire_lane, lane_weights=rt.group_gray.lane_weights,
-            subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=int(time.time() * 1000))
-                           for t, e in rt.subscriptions.items()],
-        )
+        data = self.data()
         for address in rt.broker_addresses():
             try:
                 await self.beats.heartbeat(address, data)
@@ -78,6 +74,25 @@ class BrokerHeartbeats:
                 if not rt.retry_later(exc, f"heartbeat of group {rt.group} to broker {address}",
                                       ("heartbeat", address, exc.code, exc.message)):
                     return
+
+    def data(self) -> pb.ConsumerData:
+        """This consumer's heartbeat data, built again only when a part of it changed (an idle consumer beats the same
+        data every interval). Its subscriptions' version is the time of that change: when clients of one side
+        subscribe to a topic with different expressions, the broker keeps the newest, as RocketMQ keeps the newest
+        subscription rather than the last heartbeat's."""
+        rt, gg = self.runtime, self.runtime.group_gray
+        key = (rt.gray, rt.wire_lane, gg.switch, gg.weight, tuple(sorted(gg.lane_weights.items())),
+               tuple(rt.subscriptions.items()), rt.broadcasting)
+        if self._data is None or key != self._data_key:
+            version = int(time.time() * 1000)
+            self._data_key, self._data = key, pb.ConsumerData(
+                client_id=rt.client_id, group=rt.group,
+                consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
+                consume_from_where=self.consume_from, gray_flag=rt.gray, gray_switch=gg.switch,
+                gray_weight=gg.weight, lane=rt.wire_lane, lane_weights=gg.lane_weights,
+                subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=version)
+                               for t, e in rt.subscriptions.items()])
+        return self._data
 
     async def leave(self) -> None:
         """A retired consumer whose queues were handed back leaves the group on the brokers (and so at every

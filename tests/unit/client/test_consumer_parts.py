@@ -332,6 +332,26 @@ async def test_heartbeats_carry_the_flag_and_a_retired_consumer_leaves_the_broke
                              "heartbeat gray=True"]
 
 
+@run
+async def test_an_idle_consumer_beats_the_same_data_and_any_change_builds_it_again_with_a_newer_version() -> None:
+    rt = runtime(FakeBrokers())
+    beats = BrokerHeartbeats(rt, "last")
+    first = beats.data()
+    assert beats.data() is first, "nothing changed: the same data, its subscription version unchanged"
+    versions = [first.subscriptions[0].sub_version]
+    for change in (lambda: setattr(rt, "group_gray", GroupGray(switch=False)),
+                   lambda: setattr(rt, "group_gray", GroupGray(lane_weights={"v2": 10})),
+                   lambda: rt.subscriptions.update({TOPIC: "TagA"})):
+        time.sleep(0.002)
+        change()
+        data = beats.data()
+        assert data is not first and data.subscriptions[0].sub_version > versions[-1]
+        first = data
+        versions.append(data.subscriptions[0].sub_version)
+    assert (first.gray_switch, dict(first.lane_weights), first.subscriptions[0].sub_string) == (
+        True, {"v2": 10}, "TagA")
+
+
 # -- a queue moving to a new leader --------------------------------------------------------------
 class ReplicaSet(FakeBrokers):
     """One queue (id 1) on a broker set whose replicas hold their own logs (msg ids by queue offset): only the leader

@@ -42,6 +42,7 @@ class BrokerHeartbeats:
         self.standing = Standing.MEMBER
         self._data: pb.ConsumerData | None = None
         self._data_key: tuple[object, ...] = ()
+        self._versions: dict[str, tuple[str, int]] = {}  # topic -> (expression, when it was set, ms)
 
     async def route(self, topic: str) -> TopicRoute | None:
         """The topic's route, the cached one when the name server does not answer (None: none known yet)."""
@@ -77,21 +78,25 @@ class BrokerHeartbeats:
 
     def data(self) -> pb.ConsumerData:
         """This consumer's heartbeat data, built again only when a part of it changed (an idle consumer beats the same
-        data every interval). Its subscriptions' version is the time of that change: when clients of one side
-        subscribe to a topic with different expressions, the broker keeps the newest, as RocketMQ keeps the newest
-        subscription rather than the last heartbeat's."""
+        data every interval). A subscription's version is the time its expression last changed: when clients of one
+        side subscribe to a topic with different expressions, the broker keeps the newest subscription, as RocketMQ
+        does, rather than the one of the client that beat last."""
         rt, gg = self.runtime, self.runtime.group_gray
         key = (rt.gray, rt.wire_lane, gg.switch, gg.weight, tuple(sorted(gg.lane_weights.items())),
                tuple(rt.subscriptions.items()), rt.broadcasting)
         if self._data is None or key != self._data_key:
-            version = int(time.time() * 1000)
+            now, versions = int(time.time() * 1000), {}
+            for topic, expression in rt.subscriptions.items():
+                known = self._versions.get(topic)
+                versions[topic] = known if known is not None and known[0] == expression else (expression, now)
+            self._versions = versions
             self._data_key, self._data = key, pb.ConsumerData(
                 client_id=rt.client_id, group=rt.group,
                 consume_model=pb.BROADCASTING if rt.broadcasting else pb.CLUSTERING,
                 consume_from_where=self.consume_from, gray_flag=rt.gray, gray_switch=gg.switch,
                 gray_weight=gg.weight, lane=rt.wire_lane, lane_weights=gg.lane_weights,
-                subscriptions=[pb.SubscriptionData(topic=t, sub_string=e, sub_version=version)
-                               for t, e in rt.subscriptions.items()])
+                subscriptions=[pb.SubscriptionData(topic=topic, sub_string=expression, sub_version=version)
+                               for topic, (expression, version) in self._versions.items()])
         return self._data
 
     async def leave(self) -> None:

@@ -306,7 +306,7 @@ class StreamingJob:
         mid-batch after the grace loses nothing: the job replays the batch from its checkpoint harmlessly (the sink
         is idempotent per batch id), but a job taking the side over from the group's offsets stores its rows again.
         """
-        query, self.query = self.query, None
+        query = self.query
         if query is None:
             return
         deadline = time.monotonic() + self.stop_grace_s
@@ -317,16 +317,23 @@ class StreamingJob:
                 break
             time.sleep(0.05)
         query.stop()
+        self.query = None
         self._commit_processed(query)
 
     def _commit_processed(self, query: Any) -> None:
-        """Commit the end of the last micro-batch of ``query`` (stopped) to the brokers. Its source commits a
-        batch's end only when Spark plans the next batch, so a job taking the side over from the group's offsets
-        would read the last batch again, all of it when the last ``availableNow`` run of a retire could not start
-        (a Python worker that did not connect back in time on a busy machine)."""
+        """Commit the end of the last micro-batch of ``query`` (stopped) to the brokers, where the group's offsets
+        are behind it. Its source commits a batch's end only when Spark plans the next batch, so a job taking the
+        side over from the group's offsets would read the last batch again, all of it when the last
+        ``availableNow`` run of a retire could not start (a Python worker that did not connect back in time on a
+        busy machine). A failure is logged: the job stops all the same."""
         offsets = processed_offsets(query.lastProgress, self.source.topics)
-        if offsets and self.member is not None:
-            self.member.commit(offsets)
+        if not offsets or self.member is None:
+            return
+        try:
+            self.member.commit_processed(offsets)
+        except Exception as exc:  # noqa: BLE001 - the job still stops and unregisters; the next owner reads again
+            log.warning("spark job %s: the end of its last micro-batch was not committed (%s: %s); a job taking its "
+                        "side over reads that batch again", self.client_id, type(exc).__name__, exc)
 
 
 # Spark's status messages (``StreamingQuery.status``) while a micro-batch runs, from writing its offsets to the

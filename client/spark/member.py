@@ -7,6 +7,7 @@ job's lane and reports the lane it is in.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
@@ -70,9 +71,14 @@ class SparkMember:
         self.consumer.membership.changed()  # answers to earlier reports (say, desired gray) are stale now
         return await self.consumer.membership.beat() is not None
 
-    async def commit(self, offsets: QueueOffsets) -> QueueOffsets:
-        """Commit what the job processed (next offset per queue) under its group; returns what was committed."""
-        return await commit_offsets(self.consumer, offsets)
+    async def commit_processed(self, offsets: QueueOffsets) -> QueueOffsets:
+        """Commit what the job processed (next offset per queue) under its group where it is ahead of the group's
+        committed offset: a queue that changed sides since, and that another job moved further, keeps its offset (as
+        does one whose broker does not answer); returns what was committed."""
+        known = await asyncio.gather(*(self.consumer.committed_offset(mq) for mq in offsets), return_exceptions=True)
+        ahead = {mq: offset for (mq, offset), committed in zip(offsets.items(), known, strict=True)
+                 if isinstance(committed, int) and offset > committed}
+        return await commit_offsets(self.consumer, ahead)
 
     async def gray_backlog(self, lane: str) -> int | None:
         """What the group has not committed in the queues of ``lane``'s slot of the job's topics; None when a broker

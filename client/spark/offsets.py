@@ -35,7 +35,8 @@ def from_json(raw: Mapping[str, Any]) -> QueueOffsets:
 
 def processed_offsets(progress: Mapping[str, Any] | None, topics: Collection[str]) -> QueueOffsets:
     """The end offsets of the last micro-batch a streaming query completed, from its ``lastProgress``: those of its
-    sources reading ``topics`` (offsets JSON as above); empty when it completed none.
+    one source reading ``topics`` (offsets JSON as above); empty when it completed none, or when two sources read
+    those topics (a pipeline joining another graymq stream: which is the job's is not known).
 
     >>> progress = {"sources": [{"endOffset": '{"T": {"b": {"1": 7}}}'}, {"endOffset": "null"}]}
     >>> processed_offsets(progress, ["T"])
@@ -43,15 +44,15 @@ def processed_offsets(progress: Mapping[str, Any] | None, topics: Collection[str
     >>> processed_offsets(None, ["T"]), processed_offsets(progress, ["U"])
     ({}, {})
     """
-    offsets: QueueOffsets = {}
+    found: list[QueueOffsets] = []
     for source in (progress or {}).get("sources") or ():
         try:
             raw = json.loads(source.get("endOffset") or "null")
             if isinstance(raw, dict) and raw and set(raw) <= set(topics):
-                offsets.update(from_json(raw))
+                found.append(from_json(raw))
         except (ValueError, TypeError, AttributeError):  # another source's offsets
             continue
-    return offsets
+    return found[0] if len(found) == 1 else {}
 
 
 def cap_offsets(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], max_rows: int) -> QueueOffsets:

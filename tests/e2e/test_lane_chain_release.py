@@ -110,7 +110,7 @@ def stage_job(spark, ns: str, lane: str | None, root: Path) -> StreamingJob:  # 
 
     options = {"nameserver": ns, "topic": T2, "group": STAGE, **({"lane": lane} if lane else {})}
     return StreamingJob(spark, options, pipeline, str(root / job), trigger={"processingTime": "1 second"},
-                        labels={"job": job}, heartbeat_interval_s=0.5, poll_s=0.2,
+                        labels={"job": job}, heartbeat_interval_s=0.5, poll_s=0.2, stop_grace_s=30.0,
                         producer_group=STAGE_OUT)
 
 
@@ -141,7 +141,7 @@ class JobThread:
     def end(self, retire: bool = False) -> None:
         self.retiring = retire
         self.stop.set()
-        self.thread.join(150)
+        self.thread.join(180)
         assert not self.thread.is_alive() and not self.failure, self.failure
 
 

@@ -4,6 +4,8 @@ start, stored the base job's last batch twice)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from graymq.client.spark import StreamingJob
@@ -25,7 +27,7 @@ def test_a_stopped_job_commits_its_last_batch_and_its_successor_repeats_none_of_
         made = StreamingJob(spark, options, lambda frame, _: frame.writeStream.foreachBatch(log.sink(name)),
                             str(tmp_path / name), trigger={"processingTime": "1 hour"}, heartbeat_interval_s=0.3)
         if fail_available_now:  # as when its Python worker does not connect back in time: no batch, no commit
-            made._run_available_now = lambda deadline, lane: False  # type: ignore[method-assign]
+            made._run_available_now = lambda deadline, lane: time.sleep(0.2) or False  # type: ignore[method-assign]
         return made
 
     producer = SyncProducer("SPARK_HAND_OVER_PRODUCERS", cluster.ns_url)

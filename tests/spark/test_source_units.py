@@ -111,6 +111,7 @@ def test_processed_offsets_are_the_graymq_sources_end_of_the_last_batch():
               {"endOffset": '{"U": {"broker-a": {"0": 9}}}'}, {"endOffset": '{"T": 3}'}]
     assert processed_offsets({"batchId": 3, "sources": [*others, ours]}, ("T",)) == {A0: 4}
     assert processed_offsets(None, ("T",)) == {} == processed_offsets({"sources": []}, ("T",))
+    assert processed_offsets({"sources": [ours, ours]}, ("T",)) == {}, "two graymq sources: which is the job's?"
 
 
 def test_read_limit_is_shared_over_the_queues_and_never_exceeded():

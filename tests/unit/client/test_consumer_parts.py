@@ -333,23 +333,25 @@ async def test_heartbeats_carry_the_flag_and_a_retired_consumer_leaves_the_broke
 
 
 @run
-async def test_an_idle_consumer_beats_the_same_data_and_any_change_builds_it_again_with_a_newer_version() -> None:
+async def test_an_idle_consumer_beats_the_same_data_and_a_subscription_changed_gets_a_newer_version() -> None:
     rt = runtime(FakeBrokers())
     beats = BrokerHeartbeats(rt, "last")
     first = beats.data()
-    assert beats.data() is first, "nothing changed: the same data, its subscription version unchanged"
-    versions = [first.subscriptions[0].sub_version]
-    for change in (lambda: setattr(rt, "group_gray", GroupGray(switch=False)),
-                   lambda: setattr(rt, "group_gray", GroupGray(lane_weights={"v2": 10})),
-                   lambda: rt.subscriptions.update({TOPIC: "TagA"})):
-        time.sleep(0.002)
-        change()
-        data = beats.data()
-        assert data is not first and data.subscriptions[0].sub_version > versions[-1]
-        first = data
-        versions.append(data.subscriptions[0].sub_version)
-    assert (first.gray_switch, dict(first.lane_weights), first.subscriptions[0].sub_string) == (
-        True, {"v2": 10}, "TagA")
+    assert beats.data() is first, "nothing changed: the same data"
+    version = first.subscriptions[0].sub_version
+    rt.group_gray = GroupGray(switch=False, lane_weights={"v2": 10})
+    data = beats.data()
+    assert data is not first and (data.gray_switch, dict(data.lane_weights)) == (False, {"v2": 10})
+    assert data.subscriptions[0].sub_version == version, "the subscription itself did not change"
+    time.sleep(0.002)
+    rt.subscriptions.update({TOPIC: "TagA", "U": "*"})
+    subscriptions = {s.topic: (s.sub_string, s.sub_version) for s in beats.data().subscriptions}
+    assert subscriptions[TOPIC][0] == "TagA" and subscriptions[TOPIC][1] > version
+    assert subscriptions["U"][1] == subscriptions[TOPIC][1]
+    time.sleep(0.002)
+    rt.subscriptions.update({"U": "TagB"})
+    again = {s.topic: (s.sub_string, s.sub_version) for s in beats.data().subscriptions}
+    assert again[TOPIC] == subscriptions[TOPIC] and again["U"][1] > subscriptions["U"][1]
 
 
 # -- a queue moving to a new leader --------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from graymq.client.message import MessageQueue
 from graymq.client.spark.job import StreamingJob
 from graymq.protocol.errors import DrainTimeoutError
 from graymq.protocol.membership import ClientState
@@ -89,10 +90,22 @@ class FakeMember:
         self.backlogs, self.on_backlog = backlogs, on_backlog
         self.reports: list[tuple[str | None, ClientState]] = []
         self.backlogs_read: list[str] = []
+        self.committed: list[dict[MessageQueue, int]] = []
+        self.commit_error: Exception | None = None
+        self.stopped = False
 
     def report(self, lane: str | None, state: ClientState) -> bool:
         self.reports.append((lane, state))
         return True
+
+    def commit_processed(self, offsets: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
+        if self.commit_error is not None:
+            raise self.commit_error
+        self.committed.append(offsets)
+        return offsets
+
+    def stop(self) -> None:
+        self.stopped = True
 
     def gray_backlog(self, lane: str) -> int | None:
         self.backlogs_read.append(lane)
@@ -188,6 +201,24 @@ def test_a_lane_job_wanted_back_in_its_lane_during_the_drain_abandons_it() -> No
     job.poll()
     assert job.member.reports == [("v3", ClientState.DRAINING), ("v3", ClientState.GRAY)]
     assert job.lane == "v3" and streaming(spark).checkpoint == "/ckpt/v3"
+
+
+def test_a_stopped_query_commits_the_end_of_its_last_batch_and_a_failed_commit_does_not_keep_the_job_registered(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The source commits a batch's end only when the next batch is planned: the job commits the last one's."""
+    member = FakeMember(None, [])
+    job, spark = running_job(None, member)
+    spark.queries[-1].lastProgress = {"sources": [{"endOffset": '{"T": {"b": {"1": 7, "2": 5}}}'}]}
+    job.stop()
+    assert member.committed == [{MessageQueue("T", "b", 1): 7, MessageQueue("T", "b", 2): 5}] and member.stopped
+
+    member = FakeMember(None, [])
+    job, spark = running_job(None, member)
+    spark.queries[-1].lastProgress = {"sources": [{"endOffset": '{"T": {"b": {"1": 7}}}'}]}
+    member.commit_error = LookupError("no broker b in the route")
+    job.stop()
+    assert member.stopped and job.query is None and not spark.queries[-1].isActive
+    assert "was not committed (LookupError: no broker b in the route)" in caplog.text
 
 
 def test_the_pipeline_is_given_the_side_of_its_writes_true_for_the_gray_lane() -> None:

@@ -73,9 +73,11 @@ class GraymqBatchWriter(DataSourceWriter):
         failed one report nothing), and the ``writeId`` to save again with.
 
         Printed rather than logged: ``abort`` runs in a Python worker of its own, whose logging nobody configured;
-        its stderr reaches the terminal of the job (and the driver's log).
+        its stderr reaches the terminal of the job (and the driver's log). The line and its newline go in one write:
+        the JVM logs to the same stderr, and ``print`` writes them apart, so a log line could land between them.
         """
-        print(failed_write_line(self.options, self.marks, self.write_id, messages), file=sys.stderr, flush=True)
+        sys.stderr.write(failed_write_line(self.options, self.marks, self.write_id, messages) + "\n")
+        sys.stderr.flush()
 
 
 class GraymqStreamWriter(DataSourceStreamWriter):

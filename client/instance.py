@@ -46,7 +46,7 @@ class ClientInstance:
         self.session = NameServerSession(self.nameserver, window_s=0.0, timeout_s=config.nameserver_timeout_s)
         self.routes = SharedRoutes(config.route_ttl_s)
         self.brokers = BrokerClient(on_group_changed=self._group_changed, timeout_s=config.broker_timeout_s,
-                                    token=config.token or "", tls=config.tls)
+                                    token=config.token or "", tls=config.tls, on_reconnected=self._reconnected)
         self.broker_beats = BrokerBeats(self.brokers, new_client_id("instance"))
         self.group_listings = GroupListings(self.brokers)
         self._on_group_changed: list[GroupChanged] = []
@@ -88,6 +88,9 @@ class ClientInstance:
         self.group_listings.changed(group)
         for callback in list(self._on_group_changed):
             callback(group)
+
+    def _reconnected(self, address: str) -> None:
+        self.broker_beats.reconnected(address)
 
     async def leave(self, on_group_changed: GroupChanged | None = None) -> None:
         """A client stops using the instance; the last one closes the broker connections and the name-server

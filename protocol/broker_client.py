@@ -25,7 +25,9 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class BrokerClient:
-    """Lazily connects, reconnects after a close, and routes broker pushes to ``on_group_changed``.
+    """Lazily connects, reconnects after a close, and routes broker pushes to ``on_group_changed``;
+    ``on_reconnected(address)`` hears of each new connection to an address that had one before (the broker forgot
+    what the old one registered).
 
     Each new connection authenticates first with ``token`` (the caller's: a client's ``ClientConfig.token``, a
     broker's own replica token; none sent when empty, enough for a broker in dev mode). ``tls`` is the context for
@@ -33,8 +35,10 @@ class BrokerClient:
     """
 
     def __init__(self, on_group_changed: Callable[[str], None] | None = None, timeout_s: float = 5.0, *,
-                 token: str | None = None, tls: ssl.SSLContext | bool | None = None) -> None:
+                 token: str | None = None, tls: ssl.SSLContext | bool | None = None,
+                 on_reconnected: Callable[[str], None] | None = None) -> None:
         self._connections: dict[str, Connection] = {}
+        self._on_reconnected = on_reconnected
         self._locks: dict[str, asyncio.Lock] = {}
         self._on_group_changed = on_group_changed
         self.timeout_s = timeout_s
@@ -49,8 +53,11 @@ class BrokerClient:
         async with lock:
             conn = self._connections.get(address)
             if conn is None or conn.is_closed:
+                was_open = conn is not None
                 conn = await self._open(address)
                 self._connections[address] = conn
+                if was_open and self._on_reconnected is not None:
+                    self._on_reconnected(address)
         return conn
 
     async def _open(self, address: str) -> Connection:
@@ -101,8 +108,8 @@ class BrokerClient:
         timeout = req.suspend_timeout_ms / 1000 + self.timeout_s
         return await self.call(address, pb.PULL_MESSAGE, req, pb.PullResponse, timeout)
 
-    async def heartbeat(self, address: str, req: pb.HeartbeatRequest) -> None:
-        await self.call(address, pb.HEARTBEAT, req, pb.HeartbeatResponse)
+    async def heartbeat(self, address: str, req: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+        return await self.call(address, pb.HEARTBEAT, req, pb.HeartbeatResponse)
 
     async def unregister(self, address: str, client_id: str, group: str) -> None:
         req = pb.UnregisterRequest(client_id=client_id, consumer_group=group)

@@ -379,10 +379,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, client_id: _Optional[str] = ..., consumers: _Optional[_Iterable[_Union[ConsumerData, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerData, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("broker_time_ms",)
+    __slots__ = ("broker_time_ms", "client_expiry_ms", "queue_lease_ms")
     BROKER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_EXPIRY_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     broker_time_ms: int
-    def __init__(self, broker_time_ms: _Optional[int] = ...) -> None: ...
+    client_expiry_ms: int
+    queue_lease_ms: int
+    def __init__(self, broker_time_ms: _Optional[int] = ..., client_expiry_ms: _Optional[int] = ..., queue_lease_ms: _Optional[int] = ...) -> None: ...
 
 class UnregisterRequest(_message.Message):
     __slots__ = ("client_id", "consumer_group", "producer_group")

@@ -36,7 +36,9 @@ class ClientProcessor:
             client_id = data.client_id or req.client_id
             self.consumers.register(client_id, conn, data)
             self.locks.renew(data.group, client_id)
-        return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(broker_time_ms=int(time.time() * 1000)))
+        return response_envelope(pb.HEARTBEAT, pb.HeartbeatResponse(
+            broker_time_ms=int(time.time() * 1000), client_expiry_ms=int(self.consumers.expiry_s * 1000),
+            queue_lease_ms=int(self.locks.ttl_s * 1000)))
 
     def _lane_slots(self, data: pb.ConsumerData) -> int:
         """The most lane slots of the topics ``data`` subscribes to here: its group's retry topic has as many, so

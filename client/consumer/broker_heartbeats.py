@@ -131,8 +131,9 @@ class BrokerHeartbeats:
                 log.info("unregister from %s failed: %s", address, exc.message)
 
     async def loop(self) -> None:
-        """Heartbeat on the interval's grid of the monotonic clock (the instance's consumers beat together)."""
+        """Heartbeat on the interval's grid of the monotonic clock (the instance's consumers beat together); the
+        interval is shorter than configured where a broker's client expiry or queue lease asks."""
         while True:
-            interval_s = self.runtime.settings.heartbeat_interval_s
+            interval_s = self.beats.interval_s(self.runtime.settings.heartbeat_interval_s)
             await asyncio.sleep(interval_s - time.monotonic() % interval_s)
             await self.beat()

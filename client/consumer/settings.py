@@ -25,7 +25,9 @@ class ConsumerSettings:
     # between rebalances, as RocketMQ's 20 s: a safety net, since "group changed" from a broker, a flip or a lost
     # queue starts one at once
     rebalance_interval_s: float = 20.0
-    heartbeat_interval_s: float = 2.0  # between heartbeats to the brokers
+    # between heartbeats to the brokers (RocketMQ 5 clients: 10 s); shorter where a broker's answer asks, to beat
+    # three times within its client expiry (default 120 s) and its queue lease (30 s)
+    heartbeat_interval_s: float = 10.0
     nameserver_interval_s: float = 5.0  # between heartbeats to the name server
     long_poll_s: float = 15.0  # how long a broker holds a pull that finds nothing new (RocketMQ's 15 s)
     handover_timeout_s: float = 30.0  # a queue handed over waits this long for its running batches to finish

@@ -27,6 +27,8 @@ from graymq.client.spark.member import SparkMember
 from graymq.client.spark.options import SourceOptions
 from graymq.client.sync import SyncProducer
 from graymq.protocol import graymq_pb2 as pb
+from graymq.protocol.broker_client import BrokerClient
+from graymq.protocol.errors import ConsumerNotOnlineError
 from tests.support.clients import FAST, Recorder, run_scenario, wait_until
 from tests.support.cluster import Cluster
 
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.integration
 GROUP = "GID_FLEET"
 PRODUCERS = "PID_FLEET"
 TOPIC = "TOPIC_FLEET"
+ONE_QUEUE = "TOPIC_FLEET_ONE"
 NO_EXPIRY = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": "600", "GRAYMQ_BROKER_CLIENT_EXPIRY_S": "600"}
 EXPIRY_S = 4
 STALE_S = 2  # below the expiry: listed stale first
@@ -71,9 +74,9 @@ class Counted:
         nameserver, brokers = instance.nameserver, instance.brokers
         single, request, broker_heartbeat = nameserver.client_heartbeat, nameserver.request, brokers.heartbeat
 
-        async def heartbeat_broker(address: str, req: pb.HeartbeatRequest) -> None:
+        async def heartbeat_broker(address: str, req: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
             self.broker_batches.append([data.client_id for data in req.consumers])
-            await broker_heartbeat(address, req)
+            return await broker_heartbeat(address, req)
 
         brokers.heartbeat = heartbeat_broker  # type: ignore[method-assign]
 
@@ -171,6 +174,78 @@ def test_a_client_stopped_inside_a_process_leaves_at_once_while_the_others_of_it
         assert await broker_listed(consumers[0]) == {"c0", "c2"}
         for c in (consumers[0], consumers[2]):
             await c.stop()
+
+    run_scenario(scenario, timeout=90)
+
+
+def rare_consumer(config: ClientConfig, client_id: str, topic: str) -> PushConsumer:
+    """A consumer whose broker heartbeats are five minutes apart, rebalancing only when told."""
+    c = PushConsumer(GROUP, config=config, listener=Recorder().listener(client_id), client_id=client_id,
+                     **{**FAST, "heartbeat_interval_s": 300.0, "rebalance_interval_s": 300.0})  # type: ignore[arg-type]
+    c.subscribe(topic, "*")
+    return c
+
+
+async def listed_by(observer: BrokerClient, address: str) -> set[str]:
+    """The consumers of ``GROUP`` the broker at ``address`` lists, asked on a connection of ``observer``'s."""
+    try:
+        return {client.client_id for client in (await observer.consumer_list(address, GROUP)).clients}
+    except ConsumerNotOnlineError:
+        return set()
+
+
+def test_a_broker_that_dropped_an_instances_connection_lists_its_idle_consumers_again_when_it_reconnects(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    """The broker drops the consumers of a closed connection; the instance's next connection there carries every
+    consumer's last heartbeat at once, also that of a consumer holding no queue there (nothing of its own calls that
+    broker), whose own next heartbeat is minutes away."""
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **NO_EXPIRY, GRAYMQ_BROKER_QUEUE_LEASE_S="600")
+    cluster.create_topic(ONE_QUEUE, 1, 0)
+    config = ClientConfig.from_env(cluster.ns_url)
+
+    async def scenario() -> None:
+        consumers = [rare_consumer(config, f"c{i}", ONE_QUEUE) for i in range(2)]
+        observer = BrokerClient()
+        try:
+            for c in consumers:
+                await c.start()
+            address = next(iter(consumers[0].runtime.broker_addresses()))
+            await wait_until(lambda: sum(len(c.assigned()) for c in consumers) == 1, 20, "one holding the queue")
+            assert await listed_by(observer, address) == {"c0", "c1"}
+            await (await consumers[0].brokers.connection(address)).close()
+            deadline = time.monotonic() + 20
+            while (now_listed := await listed_by(observer, address)) != {"c0", "c1"}:
+                assert time.monotonic() < deadline, f"only {sorted(now_listed)} listed again"
+                await asyncio.sleep(0.1)
+        finally:
+            for c in consumers:
+                await c.stop()
+            await observer.close()
+
+    run_scenario(scenario, timeout=90)
+
+
+def test_a_consumer_configured_to_beat_rarely_beats_within_a_brokers_shorter_client_expiry(
+        graymq_process, fresh_pg_url, tmp_path) -> None:
+    """Each heartbeat's answer names the broker's client expiry: a consumer configured to beat every five minutes
+    beats three times within it, and stays in the group over several expiries."""
+    env = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": "600", "GRAYMQ_BROKER_CLIENT_EXPIRY_S": str(EXPIRY_S)}
+    cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **env)
+    config = ClientConfig.from_env(cluster.ns_url)
+
+    async def scenario() -> None:
+        c = rare_consumer(config, "c0", TOPIC)
+        observer = BrokerClient()
+        try:
+            await c.start()
+            address = next(iter(c.runtime.broker_addresses()))
+            assert c.heartbeats.beats.interval_s(300.0) == pytest.approx(EXPIRY_S / 3)
+            for _ in range(3 * EXPIRY_S):
+                assert await listed_by(observer, address) == {"c0"}, "the consumer expired on the broker"
+                await asyncio.sleep(1)
+        finally:
+            await c.stop()
+            await observer.close()
 
     run_scenario(scenario, timeout=90)
 

@@ -18,15 +18,20 @@ pytestmark = pytest.mark.unit
 class FakeBrokers:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.sent: list[pb.HeartbeatRequest] = []
         self.fail: Exception | None = None
         self.release = asyncio.Event()
         self.release.set()
 
-    async def heartbeat(self, address: str, req: pb.HeartbeatRequest) -> None:
+    async def heartbeat(self, address: str, req: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
         self.calls.append((address, (req.client_id, [(d.group, d.client_id) for d in req.consumers])))
+        self.sent.append(req)
         await self.release.wait()
         if self.fail is not None:
             raise self.fail
+        return self.answer
+
+    answer = pb.HeartbeatResponse()
 
     async def unregister(self, address: str, client_id: str, group: str) -> None:
         self.calls.append((address, ("unregister", client_id, group)))
@@ -83,3 +88,63 @@ def test_a_consumer_unregisters_after_its_heartbeat_on_the_way_landed_and_a_canc
 
     calls = asyncio.run(main()).calls
     assert calls == [("a", ("instance-1", [("g", "c0")])), ("a", ("unregister", "c0", "g"))]
+
+
+def test_the_interval_is_the_configured_one_unless_a_brokers_expiry_or_lease_asks_for_three_beats_within_it() -> None:
+    async def main() -> list[float]:
+        brokers = FakeBrokers()
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        before = beats.interval_s(10.0)
+        await beats.heartbeat("old", data("c0"))  # a broker naming no limits
+        brokers.answer = pb.HeartbeatResponse(client_expiry_ms=120_000, queue_lease_ms=30_000)
+        await beats.heartbeat("a", data("c0"))
+        default = beats.interval_s(10.0)
+        brokers.answer = pb.HeartbeatResponse(client_expiry_ms=6_000, queue_lease_ms=30_000)
+        await beats.heartbeat("b", data("c0"))
+        return [before, default, beats.interval_s(10.0), beats.interval_s(1.0)]
+
+    assert asyncio.run(main()) == [10.0, 10.0, 2.0, 1.0]
+
+
+def test_a_new_connection_carries_the_last_heartbeat_of_each_consumer_there_not_of_one_gone_or_already_going(
+        ) -> None:
+    async def main() -> FakeBrokers:
+        brokers = FakeBrokers()
+        brokers.answer = pb.HeartbeatResponse(client_expiry_ms=60_000)
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        for c in ("c0", "c1", "c2"):
+            await beats.heartbeat("a", data(c))
+        await beats.heartbeat("a", pb.ConsumerData(client_id="c0", group="g", gray_flag=True))  # its latest
+        await beats.heartbeat("b", data("c3"))
+        await beats.unregister("a", "c1", "g")
+        brokers.calls.clear()
+        brokers.release.clear()
+        going = asyncio.ensure_future(beats.heartbeat("a", data("c2")))  # its own beat on its way
+        await asyncio.sleep(0)
+        beats.reconnected("a")
+        brokers.release.set()
+        await going
+        while beats._resends:
+            await asyncio.sleep(0)
+        await beats.close()
+        return brokers
+
+    brokers = asyncio.run(main())
+    assert brokers.calls == [("a", ("instance-1", [("g", "c2"), ("g", "c0")]))]
+    assert [d.gray_flag for d in brokers.sent[-1].consumers] == [False, True]
+
+
+def test_a_heartbeat_older_than_the_brokers_expiry_is_not_sent_again() -> None:
+    async def main() -> FakeBrokers:
+        brokers = FakeBrokers()
+        brokers.answer = pb.HeartbeatResponse(client_expiry_ms=1)
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        await beats.heartbeat("a", data("c0"))
+        await asyncio.sleep(0.01)
+        brokers.calls.clear()
+        beats.reconnected("a")
+        await asyncio.sleep(0.01)
+        await beats.close()
+        return brokers
+
+    assert asyncio.run(main()).calls == []

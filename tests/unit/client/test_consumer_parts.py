@@ -28,7 +28,7 @@ from graymq.core.gray_flip import GrayFlip
 from graymq.core.group_gray import GroupGray
 from graymq.core.route import BrokerData, TopicRoute
 from graymq.protocol import graymq_pb2 as pb
-from graymq.protocol.errors import GrayMQError, NotLeaderError, QueueLockedError
+from graymq.protocol.errors import ConnectFailedError, GrayMQError, NotLeaderError, QueueLockedError
 from graymq.protocol.record import encode_properties, encode_record, make_properties
 from graymq.protocol.supervisor import Supervisor
 
@@ -110,8 +110,9 @@ class FakeBrokers:
                             queues: list[tuple[str, int, int]]) -> None:
         self.unlocked.extend(queues)
 
-    async def heartbeat(self, address: str, request: pb.HeartbeatRequest) -> None:
+    async def heartbeat(self, address: str, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
         self.calls.append(f"heartbeat gray={request.consumers[0].gray_flag}")
+        return pb.HeartbeatResponse()
 
     async def unregister(self, address: str, client_id: str, group: str) -> None:
         self.calls.append("unregister")
@@ -189,6 +190,33 @@ async def test_the_fetcher_pulls_hands_the_listener_every_message_and_commits_pa
     await until(lambda: part.consumed == 5, "5 messages consumed")
     await part.persist_offsets()
     assert sorted(seen) == [0, 1, 2, 3, 4] and store.written == {pq.mq: 5} and pq.committed == 5
+    await rt.tasks.cancel([pq.task] if pq.task else [])
+
+
+@run
+async def test_the_persist_loop_commits_what_moved_retries_a_failed_commit_and_then_sleeps_until_an_offset_moves(
+        ) -> None:
+    rt, store = runtime(FakeBrokers(records=5), persist_interval_s=0.01), FakeOffsetStore(error=ConnectFailedError("x"))
+    part, _ = fetcher(rt, store, ConsumeStatus.CONSUME_SUCCESS)
+    persisted = [0]
+    persist = part.persist_offsets
+
+    async def counted() -> None:
+        persisted[0] += 1
+        await persist()
+
+    part.persist_offsets = counted  # type: ignore[method-assign]
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 0)
+    part.assignment.add(pq)
+    loop = asyncio.ensure_future(part.persist_loop())
+    part.fetch(pq)
+    await until(lambda: part.consumed == 5 and persisted[0] >= 3, "5 consumed, their commit failing")
+    store.error = None
+    await until(lambda: store.written == {pq.mq: 5}, "the commit tried again")
+    settled = persisted[0]
+    await asyncio.sleep(0.3)  # idle long polls: nothing moves
+    assert persisted[0] - settled <= 1 and not part.moved.is_set()
+    loop.cancel()
     await rt.tasks.cancel([pq.task] if pq.task else [])
 
 

@@ -8,7 +8,7 @@ A consumer leaving a broker (``unregister``) waits for a heartbeat of its own on
 would register it again.
 
 Each broker's answer names how long it keeps a consumer that stopped beating and a queue lease not renewed; the
-consumers beat at least three times within the shorter (``interval_s``), whatever their configured interval. A
+consumers beat at least four times within the shorter (``interval_s``), whatever their configured interval. A
 broker drops the consumers of a connection that closed: when a new connection to it opens (``reconnected``), the
 last heartbeat of each consumer there goes again at once rather than at its next interval.
 """
@@ -26,7 +26,10 @@ log = logging.getLogger(__name__)
 
 Pending = tuple[pb.ConsumerData, asyncio.Future[None]]
 Member = tuple[str, str]  # (group, consumer's client id)
-BEATS_PER_LIMIT = 3  # heartbeats within a broker's client expiry or queue lease, whichever is shorter
+# heartbeats within a broker's client expiry or queue lease, whichever is shorter: a lease survives two failed or
+# late beats in a row (a consumer whose pulls pause, a full queue or an orderly listener at work, renews it by
+# heartbeats alone)
+BEATS_PER_LIMIT = 4
 
 
 class BrokerBeats:
@@ -68,11 +71,13 @@ class BrokerBeats:
         heartbeat there that would not have expired yet goes again now, but for those already on their way (a
         failure waits for the next interval)."""
         since, going = time.monotonic() - self._limits.get(address, float("inf")), self._on_their_way(address)
-        again = [data for member, (data, sent) in self._last.get(address, {}).items()
-                 if sent >= since and member not in going]
+        last = self._last.get(address, {})
+        for member in [member for member, (_, sent) in last.items() if sent < since]:
+            del last[member]  # expired there anyway (or a consumer that no longer beats that broker)
+        again = [(data, sent) for member, (data, sent) in last.items() if member not in going]
         if again:
             task = asyncio.get_running_loop().create_task(
-                self._resend(address, [self._queue(address, data) for data in again]),
+                self._resend(address, [self._queue(address, data, sent) for data, sent in again]),
                 name=f"heartbeats again to {address}")
             self._resends.add(task)
             task.add_done_callback(self._resends.discard)
@@ -84,19 +89,21 @@ class BrokerBeats:
             log.info("heartbeats to %s after reconnecting failed (%s); the next interval beats again", address,
                      failed[0])
 
-    def _queue(self, address: str, data: pb.ConsumerData) -> asyncio.Future[None]:
-        """``data`` joins the next request to ``address``; the future says how that request went."""
+    def _queue(self, address: str, data: pb.ConsumerData, sent: float | None = None) -> asyncio.Future[None]:
+        """``data`` joins the next request to ``address``; the future says how that request went. ``sent``: when
+        the consumer itself sent it (a heartbeat sent again keeps its age)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._last.setdefault(address, {})[(data.group, data.client_id)] = (data, time.monotonic())
+        self._last.setdefault(address, {})[(data.group, data.client_id)] = (data, sent or time.monotonic())
         self._pending.setdefault(address, []).append((data, future))
         if address not in self._senders:
             self._senders[address] = loop.create_task(self._send(address), name=f"heartbeats to {address}")
         return future
 
     def _on_their_way(self, address: str) -> set[Member]:
-        """The members with a heartbeat to ``address`` waiting or out."""
-        return self._in_flight.get(address, set()) | {(d.group, d.client_id) for d, _ in self._pending.get(address, ())}
+        """The members with a heartbeat to ``address`` waiting (not cancelled) or out."""
+        return self._in_flight.get(address, set()) | {(d.group, d.client_id) for d, f in self._pending.get(address, ())
+                                                      if not f.done()}
 
     async def close(self) -> None:
         tasks = [*self._senders.values(), *self._resends]
@@ -116,10 +123,14 @@ class BrokerBeats:
                     await self._send_batch(address, batch)
                 finally:
                     del self._in_flight[address]
-                    async with self._landed:
-                        self._landed.notify_all()
+                    await self._notify_landed()
         finally:
             del self._senders[address]
+            await self._notify_landed()  # heartbeats cancelled while waiting are on their way no more
+
+    async def _notify_landed(self) -> None:
+        async with self._landed:
+            self._landed.notify_all()
 
     async def _send_batch(self, address: str, batch: list[Pending]) -> None:
         request = pb.HeartbeatRequest(client_id=self.client_id, consumers=[data for data, _ in batch])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
@@ -15,6 +16,7 @@ from graymq.protocol.errors import BadRequestError
 from graymq.protocol.tls import broker_tls
 
 _T = TypeVar("_T", bound=PbMessage)
+log = logging.getLogger(__name__)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -57,7 +59,10 @@ class BrokerClient:
                 conn = await self._open(address)
                 self._connections[address] = conn
                 if was_open and self._on_reconnected is not None:
-                    self._on_reconnected(address)
+                    try:
+                        self._on_reconnected(address)
+                    except Exception:  # the caller's request goes on; the listener's fault is only logged
+                        log.exception("acting on the new connection to %s failed", address)
         return conn
 
     async def _open(self, address: str) -> Connection:

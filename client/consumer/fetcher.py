@@ -291,6 +291,7 @@ class Fetcher:
         try:
             await self.offset_store.flush()
         except GrayMQError as exc:
+            self.moved.set()  # the persist loop tries again
             self.runtime.retry_later(exc, f"writing the offsets of group {self.runtime.group}",
                                      ("flush", exc.code, exc.message))
 

@@ -81,6 +81,7 @@ class Rebalancer:
         rebalance, which may read a group listing the process read a moment ago; any other reads afresh)."""
         rt = self.runtime
         async with self._lock:
+            await self.heartbeats.meet_new_brokers()
             view = await self._group_view(periodic) if not rt.broadcasting else {}
             if rt.failure is not None:
                 return

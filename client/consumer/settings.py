@@ -26,7 +26,7 @@ class ConsumerSettings:
     # queue starts one at once
     rebalance_interval_s: float = 20.0
     # between heartbeats to the brokers (RocketMQ 5 clients: 10 s); shorter where a broker's answer asks, to beat
-    # three times within its client expiry (default 120 s) and its queue lease (30 s)
+    # four times within its client expiry (default 120 s) and its queue lease (default 30 s: every 7.5 s)
     heartbeat_interval_s: float = 10.0
     nameserver_interval_s: float = 5.0  # between heartbeats to the name server
     long_poll_s: float = 15.0  # how long a broker holds a pull that finds nothing new (RocketMQ's 15 s)

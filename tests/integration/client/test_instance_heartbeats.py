@@ -20,6 +20,7 @@ import pytest
 
 from graymq.client import Producer, PushConsumer
 from graymq.client.blocking_producer import BlockingProducer
+from graymq.client.broker_beats import BEATS_PER_LIMIT
 from graymq.client.config import ClientConfig
 from graymq.client.instance import ClientInstance
 from graymq.client.spark.job_producer import JobProducer
@@ -228,7 +229,7 @@ def test_a_broker_that_dropped_an_instances_connection_lists_its_idle_consumers_
 def test_a_consumer_configured_to_beat_rarely_beats_within_a_brokers_shorter_client_expiry(
         graymq_process, fresh_pg_url, tmp_path) -> None:
     """Each heartbeat's answer names the broker's client expiry: a consumer configured to beat every five minutes
-    beats three times within it, and stays in the group over several expiries."""
+    beats four times within it, and stays in the group over several expiries."""
     env = {"GRAYMQ_CLIENT_EXPIRY_SECONDS": "600", "GRAYMQ_BROKER_CLIENT_EXPIRY_S": str(EXPIRY_S)}
     cluster = cluster_of(graymq_process, fresh_pg_url, tmp_path, **env)
     config = ClientConfig.from_env(cluster.ns_url)
@@ -239,7 +240,7 @@ def test_a_consumer_configured_to_beat_rarely_beats_within_a_brokers_shorter_cli
         try:
             await c.start()
             address = next(iter(c.runtime.broker_addresses()))
-            assert c.heartbeats.beats.interval_s(300.0) == pytest.approx(EXPIRY_S / 3)
+            assert c.heartbeats.beats.interval_s(300.0) == pytest.approx(EXPIRY_S / BEATS_PER_LIMIT)
             for _ in range(3 * EXPIRY_S):
                 assert await listed_by(observer, address) == {"c0"}, "the consumer expired on the broker"
                 await asyncio.sleep(1)

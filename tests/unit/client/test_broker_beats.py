@@ -90,7 +90,7 @@ def test_a_consumer_unregisters_after_its_heartbeat_on_the_way_landed_and_a_canc
     assert calls == [("a", ("instance-1", [("g", "c0")])), ("a", ("unregister", "c0", "g"))]
 
 
-def test_the_interval_is_the_configured_one_unless_a_brokers_expiry_or_lease_asks_for_three_beats_within_it() -> None:
+def test_the_interval_is_the_configured_one_unless_a_brokers_expiry_or_lease_asks_for_four_beats_within_it() -> None:
     async def main() -> list[float]:
         brokers = FakeBrokers()
         beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
@@ -103,7 +103,7 @@ def test_the_interval_is_the_configured_one_unless_a_brokers_expiry_or_lease_ask
         await beats.heartbeat("b", data("c0"))
         return [before, default, beats.interval_s(10.0), beats.interval_s(1.0)]
 
-    assert asyncio.run(main()) == [10.0, 10.0, 2.0, 1.0]
+    assert asyncio.run(main()) == [10.0, 7.5, 1.5, 1.0]
 
 
 def test_a_new_connection_carries_the_last_heartbeat_of_each_consumer_there_not_of_one_gone_or_already_going(
@@ -134,17 +134,44 @@ def test_a_new_connection_carries_the_last_heartbeat_of_each_consumer_there_not_
     assert [d.gray_flag for d in brokers.sent[-1].consumers] == [False, True]
 
 
-def test_a_heartbeat_older_than_the_brokers_expiry_is_not_sent_again() -> None:
-    async def main() -> FakeBrokers:
+def test_a_heartbeat_sent_again_keeps_its_age_and_one_older_than_the_brokers_expiry_is_not_sent_again() -> None:
+    async def main() -> list[int]:
         brokers = FakeBrokers()
-        brokers.answer = pb.HeartbeatResponse(client_expiry_ms=1)
+        brokers.answer = pb.HeartbeatResponse(client_expiry_ms=200)
         beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
         await beats.heartbeat("a", data("c0"))
-        await asyncio.sleep(0.01)
-        brokers.calls.clear()
-        beats.reconnected("a")
-        await asyncio.sleep(0.01)
+        sent = []
+        for _ in range(2):
+            await asyncio.sleep(0.12)
+            brokers.calls.clear()
+            beats.reconnected("a")
+            while beats._resends:
+                await asyncio.sleep(0)
+            sent.append(len(brokers.calls))
+        await beats.close()
+        return sent
+
+    assert asyncio.run(main()) == [1, 0]  # the second reconnect is 0.24 s after c0's own beat
+
+
+def test_a_member_whose_heartbeat_is_out_is_not_sent_again_and_a_cancelled_beat_does_not_hold_its_leaving() -> None:
+    async def main() -> FakeBrokers:
+        brokers = FakeBrokers()
+        beats = BrokerBeats(brokers, "instance-1")  # type: ignore[arg-type]
+        await beats.heartbeat("a", data("c0"))
+        brokers.release.clear()
+        out = asyncio.ensure_future(beats.heartbeat("a", data("c0")))
+        while len(brokers.calls) < 2:
+            await asyncio.sleep(0)
+        beats.reconnected("a")  # c0's beat is out: nothing more
+        brokers.release.set()
+        await out
+        cancelled = asyncio.ensure_future(beats.heartbeat("a", data("c1")))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.wait_for(beats.unregister("a", "c1", "g"), 1)
         await beats.close()
         return brokers
 
-    assert asyncio.run(main()).calls == []
+    assert [call for _, call in asyncio.run(main()).calls] == [
+        ("instance-1", [("g", "c0")]), ("instance-1", [("g", "c0")]), ("unregister", "c1", "g")]

@@ -165,10 +165,11 @@ def test_the_table_says_which_queues_are_stale_which_are_new_and_where_a_queue_r
 
 # -- the fetcher ---------------------------------------------------------------------------------
 def fetcher(rt: ConsumerRuntime, store: FakeOffsetStore, status: ConsumeStatus,
-            lost: list[ProcessQueue] | None = None) -> tuple[Fetcher, list[int]]:
+            lost: list[ProcessQueue] | None = None, listener_s: float = 0.0) -> tuple[Fetcher, list[int]]:
     seen: list[int] = []
 
     async def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        await asyncio.sleep(listener_s)
         seen.extend(m.queue_offset for m in messages)
         return status
 
@@ -216,6 +217,20 @@ async def test_the_persist_loop_commits_what_moved_retries_a_failed_commit_and_t
     settled = persisted[0]
     await asyncio.sleep(0.3)  # idle long polls: nothing moves
     assert persisted[0] - settled <= 1 and not part.moved.is_set()
+    loop.cancel()
+    await rt.tasks.cancel([pq.task] if pq.task else [])
+
+
+@run
+async def test_a_batch_finishing_after_the_last_persist_is_committed_though_no_pull_moves_anything() -> None:
+    rt, store = runtime(FakeBrokers(records=5), persist_interval_s=0.01), FakeOffsetStore()
+    part, _ = fetcher(rt, store, ConsumeStatus.CONSUME_SUCCESS, listener_s=0.2)
+    pq = ProcessQueue(MessageQueue(TOPIC, "b", 1), ADDRESS, 0)
+    part.assignment.add(pq)
+    loop = asyncio.ensure_future(part.persist_loop())
+    part.fetch(pq)
+    # the commit at the pull (offset 0, the messages in the listener) is the last one a pull moves
+    await until(lambda: store.written == {pq.mq: 5}, "the end committed once the listener finished")
     loop.cancel()
     await rt.tasks.cancel([pq.task] if pq.task else [])
 
@@ -286,6 +301,9 @@ class FakeStartOffsets:
 class FakeHeartbeats:
     async def route(self, topic: str) -> TopicRoute:
         return ROUTE
+
+    async def meet_new_brokers(self) -> None:
+        pass
 
 
 def rebalancer(brokers: FakeBrokers, gray: bool = False) -> tuple[Rebalancer, FakeFetcher, list[int]]:
@@ -361,6 +379,27 @@ async def test_heartbeats_carry_the_flag_and_a_retired_consumer_leaves_the_broke
 
 
 @run
+async def test_a_broker_of_its_topics_that_took_no_heartbeat_of_the_consumer_gets_one_before_it_rebalances() -> None:
+    rt = runtime(FakeBrokers(), gray=True)
+    beats = BrokerHeartbeats(rt, "last")
+    routes = cast(FakeRoutes, rt.routes)
+
+    def leader_at(port: int) -> None:
+        route = TopicRoute(TOPIC, (BrokerData("b", f"127.0.0.1:{port}", queue_nums=6, gray_queue_nums=2),))
+        routes.cached = lambda topic: route  # type: ignore[method-assign]
+
+    await beats.meet_new_brokers()
+    await beats.meet_new_brokers()  # met
+    leader_at(2)  # a new leader at another address
+    await beats.meet_new_brokers()
+    await beats.meet_new_brokers()
+    rt.group_gray = GroupGray(retired=True)
+    leader_at(3)
+    await beats.meet_new_brokers()  # retired: it leaves the group rather than meets brokers
+    assert cast(FakeBrokers, rt.brokers).calls == ["heartbeat gray=True", "heartbeat gray=True"]
+
+
+@run
 async def test_an_idle_consumer_beats_the_same_data_and_a_subscription_changed_gets_a_newer_version() -> None:
     rt = runtime(FakeBrokers())
     beats = BrokerHeartbeats(rt, "last")
@@ -429,6 +468,9 @@ async def consume_across_an_election(old: list[str], new: list[str], committed: 
     class Routes:
         async def route(self, topic: str) -> TopicRoute:
             return brokers.route()
+
+        async def meet_new_brokers(self) -> None:
+            pass
 
     class Starts:
         async def plan(self, queues: list[Any], addresses: Any) -> dict[MessageQueue, int]:

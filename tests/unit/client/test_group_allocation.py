@@ -76,6 +76,9 @@ class Routes:
     async def route(self, topic: str) -> TopicRoute:
         return ROUTE
 
+    async def meet_new_brokers(self) -> None:
+        pass
+
 
 class Parts:
     def fetch(self, pq: ProcessQueue) -> None:

@@ -63,7 +63,8 @@ def set_weight(cluster, weight: int, gray_side: set[int]) -> float:
     ns = cluster.ns_url
     out = graymq(ns, "gray", "weight", GROUP, str(weight), "--reason", f"canary at {weight}%").stdout
     assert f"weight of {GROUP}: {weight}%" in out, out
-    [entry] = cluster.ns_call(lambda c: c.list_audit(GROUP, limit=1))
+    # the newest weight entry: a producer that finished its count may unregister (an audit entry too) just after
+    entry = next(e for e in cluster.ns_call(lambda c: c.list_audit(GROUP, limit=20)) if e.action != "unregister")
     assert (entry.action, entry.after) == ("set_weight", {"gray_weight": weight})
     wait_for(lambda: holds(ns, gray_side), 30, f"the consumers holding their queues at weight {weight}", 0.05)
     return time.time() - entry.at.timestamp()

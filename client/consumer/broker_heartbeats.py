@@ -43,7 +43,7 @@ class BrokerHeartbeats:
         self._data: pb.ConsumerData | None = None
         self._data_key: tuple[object, ...] = ()
         self._versions: dict[str, tuple[str, int]] = {}  # topic -> (expression, when it was set, ms)
-        self._reached: set[str] = set()  # brokers that took a heartbeat of this consumer
+        self._met: set[str] = set()  # brokers this consumer sent a heartbeat to (answered or not)
 
     async def route(self, topic: str) -> TopicRoute | None:
         """The topic's route, the cached one when the name server does not answer (None: none known yet)."""
@@ -70,20 +70,21 @@ class BrokerHeartbeats:
             await self.route(topic)
         data = self.data()
         for address in rt.broker_addresses():
+            self._met.add(address)
             try:
                 await self.beats.heartbeat(address, data)
-                self._reached.add(address)
             except GrayMQError as exc:
                 if not rt.retry_later(exc, f"heartbeat of group {rt.group} to broker {address}",
                                       ("heartbeat", address, exc.code, exc.message)):
                     return
 
     async def meet_new_brokers(self) -> None:
-        """Heartbeat now when a broker of the subscribed topics took none of this consumer's yet (a topic's new
+        """Heartbeat now when a broker of the subscribed topics was never sent one of this consumer's (a topic's new
         leader after a failover, a topic spread to another broker): its listing of the group would miss this
-        consumer until the next interval, and the group's rebalances with it."""
+        consumer until the next interval, and the group's rebalances with it. A broker that did not answer is left
+        to the interval: a rebalance does not wait for an unreachable broker each time."""
         rt = self.runtime
-        if self.standing is Standing.MEMBER and not rt.retired and not self._reached.issuperset(rt.broker_addresses()):
+        if self.standing is Standing.MEMBER and not rt.retired and not self._met.issuperset(rt.broker_addresses()):
             await self.beat()
 
     def data(self) -> pb.ConsumerData:
